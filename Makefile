@@ -1,0 +1,36 @@
+# One command each, on a fresh machine: `make test` and `make demo` create the
+# virtualenv and install everything they need by themselves.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install test lint demo bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# The CPU build of torch, pinned: any other spec may pull a multi-GB CUDA build.
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+
+test: lint
+	$(PY) -m pytest tests
+
+demo: $(STAMP)
+	$(VENV)/bin/mlmkit pretrain
+
+bench: $(STAMP)
+	$(PY) benchmarks/masking.py
+	$(PY) benchmarks/scoring.py
+	$(PY) benchmarks/generate.py
+	$(PY) benchmarks/pretrain.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

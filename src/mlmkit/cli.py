@@ -1,0 +1,58 @@
+"""The `mlmkit` command line: a typer app whose commands live in `mlmkit.commands`.
+
+Each module there defines `register(app)`; they are discovered, so adding a command
+never edits this file. Commands parse arguments, call the library, and print.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+
+from mlmkit.errors import MlmkitError
+
+app = typer.Typer(
+    name="mlmkit",
+    help="Masked language models: pretrain, score, fill, generate, probe and audit.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode="rich",
+)
+
+
+def _register_commands() -> None:
+    import mlmkit.commands as commands
+
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"mlmkit.commands.{info.name}")
+        module.register(app)
+
+
+_register_commands()
+
+
+def main() -> None:
+    """Entry point: run the app; bad input prints one clear line and exits 2."""
+    try:
+        app(standalone_mode=False)
+    except MlmkitError as error:
+        typer.secho(f"error: {error}", err=True, fg="red")
+        sys.exit(2)
+    except FileNotFoundError as error:
+        typer.secho(f"error: {error}", err=True, fg="red")
+        sys.exit(2)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as error:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(error, click.ClickException):
+            error.show()
+            sys.exit(error.exit_code)
+        raise

@@ -1,0 +1,1 @@
+"""CLI commands: each module defines `register(app)` and is discovered by `mlmkit.cli`."""

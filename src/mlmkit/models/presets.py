@@ -1,0 +1,123 @@
+"""Named model presets: fresh, randomly initialised masked LMs sized for a laptop or a GPU.
+
+A preset is `SIZE` or `FAMILY-SIZE` (e.g. `mini`, `roberta-small`, `modernbert-base`);
+the family defaults to bert. The vocabulary, special token ids and maximum length come
+from the tokenizer, so a model built here always matches the tokenizer it was built with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import transformers
+
+
+@dataclass(frozen=True)
+class Size:
+    """Width and depth of a preset size."""
+
+    hidden: int
+    layers: int
+    heads: int
+    intermediate: int
+
+
+SIZES: dict[str, Size] = {
+    "tiny": Size(hidden=128, layers=2, heads=2, intermediate=512),
+    "mini": Size(hidden=256, layers=4, heads=4, intermediate=1024),
+    "small": Size(hidden=512, layers=4, heads=8, intermediate=2048),
+    "base": Size(hidden=768, layers=12, heads=12, intermediate=3072),
+}
+
+# The three families of the preset table, plus the other architectures the model layer
+# supports, so that every adapter can be exercised on a fresh model.
+FAMILIES: tuple[str, ...] = (
+    "bert",
+    "roberta",
+    "modernbert",
+    "xlm-roberta",
+    "distilbert",
+    "albert",
+    "electra",
+    "deberta-v2",
+)
+
+
+def parse_preset(preset: str) -> tuple[str, Size]:
+    """Split `FAMILY-SIZE` into a family and a Size; errors list the valid names."""
+    family, _, size = preset.rpartition("-")
+    family = family or "bert"
+    if size not in SIZES or family not in FAMILIES:
+        valid = ", ".join(f"{f}-{s}" for f in FAMILIES[:3] for s in SIZES)
+        raise ValueError(
+            f"unknown model preset {preset!r}: use SIZE or FAMILY-SIZE with SIZE in "
+            f"{list(SIZES)} and FAMILY in {list(FAMILIES)} (e.g. {valid})"
+        )
+    return family, SIZES[size]
+
+
+
+def preset_config(preset: str, tokenizer, max_length: int = 512) -> transformers.PretrainedConfig:
+    """The Hugging Face config of a preset, with vocabulary and special ids from `tokenizer`."""
+    family, s = parse_preset(preset)
+    vocab = len(tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    common = dict(vocab_size=vocab, pad_token_id=pad)
+    bos = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    eos = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    ids = dict(bos_token_id=bos, eos_token_id=eos)
+    bert_like = dict(
+        hidden_size=s.hidden,
+        num_hidden_layers=s.layers,
+        num_attention_heads=s.heads,
+        intermediate_size=s.intermediate,
+    )
+    if family == "bert":
+        return transformers.BertConfig(**common, **bert_like, max_position_embeddings=max_length)
+    if family in ("roberta", "xlm-roberta"):
+        cls = transformers.RobertaConfig if family == "roberta" else transformers.XLMRobertaConfig
+        # RoBERTa's positions start after the padding index.
+        return cls(**common, **ids, **bert_like, max_position_embeddings=max_length + pad + 1)
+    if family == "modernbert":
+        return transformers.ModernBertConfig(
+            **common,
+            **ids,
+            cls_token_id=bos,
+            sep_token_id=eos,
+            hidden_size=s.hidden,
+            num_hidden_layers=s.layers,
+            num_attention_heads=s.heads,
+            intermediate_size=s.intermediate * 3 // 4,  # GeGLU: two input projections
+            max_position_embeddings=max_length,
+            global_attn_every_n_layers=min(3, s.layers),
+            local_attention=min(128, max_length),
+        )
+    if family == "distilbert":
+        return transformers.DistilBertConfig(
+            **common, dim=s.hidden, n_layers=s.layers, n_heads=s.heads, hidden_dim=s.intermediate,
+            max_position_embeddings=max_length,
+        )
+    if family == "albert":
+        return transformers.AlbertConfig(
+            **common, **ids, **bert_like, embedding_size=max(64, s.hidden // 4),
+            max_position_embeddings=max_length,
+        )
+    if family == "electra":
+        return transformers.ElectraConfig(
+            **common, **bert_like, embedding_size=s.hidden, max_position_embeddings=max_length,
+        )
+    return transformers.DebertaV2Config(
+        **common, **bert_like, max_position_embeddings=max_length, relative_attention=True,
+        position_buckets=64, pos_att_type=["p2c", "c2p"], position_biased_input=False,
+    )
+
+
+def build_mlm(preset: str, tokenizer, max_length: int = 512, seed: int = 0):
+    """A fresh masked LM (transformers model, random weights seeded by `seed`) for `preset`."""
+    import torch
+
+    config = preset_config(preset, tokenizer, max_length=max_length)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = transformers.AutoModelForMaskedLM.from_config(config)
+    return model

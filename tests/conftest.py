@@ -1,0 +1,120 @@
+"""Session fixtures: tiny tokenizers trained on python-docs and tiny random models.
+
+Nothing here touches the network; everything is built in a session temp dir.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+# The tokenizer kind each model family is built with (its own family's specials).
+FAMILY_TOKENIZER = {
+    "bert": "wordpiece", "distilbert": "wordpiece", "electra": "wordpiece",
+    "albert": "unigram", "deberta-v2": "unigram", "xlm-roberta": "unigram",
+    "roberta": "bpe", "modernbert": "bpe",
+}
+
+
+@pytest.fixture(scope="session")
+def fixture_dir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("mlmkit-fixtures")
+
+
+@pytest.fixture(scope="session")
+def corpus_sample() -> list[str]:
+    """A fixed slice of the python-docs train split: enough to train a 1k vocabulary."""
+    from mlmkit.corpus.python_docs import python_docs
+
+    return python_docs("train")[:1500]
+
+
+def _tokenizer(kind: str, fixture_dir: Path, corpus_sample: list[str]):
+    from mlmkit.tokenizer import train_tokenizer
+
+    return train_tokenizer(
+        corpus_sample, fixture_dir / f"tok-{kind}", kind=kind, vocab_size=1024,
+        show_progress=False,
+    )
+
+
+@pytest.fixture(scope="session")
+def tokenizer_factory(fixture_dir, corpus_sample):
+    cache = {}
+
+    def make(kind: str):
+        if kind not in cache:
+            cache[kind] = _tokenizer(kind, fixture_dir, corpus_sample)
+        return cache[kind]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def wordpiece_tokenizer(tokenizer_factory):
+    return tokenizer_factory("wordpiece")
+
+
+@pytest.fixture(scope="session")
+def bpe_tokenizer(tokenizer_factory):
+    return tokenizer_factory("bpe")
+
+
+@pytest.fixture(scope="session")
+def unigram_tokenizer(tokenizer_factory):
+    return tokenizer_factory("unigram")
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm(tokenizer_factory):
+    """Factory: `tiny_mlm("roberta")` → an MLM (eval mode) of a tiny random model, cached."""
+    from mlmkit.models import MLM, build_mlm
+
+    cache = {}
+
+    def make(family: str = "bert") -> MLM:
+        if family not in cache:
+            tokenizer = tokenizer_factory(FAMILY_TOKENIZER[family])
+            model = build_mlm(f"{family}-tiny", tokenizer, max_length=128, seed=0).eval()
+            cache[family] = MLM(model=model, tokenizer=tokenizer, name=f"{family}-tiny")
+        return cache[family]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def saved_tiny_mlm(tiny_mlm, fixture_dir):
+    """Factory: the directory of a saved tiny model with its tokenizer (loadable by name)."""
+    cache = {}
+
+    def make(family: str = "bert") -> Path:
+        if family not in cache:
+            mlm = tiny_mlm(family)
+            path = fixture_dir / f"model-{family}"
+            mlm.model.save_pretrained(path)
+            mlm.tokenizer.save_pretrained(path)
+            cache[family] = path
+        return cache[family]
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"the shared data sets are not at {SHARED_DATA} (see ../shared/data/README)")
+    return SHARED_DATA
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
