@@ -1,0 +1,1 @@
+"""Scoring text with a masked LM: PLL, PLL-word-l2r, pseudo-perplexity, rescoring, minimal pairs."""
