@@ -1,0 +1,44 @@
+"""Fill, generate and score by iterative unmasking: fill-mask, diffusion samplers, infilling,
+and the masked-diffusion likelihood bound. Works with any masked LM.
+
+The function names equal their module names (`mlmkit.generate.generate` is the module of
+`generate`); the imports below bind the package attributes to the functions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
+from mlmkit.generate.confidence import CONFIDENCES
+from mlmkit.generate.elbo import Elbo, elbo
+from mlmkit.generate.generate import Generation, generate
+from mlmkit.generate.infill import Infilled, infill
+from mlmkit.generate.samplers import SAMPLERS
+
+__all__ = ["CONFIDENCES", "SAMPLERS", "Elbo", "Generation", "Infilled", "elbo", "fill_mask",
+           "generate", "infill"]
+
+
+def __getattr__(name: str):
+    # fill_mask is bound on first use, so this package imports even while it is absent.
+    if name == "fill_mask":
+        function = importlib.import_module("mlmkit.generate.fill_mask").fill_mask
+        globals()["fill_mask"] = function
+        return function
+    raise AttributeError(f"module 'mlmkit.generate' has no attribute {name!r}")
+
+
+class _CallablePackage(types.ModuleType):
+    """`mlmkit.generate(...)` calls `generate(...)`.
+
+    `mlmkit.generate` resolves to this package once it is imported (the package and the
+    function share the name), so the package itself forwards calls to the function.
+    """
+
+    def __call__(self, *args, **kwargs):
+        return generate(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallablePackage

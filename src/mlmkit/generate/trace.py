@@ -1,0 +1,36 @@
+"""`--trace out.jsonl`: every step's canvas, one JSON line per row and step, for replay."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from mlmkit.cache import atomic_write_text
+from mlmkit.generate.unmask import StepEvent
+
+
+class TraceRecorder:
+    """Collects step events; `save` writes them atomically as JSON lines.
+
+    Each line: {"row", "step", "block", "tokens" (content tokens as strings, masks as the
+    mask token), "masked" and "revealed" (bools per content token)}.
+    """
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.lines: list[str] = []
+
+    def __call__(self, event: StepEvent) -> None:
+        for row in range(event.ids.shape[0]):
+            content = event.content[row]
+            self.lines.append(json.dumps({
+                "row": event.first_row + row,
+                "step": event.step,
+                "block": event.block,
+                "tokens": self.tokenizer.convert_ids_to_tokens(event.ids[row][content].tolist()),
+                "masked": event.masked[row][content].tolist(),
+                "revealed": event.revealed[row][content].tolist(),
+            }, ensure_ascii=False))
+
+    def save(self, path: str | Path) -> None:
+        atomic_write_text(path, "".join(line + "\n" for line in self.lines))
