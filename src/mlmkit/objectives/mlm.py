@@ -1,0 +1,139 @@
+"""Masked language modelling with sparse prediction: the head runs only at masked positions.
+
+Any masking policy of `mlmkit.masking` chooses the positions and corrupts them; the loss
+is the cross-entropy at those positions, through the model layer's `masked_logits`
+primitive, divided by the number of masked tokens of the whole optimizer step.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from mlmkit.models import MLM, build_mlm, masked_logits
+from mlmkit.objectives import LossOutput, Objective, Prepared
+from mlmkit.train.evaluate import masked_token_metrics, pseudo_log_likelihoods, pseudo_perplexity
+
+EVAL_SEED_OFFSET = 1_000_003  # evaluation masks never coincide with a training step's
+
+
+def default_masking() -> dict:
+    """The default policy: 30% of tokens, whole words, 80% [MASK] / 10% random / 10% kept."""
+    return {"name": "whole-word", "rate": 0.3, "mask_prob": 0.8, "random_prob": 0.1}
+
+
+def resolve_masking(masking):
+    return default_masking() if masking in (None, "default") else masking
+
+
+def build_masking_policy(masking, tokenizer):
+    from mlmkit.masking import build_policy
+
+    return build_policy(resolve_masking(masking), tokenizer)
+
+
+def sparse_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smoothing: float):
+    """Summed cross-entropy, correct top-1 count, targets and per-token losses (masked only)."""
+    logits = masked_logits(model, input_ids, attention_mask, mask)
+    targets = labels[mask]
+    per_token = F.cross_entropy(logits.float(), targets, reduction="none",
+                                label_smoothing=label_smoothing)
+    correct = (logits.detach().argmax(-1) == targets).sum()
+    return per_token.sum(), correct, targets, per_token
+
+
+class MLMObjective(Objective):
+    """BERT/RoBERTa-style MLM over packed blocks."""
+
+    name = "mlm"
+
+    def __init__(self, config, tokenizer, runtime, init_model=None):
+        super().__init__(config, tokenizer, runtime)
+        self.model = init_model if init_model is not None else build_mlm(
+            config.model, tokenizer, max_length=config.seq_len, seed=config.seed)
+        self.model.to(runtime.device)
+        self.policy = build_masking_policy(config.masking, tokenizer)
+        self._loss_fn = sparse_mlm_loss
+        self._eval_batches = None
+
+    @property
+    def modules(self) -> dict[str, torch.nn.Module]:
+        return {"model": self.model}
+
+    def compile(self) -> None:
+        self._loss_fn = torch.compile(sparse_mlm_loss, dynamic=True)
+
+    def _mask(self, batch, step: int, seed: int) -> dict[str, torch.Tensor]:
+        out = self.policy(batch.input_ids, batch.attention_mask, step=step, seed=seed,
+                          word_starts=batch.word_starts, document_ids=batch.document_ids)
+        device = self.runtime.device
+        return {"input_ids": out.input_ids.to(device), "attention_mask":
+                batch.attention_mask.to(device), "mask": out.mask.to(device),
+                "labels": out.labels.to(device)}
+
+    def prepare(self, batch, step: int, micro_step: int = 0) -> Prepared:
+        # One seed per (run seed, micro-step): the policy derives its randomness from
+        # (seed, step), so the masks of a resumed run are those of an uninterrupted one.
+        seed = self.config.seed * 1000 + micro_step
+        tensors = self._mask(batch, step, seed)
+        return Prepared(tensors=tensors, counts={"masked": float(tensors["mask"].sum())})
+
+    def loss(self, prepared: Prepared, totals: dict[str, float]) -> LossOutput:
+        t = prepared.tensors
+        total = max(totals["masked"], 1.0)
+        loss_sum, correct, targets, per_token = self._loss_fn(
+            self.model, t["input_ids"], t["attention_mask"], t["mask"], t["labels"],
+            self.config.label_smoothing)
+        update = getattr(self.policy, "update_losses", None)
+        if update is not None:  # loss-based masking learns which tokens are hard
+            update(targets.detach(), per_token.detach())
+        return LossOutput(loss=loss_sum / total,
+                          metrics={"loss": loss_sum.detach() / total,
+                                   "accuracy": correct.float() / total})
+
+    def evaluate(self, blocks: list, sentences: list[list[int]]) -> dict[str, float]:
+        if self._eval_batches is None:  # masks fixed once: every evaluation sees the same
+            seed = self.config.seed + EVAL_SEED_OFFSET
+            self._eval_batches = [self._mask(b, step=0, seed=seed + i)
+                                  for i, b in enumerate(blocks)]
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            metrics = masked_token_metrics(self.model, self._eval_batches, self.runtime.autocast)
+            if sentences:
+                scores = score_sentences(MLM(self.model, self.tokenizer), sentences,
+                                         self.runtime)
+                metrics["pppl"] = pseudo_perplexity(scores)
+        finally:
+            self.model.train(was_training)
+        return metrics
+
+    def save_pretrained(self, directory: str | Path) -> None:
+        directory = Path(directory)
+        self.model.save_pretrained(directory)
+        self.tokenizer.save_pretrained(directory)
+
+    def state_dict(self) -> dict:
+        state = getattr(self.policy, "state_dict", None)
+        return {"policy": state() if state else {}}
+
+    def load_state_dict(self, state: dict) -> None:
+        if state.get("policy") and hasattr(self.policy, "load_state_dict"):
+            self.policy.load_state_dict(state["policy"])
+
+    def describe(self) -> str:
+        describe = getattr(self.policy, "describe", None)
+        return f"MLM, masking: {describe() if describe else resolve_masking(self.config.masking)}"
+
+
+def score_sentences(mlm: MLM, sentences: list[list[int]], runtime):
+    """PLL per token through the scoring engine when available, else the local fallback."""
+    try:
+        from mlmkit.scoring.engine import score_token_ids
+    except ImportError:
+        return pseudo_log_likelihoods(mlm.model, mlm.tokenizer, sentences, runtime.autocast)
+    tok = mlm.tokenizer
+    wrapped = [[tok.cls_token_id, *ids, tok.sep_token_id] for ids in sentences]
+    return score_token_ids(mlm, wrapped, metric="pll", precision=runtime.precision)

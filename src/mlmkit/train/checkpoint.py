@@ -1,0 +1,113 @@
+"""Training state on disk: saved atomically, verified on load, newest valid one wins.
+
+`checkpoints/state-00000400.pt` holds everything needed to continue bit-for-bit
+(weights, optimizer, data position, RNG states, masking-policy state, metrics so far);
+its `.sha256` sidecar is written after it, so a state without a matching digest (a crash
+mid-save, a truncated copy) is detected and the previous one used, with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import torch
+
+from mlmkit.cache import atomic_write_bytes, atomic_write_text
+from mlmkit.errors import MlmkitError
+
+logger = logging.getLogger(__name__)
+STATE_FORMAT = 1
+_STATE = re.compile(r"^state-(\d{8})\.pt$")
+
+
+def checkpoint_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def save_state(run_dir: str | Path, step: int, state: dict, keep: int = 2) -> Path:
+    """Write the training state of `step` and drop all but the newest `keep` states."""
+    folder = checkpoint_dir(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    torch.save({"format": STATE_FORMAT, **state}, buffer)
+    data = buffer.getvalue()
+    path = folder / f"state-{step:08d}.pt"
+    atomic_write_bytes(path, data)
+    atomic_write_text(path.with_name(path.name + ".sha256"), hashlib.sha256(data).hexdigest())
+    for old in list_states(run_dir)[keep:]:
+        old.unlink(missing_ok=True)
+        old.with_name(old.name + ".sha256").unlink(missing_ok=True)
+    return path
+
+
+def list_states(run_dir: str | Path) -> list[Path]:
+    """State files, newest first."""
+    folder = checkpoint_dir(run_dir)
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if _STATE.match(p.name)]
+    return sorted(found, key=lambda p: int(_STATE.match(p.name).group(1)), reverse=True)
+
+
+def _read_verified(path: Path) -> dict:
+    digest_file = path.with_name(path.name + ".sha256")
+    if not digest_file.exists():
+        raise ValueError("its .sha256 digest is missing (the save did not finish)")
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != digest_file.read_text().strip():
+        raise ValueError("its content does not match its .sha256 digest (truncated or corrupt)")
+    state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise ValueError("it is not an mlmkit training state of this version")
+    return state
+
+
+def load_latest_state(run_dir: str | Path) -> tuple[dict, Path]:
+    """The newest state that verifies; earlier corrupt ones are skipped with a warning."""
+    states = list_states(run_dir)
+    if not states:
+        raise MlmkitError(f"--resume {str(run_dir)!r}: no training state in "
+                          f"{checkpoint_dir(run_dir)}; start a new run instead")
+    for path in states:
+        try:
+            return _read_verified(path), path
+        except Exception as error:  # any unreadable state: try the previous one
+            logger.warning("checkpoint %s is unusable (%s); falling back to the previous one",
+                           path, error)
+    raise MlmkitError(f"--resume {str(run_dir)!r}: every training state in "
+                      f"{checkpoint_dir(run_dir)} is corrupt; start a new run")
+
+
+def save_model_dir(save_pretrained, target: str | Path) -> Path:
+    """Call `save_pretrained(tmp)` and rename tmp to `target`: a model folder is whole or absent."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one bar per saved shard clutters the training bar
+        save_pretrained(staging)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old."))
+            os.replace(target, old / "x")
+            shutil.rmtree(old, ignore_errors=True)
+        os.replace(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return target
+
+
+def prune_step_dirs(run_dir: str | Path, keep: int) -> None:
+    """Keep only the newest `keep` step-N model folders."""
+    found = [p for p in Path(run_dir).glob("step-*") if p.name[5:].isdigit()]
+    for old in sorted(found, key=lambda p: int(p.name[5:]), reverse=True)[keep:]:
+        shutil.rmtree(old, ignore_errors=True)

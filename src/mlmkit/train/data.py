@@ -1,0 +1,183 @@
+"""From a corpus name to training data: the tokenizer, packed train/validation blocks,
+and the fixed validation sentences scored for pseudo-perplexity.
+
+Documents are split into train and validation by the corpus when it has splits
+(python-docs), else by a hash of each document's text (`validation_share`), so the split
+does not depend on document order and never changes between runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mlmkit.cache import cache_dir
+from mlmkit.corpus.packing import PackedBlocks
+from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_corpus
+from mlmkit.errors import MlmkitError
+
+TOKENIZER_FORMAT = 1
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+@dataclass
+class PretrainData:
+    """What the loop reads: packed blocks of both splits and PPPL sentences (token ids)."""
+
+    train: PackedBlocks
+    validation: PackedBlocks | None
+    sentences: list[list[int]]
+    train_shards: TokenShards
+    validation_shards: TokenShards | None
+
+    def describe(self) -> str:
+        val = self.validation_shards
+        return (f"{self.train_shards.n_documents:,} documents, {self.train_shards.n_tokens:,} "
+                f"tokens → {len(self.train):,} blocks"
+                + (f"; validation {val.n_tokens:,} tokens → {len(self.validation):,} blocks"
+                   if val is not None else "; no validation split"))
+
+
+def _is_validation(text: str, share: float) -> bool:
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 < share
+
+
+def corpus_documents(corpus: str, split: str, field: str = "text",
+                     validation_share: float = 0.05) -> Callable[[], Iterable[str]]:
+    """A re-iterable source (a function returning an iterator) of one split's documents."""
+    if corpus == "python-docs":
+        from mlmkit.corpus.python_docs import python_docs
+
+        return lambda: iter(python_docs(split))
+    try:
+        from mlmkit.corpus import read_corpus
+    except ImportError as error:
+        raise MlmkitError(f"--corpus {corpus!r}: reading user corpora needs "
+                          "mlmkit.corpus.read_corpus, which is not available") from error
+
+    def documents():
+        for text in read_corpus(corpus, field=field):
+            if (split == "validation") == _is_validation(text, validation_share):
+                yield text
+
+    return documents
+
+
+def resolve_tokenizer(config, show_progress: bool = True):
+    """The run's tokenizer: --init's, --tokenizer, or one trained on the corpus (cached)."""
+    from transformers import AutoTokenizer
+
+    source = config.init or config.tokenizer
+    if source is not None:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source)
+        except (OSError, ValueError) as error:
+            flag = "--init" if config.init else "--tokenizer"
+            raise MlmkitError(f"{flag} {source!r}: cannot load a tokenizer ({error})") from error
+    else:
+        tokenizer = _trained_tokenizer(config, show_progress)
+    missing = [name for name in ("cls_token", "sep_token", "mask_token", "pad_token")
+               if getattr(tokenizer, name) is None]
+    if missing:
+        raise MlmkitError(f"the tokenizer {source or 'trained'!r} has no {', '.join(missing)}: "
+                          "an MLM needs [CLS]/[SEP]/[MASK]/[PAD] equivalents")
+    if not getattr(tokenizer, "is_fast", False):
+        raise MlmkitError(f"the tokenizer {source!r} is not a fast tokenizer: word starts need "
+                          "word_ids(); use a tokenizer with a tokenizer.json")
+    return tokenizer
+
+
+def _trained_tokenizer(config, show_progress: bool):
+    from transformers import AutoTokenizer
+
+    from mlmkit.tokenizer import train_tokenizer
+
+    documents = corpus_documents(config.corpus, "train", config.field, config.validation_share)
+    corpus_hash, count = documents_fingerprint(documents())
+    if count == 0:
+        raise MlmkitError(f"--corpus {config.corpus!r} has no training documents: it is empty")
+    key = hashlib.blake2b(
+        f"{corpus_hash}|{config.tokenizer_kind}|{config.vocab_size}|{config.seq_len}|"
+        f"{TOKENIZER_FORMAT}".encode(), digest_size=12).hexdigest()
+    base = cache_dir("tokenizers")
+    final = base / key
+    if (final / "tokenizer.json").exists():
+        return AutoTokenizer.from_pretrained(str(final))
+    staging = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}."))
+    try:
+        train_tokenizer(documents(), staging, kind=config.tokenizer_kind,
+                        vocab_size=config.vocab_size, model_max_length=config.seq_len,
+                        show_progress=show_progress)
+        try:
+            os.replace(staging, final)
+        except OSError:  # built concurrently by another run: keep theirs
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return AutoTokenizer.from_pretrained(str(final))
+
+
+def validation_sentences(documents: Iterable[str], tokenizer, count: int, max_tokens: int,
+                         seed: int) -> list[list[int]]:
+    """`count` sentences (6 to `max_tokens` tokens) drawn by `seed` from the validation text."""
+    if count <= 0:
+        return []
+    candidates = [s.strip() for d in documents for line in d.split("\n")
+                  for s in _SENTENCE_END.split(line) if len(s.split()) >= 5]
+    candidates = sorted(set(candidates))
+    if not candidates:
+        return []
+    encoded = [e.ids for e in tokenizer.backend_tokenizer.encode_batch(
+        candidates, add_special_tokens=False)]
+    fitting = [ids for ids in encoded if 6 <= len(ids) <= max_tokens]
+    if not fitting:
+        return []
+    order = np.random.default_rng(seed).permutation(len(fitting))[:count]
+    return [fitting[i] for i in sorted(order)]
+
+
+def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
+    """Tokenize (or reuse cached shards of) both splits and pack them into blocks."""
+    settings = {"format": "shards-v1"}
+    pack = dict(cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id,
+                pad_id=tokenizer.pad_token_id, packing=config.packing)
+    train_docs = corpus_documents(config.corpus, "train", config.field, config.validation_share)
+    train_shards = tokenize_corpus(train_docs, tokenizer, name=f"{config.corpus} (train)",
+                                   settings=settings, show_progress=show_progress)
+    train = PackedBlocks(train_shards, config.seq_len, **pack)
+    val_docs = corpus_documents(config.corpus, "validation", config.field,
+                                config.validation_share)
+    validation = val_shards = None
+    sentences: list[list[int]] = []
+    if config.corpus == "python-docs" or config.validation_share > 0:
+        try:
+            val_shards = tokenize_corpus(val_docs, tokenizer,
+                                         name=f"{config.corpus} (validation)",
+                                         settings=settings, show_progress=show_progress)
+        except MlmkitError:  # an empty validation split: train without evaluation
+            val_shards = None
+    if val_shards is not None:
+        validation = PackedBlocks(val_shards, config.seq_len, **pack)
+        sentences = validation_sentences(val_docs(), tokenizer, config.pppl_sentences,
+                                         min(config.seq_len - 2, 64), config.seed)
+    return PretrainData(train=train, validation=validation, sentences=sentences,
+                        train_shards=train_shards, validation_shards=val_shards)
+
+
+def eval_blocks(data: PretrainData, count: int, batch_size: int) -> list:
+    """The first `count` validation blocks, in batches (the same blocks every evaluation)."""
+    if data.validation is None or count <= 0:
+        return []
+    n = min(count, len(data.validation))
+    return [data.validation[np.arange(start, min(start + batch_size, n))]
+            for start in range(0, n, batch_size)]

@@ -1,0 +1,339 @@
+"""Pretraining: packing, schedules, a tiny end-to-end run, exact resume, caches, bad input."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from mlmkit.corpus.packing import BlockOrder, PackedBlocks
+from mlmkit.corpus.shards import tokenize_corpus
+from mlmkit.errors import MlmkitError
+from mlmkit.train import PretrainConfig, pretrain
+from mlmkit.train.checkpoint import list_states, load_latest_state
+from mlmkit.train.schedule import lr_factor
+
+# ---- a minimal stand-in for mlmkit.masking while that package is being written
+STANDIN = r'''
+import sys, types
+from dataclasses import dataclass
+import torch
+try:
+    import mlmkit.masking
+except ImportError:
+    @dataclass
+    class _Out:
+        input_ids: torch.Tensor
+        labels: torch.Tensor
+        mask: torch.Tensor
+        rate: torch.Tensor
+    class _Policy:
+        def __init__(self, config, tokenizer):
+            name = config.get("name") if isinstance(config, dict) else config
+            if name not in ("whole-word", "uniform"):
+                raise ValueError(f"unknown masking policy {name!r}")
+            self.rate = config.get("rate", 0.15) if isinstance(config, dict) else 0.15
+            self.tokenizer = tokenizer
+            self.special = torch.tensor(sorted(set(tokenizer.all_special_ids)))
+        def __call__(self, input_ids, attention_mask=None, *, step=0, seed=0,
+                     word_starts=None, document_ids=None):
+            g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+            mask = torch.rand(input_ids.shape, generator=g) < self.rate
+            mask &= ~torch.isin(input_ids, self.special)
+            if attention_mask is not None:
+                mask &= attention_mask.bool()
+            ids = input_ids.clone()
+            ids[mask] = self.tokenizer.mask_token_id
+            return _Out(ids, torch.where(mask, input_ids, -100), mask, mask.float().mean(1))
+        def describe(self):
+            return f"stand-in {self.rate}"
+    module = types.ModuleType("mlmkit.masking")
+    module.build_policy = lambda config, tokenizer, stats=None: _Policy(config, tokenizer)
+    sys.modules["mlmkit.masking"] = module
+'''
+exec(STANDIN)  # noqa: S102
+
+
+@pytest.fixture(scope="module")
+def tokenizer_path(wordpiece_tokenizer, fixture_dir) -> str:
+    path = fixture_dir / "tok-wordpiece"
+    assert (path / "tokenizer.json").exists()
+    return str(path)
+
+
+def tiny_config(run_dir, tokenizer_path, **overrides) -> PretrainConfig:
+    values = dict(model="tiny", tokenizer=tokenizer_path, seq_len=32, batch_size=8, steps=12,
+                  lr=3e-3, warmup=0.1, eval_every=0, eval_blocks=8, pppl_sentences=4,
+                  save_every=0, log_every=2, run_dir=str(run_dir), progress=False,
+                  fill_mask_examples=0, threads=1, masking={"name": "whole-word", "rate": 0.3})
+    values.update(overrides)
+    return PretrainConfig(**values)
+
+
+def weights(run_dir) -> dict[str, torch.Tensor]:
+    return load_file(str(Path(run_dir) / "final" / "model.safetensors"))
+
+
+def assert_same_weights(a, b):
+    wa, wb = weights(a), weights(b)
+    assert wa.keys() == wb.keys()
+    for key in wa:
+        assert torch.equal(wa[key], wb[key]), key
+
+
+# ---- packing and ordering
+
+
+class _Tok:
+    cls_token_id, sep_token_id, pad_token_id = 1, 2, 0
+
+
+@pytest.fixture()
+def shards(wordpiece_tokenizer, tmp_path):
+    docs = ["The quick brown fox jumps over the lazy dog.", "A short one.",
+            "Return the value of the attribute, or raise an error when it is missing. " * 4]
+    return tokenize_corpus(lambda: iter(docs), wordpiece_tokenizer, root=tmp_path,
+                           show_progress=False)
+
+
+def test_full_packing_keeps_every_token_in_order(shards, wordpiece_tokenizer):
+    tok = wordpiece_tokenizer
+    blocks = PackedBlocks(shards, 16, cls_id=tok.cls_token_id, sep_id=tok.sep_token_id,
+                          pad_id=tok.pad_token_id, packing="full")
+    batch = blocks[np.arange(len(blocks))]
+    assert (batch.input_ids[:, 0] == tok.cls_token_id).all()
+    body = batch.input_ids[:, 1:][batch.attention_mask[:, 1:].bool()]
+    expected = []
+    for i in range(shards.n_documents):
+        expected += [*shards.document(i).tolist(), tok.sep_token_id]
+    assert body.tolist() == expected  # nothing dropped, nothing reordered
+    # document ids rise by one after each [SEP] within a block; padding is -1
+    ids, docs = batch.input_ids, batch.document_ids
+    assert (docs[batch.attention_mask == 0] == -1).all()
+    seps = ids[:, :-1] == tok.sep_token_id
+    step = docs[:, 1:] - docs[:, :-1]
+    valid = batch.attention_mask[:, 1:].bool()
+    assert ((step == 1) == (seps & valid)).all()
+    # word starts: the first token and specials start words; not every token does
+    assert batch.word_starts[:, 0].all() and not batch.word_starts[batch.attention_mask.bool()].all()
+
+
+def test_document_packing_splits_long_documents(shards, wordpiece_tokenizer):
+    tok = wordpiece_tokenizer
+    blocks = PackedBlocks(shards, 16, cls_id=tok.cls_token_id, sep_id=tok.sep_token_id,
+                          pad_id=tok.pad_token_id, packing="document")
+    lengths = np.diff(shards.doc_offsets)
+    assert len(blocks) == int(np.sum((lengths + 13) // 14))
+    batch = blocks[np.arange(len(blocks))]
+    rows = zip(batch.input_ids, batch.attention_mask, strict=True)
+    inner = [row[1:int(m.sum()) - 1].tolist() for row, m in rows]
+    assert sum(inner, []) == shards.tokens.tolist()
+    assert all(row[int(m.sum()) - 1] == tok.sep_token_id
+               for row, m in zip(batch.input_ids.tolist(), batch.attention_mask, strict=True))
+
+
+def test_block_order_is_deterministic_and_resumable():
+    a = BlockOrder(10, seed=3)
+    first = [a.next_indices(4).tolist() for _ in range(3)]
+    assert sorted(sum(first, [])[:10]) == list(range(10))  # one epoch visits every block once
+    b = BlockOrder(10, seed=3)
+    b.next_indices(4)
+    state = b.state_dict()
+    c = BlockOrder(10, seed=3)
+    c.load_state_dict(state)
+    assert [c.next_indices(4).tolist() for _ in range(2)] == first[1:]
+    assert BlockOrder(10, seed=4).next_indices(4).tolist() != first[0]
+    ranks = [BlockOrder(10, seed=3).next_indices(2, rank=r, world_size=2).tolist()
+             for r in range(2)]
+    assert sorted(ranks[0] + ranks[1]) == sorted(first[0])
+
+
+def test_schedules():
+    kw = dict(warmup=0.1)
+    assert lr_factor(0.05, schedule="linear", **kw) == pytest.approx(0.5)
+    assert lr_factor(0.1, schedule="cosine", **kw) == pytest.approx(1.0)
+    assert lr_factor(0.55, schedule="cosine", **kw) == pytest.approx(0.5)
+    assert lr_factor(1.0, schedule="linear", **kw) == pytest.approx(0.0)
+    assert lr_factor(0.5, schedule="wsd", decay=0.2, **kw) == 1.0
+    assert lr_factor(0.9, schedule="wsd", decay=0.2, **kw) == pytest.approx(0.5)
+    assert lr_factor(0.9, schedule="constant", **kw) == 1.0
+
+
+# ---- caches
+
+
+def test_shard_cache_is_reused_and_keyed_by_tokenizer(wordpiece_tokenizer, bpe_tokenizer,
+                                                      tmp_path, monkeypatch):
+    import mlmkit.corpus.shards as shards_module
+
+    docs = ["One document with some words.", "Another document, a little longer than that."]
+    calls = []
+    real = shards_module._write_shards
+    monkeypatch.setattr(shards_module, "_write_shards",
+                        lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    first = tokenize_corpus(lambda: iter(docs), wordpiece_tokenizer, root=tmp_path,
+                            show_progress=False)
+    again = tokenize_corpus(lambda: iter(docs), wordpiece_tokenizer, root=tmp_path,
+                            show_progress=False)
+    assert len(calls) == 1 and again.meta["reused"] and again.path == first.path
+    other = tokenize_corpus(lambda: iter(docs), bpe_tokenizer, root=tmp_path,
+                            show_progress=False)
+    assert len(calls) == 2 and not other.meta["reused"] and other.path != first.path
+    assert first.tokens.dtype == np.uint16
+    assert np.array_equal(again.tokens, first.tokens)
+
+
+# ---- end to end
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory, tokenizer_path):
+    """An uninterrupted 12-step run (with dropout) that resumed runs must reproduce."""
+    run_dir = tmp_path_factory.mktemp("reference")
+    return pretrain(tiny_config(run_dir, tokenizer_path, eval_every=6))
+
+
+def test_tiny_run_learns_and_saves_a_plain_hf_model(reference_run):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    result = reference_run
+    train = [r for r in result.history if r["split"] == "train"]
+    assert len(train) == 6
+    assert np.mean([r["loss"] for r in train[-2:]]) < np.mean([r["loss"] for r in train[:2]])
+    evals = [r for r in result.history if r["split"] == "eval"]
+    assert [r["step"] for r in evals] == [6, 12]
+    assert {"loss", "accuracy", "top5_accuracy", "pppl"} <= set(evals[-1])
+    assert evals[-1]["top5_accuracy"] >= evals[-1]["accuracy"]
+    model = AutoModelForMaskedLM.from_pretrained(result.final_dir)
+    tokenizer = AutoTokenizer.from_pretrained(result.final_dir)
+    batch = tokenizer([f"Return the {tokenizer.mask_token} of the list."], return_tensors="pt")
+    assert model(**batch).logits.shape[-1] == len(tokenizer)
+    run = result.run_dir
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["status"] == "finished" and summary["steps"] == 12
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == len(result.history)
+    assert {p.name for p in (run / "plots").glob("*.png")} == {"loss.png", "accuracy.png",
+                                                               "lr.png"}
+    assert list((run / "tensorboard").glob("events.*"))
+    assert PretrainConfig(**__import__("yaml").safe_load((run / "config.yaml").read_text()))
+
+
+def test_resume_after_halt_is_bit_identical(reference_run, tmp_path, tokenizer_path):
+    config = tiny_config(tmp_path / "run", tokenizer_path, eval_every=6, halt_after=5)
+    halted = pretrain(config)
+    assert halted.interrupted and halted.final_dir is None and halted.summary["steps"] == 5
+    resumed = pretrain(resume=tmp_path / "run", overrides={"halt_after": None})
+    assert resumed.summary["status"] == "finished"
+    assert_same_weights(resumed.run_dir, reference_run.run_dir)
+    strip = [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed")}
+             for r in resumed.history]
+    expected = [{k: v for k, v in r.items() if k not in ("tokens_per_s", "elapsed")}
+                for r in reference_run.history]
+    assert strip == expected  # the logs of a resumed run read as if it never stopped
+
+
+def test_sigterm_to_a_real_process_then_resume(reference_run, tmp_path, tokenizer_path):
+    run_dir = tmp_path / "run"
+    config = tiny_config(run_dir, tokenizer_path, eval_every=6)
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(config.to_yaml())
+    code = STANDIN + "\nfrom mlmkit.cli import main\nsys.argv = ['mlmkit'] + sys.argv[1:]\nmain()"
+    process = subprocess.Popen([sys.executable, "-c", code, "pretrain", "--config",
+                                str(config_file), "--log-every", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    metrics = run_dir / "metrics.jsonl"
+    deadline = time.time() + 60
+    while time.time() < deadline and process.poll() is None:
+        if metrics.exists() and metrics.read_text().count("\n") >= 2:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, process.stdout.read().decode()
+    process.send_signal(signal.SIGTERM)
+    output = process.communicate(timeout=60)[0].decode()
+    assert process.returncode == 128 + signal.SIGTERM, output
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["status"] == "interrupted" and 0 < summary["steps"] < 12, output
+    resumed = pretrain(resume=run_dir)
+    assert resumed.summary["steps"] == 12
+    assert_same_weights(run_dir, reference_run.run_dir)
+
+
+def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, tokenizer_path, caplog):
+    run_dir = tmp_path / "run"
+    pretrain(tiny_config(run_dir, tokenizer_path, steps=6, save_every=3, halt_after=6,
+                         pppl_sentences=0))
+    states = list_states(run_dir)
+    assert [int(p.name[6:14]) for p in states] == [6, 3]
+    data = states[0].read_bytes()
+    states[0].write_bytes(data[: len(data) // 2])  # a truncated copy
+    with caplog.at_level(logging.WARNING):
+        state, path = load_latest_state(run_dir)
+    assert path == states[1] and state["counters"]["step"] == 3
+    assert "falling back" in caplog.text
+    resumed = pretrain(resume=run_dir, overrides={"halt_after": None})
+    assert resumed.summary["steps"] == 6 and resumed.final_dir is not None
+
+
+# ---- bad input
+
+
+def test_unknown_preset_and_masking_policy(tmp_path, tokenizer_path):
+    with pytest.raises(MlmkitError, match="unknown model preset 'giant'"):
+        tiny_config(tmp_path / "a", tokenizer_path, model="giant")
+    with pytest.raises(Exception, match="nonexistent"):
+        pretrain(tiny_config(tmp_path / "b", tokenizer_path, masking="nonexistent"))
+    assert not (tmp_path / "b" / "config.yaml").exists()
+    with pytest.raises(MlmkitError, match="unknown objective"):
+        pretrain(tiny_config(tmp_path / "c", tokenizer_path, objective="nope"))
+
+
+def test_empty_corpus(tmp_path, wordpiece_tokenizer):
+    with pytest.raises(MlmkitError, match="empty"):
+        tokenize_corpus(lambda: iter([]), wordpiece_tokenizer, root=tmp_path)
+    with pytest.raises(MlmkitError, match="empty"):
+        tokenize_corpus(lambda: iter(["   ", "\n"]), wordpiece_tokenizer, root=tmp_path,
+                        show_progress=False)
+
+
+def test_resume_with_a_different_config_is_refused(reference_run, tmp_path):
+    run_dir = reference_run.run_dir
+    before = (run_dir / "config.yaml").read_text()
+    states = {p.name: p.stat().st_mtime_ns for p in list_states(run_dir)}
+    with pytest.raises(MlmkitError, match="different config.*lr"):
+        pretrain(resume=run_dir, overrides={"lr": 0.1})
+    with pytest.raises(MlmkitError, match="already holds a run"):
+        pretrain(PretrainConfig(**{**reference_run_config(run_dir)}))
+    assert (run_dir / "config.yaml").read_text() == before
+    assert {p.name: p.stat().st_mtime_ns for p in list_states(run_dir)} == states
+    with pytest.raises(MlmkitError, match="no config.yaml"):
+        pretrain(resume=tmp_path)
+
+
+def reference_run_config(run_dir) -> dict:
+    import yaml
+
+    return yaml.safe_load((Path(run_dir) / "config.yaml").read_text())
+
+
+def test_cli_help_documents_the_fields():
+    from typer.testing import CliRunner
+
+    from mlmkit.cli import app
+
+    result = CliRunner().invoke(app, ["pretrain", "--help"], terminal_width=200)
+    assert result.exit_code == 0
+    for text in ("--seq-len", "--masking", "--time", "--resume", "--config", "--precision",
+                 "mlmkit pretrain --resume"):
+        assert text in result.output
