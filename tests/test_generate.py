@@ -225,3 +225,12 @@ def test_bad_input_gives_clear_errors(tiny_mlm):
         generate(mlm, "x", length=4, constraints={9: "the"})
     with pytest.raises(MlmkitError, match="combinations"):
         infill(mlm, "[MASK:1-9] and [MASK:1-9]", max_candidates=10)
+
+
+def test_infill_scores_agree_with_the_local_pll(tiny_mlm):
+    from mlmkit.generate.pll import token_pll
+
+    mlm = tiny_mlm("roberta")
+    sequences = [text_ids(mlm.tokenizer, t) for t in ["Return the value.", "A list"]]
+    for got, want in zip(token_pll(mlm, sequences), _local_pll(mlm, sequences), strict=True):
+        assert got == pytest.approx(want, abs=1e-4)

@@ -42,4 +42,8 @@ def token_pll(mlm, token_ids: list[list[int]]) -> list[np.ndarray]:
         from mlmkit.scoring.engine import score_token_ids
     except ImportError:
         return _local_pll(mlm, token_ids)
-    return [np.asarray(s, dtype=np.float64) for s in score_token_ids(mlm, token_ids)]
+    prefix, suffix = special_wrap(mlm.tokenizer)
+    full = [prefix + list(ids) + suffix for ids in token_ids]
+    targets = [list(range(len(prefix), len(prefix) + len(ids))) for ids in token_ids]
+    scores = score_token_ids(mlm, full, targets, metric="pll")
+    return [np.asarray(s, dtype=np.float64) for s in scores]
