@@ -1,0 +1,104 @@
+"""n-best rescoring: combined = am_score + weight × PLL (Salazar et al. 2020), WER and tuning.
+
+Every hypothesis of every utterance is scored in one engine run (so batches are full);
+the weight can be searched on a dev split of the utterances that have references.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mlmkit.errors import MlmkitError
+from mlmkit.scoring.nbest import Utterance
+from mlmkit.scoring.text_scores import score
+from mlmkit.scoring.wer import word_error_rate
+
+DEFAULT_WEIGHT_GRID = tuple(np.round(np.linspace(0.0, 2.0, 41), 3))
+
+
+@dataclass
+class RescoreResult:
+    """The rescored utterances, the 1-best per utterance, and WERs when references exist."""
+
+    utterances: list[Utterance]
+    weight: float
+    best: dict[str, str]
+    wer_before: float | None = None
+    wer_after: float | None = None
+    dev_utterances: list[str] = field(default_factory=list)
+    tuned_on_dev: dict[float, float] | None = None  # weight -> dev WER
+
+    def to_dict(self) -> dict:
+        return {"weight": self.weight, "wer_before": self.wer_before,
+                "wer_after": self.wer_after, "n_utterances": len(self.utterances),
+                "dev_utterances": len(self.dev_utterances),
+                "tuned_on_dev": self.tuned_on_dev}
+
+
+def _lm_term(h, normalize: bool) -> float:
+    if h.pll is None:
+        return 0.0
+    return h.pll / max(h.n_tokens, 1) if normalize else h.pll
+
+
+def choose(utterances: list[Utterance], weight: float, normalize: bool) -> dict[str, str]:
+    """The hypothesis with the best am_score + weight × PLL per utterance (ties: first)."""
+    best = {}
+    for utt in utterances:
+        combined = [h.am_score + weight * _lm_term(h, normalize) for h in utt.hypotheses]
+        best[utt.utt_id] = utt.hypotheses[int(np.argmax(combined))].text
+    return best
+
+
+def _wer(utterances: list[Utterance], best: dict[str, str]) -> float:
+    return word_error_rate([u.reference for u in utterances], [best[u.utt_id] for u in utterances])
+
+
+def rescore(
+    model,
+    utterances: list[Utterance],
+    weight: float = 0.3,
+    *,
+    normalize: bool = False,
+    metric: str = "pll",
+    tune_weight: bool = False,
+    weight_grid: tuple[float, ...] = DEFAULT_WEIGHT_GRID,
+    batch_tokens: int | None = None,
+    precision: str = "fp32",
+    progress: bool = False,
+) -> RescoreResult:
+    """Rescore n-best lists with a masked LM's PLL.
+
+    With `tune_weight`, the weight minimising WER on a dev split (every other utterance
+    with a reference, in id order) is chosen from `weight_grid`; `wer_before` and
+    `wer_after` are then reported on the remaining (test) utterances. `normalize` divides
+    each PLL by its number of tokens.
+    """
+    if not utterances:
+        raise MlmkitError("no utterances to rescore")
+    hyps = [h for u in utterances for h in u.hypotheses]
+    results = score(model, [h.text for h in hyps], metric=metric, batch_tokens=batch_tokens,
+                    precision=precision, progress=progress)
+    for h, r in zip(hyps, results, strict=True):
+        h.pll, h.n_tokens = r.pll, r.n_tokens
+    referenced = sorted((u for u in utterances if u.reference is not None),
+                        key=lambda u: u.utt_id)
+    evaluated, dev, tuned = referenced, [], None
+    if tune_weight:
+        if len(referenced) < 2:
+            raise MlmkitError("--tune-weight needs references for at least 2 utterances "
+                              "(a dev and a test split)")
+        dev, evaluated = referenced[0::2], referenced[1::2]
+        tuned = {float(w): _wer(dev, choose(dev, float(w), normalize)) for w in weight_grid}
+        weight = min(tuned, key=lambda w: (tuned[w], w))
+    for h in hyps:
+        h.combined = h.am_score + weight * _lm_term(h, normalize)
+    best = choose(utterances, weight, normalize)
+    result = RescoreResult(utterances, float(weight), best,
+                           dev_utterances=[u.utt_id for u in dev], tuned_on_dev=tuned)
+    if evaluated:
+        result.wer_before = _wer(evaluated, choose(evaluated, 0.0, normalize))
+        result.wer_after = _wer(evaluated, {u.utt_id: best[u.utt_id] for u in evaluated})
+    return result

@@ -1,0 +1,67 @@
+"""What `mlmkit.score` returns: a sentence score with optional token and word breakdowns."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+
+@dataclass
+class TokenScore:
+    """One scored token: its log-probability and where it sits in the text."""
+
+    token: str
+    token_id: int
+    start: int  # character offsets into the text (-1 when the tokenizer gives none)
+    end: int
+    logprob: float
+    word: int | None  # index of the word it belongs to
+
+
+@dataclass
+class WordScore:
+    """One word: the sum of its scored subwords' log-probabilities."""
+
+    word: str
+    start: int
+    end: int
+    logprob: float
+    n_tokens: int
+
+
+@dataclass
+class TextScore:
+    """The pseudo-log-likelihood of one text (None for an empty text)."""
+
+    text: str
+    pll: float | None
+    n_tokens: int
+    n_words: int
+    metric: str
+    tokens: list[TokenScore] | None = None
+    words: list[WordScore] | None = None
+
+    @property
+    def pppl(self) -> float | None:
+        """Pseudo-perplexity per token: exp(-PLL / tokens) (Salazar et al. 2020)."""
+        if self.pll is None or self.n_tokens == 0:
+            return None
+        return math.exp(-self.pll / self.n_tokens)
+
+    @property
+    def pppl_word(self) -> float | None:
+        """Pseudo-perplexity per word: exp(-PLL / words), comparable across tokenizers."""
+        if self.pll is None or self.n_words == 0:
+            return None
+        return math.exp(-self.pll / self.n_words)
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (token and word lists only when they were asked for)."""
+        out = {"text": self.text, "pll": self.pll, "pppl": self.pppl,
+               "pppl_word": self.pppl_word, "n_tokens": self.n_tokens,
+               "n_words": self.n_words, "metric": self.metric}
+        if self.tokens is not None:
+            out["tokens"] = [asdict(t) for t in self.tokens]
+        if self.words is not None:
+            out["words"] = [asdict(w) for w in self.words]
+        return out

@@ -1,0 +1,101 @@
+"""`mlmkit.score`: sentence PLL, pseudo-perplexity, token/word scores, spans, empty texts."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import mlmkit
+from mlmkit.errors import MlmkitError
+from mlmkit.scoring.engine import score_token_ids
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+TEXTS = ["Return the number of items in a container.",
+         "Asynchronous generators yield values lazily."]
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "xlm-roberta"])
+def test_sentence_token_and_word_scores_agree(tiny_mlm, family):
+    mlm = tiny_mlm(family)
+    results = mlmkit.score(mlm, TEXTS, per_token=True, per_word=True)
+    ids = [list(x) for x in mlm.tokenizer(TEXTS)["input_ids"]]
+    engine = score_token_ids(mlm, ids)
+    for text, r, e in zip(TEXTS, results, engine, strict=True):
+        assert math.isclose(r.pll, float(np.sum(e)), abs_tol=1e-9)
+        assert r.n_tokens == len(e) == len(r.tokens)
+        assert math.isclose(sum(t.logprob for t in r.tokens), r.pll, abs_tol=1e-9)
+        assert math.isclose(sum(w.logprob for w in r.words), r.pll, abs_tol=1e-9)
+        # words are the tokenizer's pre-tokens: Metaspace (unigram) splits on spaces only
+        spaced = text if family == "xlm-roberta" else text.replace(".", " .")
+        assert [w.word for w in r.words] == spaced.split()
+        for w in r.words:
+            assert text[w.start:w.end] == w.word
+        for t in r.tokens:
+            assert 0 <= t.start <= t.end <= len(text)  # a lone "▁" token is zero-width
+            assert t.start == t.end or not text[t.start].isspace()
+        assert math.isclose(r.pppl, math.exp(-r.pll / r.n_tokens))
+        assert math.isclose(r.pppl_word, math.exp(-r.pll / r.n_words))
+        assert r.n_words == len(r.words) < r.n_tokens
+
+
+def test_l2r_metric_and_single_text(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    pll = mlmkit.score(mlm, TEXTS[1])
+    l2r = mlmkit.score(mlm, TEXTS[1], metric="pll_word_l2r")
+    assert l2r.metric == "pll_word_l2r" and pll.n_tokens == l2r.n_tokens
+    assert l2r.pll != pytest.approx(pll.pll, abs=1e-6)  # the text has multi-subword words
+    assert l2r.to_dict()["pll"] == l2r.pll
+
+
+def test_conditional_span_scores_only_the_span(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    text = TEXTS[0]
+    start = text.index("number")
+    span = (start, start + len("number of items"))
+    full = mlmkit.score(mlm, text, per_token=True)
+    part = mlmkit.score(mlm, [text], spans=[span], per_token=True)[0]
+    inside = [t for t in full.tokens if t.start >= span[0] and t.end <= span[1]]
+    assert [t.token for t in part.tokens] == [t.token for t in inside] and inside
+    assert math.isclose(part.pll, sum(t.logprob for t in inside), abs_tol=1e-9)
+    assert part.n_words == 3
+
+
+def test_empty_texts_get_none_and_a_warning(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    with pytest.warns(UserWarning) as caught:
+        results = mlmkit.score(mlm, [TEXTS[0], "   ", "", TEXTS[1]])
+    assert sorted(str(w.message)[:6] for w in caught) == ["text 1", "text 2"]
+    assert [r.pll is None for r in results] == [False, True, True, False]
+    assert results[1].pppl is None and results[1].to_dict()["pll"] is None
+    alone = mlmkit.score(mlm, [TEXTS[1]])[0]
+    assert math.isclose(alone.pll, results[3].pll, abs_tol=1e-5)
+
+
+def test_long_text_scores_every_token_once(tiny_mlm):
+    mlm = tiny_mlm("roberta")
+    text = " ".join(TEXTS * 20)
+    n = len(mlm.tokenizer(text)["input_ids"])
+    assert n > 3 * mlm.max_length
+    result = mlmkit.score(mlm, text, per_token=True, stride=32)
+    assert result.n_tokens == n - 2 and math.isfinite(result.pll)
+    assert [t.start for t in result.tokens] == sorted(t.start for t in result.tokens)
+
+
+def test_model_without_mask_token_is_refused(tiny_mlm, wordpiece_tokenizer):
+    import copy
+
+    tokenizer = copy.deepcopy(wordpiece_tokenizer)
+    tokenizer.mask_token = None
+    with pytest.raises(MlmkitError, match="mask token"):
+        mlmkit.score((tiny_mlm("bert").model, tokenizer), TEXTS)
