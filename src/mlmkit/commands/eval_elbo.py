@@ -79,11 +79,8 @@ def elbo_command(
 
 
 def register(app: typer.Typer) -> None:
-    try:
-        from mlmkit.commands.eval import eval_app
-    except ImportError:  # the eval group is not installed yet: make our own
-        eval_app = typer.Typer(help="Evaluate a masked LM.", no_args_is_help=True)
-        app.add_typer(eval_app, name="eval")
+    from mlmkit.commands.eval import eval_app
+
     eval_app.command(
         "elbo",
         help="The masked-diffusion ELBO per text (nats/token and a perplexity bound), "

@@ -37,14 +37,14 @@ class ChoiceConfig:
 def uniform_to_gumbel(uniform: torch.Tensor) -> torch.Tensor:
     """-log(-log U) in float64. Its largest value from float64 U is about 36.7, so tokens
     down to ~1e-16 of the top one can win; from float32 U it is 16.6 (~6e-8)."""
-    uniform = uniform.double().clamp_min(torch.finfo(torch.float64).tiny)
-    return -torch.log(-torch.log(uniform))
+    noise = uniform.double().clamp_min(torch.finfo(torch.float64).tiny)
+    return noise.log_().neg_().log_().neg_()
 
 
 def gumbel_noise(shape, generator: torch.Generator | None, device=None) -> torch.Tensor:
-    """Standard Gumbel noise in float64."""
-    return uniform_to_gumbel(
-        torch.rand(shape, dtype=torch.float64, generator=generator, device=device))
+    """Standard Gumbel noise in float64 (computed in place: it is the size of the logits)."""
+    uniform = torch.rand(shape, dtype=torch.float64, generator=generator, device=device)
+    return uniform.clamp_min_(torch.finfo(torch.float64).tiny).log_().neg_().log_().neg_()
 
 
 def filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:
@@ -71,6 +71,7 @@ def choose_tokens(
         return torch.empty(0, dtype=torch.long, device=logits.device)
     if config.temperature == 0:
         return logits.argmax(dim=-1)
-    scores = filter_logits(logits.double(), config.top_k, config.top_p) / config.temperature
-    scores = scores + gumbel_noise(scores.shape, generator, device=logits.device)
-    return scores.argmax(dim=-1)
+    scores = filter_logits(logits.double(), config.top_k, config.top_p)
+    if config.temperature != 1:
+        scores = scores / config.temperature
+    return gumbel_noise(scores.shape, generator, device=logits.device).add_(scores).argmax(-1)
