@@ -1,0 +1,71 @@
+"""Compare two models on the same benchmark items with a paired bootstrap.
+
+Both models are scored on the same pairs (or StereoSet examples); each bootstrap
+replicate draws one set of items and computes every score for both models on it, so the
+interval of A − B reflects the items both share rather than two independent samples.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlmkit.bias.audit import BiasAudit, audit_result, read_benchmark, score_model
+from mlmkit.bias.bootstrap import Difference, paired_bootstrap
+from mlmkit.errors import MlmkitError
+
+
+@dataclass
+class BiasComparison:
+    """Each score of model A and model B, with the paired-bootstrap interval of A − B."""
+
+    benchmark: str
+    model_a: str
+    model_b: str
+    n: int
+    audit_a: BiasAudit
+    audit_b: BiasAudit
+    differences: list[Difference]
+
+    def get(self, name: str, group: str = "overall") -> Difference:
+        for d in self.differences:
+            if d.name == name and d.group == group:
+                return d
+        raise KeyError((name, group))
+
+    def groups(self) -> list[str]:
+        return self.audit_a.groups()
+
+
+def compare_results(result_a, result_b, benchmark_name: str, n_boot: int = 1000,
+                    seed: int = 0, level: float = 0.95) -> BiasComparison:
+    """Paired bootstrap of two results scored on the same items."""
+    if len(result_a) != len(result_b):
+        raise MlmkitError(f"the two results cover {len(result_a)} and {len(result_b)} items: "
+                          f"compare models on the same data")
+    items_a = getattr(result_a, "pairs", None) or result_a.examples
+    items_b = getattr(result_b, "pairs", None) or result_b.examples
+    if items_a != items_b:
+        raise MlmkitError("the two results were scored on different items: compare models "
+                          "on the same data file")
+    audit_a = audit_result(result_a, benchmark_name, n_boot=n_boot, seed=seed, level=level)
+    audit_b = audit_result(result_b, benchmark_name, n_boot=n_boot, seed=seed, level=level)
+    differences = paired_bootstrap(result_a.statistics(), result_b.statistics(), len(result_a),
+                                   n_boot=n_boot, seed=seed, level=level)
+    return BiasComparison(benchmark_name, result_a.model, result_b.model, len(result_a),
+                          audit_a, audit_b, differences)
+
+
+def compare(model_a, model_b, benchmark_name: str = "crows", data: str | Path | None = None,
+            *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
+            limit: int | None = None, **score_kwargs) -> BiasComparison:
+    """Score both models on the same data and compare every score."""
+    items = read_benchmark(benchmark_name, data)
+    if limit is not None:
+        if limit < 1:
+            raise MlmkitError(f"--limit {limit} must be at least 1")
+        items = items[:limit]
+    result_a = score_model(model_a, benchmark_name, items, **score_kwargs)
+    result_b = score_model(model_b, benchmark_name, items, **score_kwargs)
+    return compare_results(result_a, result_b, benchmark_name, n_boot=n_boot, seed=seed,
+                           level=level)
