@@ -1,0 +1,324 @@
+"""Read user corpora lazily, one document at a time, whatever the file format.
+
+`read_corpus` accepts the built-in `python-docs`, a file (.txt, .jsonl, .csv, .tsv, each
+optionally gzipped, .parquet, a Hugging Face `datasets` .arrow file), a directory (every
+supported file inside, sorted, recursively), a glob, or a directory written by
+`datasets.Dataset.save_to_disk`. Nothing is read whole: text formats are decoded a line at a
+time (so a decoding error can name its byte offset), parquet by record batches and
+Hugging Face datasets through their memory-mapped Arrow tables.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import glob
+import gzip
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from mlmkit.errors import MlmkitError
+
+BUILTIN = "python-docs"
+TEXT_SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv")
+SUFFIXES = TEXT_SUFFIXES + tuple(s + ".gz" for s in TEXT_SUFFIXES) + (".parquet", ".arrow")
+_GLOB_CHARS = set("*?[")
+_BATCH_ROWS = 1024
+
+
+def _suffix(path: Path) -> str:
+    """The format suffix, `.gz` included (`.jsonl.gz`), lower-cased; '' when unsupported."""
+    name = path.name.lower()
+    return next((s for s in sorted(SUFFIXES, key=len, reverse=True) if name.endswith(s)), "")
+
+
+def _is_hf_dataset_dir(path: Path) -> bool:
+    return (path / "dataset_dict.json").is_file() or (path / "state.json").is_file()
+
+
+def _walk(directory: Path) -> list[Path]:
+    """Supported files and Hugging Face dataset folders under `directory`, sorted by path."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        root_path = Path(root)
+        dirs.sort()
+        datasets_here = [d for d in dirs if _is_hf_dataset_dir(root_path / d)]
+        dirs[:] = [d for d in dirs if d not in datasets_here and not d.startswith(".")]
+        entries = [root_path / f for f in files if not f.startswith(".") and _suffix(Path(f))]
+        found += entries + [root_path / d for d in datasets_here]
+    return sorted(found, key=lambda path: path.relative_to(directory).parts)
+
+
+def resolve_sources(source: str | os.PathLike) -> list[Path]:
+    """The files and dataset folders `source` names, in reading order (errors when none)."""
+    text = str(source)
+    path = Path(text).expanduser()
+    if path.is_file():
+        if not _suffix(path):
+            raise MlmkitError(
+                f"corpus file {text!r} has an unsupported format: use one of "
+                f"{', '.join(SUFFIXES)}, a directory, a glob or {BUILTIN!r}"
+            )
+        return [path]
+    if path.is_dir():
+        if _is_hf_dataset_dir(path):
+            return [path]
+        found = _walk(path)
+        if not found:
+            raise MlmkitError(
+                f"corpus directory {text!r} holds no corpus files: put files ending in "
+                f"{', '.join(SUFFIXES)} in it (searched recursively)"
+            )
+        return found
+    if _GLOB_CHARS & set(text):
+        matches = sorted(Path(m) for m in glob.glob(os.path.expanduser(text), recursive=True))
+        found = []
+        for match in matches:
+            if match.is_dir():
+                found += [match] if _is_hf_dataset_dir(match) else _walk(match)
+            elif _suffix(match):
+                found.append(match)
+        if not found:
+            raise MlmkitError(
+                f"corpus glob {text!r} matches no corpus file ({len(matches)} paths matched, "
+                f"none ending in {', '.join(SUFFIXES)}): check the pattern"
+            )
+        return found
+    raise MlmkitError(
+        f"corpus {text!r} does not exist: give {BUILTIN!r}, a file ({', '.join(SUFFIXES)}), "
+        "a directory, a glob, or a Hugging Face dataset saved with save_to_disk"
+    )
+
+
+def _open_binary(path: Path):
+    return gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
+
+
+def _decoded_lines(path: Path, encoding: str, errors: str) -> Iterator[tuple[int, str]]:
+    """(line number, line with its ending) of a text file, decoded a line at a time.
+
+    A decoding error names the file, the line and the byte offset, and says how to go on.
+    """
+    try:
+        ascii_compatible = "\n".encode(encoding) == b"\n"
+    except LookupError as error:
+        raise MlmkitError(f"unknown encoding {encoding!r} for {str(path)!r}: use e.g. utf-8, "
+                          "latin-1 or cp1252") from error
+    try:
+        codecs.lookup_error(errors)
+    except LookupError as error:
+        raise MlmkitError(f"unknown encoding-errors handler {errors!r}: use strict, replace "
+                          "or ignore") from error
+    if not ascii_compatible:  # UTF-16/32: lines cannot be cut on b"\n"; no offsets then
+        try:
+            with open(path, encoding=encoding, errors=errors, newline="") as handle:
+                yield from enumerate(handle, start=1)
+        except UnicodeDecodeError as error:
+            raise _decode_error(path, encoding, error, None, None) from error
+        return
+    offset = 0
+    with _open_binary(path) as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                line = raw.decode(encoding, errors)
+            except UnicodeDecodeError as error:
+                raise _decode_error(path, encoding, error, number, offset + error.start) from error
+            if number == 1 and line.startswith("\ufeff"):
+                line = line[1:]  # a byte-order mark is not text
+            offset += len(raw)
+            yield number, line
+
+
+def _decode_error(path, encoding, error, line, offset) -> MlmkitError:
+    where = f" at byte offset {offset:,} (line {line:,})" if offset is not None else ""
+    compressed = " of the decompressed text" if str(path).lower().endswith(".gz") else ""
+    return MlmkitError(
+        f"{str(path)!r} is not valid {encoding}{where}{compressed}: {error.reason}; convert "
+        f"the file, pass its encoding (--encoding), or replace bad bytes with "
+        f"--encoding-errors replace (encoding_errors='replace')"
+    )
+
+
+def _read_txt(path, *, paragraphs, encoding, encoding_errors, **_) -> Iterator[str]:
+    """A document per line, or per blank-line-separated paragraph (its lines kept)."""
+    lines = (line for _, line in _decoded_lines(path, encoding, encoding_errors))
+    if not paragraphs:
+        for line in lines:
+            text = line.rstrip("\r\n")
+            if text.strip():
+                yield text
+        return
+    block: list[str] = []
+    for line in lines:
+        if line.strip():
+            block.append(line.rstrip())
+        elif block:
+            yield "\n".join(block)
+            block = []
+    if block:
+        yield "\n".join(block)
+
+
+def _read_jsonl(path, *, field, encoding, encoding_errors, **_) -> Iterator[str]:
+    for number, line in _decoded_lines(path, encoding, encoding_errors):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise MlmkitError(f"{str(path)!r} line {number}: invalid JSON ({error.msg} at "
+                              f"column {error.colno}); each line must be one JSON object") from error
+        if not isinstance(record, dict):
+            raise MlmkitError(f"{str(path)!r} line {number}: a JSON {type(record).__name__}, "
+                              f"not an object; each line must be one JSON object")
+        if field not in record:
+            raise MlmkitError(f"{str(path)!r} line {number} has no field {field!r} (its "
+                              f"fields are {sorted(record)}): choose the text field with --field")
+        text = record[field]
+        if not isinstance(text, str):
+            raise MlmkitError(f"{str(path)!r} line {number}: field {field!r} holds a "
+                              f"{type(text).__name__}, not text: choose the text field with --field")
+        if text.strip():
+            yield text
+
+
+def _read_delimited(path, *, field, encoding, encoding_errors, **_) -> Iterator[str]:
+    """A .csv/.tsv column; quoted fields may hold delimiters and newlines."""
+    delimiter = "\t" if ".tsv" in path.name.lower() else ","
+    csv.field_size_limit(2**31 - 1)  # documents are long; the default stops at 128 KiB
+    lines = (line for _, line in _decoded_lines(path, encoding, encoding_errors))
+    reader = csv.reader(lines, delimiter=delimiter)
+    try:
+        header = next(reader, None)
+        if header is None:
+            return
+        if field not in header:
+            raise MlmkitError(f"{str(path)!r} has no column {field!r}: its columns are "
+                              f"{header}; choose one with --field")
+        column = header.index(field)
+        for row in reader:
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise MlmkitError(f"{str(path)!r} line {reader.line_num}: a row of {len(row)} "
+                                  f"fields under a header of {len(header)}; fix the quoting")
+            if row[column].strip():
+                yield row[column]
+    except csv.Error as error:
+        raise MlmkitError(f"{str(path)!r} line {reader.line_num}: {error}") from error
+
+
+def _text_column(path, names, field) -> None:
+    if field not in names:
+        raise MlmkitError(f"{str(path)!r} has no column {field!r}: its columns are "
+                          f"{list(names)}; choose one with --field")
+
+
+def _batches_texts(path, batches, field) -> Iterator[str]:
+    for batch in batches:
+        for text in batch.column(0).to_pylist():
+            if text is None:
+                continue
+            if not isinstance(text, str):
+                raise MlmkitError(f"{str(path)!r}: column {field!r} holds "
+                                  f"{type(text).__name__} values, not text: choose --field")
+            if text.strip():
+                yield text
+
+
+def _read_parquet(path, *, field, **_) -> Iterator[str]:
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(path)
+    _text_column(path, parquet.schema_arrow.names, field)
+    yield from _batches_texts(path, parquet.iter_batches(_BATCH_ROWS, columns=[field]), field)
+
+
+def _read_hf_dataset(path, *, field, split, **_) -> Iterator[str]:
+    import datasets
+
+    if path.is_dir():
+        loaded = datasets.load_from_disk(str(path))
+    else:
+        loaded = datasets.Dataset.from_file(str(path))  # memory-mapped, not read whole
+    if isinstance(loaded, datasets.DatasetDict):
+        names = list(loaded)
+        if split == "all":
+            parts = [loaded[name] for name in names]
+        elif split in loaded:
+            parts = [loaded[split]]
+        else:
+            raise MlmkitError(f"Hugging Face dataset {str(path)!r} has no split {split!r}: "
+                              f"its splits are {names} (or 'all'); choose one with --split")
+    else:
+        parts = [loaded]
+    for part in parts:
+        _text_column(path, part.column_names, field)
+        table = part.select_columns([field]).with_format("arrow")
+        yield from _batches_texts(path, table.iter(batch_size=_BATCH_ROWS), field)
+
+
+_READERS = {".txt": _read_txt, ".jsonl": _read_jsonl, ".csv": _read_delimited,
+            ".tsv": _read_delimited, ".parquet": _read_parquet, ".arrow": _read_hf_dataset}
+
+
+def _reader_for(path: Path):
+    if path.is_dir():
+        return _read_hf_dataset
+    return _READERS[_suffix(path).removesuffix(".gz")]
+
+
+def read_corpus(
+    source: str | os.PathLike,
+    *,
+    field: str = "text",
+    split: str = "train",
+    paragraphs: bool = False,
+    encoding: str = "utf-8",
+    encoding_errors: str = "strict",
+) -> Iterator[str]:
+    """Documents of `source`, lazily, in a fixed order (files sorted by path).
+
+    `field` is the jsonl key / csv, parquet or dataset column; `split` applies to
+    python-docs (train, validation, all) and to saved `DatasetDict`s; `paragraphs` makes
+    a .txt document a blank-line-separated paragraph instead of a line. Blank documents
+    are skipped; a corpus with none at all is an error (raised when iteration ends).
+    `encoding_errors="replace"` reads files with undecodable bytes.
+    """
+    if str(source) == BUILTIN:
+        from mlmkit.corpus.python_docs import python_docs
+
+        try:
+            documents = python_docs(split)
+        except ValueError as error:
+            raise MlmkitError(str(error)) from error
+        return iter(documents)
+    paths = resolve_sources(source)
+    options = dict(field=field, split=split, paragraphs=paragraphs, encoding=encoding,
+                   encoding_errors=encoding_errors)
+    return _documents(str(source), paths, options)
+
+
+def _documents(source: str, paths: list[Path], options: dict) -> Iterator[str]:
+    count = 0
+    for path in paths:
+        for text in _reader_for(path)(path, **options):
+            count += 1
+            yield text
+    if count == 0:
+        files = f"{len(paths)} file{'s' if len(paths) != 1 else ''}"
+        raise MlmkitError(f"corpus {source!r} is empty: no non-blank document in {files} "
+                          f"(field {options['field']!r} where one applies); check the path, "
+                          f"--field and the files' contents")
+
+
+def corpus_stats(source: str | os.PathLike, **options) -> dict[str, int]:
+    """Documents, whitespace-separated words and characters of a corpus (one pass)."""
+    documents = words = characters = 0
+    for text in read_corpus(source, **options):
+        documents += 1
+        words += len(text.split())
+        characters += len(text)
+    return {"documents": documents, "words": words, "characters": characters}
