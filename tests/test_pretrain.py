@@ -29,7 +29,7 @@ import sys, types
 from dataclasses import dataclass
 import torch
 try:
-    import mlmkit.masking
+    from mlmkit.masking import build_policy
 except ImportError:
     @dataclass
     class _Out:
@@ -337,3 +337,27 @@ def test_cli_help_documents_the_fields():
     for text in ("--seq-len", "--masking", "--time", "--resume", "--config", "--precision",
                  "mlmkit pretrain --resume"):
         assert text in result.output
+
+
+def test_gradient_accumulation_matches_one_big_batch(tmp_path, tokenizer_path):
+    base = dict(steps=3, dropout=0.0, pppl_sentences=0, eval_blocks=0, log_every=1)
+    one = pretrain(tiny_config(tmp_path / "one", tokenizer_path, **base))
+    four = pretrain(tiny_config(tmp_path / "four", tokenizer_path, grad_accum=4, **base))
+    losses = [[r["loss"] for r in run.history if r["split"] == "train"] for run in (one, four)]
+    assert np.allclose(losses[0], losses[1], atol=1e-5, rtol=0)
+    wa, wb = weights(one.run_dir), weights(four.run_dir)
+    assert all(torch.allclose(wa[k], wb[k], atol=1e-5) for k in wa)
+
+
+def test_continued_pretraining_from_a_saved_model(saved_tiny_mlm, tmp_path):
+    from transformers import AutoModelForMaskedLM
+
+    init = saved_tiny_mlm("bert")
+    result = pretrain(tiny_config(tmp_path / "run", None, init=str(init), steps=4,
+                                  pppl_sentences=0, eval_blocks=8))
+    before = AutoModelForMaskedLM.from_pretrained(init).state_dict()
+    after = AutoModelForMaskedLM.from_pretrained(result.final_dir).state_dict()
+    key = "bert.encoder.layer.0.attention.self.query.weight"
+    assert before[key].shape == after[key].shape and not torch.equal(before[key], after[key])
+    with pytest.raises(MlmkitError, match="longer than --init"):
+        pretrain(tiny_config(tmp_path / "long", None, init=str(init), seq_len=4096))

@@ -6,9 +6,11 @@ this interface, so a new objective (ELECTRA, masked diffusion, ...) is one file 
 registry entry.
 
 The loss is computed in two phases so gradient accumulation and data parallelism stay
-exact: `prepare` corrupts a micro-batch and reports counts (e.g. masked tokens); the loop
-sums the counts over micro-steps and processes, and `loss` divides by those totals, so the
-summed gradients equal those of one big batch.
+exact: `prepare` corrupts the whole global batch of a step (every micro-step and every
+process; cheap next to the forward pass) and reports its counts (e.g. masked tokens);
+the loop slices this process's micro-batches out of it, and `loss` divides by the global
+counts. The masks therefore do not depend on how a step is split, and the summed
+gradients equal those of one big batch on one process.
 """
 
 from __future__ import annotations
@@ -25,10 +27,15 @@ from mlmkit.errors import MlmkitError
 
 @dataclass
 class Prepared:
-    """A corrupted micro-batch on the device, and what it counts towards normalisation."""
+    """A corrupted global batch (CPU tensors, rows first) and its counts for normalisation."""
 
     tensors: dict[str, torch.Tensor]
     counts: dict[str, float]
+
+    def rows(self, index: torch.Tensor, device) -> dict[str, torch.Tensor]:
+        """The rows `index` of every tensor, on `device` (one micro-batch of one process)."""
+        return {k: v.index_select(0, index).to(device, non_blocking=True)
+                for k, v in self.tensors.items()}
 
 
 @dataclass
@@ -65,12 +72,12 @@ class Objective(ABC):
         return None
 
     @abstractmethod
-    def prepare(self, batch, step: int, micro_step: int = 0) -> Prepared:
-        """Corrupt a `BlockBatch` for training step `step` (deterministic in seed and step)."""
+    def prepare(self, batch, step: int) -> Prepared:
+        """Corrupt the global `BlockBatch` of training step `step` (deterministic in seed, step)."""
 
     @abstractmethod
-    def loss(self, prepared: Prepared, totals: dict[str, float]) -> LossOutput:
-        """The loss of one micro-batch divided by the step's `totals` of `Prepared.counts`."""
+    def loss(self, tensors: dict[str, torch.Tensor], totals: dict[str, float]) -> LossOutput:
+        """The loss of one micro-batch (`Prepared.rows`) divided by the step's `totals`."""
 
     def after_step(self, step: int) -> None:
         """Called after each optimizer step (e.g. to update loss-based masking statistics)."""

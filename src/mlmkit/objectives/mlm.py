@@ -34,6 +34,23 @@ def build_masking_policy(masking, tokenizer):
     return build_policy(resolve_masking(masking), tokenizer)
 
 
+DROPOUT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout",
+                  "attention_dropout", "embedding_dropout", "mlp_dropout", "seq_classif_dropout")
+
+
+def set_dropout(model: torch.nn.Module, p: float) -> None:
+    """Set every dropout of `model` (modules and the config it is saved with) to `p`."""
+    for name in DROPOUT_FIELDS:
+        if isinstance(getattr(model.config, name, None), float):
+            setattr(model.config, name, p)
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = p
+        for attribute in ("dropout_prob", "attention_dropout", "dropout_p"):
+            if isinstance(getattr(module, attribute, None), float):
+                setattr(module, attribute, p)
+
+
 def sparse_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smoothing: float):
     """Summed cross-entropy, correct top-1 count, targets and per-token losses (masked only)."""
     logits = masked_logits(model, input_ids, attention_mask, mask)
@@ -53,6 +70,8 @@ class MLMObjective(Objective):
         super().__init__(config, tokenizer, runtime)
         self.model = init_model if init_model is not None else build_mlm(
             config.model, tokenizer, max_length=config.seq_len, seed=config.seed)
+        if config.dropout is not None:
+            set_dropout(self.model, config.dropout)
         self.model.to(runtime.device)
         self.policy = build_masking_policy(config.masking, tokenizer)
         self._loss_fn = sparse_mlm_loss
@@ -65,23 +84,21 @@ class MLMObjective(Objective):
     def compile(self) -> None:
         self._loss_fn = torch.compile(sparse_mlm_loss, dynamic=True)
 
-    def _mask(self, batch, step: int, seed: int) -> dict[str, torch.Tensor]:
+    def _mask(self, batch, step: int, seed: int, device=None) -> dict[str, torch.Tensor]:
         out = self.policy(batch.input_ids, batch.attention_mask, step=step, seed=seed,
                           word_starts=batch.word_starts, document_ids=batch.document_ids)
-        device = self.runtime.device
-        return {"input_ids": out.input_ids.to(device), "attention_mask":
-                batch.attention_mask.to(device), "mask": out.mask.to(device),
-                "labels": out.labels.to(device)}
+        tensors = {"input_ids": out.input_ids, "attention_mask": batch.attention_mask,
+                   "mask": out.mask, "labels": out.labels}
+        return {k: v.to(device) for k, v in tensors.items()} if device is not None else tensors
 
-    def prepare(self, batch, step: int, micro_step: int = 0) -> Prepared:
-        # One seed per (run seed, micro-step): the policy derives its randomness from
-        # (seed, step), so the masks of a resumed run are those of an uninterrupted one.
-        seed = self.config.seed * 1000 + micro_step
-        tensors = self._mask(batch, step, seed)
+    def prepare(self, batch, step: int) -> Prepared:
+        # The policy derives its randomness from (seed, step): the masks of a resumed run
+        # are those of an uninterrupted one.
+        tensors = self._mask(batch, step, self.config.seed)
         return Prepared(tensors=tensors, counts={"masked": float(tensors["mask"].sum())})
 
-    def loss(self, prepared: Prepared, totals: dict[str, float]) -> LossOutput:
-        t = prepared.tensors
+    def loss(self, tensors: dict[str, torch.Tensor], totals: dict[str, float]) -> LossOutput:
+        t = tensors
         total = max(totals["masked"], 1.0)
         loss_sum, correct, targets, per_token = self._loss_fn(
             self.model, t["input_ids"], t["attention_mask"], t["mask"], t["labels"],
@@ -96,7 +113,7 @@ class MLMObjective(Objective):
     def evaluate(self, blocks: list, sentences: list[list[int]]) -> dict[str, float]:
         if self._eval_batches is None:  # masks fixed once: every evaluation sees the same
             seed = self.config.seed + EVAL_SEED_OFFSET
-            self._eval_batches = [self._mask(b, step=0, seed=seed + i)
+            self._eval_batches = [self._mask(b, step=i, seed=seed, device=self.runtime.device)
                                   for i, b in enumerate(blocks)]
         was_training = self.model.training
         self.model.eval()

@@ -36,6 +36,8 @@ class PretrainConfig:
     model: str = _f("mini", "model preset: SIZE or FAMILY-SIZE, e.g. mini, roberta-small")
     init: str | None = _f(None, "start from this HF masked LM (name or path) and its tokenizer "
                                 "(continued pretraining); overrides --model and --tokenizer")
+    dropout: float | None = _f(None, "override the model's dropout (hidden and attention); "
+                                     "default: the preset's (0.1 for BERT)")
     tokenizer: str | None = _f(None, "tokenizer name or path; default: train one on the corpus")
     tokenizer_kind: str = _f("wordpiece", "kind of tokenizer trained when --tokenizer is not "
                                           "given: wordpiece, bpe or unigram")

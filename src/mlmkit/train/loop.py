@@ -190,8 +190,8 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
         else None
     n_params = sum(p.numel() for p in params)
     micro_batch = config.batch_size // config.grad_accum // runtime.world_size
-    if micro_batch < 1:
-        raise MlmkitError(f"--batch-size {config.batch_size} is smaller than --grad-accum "
+    if config.batch_size % (config.grad_accum * runtime.world_size):
+        raise MlmkitError(f"--batch-size {config.batch_size} is not a multiple of --grad-accum "
                           f"× processes ({config.grad_accum} × {runtime.world_size})")
 
     def checkpoint(with_model_dir: bool) -> None:
@@ -242,17 +242,18 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
                                        decay=config.decay, min_lr=config.min_lr)
             for group in optimizer.param_groups:
                 group["lr"] = lr
-            batches = [data.train[order.next_indices(micro_batch, runtime.rank,
-                                                     runtime.world_size)]
-                       for _ in range(config.grad_accum)]
-            prepared = [objective.prepare(b, state.step, i) for i, b in enumerate(batches)]
-            totals = {k: runtime.sum(sum(p.counts[k] for p in prepared))
-                      for k in prepared[0].counts}
-            for i, item in enumerate(prepared):
-                last = i == len(prepared) - 1
-                with runtime.no_sync(objective, last):
+            # The global batch of this step (all micro-steps, all processes) is corrupted
+            # at once; this process trains on its rows, micro-batch by micro-batch.
+            batch = data.train[order.next_indices(config.batch_size)]
+            prepared = objective.prepare(batch, state.step)
+            totals = prepared.counts
+            mine = torch.arange(runtime.rank, config.batch_size, runtime.world_size)
+            micro = mine.split(micro_batch)
+            for i, rows in enumerate(micro):
+                with runtime.no_sync(objective, last_micro_step=i == len(micro) - 1):
+                    tensors = prepared.rows(rows, runtime.device)
                     with runtime.autocast():
-                        out = objective.loss(item, totals)
+                        out = objective.loss(tensors, totals)
                     out.loss.backward()
                 for key, value in out.metrics.items():
                     sums[key] = sums.get(key, 0.0) + value.detach().double()
@@ -261,7 +262,7 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             objective.after_step(state.step)
-            step_tokens = int(runtime.sum(sum(b.n_tokens for b in batches)))
+            step_tokens = batch.n_tokens
             state.step += 1
             steps_this_process += 1
             sums_count += 1
@@ -275,7 +276,7 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
             window_time += seconds
 
             if state.step % config.log_every == 0:
-                values = {k: runtime.mean(float(v) / sums_count) for k, v in sums.items()}
+                values = {k: runtime.sum(float(v)) / sums_count for k, v in sums.items()}
                 rate = window_tokens / max(window_time, 1e-9)
                 record = {"step": state.step, "split": "train", **values, "lr": lr,
                           "tokens": state.tokens, "tokens_per_s": rate,
