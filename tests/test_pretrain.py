@@ -75,7 +75,7 @@ def tiny_config(run_dir, tokenizer_path, **overrides) -> PretrainConfig:
     values = dict(model="tiny", tokenizer=tokenizer_path, seq_len=32, batch_size=8, steps=12,
                   lr=3e-3, warmup=0.1, eval_every=0, eval_blocks=8, pppl_sentences=4,
                   save_every=0, log_every=2, run_dir=str(run_dir), progress=False,
-                  fill_mask_examples=0, threads=1, masking={"name": "whole-word", "rate": 0.3})
+                  fill_mask_examples=0, threads=1, masking={"units": "whole_word", "rate": 0.3})
     values.update(overrides)
     return PretrainConfig(**values)
 
@@ -299,7 +299,12 @@ def test_unknown_preset_and_masking_policy(tmp_path, tokenizer_path):
         pretrain(tiny_config(tmp_path / "c", tokenizer_path, objective="nope"))
 
 
-def test_empty_corpus(tmp_path, wordpiece_tokenizer):
+def test_empty_corpus(tmp_path, wordpiece_tokenizer, tokenizer_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("\n  \n")
+    with pytest.raises(MlmkitError, match="empty"):
+        pretrain(tiny_config(tmp_path / "run", tokenizer_path, corpus=str(empty)))
+    assert not (tmp_path / "run").exists()
     with pytest.raises(MlmkitError, match="empty"):
         tokenize_corpus(lambda: iter([]), wordpiece_tokenizer, root=tmp_path)
     with pytest.raises(MlmkitError, match="empty"):

@@ -108,8 +108,20 @@ def _mlm():
     return MLMObjective
 
 
+def _electra():  # issue 6
+    from mlmkit.objectives.electra import ElectraObjective
+
+    return ElectraObjective
+
+
+def _diffusion():  # issue 6
+    from mlmkit.objectives.diffusion import DiffusionObjective
+
+    return DiffusionObjective
+
+
 # name -> a zero-argument function returning the Objective class (imported lazily)
-OBJECTIVES: dict[str, Any] = {"mlm": _mlm}
+OBJECTIVES: dict[str, Any] = {"mlm": _mlm, "electra": _electra, "diffusion": _diffusion}
 
 
 def build_objective(config, tokenizer, runtime, init_model=None) -> Objective:

@@ -21,17 +21,27 @@ EVAL_SEED_OFFSET = 1_000_003  # evaluation masks never coincide with a training 
 
 def default_masking() -> dict:
     """The default policy: 30% of tokens, whole words, 80% [MASK] / 10% random / 10% kept."""
-    return {"name": "whole-word", "rate": 0.3, "mask_prob": 0.8, "random_prob": 0.1}
+    return {"units": "whole_word", "rate": 0.3, "corruption": [0.8, 0.1, 0.1]}
 
 
-def resolve_masking(masking):
-    return default_masking() if masking in (None, "default") else masking
+def resolve_masking(masking, total_steps: int | None = None):
+    """The masking config of a run: a preset name or mapping, with the run's step budget
+    (rate schedules such as 30% → 15% need it)."""
+    if masking in (None, "default"):
+        masking = default_masking()
+    elif isinstance(masking, str):
+        masking = {"preset": masking}
+    masking = dict(masking)
+    if total_steps and "total_steps" not in masking:
+        masking["total_steps"] = total_steps
+    return masking
 
 
-def build_masking_policy(masking, tokenizer):
+def build_masking_policy(config, tokenizer):
     from mlmkit.masking import build_policy
 
-    return build_policy(resolve_masking(masking), tokenizer)
+    return build_policy(resolve_masking(config.masking, config.steps), tokenizer,
+                        stats=config.masking_stats)
 
 
 DROPOUT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout",
@@ -73,7 +83,7 @@ class MLMObjective(Objective):
         if config.dropout is not None:
             set_dropout(self.model, config.dropout)
         self.model.to(runtime.device)
-        self.policy = build_masking_policy(config.masking, tokenizer)
+        self.policy = build_masking_policy(config, tokenizer)
         self._loss_fn = sparse_mlm_loss
         self._eval_batches = None
 
@@ -113,7 +123,7 @@ class MLMObjective(Objective):
     def evaluate(self, blocks: list, sentences: list[list[int]]) -> dict[str, float]:
         if self._eval_batches is None:  # masks fixed once: every evaluation sees the same
             seed = self.config.seed + EVAL_SEED_OFFSET
-            self._eval_batches = [self._mask(b, step=i, seed=seed, device=self.runtime.device)
+            self._eval_batches = [self._mask(b, step=0, seed=seed + i, device=self.runtime.device)
                                   for i, b in enumerate(blocks)]
         was_training = self.model.training
         self.model.eval()

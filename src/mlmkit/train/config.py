@@ -50,8 +50,11 @@ class PretrainConfig:
     seq_len: int = _f(128, "tokens per packed block")
     packing: str = _f("full", "full: documents concatenated with [SEP] (RoBERTa "
                               "FULL-SENTENCES); document: one document per block, padded")
-    masking: Any = _f("default", "masking policy: a name of mlmkit.masking or a YAML mapping; "
-                                 "default: 30% whole-word masking, 80/10/10")
+    masking: Any = _f("default", "masking policy: a preset of mlmkit.masking (bert, whole_word, "
+                                 "span, pmi, mask40, ...) or a YAML mapping; default: 30% "
+                                 "whole-word masking, 80/10/10")
+    masking_stats: str | None = _f(None, "statistics folder from `mlmkit mask stats` (needed "
+                                         "by pmi / frequency / tfidf / informask masking)")
     label_smoothing: float = _f(0.0, "label smoothing of the MLM cross-entropy")
     batch_size: int = _f(32, "blocks per optimizer step (all accumulation steps together)")
     grad_accum: int = _f(1, "gradient accumulation micro-steps per optimizer step")

@@ -1,0 +1,237 @@
+"""Pretraining speed and quality: mlmkit's loop vs Hugging Face Trainer, in one run.
+
+The same mini BERT config (same init), the same packed python-docs blocks, batch, masking
+rate (30%, 80/10/10) and AdamW settings are trained three ways: mlmkit, HF `Trainer` +
+`DataCollatorForLanguageModeling` + `BertForMaskedLM` with its defaults, and the same with
+`bf16=True`. Printed: tokens/s of each (timed after warm-up steps) and the ratios;
+mlmkit's model FLOPs utilisation against a matmul peak measured in this run; and the
+held-out masked-token accuracy each reaches after the same wall-clock budget, scored by
+one evaluator (the same validation blocks with the same HF-collator masks for all).
+
+    python benchmarks/pretrain.py                 # about 8-10 minutes on 2 CPU cores
+    python benchmarks/pretrain.py --budget 30 --timed-steps 4   # a quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from mlmkit.models import build_mlm  # noqa: E402
+from mlmkit.train import PretrainConfig, pretrain  # noqa: E402
+from mlmkit.train.data import build_data, resolve_tokenizer  # noqa: E402
+from mlmkit.train.evaluate import masked_token_metrics  # noqa: E402
+
+MASK_RATE = 0.3
+
+
+def matmul_peak(dtype: torch.dtype, size: int = 1024, seconds: float = 2.0) -> float:
+    """Best FLOP/s of a square matmul on this machine, measured now (same contention)."""
+    a = torch.randn(size, size).to(dtype)
+    b = torch.randn(size, size).to(dtype)
+    a @ b
+    best, deadline = 0.0, time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        start = time.perf_counter()
+        for _ in range(4):
+            a @ b
+        best = max(best, 4 * 2 * size**3 / (time.perf_counter() - start))
+    return best
+
+
+def train_flops_per_token(model, seq_len: int, head_share: float) -> float:
+    """Training FLOPs per input token: 6 × matmul weights (encoder on every token, the
+    MLM head on `head_share` of them) + attention scores and mixing."""
+    config = model.config
+    d, layers, vocab = config.hidden_size, config.num_hidden_layers, config.vocab_size
+    encoder = layers * (4 * d * d + 2 * d * config.intermediate_size)
+    head = d * d + d * vocab
+    attention = layers * 2 * seq_len * d  # QK^T and AV, per token, forward
+    return 6 * encoder + 6 * head_share * head + 3 * 2 * attention
+
+
+class BlockDataset(torch.utils.data.Dataset):
+    """mlmkit's packed blocks as HF examples (input_ids + attention_mask)."""
+
+    def __init__(self, blocks):
+        self.batch = blocks[np.arange(len(blocks))]
+
+    def __len__(self):
+        return len(self.batch.input_ids)
+
+    def __getitem__(self, i):
+        return {"input_ids": self.batch.input_ids[i], "attention_mask":
+                self.batch.attention_mask[i]}
+
+
+def eval_batches(tokenizer, validation, count: int, batch_size: int, seed: int = 1234):
+    """Fixed validation masks for every system: the HF collator's own masking, seeded."""
+    from transformers import DataCollatorForLanguageModeling
+
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=MASK_RATE, seed=seed)
+    data = BlockDataset(validation)
+    n = min(count, len(data))
+    batches = []
+    for start in range(0, n, batch_size):
+        examples = [data[i] for i in range(start, min(start + batch_size, n))]
+        out = collator(examples)
+        batches.append({"input_ids": out["input_ids"], "attention_mask": out["attention_mask"],
+                        "labels": out["labels"], "mask": out["labels"] != -100})
+    return batches
+
+
+def accuracy(model, batches) -> float:
+    model.eval()
+    with torch.inference_mode():
+        return masked_token_metrics(model, batches, torch.autocast("cpu", enabled=False))[
+            "accuracy"]
+
+
+def run_mlmkit(base: PretrainConfig, work: Path, *, steps=None, time_budget=None,
+               warm: int = 2):
+    run_dir = work / f"mlmkit-{steps or time_budget}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    config = base.replace(run_dir=str(run_dir), steps=steps, time=time_budget, log_every=1,
+                          eval_every=0, save_every=0, pppl_sentences=0, eval_blocks=0)
+    result = pretrain(config)
+    train = [r for r in result.history if r["split"] == "train"]
+    if steps:
+        first, last = train[warm - 1], train[-1]
+        rate = (last["tokens"] - first["tokens"]) / (last["elapsed"] - first["elapsed"])
+    else:
+        rate = train[-1]["tokens"] / train[-1]["elapsed"]
+    return rate, result
+
+
+def run_hf(base: PretrainConfig, tokenizer, data, work: Path, *, bf16: bool, steps: int,
+           time_budget: float | None = None, warm: int = 2):
+    """HF Trainer with defaults (plus the shared optimizer settings); returns (tokens/s, model)."""
+    from transformers import (
+        DataCollatorForLanguageModeling,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
+
+    class Clock(TrainerCallback):
+        def __init__(self):
+            self.times, self.start = [], None
+
+        def on_train_begin(self, args, state, control, **kw):
+            self.start = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kw):
+            self.times.append(time.perf_counter())
+            if time_budget and self.times[-1] - self.start >= time_budget:
+                control.should_training_stop = True
+
+    model = build_mlm(base.model, tokenizer, max_length=base.seq_len, seed=base.seed)
+    clock = Clock()
+    args = TrainingArguments(
+        output_dir=str(work / "hf"), per_device_train_batch_size=base.batch_size,
+        learning_rate=base.lr, weight_decay=base.weight_decay, adam_beta1=base.beta1,
+        adam_beta2=base.beta2, adam_epsilon=base.eps, max_grad_norm=base.clip,
+        warmup_steps=max(1, int(base.warmup * steps)), lr_scheduler_type="linear",
+        max_steps=steps, bf16=bf16, use_cpu=not torch.cuda.is_available(), seed=base.seed,
+        logging_strategy="no", save_strategy="no", report_to=[], disable_tqdm=True,
+        dataloader_num_workers=0)
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=MASK_RATE)
+    trainer = Trainer(model=model, args=args, train_dataset=BlockDataset(data.train),
+                      data_collator=collator, callbacks=[clock])
+    trainer.train()
+    tokens_per_step = base.batch_size * base.seq_len
+    if time_budget:
+        rate = tokens_per_step * len(clock.times) / (clock.times[-1] - clock.start)
+    else:
+        rate = tokens_per_step * (len(clock.times) - warm) / (clock.times[-1] - clock.times[warm - 1])
+    return rate, model, len(clock.times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="mini")
+    parser.add_argument("--seq-len", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--timed-steps", type=int, default=8,
+                        help="steps timed for tokens/s (after 2 warm-up steps)")
+    parser.add_argument("--budget", type=float, default=75.0,
+                        help="seconds of training per system for the accuracy comparison")
+    parser.add_argument("--masking", default=None,
+                        help="mlmkit masking policy (default: token-level 30%%, 80/10/10, as HF)")
+    parser.add_argument("--skip-bf16", action="store_true")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    args = parser.parse_args()
+
+    masking = args.masking or {"units": "token", "rate": MASK_RATE}
+    base = PretrainConfig(model=args.model, seq_len=args.seq_len, batch_size=args.batch_size,
+                          lr=1e-3, warmup=0.06, schedule="linear", masking=masking,
+                          progress=False, fill_mask_examples=0, steps=10)
+    tokenizer = resolve_tokenizer(base, show_progress=False)
+    data = build_data(base, tokenizer, show_progress=False)
+    work = Path(tempfile.mkdtemp(prefix="mlmkit-bench-pretrain-"))
+    print(f"data: {data.describe()}; threads {torch.get_num_threads()}")
+    peak32 = matmul_peak(torch.float32)
+    print(f"measured matmul peak: fp32 {peak32 / 1e9:.1f} GFLOP/s")
+    steps = args.timed_steps + 2
+
+    # ---- tokens/s
+    rates = {}
+    rates["mlmkit"], _ = run_mlmkit(base, work, steps=steps)
+    print(f"mlmkit            {rates['mlmkit']:8.0f} tokens/s", flush=True)
+    rates["hf"], _, _ = run_hf(base, tokenizer, data, work, bf16=False, steps=steps)
+    print(f"HF Trainer        {rates['hf']:8.0f} tokens/s", flush=True)
+    if not args.skip_bf16:
+        rates["hf_bf16"], _, _ = run_hf(base, tokenizer, data, work, bf16=True, steps=steps)
+        print(f"HF Trainer bf16   {rates['hf_bf16']:8.0f} tokens/s", flush=True)
+    probe = build_mlm(base.model, tokenizer, max_length=base.seq_len)
+    sparse = train_flops_per_token(probe, base.seq_len, head_share=MASK_RATE)
+    dense = train_flops_per_token(probe, base.seq_len, head_share=1.0)
+    mfu = rates["mlmkit"] * sparse / peak32
+    print(f"mlmkit MFU {100 * mfu:.1f}% ({rates['mlmkit'] * sparse / 1e9:.1f} GFLOP/s of "
+          f"{peak32 / 1e9:.1f}); HF MFU {100 * rates['hf'] * dense / peak32:.1f}%")
+
+    # ---- accuracy after the same wall-clock budget
+    val = eval_batches(tokenizer, data.validation, 256, args.batch_size)
+    acc = {}
+    _, result = run_mlmkit(base, work, time_budget=f"{args.budget}s")
+    from transformers import AutoModelForMaskedLM
+
+    acc["mlmkit"] = accuracy(AutoModelForMaskedLM.from_pretrained(result.final_dir), val)
+    mlmkit_steps = result.summary["steps"]
+    hf_steps = {}
+    for name, bf16 in (("hf", False), ("hf_bf16", True)):
+        if name not in rates:
+            continue
+        planned = max(3, int(args.budget * rates[name] / (args.batch_size * args.seq_len)))
+        _, model, done = run_hf(base, tokenizer, data, work, bf16=bf16, steps=planned,
+                                time_budget=args.budget)
+        acc[name], hf_steps[name] = accuracy(model.float(), val), done
+
+    print()
+    print(f"{'system':18s} {'tokens/s':>9s} {'mlmkit ×':>9s} {'accuracy@' + str(int(args.budget)) + 's':>13s} "
+          f"{'steps':>6s}")
+    for name, label in (("mlmkit", "mlmkit"), ("hf", "HF Trainer"), ("hf_bf16", "HF bf16")):
+        if name in rates:
+            steps_done = mlmkit_steps if name == "mlmkit" else hf_steps.get(name, 0)
+            print(f"{label:18s} {rates[name]:9.0f} {rates['mlmkit'] / rates[name]:9.2f} "
+                  f"{acc.get(name, float('nan')):13.4f} {steps_done:6d}")
+    figures = {"tokens_per_s": rates, "accuracy": acc, "mfu": mfu, "peak_flops": peak32,
+               "budget_s": args.budget, "config": base.to_dict()}
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1, default=str))
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
