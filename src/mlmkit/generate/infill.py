@@ -56,6 +56,15 @@ def _rows(tokenizer, pieces: list[str | Span], lengths: tuple[int, ...]) -> list
     return segments
 
 
+def _span_ids(content, masked, lengths: tuple[int, ...]) -> list[list[int]]:
+    """The token ids filled into each span (spans take the masked positions in order)."""
+    tokens, spans, start = content[masked].tolist(), [], 0
+    for length in lengths:
+        spans.append(tokens[start:start + length])
+        start += length
+    return spans
+
+
 def infill(
     model,
     template: str | Sequence[str],
@@ -117,29 +126,21 @@ def infill(
                      seed=seed + first // batch_size, on_step=step_hook)
         ids = out.ids.cpu()
         for row, (index, lengths, _) in enumerate(chunk):
-            content = ids[row][canvas.content[row]].tolist()
-            masked = canvas.masked[row][canvas.content[row]].tolist()
-            spans, current, previous = [], [], False
-            for token, is_mask in zip(content, masked, strict=True):
-                if is_mask:
-                    current.append(token)
-                elif previous:
-                    spans.append(current)
-                    current = []
-                previous = is_mask
-            if previous:
-                spans.append(current)
-            filled.append((index, lengths, content, [tokenizer.decode(s).strip() for s in spans]))
+            content = ids[row][canvas.content[row]]
+            spans = _span_ids(content, canvas.masked[row][canvas.content[row]], lengths)
+            filled.append((index, Candidate(lengths, tokenizer.decode(content.tolist()),
+                                            [tokenizer.decode(s).strip() for s in spans], None),
+                           content.tolist()))
             calls[index] = max(calls[index], out.model_calls)
-    scored = [i for i in range(len(templates)) if sum(f[0] == i for f in filled) > 1]
-    to_score = [f for f in filled if f[0] in scored]
-    plls = token_pll(mlm, [f[2] for f in to_score]) if to_score else []
-    score_of = {id(f): float(p.mean()) for f, p in zip(to_score, plls, strict=True)}
+    counts = [sum(f[0] == i for f in filled) for i in range(len(templates))]
+    to_score = [f for f in filled if counts[f[0]] > 1]
+    for (_, candidate, _), pll in zip(to_score, token_pll(mlm, [f[2] for f in to_score]),
+                                      strict=True):
+        candidate.score = float(pll.mean())
     results = []
     for index, text in enumerate(templates):
-        candidates = [Candidate(lengths, tokenizer.decode(content), spans, score_of.get(id(f)))
-                      for f in filled if f[0] == index for (_, lengths, content, spans) in [f]]
-        if index in scored:
+        candidates = [candidate for i, candidate, _ in filled if i == index]
+        if counts[index] > 1:
             candidates.sort(key=lambda c: -c.score)
         best = candidates[0]
         results.append(Infilled(template=text, text=best.text, spans=best.spans,
