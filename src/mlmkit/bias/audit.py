@@ -70,8 +70,11 @@ def benchmark(name: str) -> Benchmark:
     return BENCHMARKS[name]
 
 
-def read_benchmark(name: str, data: str | Path | None) -> list:
+def read_benchmark(name: str, data: str | Path | list | None) -> list:
+    """The benchmark's items from `data` (a path, None for the default, or items already read)."""
     spec = benchmark(name)
+    if isinstance(data, list):
+        return data
     if data is None:
         if spec.default_data is None:
             raise MlmkitError(f"the {name} benchmark has no default data: pass --data")
@@ -116,7 +119,7 @@ def score_model(model, benchmark_name: str, items: list, **score_kwargs):
     return benchmark(benchmark_name).score(mlm, items, **score_kwargs)
 
 
-def audit(model, benchmark_name: str = "crows", data: str | Path | None = None, *,
+def audit(model, benchmark_name: str = "crows", data: str | Path | list | None = None, *,
           n_boot: int = 1000, seed: int = 0, level: float = 0.95, limit: int | None = None,
           **score_kwargs) -> BiasAudit:
     """Read the data, score `model`, bootstrap every score (`limit`: first N items only)."""

@@ -56,7 +56,8 @@ def compare_results(result_a, result_b, benchmark_name: str, n_boot: int = 1000,
                           audit_a, audit_b, differences)
 
 
-def compare(model_a, model_b, benchmark_name: str = "crows", data: str | Path | None = None,
+def compare(model_a, model_b, benchmark_name: str = "crows",
+            data: str | Path | list | None = None,
             *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
             limit: int | None = None, **score_kwargs) -> BiasComparison:
     """Score both models on the same data and compare every score."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import io
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,8 +78,9 @@ def _bar_chart(title: str, labels: list[str], series: list[tuple[str, list, list
                  yerr=np.nan_to_num(errors), capsize=3, label=legend)
     if reference is not None:
         axes.axhline(reference, color="grey", linestyle="--", linewidth=1)
-    axes.set_xticks(x, labels, rotation=30 if len(labels) > 4 else 0, ha="right"
-                    if len(labels) > 4 else "center")
+    many = len(labels) > 4
+    shown = labels if many else [textwrap.fill(label, 14) for label in labels]
+    axes.set_xticks(x, shown, rotation=30 if many else 0, ha="right" if many else "center")
     axes.set_ylim(0, 100)
     axes.set_title(title)
     if len(series) > 1:
