@@ -1,0 +1,75 @@
+"""Count mode: which units a row masks, given rates and unit weights.
+
+- `exact`: round(rate × maskable tokens) per row (static shapes, as cramming): units are
+  ordered by Gumbel top-k on their log-weights (sampling without replacement in proportion
+  to weight) and taken while they fit; with multi-token units a unit is taken while the
+  middle of it lies below the target, so the count is the closest a prefix can get.
+- `bernoulli`: each unit independently, with probability proportional to its weight and
+  scaled so that the expected number of masked tokens is rate × maskable tokens.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mlmkit.masking.registry import COUNTS
+from mlmkit.masking.seeding import gumbel, uniform
+
+
+def unit_table(unit_ids: torch.Tensor, token_weights: torch.Tensor | None):
+    """Per (row, unit id): token count and mean token weight (None when uniform)."""
+    valid = unit_ids >= 0
+    index = unit_ids.clamp(min=0)
+    lengths = torch.zeros(unit_ids.shape, dtype=torch.float32, device=unit_ids.device)
+    lengths.scatter_add_(1, index, valid.float())
+    if token_weights is None:
+        return lengths, None
+    total = torch.zeros_like(lengths).scatter_add_(1, index, token_weights.float() * valid)
+    return lengths, total / lengths.clamp(min=1.0)
+
+
+class Count:
+    PARAMS: dict = {}
+
+    def __init__(self, **_):
+        pass
+
+
+@COUNTS.register("exact")
+class ExactCount(Count):
+    name = "exact"
+
+    def choose(self, unit_ids, token_weights, rates, generator):
+        lengths, weights = unit_table(unit_ids, token_weights)
+        exists = lengths > 0
+        target = torch.round(rates.float() * lengths.sum(1))
+        key = gumbel(unit_ids.shape, generator, unit_ids.device)
+        if weights is not None:
+            key = key + torch.log(weights.clamp(min=1e-30))
+        key = key.masked_fill(~exists, float("-inf"))
+        order = key.argsort(dim=1, descending=True)
+        ordered = lengths.gather(1, order)
+        middle = ordered.cumsum(1) - 0.5 * ordered
+        take = (middle < target[:, None]) & (ordered > 0)
+        return torch.zeros_like(exists).scatter_(1, order, take)
+
+
+@COUNTS.register("bernoulli")
+class BernoulliCount(Count):
+    name = "bernoulli"
+
+    def choose(self, unit_ids, token_weights, rates, generator):
+        lengths, weights = unit_table(unit_ids, token_weights)
+        rates = rates.float()[:, None]
+        if weights is None:
+            probability = rates.expand_as(lengths)
+        else:
+            mass = (weights * lengths).sum(1, keepdim=True).clamp(min=1e-30)
+            probability = (rates * lengths.sum(1, keepdim=True) * weights / mass).clamp(max=1.0)
+        draw = uniform(unit_ids.shape, generator, unit_ids.device)
+        return (draw < probability) & (lengths > 0)
+
+
+def tokens_of(chosen_units: torch.Tensor, unit_ids: torch.Tensor) -> torch.Tensor:
+    """Bool [B, L]: the positions of the chosen units."""
+    return chosen_units.gather(1, unit_ids.clamp(min=0)) & (unit_ids >= 0)

@@ -1,0 +1,192 @@
+"""Units: which positions are masked together (tokens, whole words, SpanBERT spans, PMI n-grams).
+
+A unit component maps a batch to `unit_ids` [B, L]: positions with the same non-negative id in
+a row form one unit, numbered 0, 1, ... along the row; -1 marks what may never be masked.
+A unit never crosses a document boundary or a position that may not be masked, for every
+component, because all of them go through `number_units`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mlmkit.errors import MlmkitError
+from mlmkit.masking import ngrams
+from mlmkit.masking.registry import UNITS
+from mlmkit.masking.seeding import uniform
+
+
+def boundaries(maskable: torch.Tensor, document_ids: torch.Tensor | None) -> torch.Tensor:
+    """Bool [B, L]: True where a unit must start whatever the words say (row start, a
+    position after one that may not be masked, a new document)."""
+    cut = torch.ones_like(maskable)
+    cut[:, 1:] = ~maskable[:, :-1]
+    if document_ids is not None:
+        cut[:, 1:] |= document_ids[:, 1:] != document_ids[:, :-1]
+    return cut
+
+
+def prefix_sums(flags: torch.Tensor) -> torch.Tensor:
+    """Long [B, L + 1]: entry j counts the True flags before column j (window sums by difference)."""
+    sums = torch.zeros(flags.shape[0], flags.shape[1] + 1, dtype=torch.long, device=flags.device)
+    sums[:, 1:] = flags.long().cumsum(1)
+    return sums
+
+
+def number_units(starts: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
+    """Unit ids from unit starts: a cumulative sum, -1 where nothing may be masked."""
+    starts = starts & maskable
+    ids = starts.long().cumsum(1) - 1
+    return torch.where(maskable, ids, torch.full_like(ids, -1))
+
+
+class Units:
+    """Base: `needs_words` says whether the policy must supply word starts."""
+
+    PARAMS: dict = {}
+    needs_words = False
+    needs_stats = False
+
+    def __init__(self, **_):
+        pass
+
+    def assign(self, input_ids, maskable, word_starts, document_ids, generator):
+        raise NotImplementedError
+
+    def describe(self) -> str:
+        return self.name
+
+
+@UNITS.register("tokens")
+class TokenUnits(Units):
+    """Every token is its own unit (BERT)."""
+
+    name = "tokens"
+
+    def assign(self, input_ids, maskable, word_starts, document_ids, generator):
+        return number_units(torch.ones_like(maskable), maskable)
+
+
+@UNITS.register("whole_word")
+class WholeWordUnits(Units):
+    """All subwords of a word together (whole-word masking)."""
+
+    name = "whole_word"
+    needs_words = True
+
+    def assign(self, input_ids, maskable, word_starts, document_ids, generator):
+        return number_units(word_starts | boundaries(maskable, document_ids), maskable)
+
+
+def truncated_geometric(shape, p: float, max_length: int, generator, device) -> torch.Tensor:
+    """Lengths in 1..max_length with P(l) ∝ (1 - p)^(l - 1) p (SpanBERT's law, mean ≈ 3.8 for
+    p = 0.2, max 10), by inverting the CDF: one uniform per draw, no rejection."""
+    q = 1.0 - p
+    top = 1.0 - q ** max_length  # the CDF at max_length: rescaling u truncates exactly
+    u = uniform(shape, generator, device, dtype=torch.float64) * top
+    lengths = torch.ceil(torch.log1p(-u) / math.log(q))
+    return lengths.clamp_(1, max_length).long()
+
+
+@UNITS.register("span")
+class SpanUnits(Units):
+    """Spans of whole words with truncated-geometric lengths (SpanBERT).
+
+    Each row's words are cut into consecutive spans whose lengths (in words) are drawn
+    from the law; masking then chooses among spans, so every masked span has a length
+    drawn from it (cut short only by a document end or an unmaskable token).
+    """
+
+    PARAMS = {"p": 0.2, "max_words": 10}
+    name = "span"
+    needs_words = True
+
+    def __init__(self, p: float = 0.2, max_words: int = 10, **_):
+        if not 0.0 < p < 1.0:
+            raise MlmkitError(f"span units: p={p} must be in (0, 1)")
+        if int(max_words) < 1:
+            raise MlmkitError(f"span units: max_words={max_words} must be at least 1")
+        self.p, self.max_words = float(p), int(max_words)
+
+    def mean_length(self) -> float:
+        q = 1.0 - self.p
+        weights = [q ** (k - 1) * self.p for k in range(1, self.max_words + 1)]
+        return sum(k * w for k, w in enumerate(weights, 1)) / sum(weights)
+
+    def assign(self, input_ids, maskable, word_starts, document_ids, generator):
+        batch, length = input_ids.shape
+        cut = boundaries(maskable, document_ids)
+        word_start = (word_starts | cut) & maskable
+        word_index = word_start.long().cumsum(1) - 1  # word number within the row
+        lengths = truncated_geometric((batch, length), self.p, self.max_words, generator,
+                                      input_ids.device)
+        ends = lengths.cumsum(1)  # span k covers words [ends[k-1], ends[k])
+        span = torch.searchsorted(ends, word_index.clamp(min=0).contiguous(), right=True)
+        new_span = torch.ones_like(word_start)
+        new_span[:, 1:] = span[:, 1:] != span[:, :-1]
+        return number_units(word_start & (new_span | cut), maskable)
+
+    def describe(self) -> str:
+        return f"span(p={self.p}, max_words={self.max_words})"
+
+
+@UNITS.register("pmi")
+class PmiUnits(Units):
+    """Whole words, with high-PMI n-gram collocations (n ≤ 5 tokens) masked as one unit
+    (PMI-Masking). The collocations come from `mlmkit mask stats`."""
+
+    PARAMS = {"min_pmi": None, "max_ngrams": None}
+    name = "pmi"
+    needs_words = True
+    needs_stats = True
+
+    def __init__(self, min_pmi=None, max_ngrams=None, stats=None, **_):
+        if stats is None:
+            raise MlmkitError("pmi units need n-gram statistics: run `mlmkit mask stats CORPUS "
+                              "TOKENIZER -o DIR` and pass stats=DIR")
+        self.table = stats.collocations(min_pmi=min_pmi, max_ngrams=max_ngrams)
+        self._device_tables: dict = {}
+        self.count = sum(len(keys) for keys in self.table.values())
+
+    def _keys(self, n: int, device) -> torch.Tensor:
+        key = (n, str(device))
+        if key not in self._device_tables:
+            self._device_tables[key] = self.table[n].to(device)
+        return self._device_tables[key]
+
+    def assign(self, input_ids, maskable, word_starts, document_ids, generator):
+        batch, length = input_ids.shape
+        cut = boundaries(maskable, document_ids)
+        word_start = word_starts | cut
+        # A window may start at a word start and must end before one; no cut inside it.
+        after = torch.ones_like(word_start)
+        after[:, :-1] = word_start[:, 1:] | ~maskable[:, 1:]
+        cuts = prefix_sums(cut)
+        covered = torch.zeros_like(maskable)
+        joined = torch.zeros_like(maskable)  # True: continues the collocation on its left
+        for n in sorted(self.table, reverse=True):  # longest collocations first
+            if n > length or self.table[n].numel() == 0:
+                continue
+            width = length - n + 1
+            hit = ngrams.contains(self._keys(n, input_ids.device),
+                                  ngrams.window_keys(input_ids, n))
+            hit &= word_start[:, :width] & after[:, n - 1:]
+            hit &= maskable[:, :width] & maskable[:, n - 1:]
+            hit &= (cuts[:, n:n + width] - cuts[:, 1:1 + width]) == 0  # no cut inside
+            taken = prefix_sums(covered)
+            hit &= (taken[:, n:n + width] - taken[:, :width]) == 0  # no longer one there
+            # of overlapping hits of one length, keep those with no hit just before them
+            earlier = torch.zeros_like(hit)
+            for k in range(1, min(n, width)):
+                earlier[:, k:] |= hit[:, :-k]
+            hit &= ~earlier
+            for k in range(n):
+                covered[:, k:k + width] |= hit
+                if k:
+                    joined[:, k:k + width] |= hit
+        return number_units(word_start & ~joined | cut, maskable)
+
+    def describe(self) -> str:
+        return f"pmi({self.count} collocations)"

@@ -1,0 +1,178 @@
+"""Which ones: a weight per token, so units are sampled in proportion to their mean weight.
+
+- `uniform`: every unit alike (None: the sampler skips the weights altogether);
+- `frequency`: rare tokens more often (WSBERT), weight (count + 1)^-alpha;
+- `loss`: tokens the model finds hard more often (WSBERT-loss / adaptive masking): an EMA
+  table of per-token training loss, fed by `policy.update_losses`;
+- `tfidf`: important terms more often (ROM): (1 + log tf in the document) × idf;
+- `informask`: informative tokens more often (InforMask): exp(informativeness / temperature),
+  informativeness being a token's mean PMI with its contexts in the corpus.
+The statistics come from `mlmkit mask stats` (see `mlmkit.masking.stats`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from mlmkit.errors import MlmkitError
+from mlmkit.masking.registry import WEIGHTS
+
+
+def _need(stats, name: str):
+    if stats is None:
+        raise MlmkitError(f"{name} weights need corpus statistics: run `mlmkit mask stats CORPUS "
+                          "TOKENIZER -o DIR` and pass stats=DIR")
+    return stats
+
+
+class Weights:
+    PARAMS: dict = {}
+    name = "weights"
+
+    def __init__(self, **_):
+        self._cache: dict = {}
+
+    def _table(self, device) -> torch.Tensor:
+        key = str(device)
+        if key not in self._cache:
+            self._cache[key] = self.table.to(device)
+        return self._cache[key]
+
+    def token_weights(self, input_ids, maskable, document_ids):
+        """Float [B, L] of positive weights, or None for uniform."""
+        table = self._table(input_ids.device)
+        return table[input_ids.clamp(0, table.numel() - 1)]
+
+    def update(self, token_ids, losses) -> None:
+        """Only the loss weights learn."""
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+    def describe(self) -> str:
+        return self.name
+
+
+@WEIGHTS.register("uniform")
+class UniformWeights(Weights):
+    name = "uniform"
+
+    def token_weights(self, input_ids, maskable, document_ids):
+        return None
+
+
+@WEIGHTS.register("frequency")
+class FrequencyWeights(Weights):
+    PARAMS = {"alpha": 0.5}
+    name = "frequency"
+
+    def __init__(self, alpha=0.5, stats=None, **_):
+        super().__init__()
+        self.alpha = float(alpha)
+        counts = _need(stats, "frequency").token_counts.double()
+        self.table = ((counts + 1.0) ** -self.alpha).float()
+
+    def describe(self) -> str:
+        return f"frequency(alpha={self.alpha:g})"
+
+
+@WEIGHTS.register("informask")
+class InformaskWeights(Weights):
+    PARAMS = {"temperature": 1.0}
+    name = "informask"
+
+    def __init__(self, temperature=1.0, stats=None, **_):
+        super().__init__()
+        self.temperature = float(temperature)
+        if self.temperature <= 0:
+            raise MlmkitError(f"informask weights: temperature={temperature} must be positive")
+        score = _need(stats, "informask").informativeness.double()
+        score = score - score.max()  # exp without overflow; only ratios matter
+        self.table = torch.exp(score / self.temperature).float().clamp(min=1e-30)
+
+    def describe(self) -> str:
+        return f"informask(temperature={self.temperature:g})"
+
+
+@WEIGHTS.register("tfidf")
+class TfidfWeights(Weights):
+    """tf counts the token within its own document of the (packed) row."""
+
+    name = "tfidf"
+
+    def __init__(self, stats=None, **_):
+        super().__init__()
+        stats = _need(stats, "tfidf")
+        df = stats.doc_freq.double()
+        self.table = (torch.log((1.0 + stats.n_docs) / (1.0 + df)) + 1.0).float()
+        self.size = df.numel()
+
+    def token_weights(self, input_ids, maskable, document_ids):
+        idf = self._table(input_ids.device)
+        ids = input_ids.clamp(0, self.size - 1)
+        doc = document_ids if document_ids is not None else torch.zeros_like(ids)
+        key = (doc.long() + 1) * self.size + ids  # same token in the same document
+        ordered = key.sort(dim=1).values
+        tf = (torch.searchsorted(ordered, key, right=True)
+              - torch.searchsorted(ordered, key, right=False))
+        return (1.0 + torch.log(tf.float())) * idf[ids]
+
+
+@WEIGHTS.register("loss")
+class LossWeights(Weights):
+    """EMA of each token's training loss; tokens never seen keep the initial log(V)."""
+
+    PARAMS = {"decay": 0.99, "power": 1.0}
+    name = "loss"
+
+    def __init__(self, decay=0.99, power=1.0, vocab_size=None, **_):
+        super().__init__()
+        self.decay, self.power = float(decay), float(power)
+        if not 0.0 <= self.decay < 1.0:
+            raise MlmkitError(f"loss weights: decay={decay} must be in [0, 1)")
+        self.table = torch.full((int(vocab_size),), math.log(vocab_size), dtype=torch.float32)
+        self.updates = 0
+
+    def _table(self, device) -> torch.Tensor:
+        if self.table.device != torch.device(device):
+            self.table = self.table.to(device)
+        return self.table
+
+    def token_weights(self, input_ids, maskable, document_ids):
+        table = self._table(input_ids.device)
+        weights = table[input_ids.clamp(0, table.numel() - 1)].clamp(min=1e-6)
+        return weights if self.power == 1.0 else weights ** self.power
+
+    def update(self, token_ids, losses) -> None:
+        ids = token_ids.reshape(-1).long()
+        if ids.numel() == 0:
+            return
+        table = self._table(ids.device)
+        ids = ids.clamp(0, table.numel() - 1)
+        sums = torch.zeros(table.numel(), dtype=torch.float64, device=ids.device)
+        sums.index_add_(0, ids, losses.reshape(-1).detach().to(ids.device, torch.float64))
+        counts = torch.bincount(ids, minlength=table.numel())
+        seen = counts > 0
+        mean = (sums / counts.clamp(min=1)).float()
+        blended = self.decay * table + (1.0 - self.decay) * mean
+        self.table = torch.where(seen, blended, table)
+        self.updates += 1
+
+    def state_dict(self) -> dict:
+        return {"table": self.table.detach().cpu().clone(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict) -> None:
+        table = torch.as_tensor(state["table"], dtype=torch.float32)
+        if table.shape != self.table.shape:
+            raise MlmkitError(f"loss-weight table of {tuple(table.shape)} does not fit this "
+                              f"vocabulary of {self.table.numel()}: resume with the same tokenizer")
+        self.table = table.to(self.table.device)
+        self.updates = int(state.get("updates", 0))
+
+    def describe(self) -> str:
+        return f"loss EMA(decay={self.decay:g})"
