@@ -1,0 +1,110 @@
+"""n-best rescoring, WER, and the minimal-pair (BLiMP) runner."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+import mlmkit
+from mlmkit.errors import MlmkitError
+from mlmkit.scoring import evaluate_pairs, read_nbest, read_pairs, rescore
+from mlmkit.scoring.wer import edit_distance, word_error_rate
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_word_error_rate():
+    assert edit_distance("a b c d".split(), "a x c".split()) == 2  # one substitution, one deletion
+    assert edit_distance([], "a b".split()) == 2
+    assert word_error_rate(["a b c d", "e f"], ["a x c", "e f g"]) == pytest.approx(3 / 6)
+    assert word_error_rate(["a b"], ["a b"]) == 0.0
+
+
+def _constructed_nbest(mlm, tmp_path):
+    """Two hypotheses per utterance with equal acoustic scores; the reference is the one
+    the model's PLL prefers, so rescoring with any positive weight must pick it."""
+    pairs = [("Return the number of items in a container.", "Return the the of of in a a."),
+             ("The module defines a class.", "Class a defines module the."),
+             ("Open the file for reading.", "Reading for file the open."),
+             ("Raise an error when the value is negative.", "Negative is value the when.")]
+    data = {}
+    for k, (one, two) in enumerate(pairs):
+        a, b = (r.pll for r in mlmkit.score(mlm, [one, two]))
+        good, bad = (one, two) if a > b else (two, one)
+        data[f"utt{k}"] = {"hyp_1": {"score": -5.0, "text": bad},
+                           "hyp_2": {"score": -5.0, "text": good}, "ref": good}
+    path = tmp_path / "nbest.json"
+    path.write_text(json.dumps(data, indent=1))
+    return path, data
+
+
+def test_rescoring_picks_the_known_best(tiny_mlm, tmp_path):
+    mlm = tiny_mlm("bert")
+    path, data = _constructed_nbest(mlm, tmp_path)
+    utterances = read_nbest(path)
+    result = rescore(mlm, utterances, weight=0.3)
+    assert result.best == {u: entry["ref"] for u, entry in data.items()}
+    assert result.wer_after == 0.0 and result.wer_before > 0.0  # ties keep the first (bad) one
+    hyp = utterances[0].hypotheses[0]
+    assert math.isclose(hyp.combined, hyp.am_score + 0.3 * hyp.pll)
+    tuned = rescore(mlm, read_nbest(path), tune_weight=True)
+    assert tuned.weight > 0 and len(tuned.dev_utterances) == 2 and tuned.wer_after == 0.0
+
+
+def test_tsv_nbest_with_references(tiny_mlm, tmp_path):
+    mlm = tiny_mlm("bert")
+    _, data = _constructed_nbest(mlm, tmp_path)
+    tsv = tmp_path / "nbest.tsv"
+    tsv.write_text("".join(f"{u}\t{h['score']}\t{h['text']}\n" for u, e in data.items()
+                           for n, h in e.items() if n != "ref"))
+    refs = tmp_path / "refs.tsv"
+    refs.write_text("".join(f"{u}\t{e['ref']}\n" for u, e in data.items()))
+    utterances = read_nbest(tsv, refs)
+    assert [len(u.hypotheses) for u in utterances] == [2] * 4
+    assert rescore(mlm, utterances, weight=1.0).wer_after == 0.0
+    normalized = rescore(mlm, read_nbest(tsv, refs), weight=2.0, normalize=True)
+    hyp = normalized.utterances[1].hypotheses[1]
+    assert math.isclose(hyp.combined, hyp.am_score + 2.0 * hyp.pll / hyp.n_tokens)
+
+
+def test_bad_nbest_files(tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text('{\n "u1": {"hyp_1": {"score": 1, "text": "a"}},\n "u2": {oops}\n}\n')
+    with pytest.raises(MlmkitError, match="line 3"):
+        read_nbest(broken)
+    tsv = tmp_path / "bad.tsv"
+    tsv.write_text("u1\t-1.0\ta b\nu1\tnot-a-number\tc\n")
+    with pytest.raises(MlmkitError, match="line 2"):
+        read_nbest(tsv)
+    with pytest.raises(MlmkitError, match="does not exist"):
+        read_nbest(tmp_path / "missing.json")
+
+
+def test_blimp_subset(tiny_mlm, shared_data):
+    mlm = tiny_mlm("bert")
+    pairs = read_pairs(shared_data / "blimp", limit=3,
+                       paradigms=["adjunct_island", "anaphor_gender_agreement", "passive_1"])
+    assert len(pairs) == 9
+    result = evaluate_pairs(mlm, pairs)
+    assert set(result.by_paradigm) == {"adjunct_island", "anaphor_gender_agreement", "passive_1"}
+    # recompute the accuracy from independent scores
+    wins = [mlmkit.score(mlm, p.good).pll > mlmkit.score(mlm, p.bad).pll for p in pairs]
+    assert result.overall == pytest.approx(sum(wins) / len(pairs))
+    assert sum(f["n"] for f in result.by_field.values()) == 9
+    assert json.loads(json.dumps(result.to_dict()))["n_pairs"] == 9
+
+
+def test_bad_minimal_pair_file(tmp_path):
+    path = tmp_path / "pairs.jsonl"
+    path.write_text('{"sentence_good": "a", "sentence_bad": "b"}\n{"sentence_good": "a"}\n')
+    with pytest.raises(MlmkitError, match="line 2"):
+        read_pairs(path)
