@@ -1,0 +1,74 @@
+"""`mlmkit tokenizer train`: a WordPiece, byte-BPE or Unigram tokenizer from any corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+EXAMPLE = """
+Example:
+
+  mlmkit tokenizer train python-docs -o ./tok-wordpiece --kind wordpiece --vocab-size 8192
+
+  mlmkit tokenizer train ./data/*.jsonl --field body -o ./tok-bpe --kind bpe --vocab-size 16000
+"""
+
+tokenizer_app = typer.Typer(help="Train tokenizers.", no_args_is_help=True)
+
+
+@tokenizer_app.command(
+    "train",
+    help="Train a tokenizer on a corpus and save a directory AutoTokenizer loads. "
+         "wordpiece has BERT's [CLS]/[SEP]/[MASK]/[PAD]/[UNK]; bpe (byte-level) and unigram "
+         "have RoBERTa's <s>/</s>/<mask>/<pad>/<unk>. The vocabulary is rounded up to a "
+         "multiple of 64.\n" + EXAMPLE,
+)
+def train_command(
+    corpus: str = typer.Argument(
+        ..., help="python-docs, a .txt/.jsonl/.csv/.tsv/.parquet file, a directory, a glob, "
+                  "or a Hugging Face dataset saved with save_to_disk."),
+    output: Path = typer.Option(..., "--output", "-o", help="Directory to write the tokenizer to."),
+    kind: str = typer.Option("wordpiece", help="wordpiece, bpe or unigram."),
+    vocab_size: int = typer.Option(8192, "--vocab-size", help="Vocabulary size (rounded up to "
+                                                             "a multiple of 64)."),
+    lowercase: bool = typer.Option(False, "--lowercase", help="Lower-case text first."),
+    field: str = typer.Option("text", help="The text field of .jsonl / column of .csv, "
+                                           ".parquet or a dataset."),
+    split: str = typer.Option("train", help="Split of python-docs or of a saved DatasetDict."),
+    paragraphs: bool = typer.Option(False, "--paragraphs",
+                                    help=".txt: a document per blank-line-separated paragraph."),
+    encoding: str = typer.Option("utf-8", help="Encoding of text files."),
+    encoding_errors: str = typer.Option("strict", "--encoding-errors",
+                                        help="strict (stop at a bad byte), replace or ignore."),
+    max_length: int = typer.Option(512, "--max-length", help="model_max_length to record."),
+    progress: bool = typer.Option(True, help="Show the trainer's progress bar."),
+) -> None:
+    from mlmkit.corpus import read_corpus
+    from mlmkit.tokenizer import train_tokenizer
+
+    documents = read_corpus(corpus, field=field, split=split, paragraphs=paragraphs,
+                            encoding=encoding, encoding_errors=encoding_errors)
+    count = 0
+
+    def counted():
+        nonlocal count
+        for text in documents:
+            count += 1
+            yield text
+
+    tokenizer = train_tokenizer(counted(), output, kind=kind, vocab_size=vocab_size,
+                                lowercase=lowercase, model_max_length=max_length,
+                                show_progress=progress)
+    names = ("cls_token", "sep_token", "mask_token", "pad_token", "unk_token")
+    specials = " ".join(str(getattr(tokenizer, name)) for name in names)
+    Console().print(
+        f"[green]saved[/green] a {kind} tokenizer of {len(tokenizer):,} tokens "
+        f"(trained on {count:,} documents) to {escape(str(output))}; specials: {escape(specials)}"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(tokenizer_app, name="tokenizer", help="Train tokenizers (tokenizer train).")
