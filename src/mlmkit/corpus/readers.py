@@ -169,7 +169,8 @@ def _read_jsonl(path, *, field, encoding, encoding_errors, **_) -> Iterator[str]
             record = json.loads(line)
         except json.JSONDecodeError as error:
             raise MlmkitError(f"{str(path)!r} line {number}: invalid JSON ({error.msg} at "
-                              f"column {error.colno}); each line must be one JSON object") from error
+                              f"column {error.colno}); each line must be one JSON "
+                              f"object") from error
         if not isinstance(record, dict):
             raise MlmkitError(f"{str(path)!r} line {number}: a JSON {type(record).__name__}, "
                               f"not an object; each line must be one JSON object")
@@ -179,7 +180,8 @@ def _read_jsonl(path, *, field, encoding, encoding_errors, **_) -> Iterator[str]
         text = record[field]
         if not isinstance(text, str):
             raise MlmkitError(f"{str(path)!r} line {number}: field {field!r} holds a "
-                              f"{type(text).__name__}, not text: choose the text field with --field")
+                              f"{type(text).__name__}, not text: choose the text field "
+                              f"with --field")
         if text.strip():
             yield text
 
