@@ -1,0 +1,30 @@
+"""Using the MLM head as is: zero-shot cloze classification, statement ranking, fact probes.
+
+`cloze_classify` (PET-style prompts with verbalizers), `rank_statements` (plausibility
+ranking of full statements by PLL, Tamborrino et al. 2020 / BEAR) and `knowledge_probe`
+(LAMA P@1 / P@10 / MRR) are thin layers over `mlmkit.models.masked_log_probs` and the
+PLL engine `mlmkit.scoring.engine.score_token_ids`.
+"""
+
+from mlmkit.probe.cloze import AGGREGATES, cloze_classify
+from mlmkit.probe.facts import Fact, parse_fact, read_facts
+from mlmkit.probe.items import Item, read_items
+from mlmkit.probe.knowledge import knowledge_probe
+from mlmkit.probe.rank import NORMALIZATIONS, SCOPES, rank_statements
+from mlmkit.probe.results import (
+    ClozePrediction,
+    ClozeResult,
+    FactPrediction,
+    KnowledgeResult,
+    ProbeScores,
+    RankedItem,
+    RankResult,
+)
+from mlmkit.probe.verbalizer import DEFAULT_VERBALIZER, parse_verbalizer
+
+__all__ = [
+    "AGGREGATES", "DEFAULT_VERBALIZER", "NORMALIZATIONS", "SCOPES", "ClozePrediction",
+    "ClozeResult", "Fact", "FactPrediction", "Item", "KnowledgeResult", "ProbeScores",
+    "RankResult", "RankedItem", "cloze_classify", "knowledge_probe", "parse_fact",
+    "parse_verbalizer", "rank_statements", "read_facts", "read_items",
+]

@@ -1,0 +1,107 @@
+"""Knowledge-probe facts (LAMA): a relation template with a subject, or a masked sentence.
+
+Two row shapes are accepted (LAMA's own field names work too):
+
+- `{"template": "[X] was born in [Y].", "subject": "Dante", "object": "Florence"}`
+  (`sub_label` / `obj_label` / `predicate_id` are aliases of subject / object / relation);
+- `{"masked_sentence": "Dante was born in [MASK].", "obj_label": "Florence"}`
+  (`masked_sentences`, a list, is joined with spaces into one input).
+
+The relation (for per-relation metrics) is `relation` / `predicate_id`, else the template.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlmkit.errors import MlmkitError
+from mlmkit.probe.jsonl import field, read_jsonl
+from mlmkit.probe.prompt import Cloze, split_cloze
+
+ALIASES = {"subject": "sub_label", "object": "obj_label", "relation": "predicate_id",
+           "id": "uuid"}
+FIELDS = {"template", "masked_sentence", "masked_sentences", *ALIASES, *ALIASES.values()}
+NO_RELATION = "-"
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One cloze fact: the prompt around the gap, the gold object, and its relation."""
+
+    cloze: Cloze
+    answer: str
+    relation: str
+    where: str  # "facts.jsonl, line 3": where the fact came from, for messages
+
+    @property
+    def prompt(self) -> str:
+        return self.cloze.masked("[MASK]")
+
+
+def _pick(row: dict, name: str, where: str, required: bool):
+    alias = ALIASES[name]
+    if name in row and alias in row and row[name] != row[alias]:
+        raise MlmkitError(f"{where}: {name!r} and {alias!r} disagree; give one of them")
+    if name not in row and alias not in row:
+        if required:
+            raise MlmkitError(f"{where}: missing field {name!r} (or {alias!r})")
+        return None
+    return field(row, name if name in row else alias, str, where)
+
+
+def parse_fact(row: dict, where: str) -> Fact:
+    """A Fact from one row (either shape); errors name `where` and the field."""
+    unknown = sorted(set(row) - FIELDS)
+    if unknown:
+        raise MlmkitError(f"{where}: unknown field(s) {unknown}; facts may hold {sorted(FIELDS)}")
+    relation = _pick(row, "relation", where, required=False)
+    answer = _pick(row, "object", where, required=True).strip()
+    if not answer:
+        raise MlmkitError(f"{where}: the object is empty")
+    if "template" in row:
+        if "masked_sentence" in row or "masked_sentences" in row:
+            raise MlmkitError(f"{where}: give a template or a masked sentence, not both")
+        template = field(row, "template", str, where)
+        subject = _pick(row, "subject", where, required=True)
+        if template.count("[Y]") != 1 or "[X]" not in template:
+            raise MlmkitError(f"{where}: the template {template!r} needs [X] (the subject) and "
+                              "exactly one [Y] (the object), e.g. '[X] was born in [Y].'")
+        cloze = split_cloze(template.replace("[X]", subject).replace("[Y]", "[MASK]"),
+                            f"{where}: the template")
+        return Fact(cloze, answer, relation or template, where)
+    if "masked_sentence" in row:
+        sentence = field(row, "masked_sentence", str, where)
+    elif "masked_sentences" in row:
+        parts = field(row, "masked_sentences", list, where)
+        if not parts or not all(isinstance(p, str) for p in parts):
+            raise MlmkitError(f"{where}: 'masked_sentences' must be a non-empty list of strings")
+        sentence = " ".join(parts)
+    else:
+        raise MlmkitError(f"{where}: needs 'template' (with 'subject' and 'object') or "
+                          "'masked_sentence' (with 'obj_label')")
+    cloze = split_cloze(sentence, f"{where}: the masked sentence")
+    return Fact(cloze, answer, relation or NO_RELATION, where)
+
+
+def read_facts(path: str | Path) -> list[Fact]:
+    """Every fact of a jsonl file, in order."""
+    return [parse_fact(row, f"{path}, line {number}")
+            for number, row in read_jsonl(path, FIELDS, "facts")]
+
+
+def as_facts(facts) -> list[Fact]:
+    """Facts from a path, or a list of Facts / row dicts."""
+    if isinstance(facts, (str, Path)):
+        return read_facts(facts)
+    out = []
+    for i, fact in enumerate(facts):
+        if isinstance(fact, Fact):
+            out.append(fact)
+        elif isinstance(fact, dict):
+            out.append(parse_fact(fact, f"fact {i}"))
+        else:
+            raise MlmkitError(f"fact {i} is a {type(fact).__name__}: pass dicts or Facts")
+    if not out:
+        raise MlmkitError("knowledge_probe needs at least one fact")
+    return out
