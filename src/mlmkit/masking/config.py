@@ -138,3 +138,26 @@ def build_policy(config, tokenizer, stats=None):
     corruption = Corruption(full["corruption"], per_unit=full.get("corruption_per_unit", False))
     return MaskingPolicy(vocabulary=vocabulary, units=units, rate=rate, count=count,
                          weights=weights, corruption=corruption, config=full)
+
+
+def parse_policy_option(value: str):
+    """A `--policy` value: a preset name, an inline YAML/JSON mapping, or a .yaml/.json file."""
+    from pathlib import Path
+
+    import yaml
+
+    text = str(value).strip()
+    if text.lower().endswith((".yaml", ".yml", ".json")):
+        path = Path(text)
+        if not path.is_file():
+            raise MlmkitError(f"masking config file {path} does not exist")
+        text = path.read_text(encoding="utf-8")
+    elif not text.startswith("{"):
+        return text
+    try:
+        parsed = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise MlmkitError(f"--policy {value!r} is not valid YAML/JSON: {error}") from error
+    if not isinstance(parsed, (dict, str)):
+        raise MlmkitError(f"--policy {value!r} must be a preset name or a mapping")
+    return parsed

@@ -69,8 +69,7 @@ class MaskingPolicy:
             return None
         if word_starts is not None:
             return word_starts.bool()
-        table = self.vocabulary.word_starts(input_ids.device)
-        return table[input_ids.clamp(0, table.numel() - 1)]
+        return self.vocabulary.word_starts(input_ids)
 
     def __call__(self, input_ids, attention_mask=None, *, step: int = 0, seed: int = 0,
                  word_starts=None, document_ids=None) -> MaskedBatch:

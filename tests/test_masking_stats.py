@@ -1,0 +1,165 @@
+"""Corpus statistics (frequencies, PMI collocations, informativeness), PMI units and the CLI."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from mlmkit.cli import app
+from mlmkit.errors import MlmkitError
+from mlmkit.masking import build_policy, compute_stats, load_stats
+from mlmkit.masking.stats import save_stats
+from mlmkit.masking.vocabulary import word_start_table
+
+
+@pytest.fixture(scope="module")
+def words(wordpiece_tokenizer):
+    """Alphabetic whole-word tokens of the fixture vocabulary (one token each)."""
+    tok = wordpiece_tokenizer
+    starts = word_start_table(tok)
+    special = set(tok.all_special_ids)
+    out = []
+    for token, index in sorted(tok.get_vocab().items(), key=lambda kv: kv[1]):
+        if index not in special and starts[index] and token.isalpha() and len(token) >= 4 \
+                and tok(token, add_special_tokens=False)["input_ids"] == [index]:
+            out.append(token)
+    assert len(out) > 60
+    return out
+
+
+def planted_corpus(words, docs=300, length=30, seed=0):
+    """Random words, with the bigram (A B) and the trigram (C D E) planted in each document,
+    and A also on its own (so A-B is a collocation, not a constant)."""
+    rng = random.Random(seed)
+    a, b, c, d, e = words[:5]
+    filler = words[5:65]
+    texts = []
+    for _ in range(docs):
+        row = [rng.choice(filler) for _ in range(length)]
+        row.insert(rng.randrange(len(row)), f"{a} {b}")
+        row.insert(rng.randrange(len(row)), f"{c} {d} {e}")
+        texts.append(" ".join(row))
+    return texts, (a, b), (c, d, e)
+
+
+@pytest.fixture(scope="module")
+def planted(words, wordpiece_tokenizer):
+    texts, bigram, trigram = planted_corpus(words)
+    stats = compute_stats(texts, wordpiece_tokenizer, min_count=5)
+    return stats, texts, bigram, trigram
+
+
+def test_frequencies_and_document_frequencies(planted, wordpiece_tokenizer):
+    stats, texts, (a, _), _ = planted
+    tok = wordpiece_tokenizer
+    ids = tok(texts, add_special_tokens=False)["input_ids"]
+    a_id = tok.convert_tokens_to_ids(a)
+    assert stats.token_counts[a_id] == sum(row.count(a_id) for row in ids)
+    assert stats.doc_freq[a_id] == sum(a_id in row for row in ids) == len(texts)
+    assert stats.n_docs == len(texts) and stats.n_tokens == sum(map(len, ids))
+    assert stats.token_counts.sum() == stats.n_tokens
+
+
+def test_pmi_finds_the_planted_collocations(planted, wordpiece_tokenizer):
+    stats, _, bigram, trigram = planted
+    top = [text for text, _, _ in stats.top_collocations(wordpiece_tokenizer, 6)]
+    assert " ".join(bigram) in top[:4] and " ".join(trigram) in top[:4]
+    found = {text: pmi for text, pmi, _ in stats.top_collocations(wordpiece_tokenizer, 10**6)}
+    # a trigram's PMI is its weakest binary split: planted pair + a random word scores low
+    extended = [t for t in found if t.startswith(" ".join(bigram) + " ")]
+    assert all(found[t] < found[" ".join(bigram)] - 1.0 for t in extended)
+
+
+def test_informativeness_ranks_planted_words_above_filler(planted, wordpiece_tokenizer, words):
+    stats, _, bigram, _ = planted
+    tok = wordpiece_tokenizer
+    planted_score = stats.informativeness[tok.convert_tokens_to_ids(bigram[0])]
+    filler = stats.informativeness[tok.convert_tokens_to_ids(words[5:65])]
+    assert planted_score > filler.max()
+
+
+def test_pmi_units_mask_a_collocation_whole(planted, wordpiece_tokenizer, tmp_path):
+    stats, texts, bigram, trigram = planted
+    tok = wordpiece_tokenizer
+    save_stats(stats, tmp_path / "stats")
+    units = {"name": "pmi", "max_ngrams": 4}  # the planted ones and the trigram's halves
+    policy = build_policy({"units": units, "rate": 0.3}, tok, stats=tmp_path / "stats")
+    encoded = tok(texts[:64], padding=True, return_tensors="pt")
+    ids = encoded["input_ids"]
+    units = policy.unit_ids(ids, encoded["attention_mask"])
+    a, b = (tok.convert_tokens_to_ids(w) for w in bigram)
+    at = ((ids[:, :-1] == a) & (ids[:, 1:] == b)).nonzero()
+    assert len(at) >= 64
+    assert torch.all(units[at[:, 0], at[:, 1]] == units[at[:, 0], at[:, 1] + 1])
+    c, d, e = (tok.convert_tokens_to_ids(w) for w in trigram)
+    at = ((ids[:, :-2] == c) & (ids[:, 1:-1] == d) & (ids[:, 2:] == e)).nonzero()
+    assert torch.all(units[at[:, 0], at[:, 1]] == units[at[:, 0], at[:, 1] + 2])
+    filler = (ids[:, 1:] != a) & (ids[:, 1:] != b) & (ids[:, 1:] != c) & (ids[:, 1:] != d)
+    filler &= (ids[:, 1:] != e) & (units[:, 1:] >= 0) & (units[:, :-1] >= 0)
+    filler &= (ids[:, :-1] != a) & (ids[:, :-1] != c) & (ids[:, :-1] != d)
+    assert not (units[:, 1:] == units[:, :-1])[filler].any()  # other words stay apart
+    out = policy(ids, encoded["attention_mask"], seed=1)
+    pair = out.mask[at[:, 0], at[:, 1]]
+    assert torch.equal(pair, out.mask[at[:, 0], at[:, 1] + 2])
+
+
+def test_stats_round_trip_and_vocabulary_check(planted, tmp_path, bpe_tokenizer):
+    stats = planted[0]
+    save_stats(stats, tmp_path / "s")
+    loaded = load_stats(tmp_path / "s")
+    assert torch.equal(loaded.ngram_ids, stats.ngram_ids)
+    assert torch.equal(loaded.informativeness, stats.informativeness)
+    assert loaded.meta["n_collocations"] == len(stats.ngram_pmi)
+    with pytest.raises(MlmkitError, match="mask stats"):
+        load_stats(tmp_path / "missing")
+    if len(bpe_tokenizer) != stats.vocab_size:
+        with pytest.raises(MlmkitError, match="recompute"):
+            build_policy("pmi", bpe_tokenizer, stats=loaded)
+
+
+def test_weights_from_statistics(planted, wordpiece_tokenizer, words):
+    """Frequency weights favour rare tokens; tf-idf favours a term repeated in its document."""
+    stats, _, _, _ = planted
+    tok = wordpiece_tokenizer
+    common, rare = (tok.convert_tokens_to_ids(w) for w in (words[0], words[5]))
+    assert stats.token_counts[common] > stats.token_counts[rare]
+    policy = build_policy({"weights": {"name": "frequency", "alpha": 1.0}, "rate": 0.02}, tok,
+                          stats=stats)
+    ids = torch.tensor([[common, rare] * 25] * 2000)
+    picked = policy(ids).labels
+    share = (picked == rare).sum() / (picked != -100).sum()
+    ratio = (stats.token_counts[common] + 1) / (stats.token_counts[rare] + 1)
+    assert abs(share - ratio / (1 + ratio)) < 0.03
+    tfidf = build_policy({"weights": "tfidf"}, tok, stats=stats)
+    row = torch.tensor([[common, common, common, rare]])
+    weights = tfidf.weights.token_weights(row, None, None)
+    assert weights[0, 0] == weights[0, 1] and weights[0, 0] != weights[0, 3]
+    docs = torch.tensor([[0, 0, 1, 1]])
+    split = tfidf.weights.token_weights(row, None, docs)
+    assert split[0, 0] > split[0, 2]  # tf 2 in document 0, tf 1 in document 1
+
+
+def test_cli_stats_and_preview(tmp_path, words, fixture_dir, wordpiece_tokenizer):
+    texts, bigram, _ = planted_corpus(words, docs=120)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    runner = CliRunner()
+    tokenizer = str(fixture_dir / "tok-wordpiece")
+    result = runner.invoke(app, ["mask", "stats", str(corpus), tokenizer, "-o",
+                                 str(tmp_path / "st"), "--show", "3"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "st" / "stats.safetensors").is_file()
+    assert "collocations" in result.output and " ".join(bigram) in result.output
+    result = runner.invoke(app, ["mask", "preview", tokenizer, " ".join(texts[0].split()[:12]),
+                                 "--policy", "pmi", "--stats", str(tmp_path / "st"),
+                                 "--seed", "3"])
+    assert result.exit_code == 0, result.output
+    assert "labels" in result.output and "units=pmi" in result.output
+    result = runner.invoke(app, ["mask", "preview", tokenizer, "Return the number of items.",
+                                 "--policy", "{units: whole_word, rate: 0.5}"])
+    assert result.exit_code == 0 and "[MASK]" in result.output
+    result = runner.invoke(app, ["mask", "preview", tokenizer, "x", "--policy", "nope"])
+    assert result.exit_code != 0 and "unknown masking policy" in str(result.exception)
