@@ -1,0 +1,301 @@
+"""mlmkit.probe against hand computations with the full model's logits."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from mlmkit.cli import app
+from mlmkit.errors import MlmkitError
+from mlmkit.models import MLM
+from mlmkit.probe import cloze_classify, knowledge_probe, rank_statements, read_items
+from mlmkit.probe.labelled import read_labelled_texts
+from mlmkit.probe.shared import shared_regions
+from mlmkit.probe.spans import score_spans
+
+FAMILIES = ("bert", "roberta")
+TEXTS = ["The function returns a list.", "Raise an error when the value is negative."]
+TEMPLATE = "{text} It was [MASK]."
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _full_log_probs(mlm, ids: list[int]) -> torch.Tensor:
+    with torch.no_grad():
+        logits = mlm.model(input_ids=torch.tensor([ids])).logits[0].double()
+    return torch.log_softmax(logits, dim=-1)
+
+
+def _span(mlm, text: str, lo: int, hi: int) -> tuple[list[int], list[int]]:
+    """The ids of `text` and the columns of the tokens overlapping characters [lo, hi)."""
+    enc = mlm.tokenizer(text, return_offsets_mapping=True)
+    special = set(mlm.tokenizer.all_special_ids)
+    cols = [t for t, (s, e) in enumerate(enc["offset_mapping"])
+            if e > s and s < hi and e > lo and enc["input_ids"][t] not in special]
+    return list(enc["input_ids"]), cols
+
+
+def hand_word_score(mlm, text: str, word: str) -> float:
+    """log P(word | prompt): chain rule over the word's subwords, later ones masked."""
+    before = TEMPLATE.split("[MASK]")[0].replace("{text}", text)
+    filled = TEMPLATE.replace("{text}", text).replace("[MASK]", word)
+    ids, cols = _span(mlm, filled, len(before), len(before) + len(word))
+    total = 0.0
+    for k, col in enumerate(cols):
+        copy_ids = list(ids)
+        for later in cols[k:]:
+            copy_ids[later] = mlm.tokenizer.mask_token_id
+        total += _full_log_probs(mlm, copy_ids)[col, ids[col]].item()
+    return total
+
+
+def _single_token_words(mlm, candidates, n):
+    """Words of `candidates` that are one token after a space (checked, not assumed)."""
+    words = [w for w in candidates if len(mlm.tokenizer.tokenize(" " + w)) == 1]
+    assert len(words) >= n, words
+    return words[:n]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cloze_scores_equal_full_logits(tiny_mlm, family):
+    mlm = tiny_mlm(family)
+    pos, neg = (_single_token_words(mlm, ["return", "list", "value", "function", "error",
+                                          "class", "module"], 4)[i::2] for i in (0, 1))
+    long_word = "unpredictably"
+    assert len(mlm.tokenizer.tokenize(" " + long_word)) > 1
+    verbalizer = {"pos": pos, "neg": neg + [long_word]}
+    hands = [{w: hand_word_score(mlm, text, w) for ws in verbalizer.values() for w in ws}
+             for text in TEXTS]
+    for aggregate in ("logsumexp", "mean", "max"):
+        result = cloze_classify(mlm, TEXTS, TEMPLATE, verbalizer, gold=["pos", "neg"],
+                                aggregate=aggregate, batch_tokens=40)
+        assert result.multi_token_words == [long_word]
+        for hand, p in zip(hands, result.predictions, strict=True):
+            for word, value in hand.items():
+                assert p.word_scores[word] == pytest.approx(value, abs=1e-4)
+            reduce = {"logsumexp": lambda v: float(torch.logsumexp(torch.tensor(v), 0)),
+                      "mean": lambda v: float(np.mean(v)), "max": max}[aggregate]
+            labels = {k: reduce([hand[w] for w in ws]) for k, ws in verbalizer.items()}
+            for label, value in labels.items():
+                assert p.scores[label] == pytest.approx(value, abs=1e-4)
+            z = sum(math.exp(v) for v in labels.values())
+            assert p.probabilities["pos"] == pytest.approx(math.exp(labels["pos"]) / z, abs=1e-6)
+            assert p.label == max(labels, key=labels.get)
+        expected = np.mean([p.label == g for p, g in zip(result.predictions, ["pos", "neg"],
+                                                           strict=True)])
+        assert result.accuracy == expected
+
+
+def test_span_scoring_of_a_single_token_equals_the_mask_forward(tiny_mlm):
+    mlm = tiny_mlm("roberta")
+    word = _single_token_words(mlm, ["return", "list", "value"], 1)[0]
+    text = TEXTS[0]
+    filled = TEMPLATE.replace("{text}", text).replace("[MASK]", word)
+    before = TEMPLATE.split("[MASK]")[0].replace("{text}", text)
+    ids, cols = _span(mlm, filled, len(before), len(before) + len(word))
+    engine = score_spans(mlm, [ids], [cols])[0]
+    fast = cloze_classify(mlm, [text], TEMPLATE, {"a": [word], "b": ["class"]})
+    assert fast.multi_token_words in ([], ["class"])
+    assert fast.predictions[0].word_scores[word] == pytest.approx(engine, abs=1e-5)
+
+
+def brute_pll(mlm, text: str, keep=None) -> tuple[float, int]:
+    """Sum over (kept) non-special tokens of log P(token | rest), one masked copy each."""
+    enc = mlm.tokenizer(text, return_offsets_mapping=True)
+    ids = list(enc["input_ids"])
+    special = set(mlm.tokenizer.all_special_ids)
+    total, n = 0.0, 0
+    for t, token in enumerate(ids):
+        if token in special or (keep is not None and not keep(enc["offset_mapping"][t])):
+            continue
+        copy_ids = list(ids)
+        copy_ids[t] = mlm.tokenizer.mask_token_id
+        total += _full_log_probs(mlm, copy_ids)[t, token].item()
+        n += 1
+    return total, n
+
+
+ITEMS = [["The cat sat on the mat.", "The cat sat on the hat.", "The cat sat on the piano."],
+         ["Open the file for reading.", "Open the file for eating."]]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_rankings_equal_brute_force_pll(tiny_mlm, family):
+    mlm = tiny_mlm(family)
+    for normalize in ("sum", "token"):
+        result = rank_statements(mlm, ITEMS, normalize=normalize, gold=[0, 1], batch_tokens=64)
+        for item, ranked in zip(ITEMS, result.items, strict=True):
+            brute = [brute_pll(mlm, c) for c in item]
+            expected = [s if normalize == "sum" else s / n for s, n in brute]
+            assert ranked.scores == pytest.approx(expected, abs=1e-4)
+            assert ranked.ranking == sorted(range(len(item)), key=lambda k: -expected[k])
+            assert ranked.predicted == ranked.ranking[0]
+        right = [r.predicted == g for r, g in zip(result.items, [0, 1], strict=True)]
+        assert result.accuracy == np.mean(right)
+
+
+def test_shared_scope_scores_only_the_common_words(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    prefix, suffix = shared_regions(ITEMS[0])
+    assert (prefix, suffix) == (len("The cat sat on the "), 1)
+    result = rank_statements(mlm, ITEMS[:1], scope="shared")
+    for text, value in zip(ITEMS[0], result.items[0].scores, strict=True):
+        keep = lambda span, n=len(text): span[1] <= prefix or span[0] >= n - suffix  # noqa: E731
+        assert value == pytest.approx(brute_pll(mlm, text, keep)[0], abs=1e-4)
+    with pytest.raises(MlmkitError, match="share no whole word"):
+        rank_statements(mlm, [["alpha", "beta"]], scope="shared")
+
+
+def _biased_model(mlm: MLM, bias: dict[int, float]) -> MLM:
+    """A copy whose output bias makes the given tokens win by wide, known margins."""
+    model = copy.deepcopy(mlm.model)
+    head = model.get_output_embeddings()
+    with torch.no_grad():
+        head.bias.zero_()
+        for token, value in bias.items():
+            head.bias[token] = value
+    return MLM(model=model, tokenizer=mlm.tokenizer, name="biased")
+
+
+def test_knowledge_probe_ranks_and_metrics_on_a_controlled_model(tiny_mlm):
+    base = tiny_mlm("bert")
+    tok = base.tokenizer
+    a, b, c, d = _single_token_words(base, ["list", "return", "value", "function", "class"], 4)
+    ids = {w: tok.convert_tokens_to_ids(w) for w in (a, b, c, d)}
+    mlm = _biased_model(base, {ids[a]: 100.0, ids[b]: 90.0, ids[c]: 80.0, ids[d]: -100.0,
+                               tok.mask_token_id: 200.0})
+    facts = [
+        {"template": "[X] gives a [Y].", "subject": "It", "object": a, "relation": "r1"},
+        {"masked_sentence": "We saw the [MASK] here.", "obj_label": b, "predicate_id": "r2"},
+        {"masked_sentence": "We saw the [MASK] here.", "obj_label": c, "predicate_id": "r2"},
+        {"template": "[X] is [Y].", "subject": "That", "object": d, "relation": "r1"},
+        {"template": "[X] is [Y].", "subject": "That", "object": "unpredictably",
+         "relation": "r1"},
+    ]
+    result = knowledge_probe(mlm, facts, batch_tokens=24)
+    n_answers = len(tok) - len(set(tok.all_special_ids))
+    ranks = [f.rank for f in result.facts]
+    assert ranks == [1, 2, 3, n_answers, None]
+    assert result.facts[0].top[:3] == [a, b, c]
+    assert "tokens" in result.facts[4].skipped
+    expected = [1, 2, 3, n_answers]
+    assert result.overall.n == 4 and result.overall.skipped == 1
+    assert result.overall.p_at_1 == pytest.approx(1 / 4)
+    assert result.overall.p_at_10 == pytest.approx(3 / 4)
+    assert result.overall.mrr == pytest.approx(np.mean([1 / r for r in expected]))
+    r1, r2 = result.by_relation["r1"], result.by_relation["r2"]
+    assert (r1.n, r1.skipped, r2.n, r2.skipped) == (2, 1, 2, 0)
+    assert r1.mrr == pytest.approx((1 + 1 / n_answers) / 2)
+    assert r2.p_at_1 == 0.0 and r2.p_at_10 == 1.0 and r2.mrr == pytest.approx((1 / 2 + 1 / 3) / 2)
+    assert result.macro.mrr == pytest.approx((r1.mrr + r2.mrr) / 2)
+    with_special = knowledge_probe(mlm, facts[:1], exclude_special=False)
+    assert with_special.facts[0].rank == 2 and with_special.facts[0].top[0] == tok.mask_token
+
+
+def test_knowledge_probe_on_roberta_matches_full_logits(tiny_mlm):
+    mlm = tiny_mlm("roberta")
+    word = _single_token_words(mlm, ["list", "return", "value"], 1)[0]
+    result = knowledge_probe(mlm, [{"template": "[X] returns a [Y].", "subject": "It",
+                                    "object": word}])
+    ids, cols = _span(mlm, f"It returns a {word}.", len("It returns a "),
+                      len("It returns a ") + len(word))
+    masked = list(ids)
+    masked[cols[0]] = mlm.tokenizer.mask_token_id
+    scores = _full_log_probs(mlm, masked)[cols[0]]
+    scores[sorted(set(mlm.tokenizer.all_special_ids))] = float("-inf")
+    assert result.facts[0].rank == int((scores > scores[ids[cols[0]]]).sum()) + 1
+
+
+def test_bad_inputs(tiny_mlm, tmp_path):
+    mlm = tiny_mlm("bert")
+    with pytest.raises(MlmkitError, match="has no mask"):
+        cloze_classify(mlm, TEXTS, "{text} It was good.")
+    with pytest.raises(MlmkitError, match="has 2 masks"):
+        cloze_classify(mlm, TEXTS, "{text} [MASK] was [MASK].")
+    with pytest.raises(MlmkitError, match=r"has no \{text\}"):
+        cloze_classify(mlm, TEXTS, "It was [MASK].")
+    with pytest.raises(MlmkitError, match="both"):
+        cloze_classify(mlm, TEXTS, verbalizer={"a": ["good"], "b": ["good"]})
+    with pytest.raises(MlmkitError, match="not valid JSON"):
+        cloze_classify(mlm, TEXTS, verbalizer="{pos: good}")
+    with pytest.raises(MlmkitError, match="text 1"):
+        cloze_classify(mlm, ["fine", "a [MASK] inside"])
+    with pytest.raises(MlmkitError, match="not in the verbalizer"):
+        cloze_classify(mlm, TEXTS, gold=["positive", "meh"])
+    with pytest.raises(MlmkitError, match=r"\[Y\]"):
+        knowledge_probe(mlm, [{"template": "[X] was born.", "subject": "A", "object": "b"}])
+    with pytest.raises(MlmkitError, match="at least two"):
+        rank_statements(mlm, [["only one"]])
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n\n")
+    with pytest.raises(MlmkitError, match="is empty"):
+        read_items(empty)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "a", "label": "pos"}\n{"txt": "b"}\n')
+    with pytest.raises(MlmkitError, match=r"line 2: unknown field\(s\) \['txt'\]"):
+        read_labelled_texts(bad)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"candidates": ["a b", "a c"]}\n{"candidates": \n')
+    with pytest.raises(MlmkitError, match="line 2: invalid JSON"):
+        read_items(broken)
+    partial = tmp_path / "partial.jsonl"
+    partial.write_text('{"text": "a", "label": "pos"}\n{"text": "b"}\n')
+    with pytest.raises(MlmkitError, match="line 2: no 'label'"):
+        read_labelled_texts(partial)
+
+
+def test_copa_rows_become_statements(tmp_path):
+    path = tmp_path / "copa.jsonl"
+    path.write_text(json.dumps({"premise": "The man broke his toe.", "choice1": "He dropped a "
+                                "hammer on his foot.", "choice2": "He got a hole in his sock.",
+                                "question": "cause", "label": 0, "idx": 1}) + "\n")
+    item = read_items(path)[0]
+    assert item.candidates[0] == "The man broke his toe because he dropped a hammer on his foot."
+    assert item.gold == 0 and item.item_id == "1"
+
+
+def test_cli(saved_tiny_mlm, tmp_path):
+    model = str(saved_tiny_mlm("bert"))
+    data = tmp_path / "data.jsonl"
+    data.write_text("".join(json.dumps({"text": t, "label": lab}) + "\n"
+                            for t, lab in zip(TEXTS, ["pos", "neg"], strict=True)))
+    runner = CliRunner()
+    result = runner.invoke(app, ["probe", "classify", model, str(data), "--verbalizer",
+                                 '{"pos": ["good"], "neg": ["bad"]}', "--json",
+                                 "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["n"] == 2 and payload["labels"] == ["pos", "neg"]
+    items = tmp_path / "items.jsonl"
+    items.write_text(json.dumps({"candidates": ITEMS[1], "label": 0}) + "\n")
+    result = runner.invoke(app, ["probe", "rank", model, str(items), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert "accuracy" in result.output
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text(json.dumps({"masked_sentence": "Open the [MASK].", "obj_label": "file"})
+                     + "\n")
+    out = tmp_path / "facts.json"
+    result = runner.invoke(app, ["probe", "facts", model, str(facts), "-o", str(out),
+                                 "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out.read_text())["overall"]["n"] + \
+        json.loads(out.read_text())["overall"]["skipped"] == 1
+    result = runner.invoke(app, ["probe", "classify", model, str(data), "--template",
+                                 "{text} It was good.", "--device", "cpu"])
+    assert isinstance(result.exception, MlmkitError) and "--template" in str(result.exception)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    result = runner.invoke(app, ["probe", "facts", model, str(empty), "--device", "cpu"])
+    assert isinstance(result.exception, MlmkitError) and "empty" in str(result.exception)
