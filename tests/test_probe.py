@@ -299,3 +299,20 @@ def test_cli(saved_tiny_mlm, tmp_path):
     empty.write_text("")
     result = runner.invoke(app, ["probe", "facts", model, str(empty), "--device", "cpu"])
     assert isinstance(result.exception, MlmkitError) and "empty" in str(result.exception)
+
+
+def test_long_prompts_use_windows_in_cloze_and_are_named_in_facts(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    long_text = " ".join(["Return the number of items in a container."] * 20)
+    assert len(mlm.tokenizer(long_text)["input_ids"]) > mlm.max_length
+    word = _single_token_words(mlm, ["list", "value"], 1)[0]
+    result = cloze_classify(mlm, [long_text], TEMPLATE, {"a": [word], "b": ["class"]})
+    before = TEMPLATE.split("[MASK]")[0].replace("{text}", long_text)
+    filled = TEMPLATE.replace("{text}", long_text).replace("[MASK]", word)
+    ids, cols = _span(mlm, filled, len(before), len(before) + len(word))
+    expected = score_spans(mlm, [ids], [cols])[0]
+    assert np.isfinite(expected)
+    assert result.predictions[0].word_scores[word] == pytest.approx(expected, abs=1e-6)
+    with pytest.raises(MlmkitError, match="fact 1: the prompt has"):
+        knowledge_probe(mlm, [{"masked_sentence": "A [MASK].", "obj_label": word},
+                              {"masked_sentence": long_text + " [MASK].", "obj_label": word}])

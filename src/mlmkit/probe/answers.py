@@ -27,6 +27,7 @@ class AnswerTokens:
     context: np.ndarray  # [Q] index into `contexts` when single-token, else -1
     contexts: list[list[int]]  # distinct masked prompts (token ids)
     mask_column: np.ndarray  # [len(contexts)] column of the mask in each context
+    context_owner: np.ndarray  # [len(contexts)] the first pair using each context
     filled_ids: list[list[int]]  # [Q] the filled-in statement's ids
     span: list[list[int]]  # [Q] columns of the answer's tokens in filled_ids
 
@@ -50,7 +51,7 @@ def locate_answers(tokenizer, clozes: list[Cloze], prompt_index: np.ndarray,
     texts = [clozes[p].filled(a) for p, a in zip(prompt_index, answers, strict=True)]
     empty = np.zeros(0, np.int64)
     if not texts:
-        return AnswerTokens(empty, empty, [], empty, [], [])
+        return AnswerTokens(empty, empty, [], empty, empty, [], [])
     encoding = tokenizer(texts, add_special_tokens=True, truncation=False, verbose=False,
                          return_offsets_mapping=True)
     special = set(tokenizer.all_special_ids)
@@ -58,7 +59,7 @@ def locate_answers(tokenizer, clozes: list[Cloze], prompt_index: np.ndarray,
     token = np.full(len(texts), -1, dtype=np.int64)
     context = np.full(len(texts), -1, dtype=np.int64)
     seen: dict[tuple[int, ...], int] = {}
-    contexts, columns, filled, spans = [], [], [], []
+    contexts, columns, owners, filled, spans = [], [], [], [], []
     for q, p in enumerate(prompt_index):
         row = list(encoding["input_ids"][q])
         if mask_id in row:
@@ -84,8 +85,10 @@ def locate_answers(tokenizer, clozes: list[Cloze], prompt_index: np.ndarray,
                     seen[key] = len(contexts)
                     contexts.append(masked)
                     columns.append(span[0])
+                    owners.append(q)
                 token[q] = row[span[0]]
                 context[q] = seen[key]
     return AnswerTokens(token=token, context=context, contexts=contexts,
-                        mask_column=np.array(columns, dtype=np.int64), filled_ids=filled,
+                        mask_column=np.array(columns, dtype=np.int64),
+                        context_owner=np.array(owners, dtype=np.int64), filled_ids=filled,
                         span=spans)

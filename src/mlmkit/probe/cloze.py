@@ -93,7 +93,7 @@ def cloze_classify(
                              [f"{names[p]}, word {words[q % w]!r}"
                               for q, p in enumerate(pair_prompt)])
     flat = score_single_tokens(mlm, answers, batch_tokens=batch_tokens, precision=precision)
-    multi = np.nonzero(~answers.single)[0]
+    multi = np.nonzero(np.isnan(flat))[0]  # several tokens, or a prompt past max length
     if len(multi):
         flat[multi] = score_spans(mlm, [answers.filled_ids[q] for q in multi],
                                   [answers.span[q] for q in multi],

@@ -29,8 +29,12 @@ def for_each_mask_batch(
     *,
     batch_tokens: int | None = None,
     precision: str = "fp32",
+    names: Callable[[int], str] | None = None,
 ) -> None:
-    """Call `consume(prompt_indices, log_probs [b, V])` for batches covering every prompt."""
+    """Call `consume(prompt_indices, log_probs [b, V])` for batches covering every prompt.
+
+    A prompt longer than the model accepts is an error (named by `names(i)`), never cut.
+    """
     from mlmkit.errors import MlmkitError
 
     if precision not in PRECISIONS:
@@ -42,7 +46,8 @@ def for_each_mask_batch(
     too_long = np.nonzero(lengths > mlm.max_length)[0]
     if len(too_long):
         i = int(too_long[0])
-        raise MlmkitError(f"prompt {i} has {lengths[i]} tokens, more than the model's "
+        name = names(i) if names is not None else f"prompt {i}"
+        raise MlmkitError(f"{name}: the prompt has {lengths[i]} tokens, more than the model's "
                           f"{mlm.max_length}: shorten the input text (it is not truncated)")
     order = np.argsort(lengths, kind="stable")
     budget = int(batch_tokens or default_batch_tokens(model, int(lengths.max())))

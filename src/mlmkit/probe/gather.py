@@ -11,11 +11,20 @@ from mlmkit.probe.forward import for_each_mask_batch
 
 def score_single_tokens(mlm, answers: AnswerTokens, *, batch_tokens: int | None = None,
                         precision: str = "fp32") -> np.ndarray:
-    """float64 [Q] log-probabilities of the single-token answers (NaN for the others)."""
+    """float64 [Q] log-probabilities of the single-token answers (NaN for the others).
+
+    Prompts longer than the model accepts are left NaN too: the caller scores those
+    answers as spans, through the engine's sliding windows.
+    """
     out = np.full(len(answers.token), np.nan, dtype=np.float64)
+    fits = np.array([len(c) <= mlm.max_length for c in answers.contexts], dtype=bool)
+    keep = np.nonzero(fits)[0]
     pairs = np.nonzero(answers.single)[0]
-    context, token = answers.context[pairs], answers.token[pairs]
-    row_of = np.full(len(answers.contexts), -1, dtype=np.int64)
+    pairs = pairs[fits[answers.context[pairs]]] if len(pairs) else pairs
+    new_index = np.full(len(answers.contexts), -1, dtype=np.int64)
+    new_index[keep] = np.arange(len(keep))
+    context, token = new_index[answers.context[pairs]], answers.token[pairs]
+    row_of = np.full(len(keep), -1, dtype=np.int64)
 
     def consume(batch: np.ndarray, log_probs: torch.Tensor) -> None:
         row_of[batch] = np.arange(len(batch))
@@ -25,6 +34,6 @@ def score_single_tokens(mlm, answers: AnswerTokens, *, batch_tokens: int | None 
         out[pairs[chosen]] = log_probs[rows, cols].double().cpu().numpy()
         row_of[batch] = -1
 
-    for_each_mask_batch(mlm, answers.contexts, answers.mask_column, consume,
-                        batch_tokens=batch_tokens, precision=precision)
+    for_each_mask_batch(mlm, [answers.contexts[c] for c in keep], answers.mask_column[keep],
+                        consume, batch_tokens=batch_tokens, precision=precision)
     return out

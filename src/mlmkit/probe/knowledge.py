@@ -74,8 +74,10 @@ def knowledge_probe(
         top[pairs[chosen]] = scores.topk(k, dim=1).indices.cpu().numpy()
         row_of[batch] = -1
 
+    owner = answers.context_owner
     for_each_mask_batch(mlm, answers.contexts, answers.mask_column, consume,
-                        batch_tokens=batch_tokens, precision=precision)
+                        batch_tokens=batch_tokens, precision=precision,
+                        names=lambda c: facts[int(owner[c])].where)
     predictions, by_relation, skipped = [], defaultdict(list), defaultdict(int)
     for i, fact in enumerate(facts):
         by_relation.setdefault(fact.relation, [])
