@@ -16,6 +16,7 @@ def test_help_lists_the_commands():
     assert result.exit_code == 0
     for command in ("fill", "tokenizer", "model"):
         assert command in result.stdout
+        assert f"mlmkit {command}" in result.stdout  # the listing shows an example
 
 
 @pytest.mark.parametrize("command", [["fill"], ["tokenizer", "train"], ["model", "init"]])

@@ -48,7 +48,7 @@ def fill_command(
     mlm = load_mlm(model, device=device)
     inputs = read_fill_inputs(file, mlm.tokenizer) if file is not None else list(texts)
     results = fill_mask(mlm, inputs, top_k=top_k, mode="joint" if joint else "independent",
-                        batch_size=batch_size)
+                        batch_size=batch_size, progress=len(inputs) > batch_size)
     if as_json:
         typer.echo(json.dumps([asdict(result) for result in results], ensure_ascii=False,
                               indent=2))
@@ -79,6 +79,8 @@ def fill_command(
 def register(app: typer.Typer) -> None:
     app.command(
         "fill",
+        short_help='Top-k tokens at each [MASK] / <mask>, e.g. mlmkit fill ./tiny-bert '
+                   '"The capital of France is [MASK]." --top-k 5',
         help="Predict the likeliest tokens at each [MASK] / <mask>, independently (as "
              "FillMaskPipeline) or jointly (--joint).\n" + EXAMPLE,
     )(fill_command)

@@ -83,4 +83,6 @@ def init_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(model_app, name="model", help="Create models (model init).")
+    app.add_typer(model_app, name="model",
+                  help="Create a random model from a preset, e.g. mlmkit model init bert-tiny "
+                       "--tokenizer ./tok -o ./tiny-bert")

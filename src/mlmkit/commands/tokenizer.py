@@ -71,4 +71,6 @@ def train_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(tokenizer_app, name="tokenizer", help="Train tokenizers (tokenizer train).")
+    app.add_typer(tokenizer_app, name="tokenizer",
+                  help="Train WordPiece/BPE/Unigram tokenizers, e.g. mlmkit tokenizer train "
+                       "python-docs -o ./tok --vocab-size 8192")

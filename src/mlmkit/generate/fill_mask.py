@@ -9,8 +9,10 @@ tokens already filled: one encoder pass per step, batched across texts. `[MASK]`
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,6 +171,35 @@ def _joint(model, ids, attention, masked, top_k):
     return cand_ids, cand_lp, step_of
 
 
+@contextlib.contextmanager
+def _progress_bar(enabled: bool, total: int):
+    """Yield `advance(n)`: a rich bar of texts done, with texts/s (a no-op when disabled)."""
+    if not enabled:
+        yield lambda n: None
+        return
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
+    columns = (TextColumn("fill-mask"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[rate]} texts/s"), TimeRemainingColumn())
+    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("fill-mask", total=total, rate="-")
+        started = time.perf_counter()
+
+        def advance(n: int) -> None:
+            bar.advance(task, n)
+            done = bar.tasks[0].completed
+            bar.update(task, rate=f"{done / max(time.perf_counter() - started, 1e-9):,.1f}")
+
+        yield advance
+
+
 def _filled_text(tokenizer, ids: list[int], masked: list[bool], special: set[int]) -> str:
     """Decode the filled row: the input's special tokens dropped, the fills always kept."""
     kept = [t for t, is_mask in zip(ids, masked, strict=True) if is_mask or t not in special]
@@ -182,6 +213,7 @@ def fill_mask(
     mode: str = "independent",
     batch_size: int = 32,
     tokenizer=None,
+    progress: bool = False,
 ) -> FillResult | list[FillResult]:
     """The `top_k` likeliest tokens at each mask of each text, best first.
 
@@ -190,6 +222,7 @@ def fill_mask(
     FillMaskPipeline); `mode="joint"` fills masks one at a time, most confident first,
     each conditioned on the masks already filled (its candidates are the distribution at
     the step the mask was filled). One text gives a `FillResult`, a list a list.
+    `progress` shows a rich progress bar (texts/s, ETA) on stderr.
     """
     if mode not in MODES:
         raise MlmkitError(f"unknown fill-mask mode {mode!r}: use one of {list(MODES)}")
@@ -216,7 +249,7 @@ def fill_mask(
     was_training = net.training
     net.eval()
     try:
-        with torch.inference_mode():
+        with torch.inference_mode(), _progress_bar(progress, len(texts)) as advance:
             for start in range(0, len(order), batch_size):
                 members = order[start:start + batch_size]
                 ids, attention = _pad([encoded[i] for i in members], pad_id, mlm.device)
@@ -225,6 +258,7 @@ def fill_mask(
                 for row, i in enumerate(members):
                     results[i] = _result(tok, texts[i], mode, encoded[i], masked[row],
                                          cand_ids[row], cand_lp[row], steps[row], special)
+                advance(len(members))
     finally:
         net.train(was_training)
     return results[0] if single else results
