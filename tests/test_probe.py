@@ -316,3 +316,28 @@ def test_long_prompts_use_windows_in_cloze_and_are_named_in_facts(tiny_mlm):
     with pytest.raises(MlmkitError, match="fact 1: the prompt has"):
         knowledge_probe(mlm, [{"masked_sentence": "A [MASK].", "obj_label": word},
                               {"masked_sentence": long_text + " [MASK].", "obj_label": word}])
+
+
+def test_lama_rows_with_relation_templates(tiny_mlm, tmp_path):
+    mlm = tiny_mlm("bert")
+    word = _single_token_words(mlm, ["list", "value"], 1)[0]
+    relations = tmp_path / "relations.jsonl"
+    relations.write_text(json.dumps({"relation": "P1", "template": "[X] returns a [Y] .",
+                                     "label": "returns", "type": "N-1"}) + "\n")
+    facts = tmp_path / "P1.jsonl"
+    facts.write_text(json.dumps({"sub_label": "It", "obj_label": word, "predicate_id": "P1",
+                                 "uuid": "u1", "obj_uri": "Q1", "evidences": []}) + "\n")
+    from mlmkit.probe import read_facts, read_templates
+
+    templates = read_templates(relations)
+    via_file = knowledge_probe(mlm, read_facts(facts, templates))
+    direct = knowledge_probe(mlm, [{"template": "[X] returns a [Y] .", "subject": "It",
+                                    "object": word, "relation": "P1"}])
+    assert via_file.facts[0].rank == direct.facts[0].rank
+    assert list(via_file.by_relation) == ["P1"]
+    with pytest.raises(MlmkitError, match="relation templates"):
+        read_facts(facts)
+    typo = tmp_path / "typo.jsonl"
+    typo.write_text(json.dumps({"masked_sentence": "A [MASK].", "obj_lable": word}) + "\n")
+    with pytest.raises(MlmkitError, match=r"line 1: unknown field\(s\) \['obj_lable'\]"):
+        read_facts(typo)

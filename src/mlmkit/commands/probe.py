@@ -141,6 +141,9 @@ def facts_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     facts: Path = typer.Argument(..., help="jsonl of cloze facts."),
     top_k: int = typer.Option(10, "--top-k", help="Guesses kept per fact."),
+    relations: Path = typer.Option(None, "--relations", help="jsonl of {\"relation\", "
+                                   "\"template\"} rows (e.g. LAMA's relations.jsonl) for "
+                                   "facts that give a relation but no template."),
     include_special: bool = typer.Option(False, "--include-special",
                                          help="Let special tokens compete as answers."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
@@ -149,8 +152,9 @@ def facts_command(
     device: str = typer.Option("auto", help="cpu, cuda, ... (auto: cuda when available)."),
 ) -> None:
     from mlmkit.probe import knowledge_probe, read_facts
+    from mlmkit.probe.facts import read_templates
 
-    loaded = read_facts(facts)
+    loaded = read_facts(facts, read_templates(relations) if relations else None)
     result = knowledge_probe(_load(model, device), loaded, top_k=top_k,
                              exclude_special=not include_special, batch_tokens=batch_tokens)
     if _emit(result.to_dict(), as_json, output):

@@ -7,7 +7,7 @@ PLL engine `mlmkit.scoring.engine.score_token_ids`.
 """
 
 from mlmkit.probe.cloze import AGGREGATES, cloze_classify
-from mlmkit.probe.facts import Fact, parse_fact, read_facts
+from mlmkit.probe.facts import Fact, parse_fact, read_facts, read_templates
 from mlmkit.probe.items import Item, read_items
 from mlmkit.probe.knowledge import knowledge_probe
 from mlmkit.probe.rank import NORMALIZATIONS, SCOPES, rank_statements
@@ -26,5 +26,5 @@ __all__ = [
     "AGGREGATES", "DEFAULT_VERBALIZER", "NORMALIZATIONS", "SCOPES", "ClozePrediction",
     "ClozeResult", "Fact", "FactPrediction", "Item", "KnowledgeResult", "ProbeScores",
     "RankResult", "RankedItem", "cloze_classify", "knowledge_probe", "parse_fact",
-    "parse_verbalizer", "rank_statements", "read_facts", "read_items",
+    "parse_verbalizer", "rank_statements", "read_facts", "read_items", "read_templates",
 ]

@@ -8,6 +8,7 @@ Two row shapes are accepted (LAMA's own field names work too):
   (`masked_sentences`, a list, is joined with spaces into one input).
 
 The relation (for per-relation metrics) is `relation` / `predicate_id`, else the template.
+LAMA's metadata fields (`obj_uri`, `evidences`, ...) are ignored; any other field is an error.
 """
 
 from __future__ import annotations
@@ -21,7 +22,11 @@ from mlmkit.probe.prompt import Cloze, split_cloze
 
 ALIASES = {"subject": "sub_label", "object": "obj_label", "relation": "predicate_id",
            "id": "uuid"}
-FIELDS = {"template", "masked_sentence", "masked_sentences", *ALIASES, *ALIASES.values()}
+# Metadata in LAMA's own files: accepted and ignored (anything else is a typo, an error).
+LAMA_METADATA = {"sub_uri", "obj_uri", "sub_surface", "obj_surface", "evidences", "judgments",
+                 "lineid", "pred", "masked_negations", "negated"}
+FIELDS = {"template", "masked_sentence", "masked_sentences", *ALIASES, *ALIASES.values(),
+          *LAMA_METADATA}
 NO_RELATION = "-"
 
 
@@ -50,12 +55,19 @@ def _pick(row: dict, name: str, where: str, required: bool):
     return field(row, name if name in row else alias, str, where)
 
 
-def parse_fact(row: dict, where: str) -> Fact:
-    """A Fact from one row (either shape); errors name `where` and the field."""
+def parse_fact(row: dict, where: str, templates: dict[str, str] | None = None) -> Fact:
+    """A Fact from one row (either shape); errors name `where` and the field.
+
+    `templates` maps relations to templates, for rows with a subject and a relation but
+    no template of their own (LAMA's T-REx rows with its relations.jsonl).
+    """
     unknown = sorted(set(row) - FIELDS)
     if unknown:
         raise MlmkitError(f"{where}: unknown field(s) {unknown}; facts may hold {sorted(FIELDS)}")
     relation = _pick(row, "relation", where, required=False)
+    sentence_given = "masked_sentence" in row or "masked_sentences" in row
+    if "template" not in row and not sentence_given and templates and relation in templates:
+        row = {**row, "template": templates[relation]}
     answer = _pick(row, "object", where, required=True).strip()
     if not answer:
         raise MlmkitError(f"{where}: the object is empty")
@@ -78,28 +90,40 @@ def parse_fact(row: dict, where: str) -> Fact:
             raise MlmkitError(f"{where}: 'masked_sentences' must be a non-empty list of strings")
         sentence = " ".join(parts)
     else:
-        raise MlmkitError(f"{where}: needs 'template' (with 'subject' and 'object') or "
-                          "'masked_sentence' (with 'obj_label')")
+        raise MlmkitError(f"{where}: needs 'template' (with 'subject' and 'object'), "
+                          "'masked_sentence' (with 'obj_label'), or a relation that the "
+                          "relation templates (--relations) give a template for")
     cloze = split_cloze(sentence, f"{where}: the masked sentence")
     return Fact(cloze, answer, relation or NO_RELATION, where)
 
 
-def read_facts(path: str | Path) -> list[Fact]:
+def read_templates(path: str | Path) -> dict[str, str]:
+    """relation -> template from a jsonl of `{"relation": "P19", "template": "[X] ..."}` rows
+    (LAMA's relations.jsonl, with `relation` and `template` among its fields, works as is)."""
+    templates = {}
+    for number, row in read_jsonl(path, {"relation", "template", "label", "description",
+                                         "type"}, "relation templates"):
+        where = f"{path}, line {number}"
+        templates[field(row, "relation", str, where)] = field(row, "template", str, where)
+    return templates
+
+
+def read_facts(path: str | Path, templates: dict[str, str] | None = None) -> list[Fact]:
     """Every fact of a jsonl file, in order."""
-    return [parse_fact(row, f"{path}, line {number}")
+    return [parse_fact(row, f"{path}, line {number}", templates)
             for number, row in read_jsonl(path, FIELDS, "facts")]
 
 
-def as_facts(facts) -> list[Fact]:
+def as_facts(facts, templates: dict[str, str] | None = None) -> list[Fact]:
     """Facts from a path, or a list of Facts / row dicts."""
     if isinstance(facts, (str, Path)):
-        return read_facts(facts)
+        return read_facts(facts, templates)
     out = []
     for i, fact in enumerate(facts):
         if isinstance(fact, Fact):
             out.append(fact)
         elif isinstance(fact, dict):
-            out.append(parse_fact(fact, f"fact {i}"))
+            out.append(parse_fact(fact, f"fact {i}", templates))
         else:
             raise MlmkitError(f"fact {i} is a {type(fact).__name__}: pass dicts or Facts")
     if not out:

@@ -37,6 +37,7 @@ def knowledge_probe(
     facts,
     *,
     top_k: int = 10,
+    templates: dict[str, str] | None = None,
     exclude_special: bool = True,
     batch_tokens: int | None = None,
     precision: str = "fp32",
@@ -45,11 +46,12 @@ def knowledge_probe(
 
     `facts`: a jsonl path or a list of rows / `Fact`s (see `mlmkit.probe.facts`). The
     rank of the gold token is 1 + the number of tokens with a strictly higher
-    log-probability. `top_k` guesses are kept per fact.
+    log-probability. `top_k` guesses are kept per fact. `templates` (relation ->
+    template) serve rows that give a subject and a relation but no template.
     """
     if top_k < 1:
         raise MlmkitError(f"top_k {top_k} must be at least 1")
-    facts = as_facts(facts)
+    facts = as_facts(facts, templates)
     mlm = as_mlm(model)
     tokenizer = mlm.tokenizer
     answers = locate_answers(tokenizer, [f.cloze for f in facts], np.arange(len(facts)),
