@@ -159,3 +159,27 @@ def test_bad_arguments(tiny_mlm):
     with pytest.raises(MlmkitError, match="outside"):
         score_token_ids(mlm, ids, targets=[[999]])
     assert [len(s) for s in score_token_ids(mlm, [[ids[0][0], ids[0][-1]]])] == [0]
+
+
+def test_memory_is_bounded_by_the_budget(tiny_mlm, monkeypatch):
+    """Every batch holds at most `batch_tokens` padded tokens and the head runs only at the
+    masked column of each copy: [rows, V], never [rows, length, V]."""
+    import mlmkit.scoring.engine as engine
+
+    mlm = tiny_mlm("bert")
+    seen = []
+    real = engine.masked_log_probs
+
+    def spy(model, ids, attention, positions):
+        out = real(model, ids, attention, positions)
+        seen.append((ids.numel(), ids.shape[0], tuple(out.shape)))
+        return out
+
+    monkeypatch.setattr(engine, "masked_log_probs", spy)
+    ids = mlm.tokenizer(" ".join(TEXTS * 6))["input_ids"]
+    assert len(ids) > 2 * mlm.max_length
+    (scores,) = score_token_ids(mlm, [ids], batch_tokens=600)
+    assert len(scores) == len(ids) - 2
+    assert sum(rows for _, rows, _ in seen) == len(ids) - 2
+    for padded, rows, shape in seen:
+        assert padded <= 600 and shape == (rows, mlm.model.config.vocab_size)

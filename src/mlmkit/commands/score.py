@@ -15,7 +15,7 @@ Example:
 
 Under torchrun the lines are split across ranks and merged back in order:
 
-  torchrun --nproc_per_node 2 -m mlmkit score ./tiny-bert sentences.txt -o scores.jsonl
+  torchrun --standalone --nproc_per_node 2 -m mlmkit score ./tiny-bert sentences.txt -o scores.jsonl
 """
 
 

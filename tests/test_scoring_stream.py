@@ -1,0 +1,58 @@
+"""Streaming file scoring: chunking does not change results; inputs are checked line by line."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import mlmkit
+from mlmkit.errors import MlmkitError
+from mlmkit.scoring.stream import count_lines, read_texts, score_file
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_chunks_do_not_change_scores(tiny_mlm, tmp_path):
+    mlm = tiny_mlm("bert")
+    texts = ["Open the file.", "", "Close it again.", "Read a line.", "Write two lines."]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
+    assert count_lines(source) == 5
+    out_small, out_big = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    with pytest.warns(UserWarning, match="1 empty"):
+        summary = score_file(mlm, source, out_small, chunk_texts=2)
+    with pytest.warns(UserWarning, match="1 empty"):
+        score_file(mlm, source, out_big, chunk_texts=100)
+    small = [json.loads(x) for x in out_small.read_text().splitlines()]
+    big = [json.loads(x) for x in out_big.read_text().splitlines()]
+    assert summary.texts == 5 and summary.empty == 1 and summary.first_empty_line == 2
+    assert [r["text"] for r in small] == texts
+    for a, b in zip(small, big, strict=True):
+        assert (a["pll"] is None and b["pll"] is None) or a["pll"] == pytest.approx(b["pll"],
+                                                                                    abs=1e-5)
+    assert small[2]["pll"] == pytest.approx(mlmkit.score(mlm, texts[2]).pll, abs=1e-5)
+
+
+def test_input_errors_name_the_line(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "a"}\n{"text": 3}\n')
+    with pytest.raises(MlmkitError, match="line 2"):
+        list(read_texts(bad))
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"text": "a"}\n\n{"text": \n')
+    with pytest.raises(MlmkitError, match="line 3.*invalid JSON"):
+        list(read_texts(broken))
+    with pytest.raises(MlmkitError, match="does not exist"):
+        list(read_texts(tmp_path / "missing.txt"))
+    plain = tmp_path / "plain.txt"
+    plain.write_text("one\n\nthree")
+    assert list(read_texts(plain)) == [(1, "one"), (2, ""), (3, "three")]
+    assert count_lines(plain) == 3
