@@ -1,8 +1,8 @@
 """Count mode: which units a row masks, given rates and unit weights.
 
 - `exact`: round(rate × maskable tokens) per row (static shapes, as cramming): units are
-  ordered by Gumbel top-k on their log-weights (sampling without replacement in proportion
-  to weight) and taken while they fit; with multi-token units a unit is taken while the
+  ordered by a partial top-k of u^(1/w) (sampling without replacement in proportion to
+  weight, equivalent to Gumbel top-k on log w) and taken while they fit; with multi-token units a unit is taken while the
   middle of it lies below the target, so the count is the closest a prefix can get.
 - `bernoulli`: each unit independently, with probability proportional to its weight and
   scaled so that the expected number of masked tokens is rate × maskable tokens.
@@ -13,12 +13,17 @@ from __future__ import annotations
 import torch
 
 from mlmkit.masking.registry import COUNTS
-from mlmkit.masking.seeding import gumbel, uniform
+from mlmkit.masking.seeding import uniform
 
 
-def unit_table(unit_ids: torch.Tensor, token_weights: torch.Tensor | None):
-    """Per (row, unit id): token count and mean token weight (None when uniform)."""
+def unit_table(unit_ids: torch.Tensor, token_weights: torch.Tensor | None, single: bool):
+    """Per (row, unit id): token count and mean token weight (None when uniform).
+
+    With `single` (one token per unit, unit id = column) both are read off directly."""
     valid = unit_ids >= 0
+    if single:
+        weights = None if token_weights is None else token_weights.float()
+        return valid.float(), weights
     index = unit_ids.clamp(min=0)
     lengths = torch.zeros(unit_ids.shape, dtype=torch.float32, device=unit_ids.device)
     lengths.scatter_add_(1, index, valid.float())
@@ -39,15 +44,21 @@ class Count:
 class ExactCount(Count):
     name = "exact"
 
-    def choose(self, unit_ids, token_weights, rates, generator):
-        lengths, weights = unit_table(unit_ids, token_weights)
+    def choose(self, unit_ids, token_weights, rates, generator, single=False):
+        lengths, weights = unit_table(unit_ids, token_weights, single)
         exists = lengths > 0
         target = torch.round(rates.float() * lengths.sum(1))
-        key = gumbel(unit_ids.shape, generator, unit_ids.device)
+        # Sampling without replacement in proportion to weight: the largest u^(1/w)
+        # (Efraimidis–Spirakis; the same order as Gumbel top-k on log w); uniform: u itself.
+        key = uniform(unit_ids.shape, generator, unit_ids.device)
         if weights is not None:
-            key = key + torch.log(weights.clamp(min=1e-30))
+            key = torch.log(key) / weights.clamp(min=1e-30)
         key = key.masked_fill(~exists, float("-inf"))
-        order = key.argsort(dim=1, descending=True)
+        # No row takes more units than its target in tokens: a partial top-k suffices.
+        k = min(int(target.max()) + 1, key.shape[1]) if key.numel() else 0
+        if k == 0:
+            return torch.zeros_like(exists)
+        order = key.topk(k, dim=1, sorted=True).indices
         ordered = lengths.gather(1, order)
         middle = ordered.cumsum(1) - 0.5 * ordered
         take = (middle < target[:, None]) & (ordered > 0)
@@ -58,8 +69,8 @@ class ExactCount(Count):
 class BernoulliCount(Count):
     name = "bernoulli"
 
-    def choose(self, unit_ids, token_weights, rates, generator):
-        lengths, weights = unit_table(unit_ids, token_weights)
+    def choose(self, unit_ids, token_weights, rates, generator, single=False):
+        lengths, weights = unit_table(unit_ids, token_weights, single)
         rates = rates.float()[:, None]
         if weights is None:
             probability = rates.expand_as(lengths)
@@ -70,6 +81,8 @@ class BernoulliCount(Count):
         return (draw < probability) & (lengths > 0)
 
 
-def tokens_of(chosen_units: torch.Tensor, unit_ids: torch.Tensor) -> torch.Tensor:
+def tokens_of(chosen_units: torch.Tensor, unit_ids: torch.Tensor, single=False) -> torch.Tensor:
     """Bool [B, L]: the positions of the chosen units."""
+    if single:
+        return chosen_units & (unit_ids >= 0)
     return chosen_units.gather(1, unit_ids.clamp(min=0)) & (unit_ids >= 0)

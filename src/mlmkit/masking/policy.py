@@ -82,8 +82,9 @@ class MaskingPolicy:
         starts = self._word_starts(input_ids, word_starts)
         units = self.units.assign(input_ids, maskable, starts, document_ids, generator)
         weights = self.weights.token_weights(input_ids, maskable, document_ids)
-        chosen = self.count.choose(units, weights, rates, generator)
-        mask = tokens_of(chosen, units)
+        single = self.units.single
+        chosen = self.count.choose(units, weights, rates, generator, single=single)
+        mask = tokens_of(chosen, units, single=single)
         corrupted = self.corruption(input_ids, mask, units, self.vocabulary.mask_id,
                                     self.vocabulary.replacements(device), generator)
         labels = torch.where(mask, input_ids, torch.full_like(input_ids, IGNORE_INDEX))

@@ -1,7 +1,8 @@
 """Units: which positions are masked together (tokens, whole words, SpanBERT spans, PMI n-grams).
 
 A unit component maps a batch to `unit_ids` [B, L]: positions with the same non-negative id in
-a row form one unit, numbered 0, 1, ... along the row; -1 marks what may never be masked.
+a row form one unit, ids increasing along the row (below L); -1 marks what may never be
+masked.
 A unit never crosses a document boundary or a position that may not be masked, for every
 component, because all of them go through `number_units`.
 """
@@ -43,9 +44,11 @@ def number_units(starts: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
 
 
 class Units:
-    """Base: `needs_words` says whether the policy must supply word starts."""
+    """Base: `needs_words` says whether the policy must supply word starts; `single` that
+    every unit is one token whose id is its column."""
 
     PARAMS: dict = {}
+    single = False
     needs_words = False
     needs_stats = False
 
@@ -64,9 +67,11 @@ class TokenUnits(Units):
     """Every token is its own unit (BERT)."""
 
     name = "tokens"
+    single = True  # unit id = column: counts skip the per-unit tables
 
     def assign(self, input_ids, maskable, word_starts, document_ids, generator):
-        return number_units(torch.ones_like(maskable), maskable)
+        columns = torch.arange(input_ids.shape[1], device=input_ids.device)
+        return torch.where(maskable, columns.expand_as(input_ids), -1)
 
 
 @UNITS.register("whole_word")
@@ -85,7 +90,7 @@ def truncated_geometric(shape, p: float, max_length: int, generator, device) -> 
     p = 0.2, max 10), by inverting the CDF: one uniform per draw, no rejection."""
     q = 1.0 - p
     top = 1.0 - q ** max_length  # the CDF at max_length: rescaling u truncates exactly
-    u = uniform(shape, generator, device, dtype=torch.float64) * top
+    u = uniform(shape, generator, device) * top
     lengths = torch.ceil(torch.log1p(-u) / math.log(q))
     return lengths.clamp_(1, max_length).long()
 
@@ -150,10 +155,12 @@ class PmiUnits(Units):
         self._device_tables: dict = {}
         self.count = sum(len(keys) for keys in self.table.values())
 
-    def _keys(self, n: int, device) -> torch.Tensor:
+    def _keys(self, n: int, device):
+        """The sorted keys of length-n collocations on `device`, and their filter."""
         key = (n, str(device))
         if key not in self._device_tables:
-            self._device_tables[key] = self.table[n].to(device)
+            keys = self.table[n].to(device)
+            self._device_tables[key] = (keys, ngrams.key_filter(keys))
         return self._device_tables[key]
 
     def assign(self, input_ids, maskable, word_starts, document_ids, generator):
@@ -166,12 +173,13 @@ class PmiUnits(Units):
         cuts = prefix_sums(cut)
         covered = torch.zeros_like(maskable)
         joined = torch.zeros_like(maskable)  # True: continues the collocation on its left
-        for n in sorted(self.table, reverse=True):  # longest collocations first
-            if n > length or self.table[n].numel() == 0:
-                continue
+        lengths = [n for n in sorted(self.table, reverse=True)  # longest collocations first
+                   if n <= length and self.table[n].numel()]
+        windows = ngrams.all_window_keys(input_ids, max(lengths)) if lengths else {}
+        for n in lengths:
             width = length - n + 1
-            hit = ngrams.contains(self._keys(n, input_ids.device),
-                                  ngrams.window_keys(input_ids, n))
+            keys, key_filter = self._keys(n, input_ids.device)
+            hit = ngrams.contains(keys, windows[n], key_filter)
             hit &= word_start[:, :width] & after[:, n - 1:]
             hit &= maskable[:, :width] & maskable[:, n - 1:]
             hit &= (cuts[:, n:n + width] - cuts[:, 1:1 + width]) == 0  # no cut inside

@@ -117,10 +117,14 @@ class TfidfWeights(Weights):
         ids = input_ids.clamp(0, self.size - 1)
         doc = document_ids if document_ids is not None else torch.zeros_like(ids)
         key = (doc.long() + 1) * self.size + ids  # same token in the same document
-        ordered = key.sort(dim=1).values
-        tf = (torch.searchsorted(ordered, key, right=True)
-              - torch.searchsorted(ordered, key, right=False))
-        return (1.0 + torch.log(tf.float())) * idf[ids]
+        ordered, order = key.sort(dim=1)
+        new = torch.ones_like(ordered, dtype=torch.bool)
+        new[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
+        run = new.long().cumsum(1) - 1  # runs of equal keys: one per (document, token)
+        counts = torch.zeros(run.shape, dtype=torch.float32, device=run.device)
+        counts.scatter_add_(1, run, torch.ones_like(counts))
+        tf = torch.empty_like(counts).scatter_(1, order, counts.gather(1, run))
+        return (1.0 + torch.log(tf)) * idf[ids]
 
 
 @WEIGHTS.register("loss")
