@@ -60,6 +60,8 @@ def test_train_command_saves_a_loadable_tokenizer(small_corpus, tmp_path, kind):
     assert ids[0] == tok.cls_token_id and ids[-1] == tok.sep_token_id
     masked = tok(f"Return the {tok.mask_token} of values.")["input_ids"]
     assert masked.count(tok.mask_token_id) == 1
+    before_mask = tok.convert_ids_to_tokens(masked[masked.index(tok.mask_token_id) - 1])
+    assert before_mask not in ("Ġ", "▁")  # the mask absorbs its leading space, as RoBERTa's
 
 
 def test_lowercase_flag(small_corpus, tmp_path):

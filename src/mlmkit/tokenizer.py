@@ -126,7 +126,9 @@ def train_tokenizer(
         raise MlmkitError("the corpus has no text to train a tokenizer on: it is empty")
     tok.post_processor = _post_processor(tok, specials, kind)
     if kind != "wordpiece":  # "a <mask>" keeps its space in the previous token, as RoBERTa's
-        specials = dict(specials, mask_token=AddedToken("<mask>", lstrip=True, special=True))
+        mask = AddedToken("<mask>", lstrip=True, normalized=False, special=True)
+        tok.add_special_tokens([mask])  # the trainer added it without lstrip: update it
+        specials = dict(specials, mask_token=mask)
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, model_max_length=model_max_length, **specials
     )
