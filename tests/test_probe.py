@@ -68,7 +68,7 @@ def _single_token_words(mlm, candidates, n):
     return words[:n]
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", (*FAMILIES, "xlm-roberta"))
 def test_cloze_scores_equal_full_logits(tiny_mlm, family):
     mlm = tiny_mlm(family)
     pos, neg = (_single_token_words(mlm, ["return", "list", "value", "function", "error",

@@ -4,7 +4,8 @@ Each (prompt, answer) pair is tokenized as the filled-in statement. The answer i
 *single-token* when exactly one token covers its characters and nothing else; the
 masked prompt is then that statement with the token replaced by the mask, which is
 what the model sees whatever the tokenizer does with spaces before a mask. Pairs that
-share a masked prompt (the words of a verbalizer, usually) share one forward pass.
+share a masked prompt (the words of a verbalizer; facts with the same prompt) share one
+forward pass.
 Other answers (several subwords, or merged with the text around the gap) are spans,
 scored in the filled statement by the PLL engine.
 """
@@ -80,7 +81,7 @@ def locate_answers(tokenizer, clozes: list[Cloze], prompt_index: np.ndarray,
             if starts_at_answer and e == hi:  # the token is the answer (and maybe its space)
                 masked = list(row)
                 masked[span[0]] = mask_id
-                key = (int(p), *masked)
+                key = tuple(masked)
                 if key not in seen:
                     seen[key] = len(contexts)
                     contexts.append(masked)

@@ -55,17 +55,17 @@ def for_each_mask_batch(
         raise MlmkitError(f"batch_tokens {budget} must be positive")
     vocab = int(getattr(model.config, "vocab_size", len(tokenizer)))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
+    flat = np.concatenate([np.concatenate([np.asarray(x, dtype=np.int64) for x in ids]), [pad]])
     autocast = torch.autocast(device_type=mlm.device.type, dtype=torch.bfloat16,
                               enabled=precision == "bf16")
     with torch.inference_mode(), autocast:
         for lo, hi in cut_batches(lengths[order], budget, max_rows_for_head(vocab)):
             batch = order[lo:hi]
-            width = int(lengths[batch].max())
-            grid = np.full((len(batch), width), pad, dtype=np.int64)
-            attention = np.zeros((len(batch), width), dtype=np.int64)
-            for r, i in enumerate(batch):  # building the batch, not the model's hot path
-                grid[r, :lengths[i]] = ids[i]
-                attention[r, :lengths[i]] = 1
+            k = np.arange(int(lengths[batch].max()), dtype=np.int64)[None, :]
+            valid = k < lengths[batch][:, None]
+            grid = flat[np.where(valid, offsets[batch][:, None] + k, len(flat) - 1)]
+            attention = valid.astype(np.int64)
             positions = np.stack([np.arange(len(batch)), mask_column[batch]], axis=1)
             device = mlm.device
             log_probs = masked_log_probs(
