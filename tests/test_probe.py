@@ -341,3 +341,12 @@ def test_lama_rows_with_relation_templates(tiny_mlm, tmp_path):
     typo.write_text(json.dumps({"masked_sentence": "A [MASK].", "obj_lable": word}) + "\n")
     with pytest.raises(MlmkitError, match=r"line 1: unknown field\(s\) \['obj_lable'\]"):
         read_facts(typo)
+
+
+def test_word_normalization_divides_by_the_scored_words(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    result = rank_statements(mlm, ITEMS[1:], normalize="word")
+    for text, value in zip(ITEMS[1], result.items[0].scores, strict=True):
+        enc = mlm.tokenizer(text)
+        n_words = len({w for w in enc.word_ids() if w is not None})
+        assert value == pytest.approx(brute_pll(mlm, text)[0] / n_words, abs=1e-4)
