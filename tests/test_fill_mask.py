@@ -69,6 +69,24 @@ def test_batched_equals_one_at_a_time_despite_padding(tiny_mlm):
                                            atol=1e-5, rtol=1e-4)
 
 
+def test_one_batched_head_only_call_per_batch(tiny_mlm, monkeypatch):
+    import mlmkit.generate.fill_mask as module
+
+    calls = []
+
+    def spy(model, input_ids, attention_mask, positions):
+        calls.append((input_ids.shape[0], int(positions.sum())))
+        return masked_log_probs(model, input_ids, attention_mask, positions)
+
+    monkeypatch.setattr(module, "masked_log_probs", spy)
+    texts = [SINGLE, MULTI, "Short [MASK]."]
+    fill_mask(tiny_mlm("bert"), texts, top_k=2, batch_size=8)
+    assert calls == [(3, 5)]  # one encoder pass; the head at the 5 masks only
+    calls.clear()
+    fill_mask(tiny_mlm("bert"), texts, top_k=2, mode="joint", batch_size=8)
+    assert calls == [(3, 5), (1, 2), (1, 1)]  # a step per mask of the longest, rows batched
+
+
 def test_joint_single_mask_equals_independent(tiny_mlm):
     mlm = tiny_mlm("bert")
     joint = fill_mask(mlm, SINGLE, top_k=5, mode="joint")
@@ -138,7 +156,7 @@ def test_text_without_mask_names_the_accepted_spellings(tiny_mlm):
     mlm = tiny_mlm("roberta")
     with pytest.raises(MlmkitError, match=r"has no mask: write \[MASK\] or <mask>"):
         fill_mask(mlm, "No mask in here.")
-    with pytest.raises(MlmkitError, match=r"input 1 \('nothing'\) has no mask"):
+    with pytest.raises(MlmkitError, match=r"texts\[1\] \('nothing'\) has no mask"):
         fill_mask(mlm, ["A [MASK].", "nothing"])
 
 

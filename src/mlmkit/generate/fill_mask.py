@@ -101,7 +101,7 @@ def read_fill_inputs(path: str | Path, tokenizer=None) -> list[str]:
 def _encode(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
     """Token ids with the model's mask spelling; errors for a missing mask or a long text."""
     pattern = mask_pattern(tokenizer)
-    which = (lambda i: f"input {i} ({texts[i][:60]!r})") if len(texts) > 1 else (
+    which = (lambda i: f"texts[{i}] ({texts[i][:60]!r})") if len(texts) > 1 else (
         lambda i: f"the input {texts[i][:60]!r}")
     rewritten, counts = [], []
     for i, text in enumerate(texts):
