@@ -179,6 +179,9 @@ def test_inputs_file_errors_name_the_line(tmp_path, tiny_mlm):
     assert read_fill_inputs(path) == ["A [MASK] here.", "and <mask> there"]
     with pytest.raises(MlmkitError, match="does not exist"):
         read_fill_inputs(tmp_path / "missing.txt")
+    path.write_bytes(b"A [MASK] here.\ncaf\xe9 [MASK]\n")
+    with pytest.raises(MlmkitError, match=r"inputs\.txt' line 2 is not valid UTF-8"):
+        read_fill_inputs(path)
 
 
 # --- CLI ---

@@ -83,9 +83,15 @@ def read_fill_inputs(path: str | Path, tokenizer=None) -> list[str]:
     pattern = mask_pattern(tokenizer) if tokenizer is not None else re.compile(
         "|".join(re.escape(s) for s in MASK_SPELLINGS))
     texts = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            text = line.rstrip("\r\n")
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            try:
+                text = raw.decode("utf-8").rstrip("\r\n")
+            except UnicodeDecodeError as error:
+                raise MlmkitError(f"{str(path)!r} line {number} is not valid UTF-8 "
+                                  f"({error.reason}): save the file as UTF-8") from error
+            if number == 1:
+                text = text.removeprefix("\ufeff")  # a byte-order mark is not text
             if not text.strip():
                 continue
             if not pattern.search(text):
