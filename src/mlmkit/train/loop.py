@@ -35,11 +35,12 @@ from mlmkit.train.checkpoint import (
 )
 from mlmkit.train.config import STUDIED, PretrainConfig, flag, load_config
 from mlmkit.train.data import build_data, eval_blocks, resolve_tokenizer
+from mlmkit.train.distributed import build_runtime_from_env
 from mlmkit.train.metrics_log import MetricsLog
 from mlmkit.train.optimizer import build_optimizer
 from mlmkit.train.plots import plot_history
 from mlmkit.train.progress import TrainProgress
-from mlmkit.train.runtime import Runtime, build_runtime
+from mlmkit.train.runtime import Runtime
 from mlmkit.train.schedule import lr_factor, warmup_share
 from mlmkit.train.signals import StopOnSignal
 
@@ -139,7 +140,8 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
     interrupted) and the summary also written to `summary.json`.
     """
     config, run_dir, saved = prepare_run(config, resume, overrides)
-    runtime = runtime or build_runtime(config.device, config.precision, config.threads)
+    # torchrun (WORLD_SIZE > 1) gives a DDP runtime, else one process (issue 6)
+    runtime = runtime or build_runtime_from_env(config.device, config.precision, config.threads)
     main = runtime.is_main
     show = config.progress and main
 
@@ -149,6 +151,8 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
         from mlmkit.models import load_mlm
 
         init_model = load_mlm(config.init, device="cpu").model.train()
+    if not main:  # distributed: rank 0 trains the tokenizer and fills the caches first
+        runtime.barrier()
     tokenizer = resolve_tokenizer(config, show_progress=show)
     if init_model is not None:
         limit = getattr(init_model.config, "max_position_embeddings", None)
@@ -156,10 +160,13 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
             raise MlmkitError(f"--seq-len {config.seq_len} is longer than --init "
                               f"{config.init!r} allows ({limit} positions)")
     data = build_data(config, tokenizer, show_progress=show)
+    if main:
+        runtime.barrier()
     validation = eval_blocks(data, config.eval_blocks, config.batch_size)
     objective = build_objective(config, tokenizer, runtime, init_model=init_model)
     if config.compile:
         objective.compile()
+    runtime.wrap_objective(objective)  # DDP around the objective's loss (distributed only)
     optimizer = build_optimizer(objective.modules, lr=config.lr,
                                 weight_decay=config.weight_decay,
                                 betas=(config.beta1, config.beta2), eps=config.eps,
@@ -211,7 +218,8 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
 
     def evaluate() -> dict:
         with torch.random.fork_rng(devices=[]):  # evaluation never moves the training RNG
-            metrics = objective.evaluate(validation, data.sentences)
+            # only rank 0 evaluates (issue 6); the others go on to the next step
+            metrics = objective.evaluate(validation, data.sentences) if main else {}
         record = {"step": state.step, "split": "eval", **metrics}
         if main and metrics:
             log.log(record)
@@ -271,7 +279,8 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
             if state.step % config.log_every == 0 or budget.done(
                     state.step, state.tokens, state.elapsed):
                 runtime.synchronize()
-            seconds = time.perf_counter() - started
+            # the slowest process's step time, so that time budgets end on the same step
+            seconds = runtime.max(time.perf_counter() - started)
             state.elapsed += seconds
             window_time += seconds
 
@@ -296,8 +305,8 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
                 bar.print(_eval_line(last_eval))
             if config.save_every and state.step % config.save_every == 0:
                 checkpoint(with_model_dir=True)
-            if stop.requested:
-                stop_reason = stop.requested
+            if runtime.any(bool(stop.requested)):  # all processes stop on the same step
+                stop_reason = stop.requested or "signal to another process"
                 break
             if config.halt_after and steps_this_process >= config.halt_after:
                 stop_reason = "halt_after"

@@ -42,6 +42,10 @@ class Runtime:
         """The module the loop calls (a DDP wrapper in a distributed runtime)."""
         return model
 
+    def wrap_objective(self, objective) -> None:
+        """Route the objective's loss through DDP (distributed runtime only; issue 6)."""
+        return None
+
     def no_sync(self, model: torch.nn.Module, last_micro_step: bool):
         """Skip gradient synchronisation on all but the last micro-step (DDP only)."""
         return contextlib.nullcontext()
@@ -52,6 +56,14 @@ class Runtime:
 
     def sum(self, value: float) -> float:
         return value
+
+    def max(self, value: float) -> float:
+        """The largest `value` over processes (e.g. step time, so time budgets agree)."""
+        return value
+
+    def any(self, flag: bool) -> bool:
+        """Whether any process has `flag` (e.g. a stop signal), so all stop together."""
+        return flag
 
     def barrier(self) -> None:
         return None
