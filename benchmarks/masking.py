@@ -14,7 +14,6 @@ cost relative to mlmkit's plain random masking.
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 import warnings
 
@@ -67,14 +66,18 @@ def tokenizer_and_batch(rows: int, length: int, vocab: int):
     return tok, texts, ids, offsets, starts, docs, special
 
 
-def timed(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
+def best_times(candidates: dict, repeats: int) -> dict:
+    """Best of `repeats` calls of each candidate, in interleaved rounds (every round calls
+    every candidate once), so that all of them see the same load on a shared machine."""
+    for fn in candidates.values():
+        fn()  # warm-up: tables moved, word starts derived
+    best = dict.fromkeys(candidates, float("inf"))
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, fn in candidates.items():
+            start = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def main() -> None:
@@ -93,32 +96,36 @@ def main() -> None:
     stats = compute_stats(texts, tok)
     rows = args.rows
 
-    hf = {}
+    candidates = {}
     for whole in (False, True):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             collator = DataCollatorForLanguageModeling(tok, whole_word_mask=whole, seed=0)
         collator.create_rng("pt")
-        hf[whole] = rows / timed(lambda c=collator: c.torch_mask_tokens(
-            ids.clone(), special_tokens_mask=special, offset_mapping=offsets), args.repeats)
-
-    results = {}
+        candidates["hf", whole] = lambda c=collator: c.torch_mask_tokens(
+            ids.clone(), special_tokens_mask=special, offset_mapping=offsets)
+    steps = iter(range(10**9))
     for units in UNITS:
         for weights in WEIGHTS:
             policy = build_policy({"units": units, "weights": weights}, tok, stats=stats)
             if weights == "loss":  # a table that is not flat, as after some training
                 g = torch.Generator().manual_seed(0)
                 policy.update_losses(torch.arange(len(tok)), torch.rand(len(tok), generator=g))
-            step = iter(range(10**9))
-            results[units, weights] = rows / timed(
-                lambda p=policy, s=step: p(ids, step=next(s), word_starts=starts,
-                                             document_ids=docs), args.repeats)
+            candidates[units, weights] = lambda p=policy: p(
+                ids, step=next(steps), word_starts=starts, document_ids=docs)
+    bernoulli = build_policy({"count": "bernoulli"}, tok)
+    candidates["bernoulli"] = lambda: bernoulli(ids, step=next(steps), document_ids=docs)
     derived = build_policy("whole_word", tok)
-    derived_rate = rows / timed(lambda: derived(ids, document_ids=docs), args.repeats)
+    candidates["derived"] = lambda: derived(ids, step=next(steps), document_ids=docs)
+    speed = {name: rows / seconds for name, seconds in best_times(candidates,
+                                                                  args.repeats).items()}
+    hf = {whole: speed.pop(("hf", whole)) for whole in (False, True)}
+    bernoulli_rate, derived_rate = speed.pop("bernoulli"), speed.pop("derived")
+    results = speed
 
     random_rate = results["tokens", "uniform"]
     print(f"masking a {rows}×{args.length} batch, {args.threads} thread(s), vocab {len(tok)}; "
-          "rows/s (median of %d)" % args.repeats)
+          f"rows/s (best of {args.repeats}); count: exact unless said")
     print(f"HF DataCollatorForLanguageModeling  whole_word_mask=False: {hf[False]:>10,.0f}")
     print(f"HF DataCollatorForLanguageModeling  whole_word_mask=True : {hf[True]:>10,.0f}")
     print()
@@ -130,6 +137,8 @@ def main() -> None:
         name = "HF whole-word" if units != "tokens" else "HF random"
         print(f"{units:<11}{weights:<11}{rate:>10,.0f}{rate / base:>9.2f}×"
               f"{random_rate / rate:>10.2f}×  {name}")
+    print(f"{'tokens':<11}{'uniform':<11}{bernoulli_rate:>10,.0f}{bernoulli_rate / hf[False]:>9.2f}×"
+          f"{random_rate / bernoulli_rate:>10.2f}×  HF random (count: bernoulli, as HF)")
     print(f"{'whole_word':<11}{'(derived)':<11}{derived_rate:>10,.0f}{derived_rate / hf[True]:>9.2f}×"
           f"{random_rate / derived_rate:>10.2f}×  HF whole-word (word starts from the vocabulary)")
     print("\n'vs random' is how many times slower than mlmkit tokens/uniform (target ≤ 2×).")

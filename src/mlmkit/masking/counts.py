@@ -58,7 +58,12 @@ class ExactCount(Count):
         k = min(int(target.max()) + 1, key.shape[1]) if key.numel() else 0
         if k == 0:
             return torch.zeros_like(exists)
-        order = key.topk(k, dim=1, sorted=True).indices
+        best = key.topk(k, dim=1, sorted=True)
+        order = best.indices
+        if single:  # every unit one token: the first `target` of the order
+            rank = torch.arange(k, device=key.device)
+            take = (rank < target[:, None]) & (best.values > float("-inf"))
+            return torch.zeros_like(exists).scatter_(1, order, take)
         ordered = lengths.gather(1, order)
         middle = ordered.cumsum(1) - 0.5 * ordered
         take = (middle < target[:, None]) & (ordered > 0)

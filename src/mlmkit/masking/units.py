@@ -170,7 +170,7 @@ class PmiUnits(Units):
         # A window may start at a word start and must end before one; no cut inside it.
         after = torch.ones_like(word_start)
         after[:, :-1] = word_start[:, 1:] | ~maskable[:, 1:]
-        cuts = prefix_sums(cut)
+        cuts, word_sums = prefix_sums(cut), prefix_sums(word_start)
         covered = torch.zeros_like(maskable)
         joined = torch.zeros_like(maskable)  # True: continues the collocation on its left
         lengths = [n for n in sorted(self.table, reverse=True)  # longest collocations first
@@ -178,13 +178,17 @@ class PmiUnits(Units):
         windows = ngrams.all_window_keys(input_ids, max(lengths)) if lengths else {}
         for n in lengths:
             width = length - n + 1
-            keys, key_filter = self._keys(n, input_ids.device)
-            hit = ngrams.contains(keys, windows[n], key_filter)
-            hit &= word_start[:, :width] & after[:, n - 1:]
+            # Where a collocation could be: whole words (at least two), all maskable, no
+            # cut inside, nothing covered by a longer one. Only there are the keys looked up.
+            hit = word_start[:, :width] & after[:, n - 1:]
             hit &= maskable[:, :width] & maskable[:, n - 1:]
-            hit &= (cuts[:, n:n + width] - cuts[:, 1:1 + width]) == 0  # no cut inside
+            hit &= (cuts[:, n:n + width] - cuts[:, 1:1 + width]) == 0
+            hit &= (word_sums[:, n:n + width] - word_sums[:, 1:1 + width]) > 0
             taken = prefix_sums(covered)
-            hit &= (taken[:, n:n + width] - taken[:, :width]) == 0  # no longer one there
+            hit &= (taken[:, n:n + width] - taken[:, :width]) == 0
+            where = hit.view(-1).nonzero().squeeze(1)
+            keys, key_filter = self._keys(n, input_ids.device)
+            hit.view(-1)[where] = ngrams.contains(keys, windows[n].reshape(-1)[where], key_filter)
             # of overlapping hits of one length, keep those with no hit just before them
             earlier = torch.zeros_like(hit)
             for k in range(1, min(n, width)):

@@ -116,14 +116,11 @@ class TfidfWeights(Weights):
         idf = self._table(input_ids.device)
         ids = input_ids.clamp(0, self.size - 1)
         doc = document_ids if document_ids is not None else torch.zeros_like(ids)
-        key = (doc.long() + 1) * self.size + ids  # same token in the same document
-        ordered, order = key.sort(dim=1)
-        new = torch.ones_like(ordered, dtype=torch.bool)
-        new[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-        run = new.long().cumsum(1) - 1  # runs of equal keys: one per (document, token)
-        counts = torch.zeros(run.shape, dtype=torch.float32, device=run.device)
-        counts.scatter_add_(1, run, torch.ones_like(counts))
-        tf = torch.empty_like(counts).scatter_(1, order, counts.gather(1, run))
+        batch, length = ids.shape
+        row = torch.arange(batch, device=ids.device)[:, None] * ((length + 2) * self.size)
+        key = row + (doc.long() + 1) * self.size + ids  # the same token in the same document
+        _, inverse, counts = torch.unique(key.view(-1), return_inverse=True, return_counts=True)
+        tf = counts[inverse].view(batch, length).float()
         return (1.0 + torch.log(tf)) * idf[ids]
 
 
