@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from mlmkit.models import MLM, build_mlm, masked_logits
 from mlmkit.objectives import LossOutput, Objective, Prepared
-from mlmkit.train.evaluate import masked_token_metrics, pseudo_log_likelihoods, pseudo_perplexity
+from mlmkit.train.evaluate import masked_token_metrics, pseudo_perplexity
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation masks never coincide with a training step's
 
@@ -156,11 +156,9 @@ class MLMObjective(Objective):
 
 
 def score_sentences(mlm: MLM, sentences: list[list[int]], runtime):
-    """PLL per token through the scoring engine when available, else the local fallback."""
-    try:
-        from mlmkit.scoring.engine import score_token_ids
-    except ImportError:
-        return pseudo_log_likelihoods(mlm.model, mlm.tokenizer, sentences, runtime.autocast)
+    """PLL of every token of every sentence (float64), through the scoring engine."""
+    from mlmkit.scoring.engine import score_token_ids
+
     tok = mlm.tokenizer
     wrapped = [[tok.cls_token_id, *ids, tok.sep_token_id] for ids in sentences]
     return score_token_ids(mlm, wrapped, metric="pll", precision=runtime.precision)

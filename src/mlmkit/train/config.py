@@ -32,12 +32,14 @@ class PretrainConfig:
     """Everything a pretraining run depends on (see `mlmkit pretrain --help`)."""
 
     # what is studied
-    objective: str = _f("mlm", "training objective (mlm; others register in mlmkit.objectives)")
+    objective: str = _f("mlm", "training objective: mlm, electra (replaced-token detection) "
+                               "or diffusion (MDLM/LLaDA masked diffusion)")
     model: str = _f("mini", "model preset: SIZE or FAMILY-SIZE, e.g. mini, roberta-small")
     init: str | None = _f(None, "start from this HF masked LM (name or path) and its tokenizer "
                                 "(continued pretraining); overrides --model and --tokenizer")
-    dropout: float | None = _f(None, "override the model's dropout (hidden and attention); "
-                                     "default: the preset's (0.1 for BERT)")
+    dropout: float | None = _f(0.0, "dropout of the model (hidden and attention); 0 suits "
+                                    "short budgets (cramming); None keeps the preset's / "
+                                    "--init model's (0.1 for BERT)")
     tokenizer: str | None = _f(None, "tokenizer name or path; default: train one on the corpus")
     tokenizer_kind: str = _f("wordpiece", "kind of tokenizer trained when --tokenizer is not "
                                           "given: wordpiece, bpe or unigram")
@@ -56,7 +58,7 @@ class PretrainConfig:
     masking_stats: str | None = _f(None, "statistics folder from `mlmkit mask stats` (needed "
                                          "by pmi / frequency / tfidf / informask masking)")
     label_smoothing: float = _f(0.0, "label smoothing of the MLM cross-entropy")
-    batch_size: int = _f(32, "blocks per optimizer step (all accumulation steps together)")
+    batch_size: int = _f(16, "blocks per optimizer step (all accumulation steps together)")
     grad_accum: int = _f(1, "gradient accumulation micro-steps per optimizer step")
     lr: float = _f(1e-3, "peak learning rate")
     weight_decay: float = _f(0.01, "AdamW weight decay (not applied to norms and biases)")
@@ -71,21 +73,22 @@ class PretrainConfig:
     min_lr: float = _f(0.0, "learning rate at the end, as a share of --lr")
     seed: int = _f(0, "seed of initialisation, data order, masking and dropout")
     # budget
-    steps: int | None = _f(1200, "optimizer steps to train (the schedule ends there)", BUDGET)
+    steps: int | None = _f(200, "optimizer steps to train (the schedule ends there)", BUDGET)
     tokens: int | None = _f(None, "or: tokens to train on (non-padding input tokens)", BUDGET)
     time: str | None = _f(None, "or: wall-clock budget, e.g. 90s, 10m, 2h (the schedule "
                                 "follows the elapsed share of it)", BUDGET)
     # evaluation
-    eval_every: int = _f(200, "evaluate every N steps (and at the end); 0: only at the end",
+    eval_every: int = _f(100, "evaluate every N steps (and at the end); 0: only at the end",
                          EVALUATION)
     eval_blocks: int = _f(128, "held-out blocks evaluated (fixed, seeded mask)", EVALUATION)
     pppl_sentences: int = _f(32, "validation sentences scored for pseudo-perplexity (0: skip)",
                              EVALUATION)
-    save_every: int = _f(400, "save training state and step-N every N steps (0: only at the "
+    save_every: int = _f(100, "save training state and step-N every N steps (0: only at the "
                               "end and on SIGINT/SIGTERM)", EVALUATION)
     keep_checkpoints: int = _f(2, "training states (and step-N folders) kept", EVALUATION)
     # runtime
-    run_dir: str = _f("runs/pretrain", "run directory (outputs, checkpoints, logs)", RUNTIME)
+    run_dir: str | None = _f(None, "run directory (outputs, checkpoints, logs); default: "
+                                   "runs/pretrain, or runs/pretrain-2, -3, ... if taken", RUNTIME)
     device: str = _f("auto", "auto, cpu or cuda", RUNTIME)
     precision: str = _f("fp32", "fp32 or bf16 (torch.autocast)", RUNTIME)
     compile: bool = _f(False, "torch.compile the model", RUNTIME)

@@ -39,41 +39,6 @@ def masked_token_metrics(model, batches, autocast) -> dict[str, float]:
             "masked_tokens": count}
 
 
-@torch.no_grad()
-def pseudo_log_likelihoods(model, tokenizer, sentences: list[list[int]], autocast,
-                           max_rows: int = 256) -> list[np.ndarray]:
-    """Per-token log P(w_t | sentence with w_t masked) for each sentence (Salazar et al.).
-
-    Each sentence is wrapped in [CLS] ... [SEP]; every row of a batch masks one position.
-    """
-    device = next(model.parameters()).device
-    cls, sep, mask_id = tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.mask_token_id
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    rows = [(s, t) for s, ids in enumerate(sentences) for t in range(len(ids))]
-    results = [np.zeros(len(ids), dtype=np.float64) for ids in sentences]
-    for start in range(0, len(rows), max_rows):
-        chunk = rows[start:start + max_rows]
-        width = max(len(sentences[s]) for s, _ in chunk) + 2
-        ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-        attention = torch.zeros_like(ids)
-        for row, (s, _) in enumerate(chunk):  # building inputs, not the hot path
-            tokens = [cls, *sentences[s], sep]
-            ids[row, :len(tokens)] = torch.tensor(tokens)
-            attention[row, :len(tokens)] = 1
-        cols = torch.tensor([t + 1 for _, t in chunk])
-        row_index = torch.arange(len(chunk))
-        targets = ids[row_index, cols].clone()
-        ids[row_index, cols] = mask_id
-        positions = torch.stack([row_index, cols], dim=1)
-        with autocast():
-            log_probs = masked_log_probs(model, ids.to(device), attention.to(device),
-                                         positions.to(device))
-        picked = log_probs.gather(1, targets.to(device)[:, None]).squeeze(1).double().cpu()
-        for (s, t), value in zip(chunk, picked.tolist(), strict=True):
-            results[s][t] = value
-    return results
-
-
 def pseudo_perplexity(log_probs: list[np.ndarray]) -> float:
     """exp(-sum PLL / number of tokens) over all sentences (float64)."""
     total = sum(float(x.sum()) for x in log_probs)

@@ -70,6 +70,22 @@ class TrainState:
     elapsed: float = 0.0  # seconds spent in training steps (not evaluation or saving)
 
 
+DEFAULT_RUN_DIR = Path("runs/pretrain")
+
+
+def holds_run(run_dir: Path) -> bool:
+    return bool(list_states(run_dir)) or (run_dir / "final").exists()
+
+
+def free_run_dir(base: Path) -> Path:
+    """`base`, or `base-2`, `base-3`, ... : the first that holds no run yet."""
+    candidate, number = base, 1
+    while holds_run(candidate):
+        number += 1
+        candidate = base.with_name(f"{base.name}-{number}")
+    return candidate
+
+
 def prepare_run(config: PretrainConfig | None, resume: str | Path | None,
                 overrides: dict | None = None) -> tuple[PretrainConfig, Path, dict | None]:
     """The config, run directory and (when resuming) the training state to continue from.
@@ -84,8 +100,10 @@ def prepare_run(config: PretrainConfig | None, resume: str | Path | None,
             config = PretrainConfig(**overrides)
         elif overrides:
             config = config.replace(**overrides)
+        if config.run_dir is None:
+            config = config.replace(run_dir=str(free_run_dir(DEFAULT_RUN_DIR)))
         run_dir = Path(config.run_dir)
-        if list_states(run_dir) or (run_dir / "final").exists():
+        if holds_run(run_dir):
             raise MlmkitError(f"run directory {str(run_dir)!r} already holds a run: continue "
                               f"it with --resume {run_dir}, or choose another --run-dir")
         return config, run_dir, None
