@@ -10,6 +10,11 @@ one evaluator (the same validation blocks with the same HF-collator masks for al
 
     python benchmarks/pretrain.py                 # about 8-10 minutes on 2 CPU cores
     python benchmarks/pretrain.py --budget 30 --timed-steps 4   # a quick look
+    python benchmarks/pretrain.py --section objectives   # issue 6: ELECTRA, diffusion, DDP
+
+The objectives section trains the same config with --objective electra and diffusion
+(tokens/s relative to MLM, in this run) and runs `torchrun --nproc_per_node 1` and `2`
+(gloo on CPU; the global batch kept, the cores split between processes).
 """
 
 from __future__ import annotations
@@ -171,9 +176,12 @@ def main() -> None:
                         help="mlmkit masking policy (default: token-level 30%%, 80/10/10, as HF)")
     parser.add_argument("--skip-bf16", action="store_true")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--section", choices=("all", "trainer", "objectives"), default="all",
+                        help="trainer: mlmkit vs HF Trainer; objectives: ELECTRA / diffusion "
+                             "vs MLM and 1- vs 2-process scaling (issue 6)")
     args = parser.parse_args()
 
-    masking = args.masking or {"units": "token", "rate": MASK_RATE}
+    masking = args.masking or {"units": "tokens", "rate": MASK_RATE}
     base = PretrainConfig(model=args.model, seq_len=args.seq_len, batch_size=args.batch_size,
                           lr=1e-3, warmup=0.06, schedule="linear", masking=masking,
                           progress=False, fill_mask_examples=0, steps=10)
@@ -181,6 +189,10 @@ def main() -> None:
     data = build_data(base, tokenizer, show_progress=False)
     work = Path(tempfile.mkdtemp(prefix="mlmkit-bench-pretrain-"))
     print(f"data: {data.describe()}; threads {torch.get_num_threads()}")
+    if args.section == "objectives":
+        objective_figures(args, base, work)
+        shutil.rmtree(work, ignore_errors=True)
+        return
     peak32 = matmul_peak(torch.float32)
     print(f"measured matmul peak: fp32 {peak32 / 1e9:.1f} GFLOP/s")
     steps = args.timed_steps + 2
@@ -228,9 +240,64 @@ def main() -> None:
                   f"{acc.get(name, float('nan')):13.4f} {steps_done:6d}")
     figures = {"tokens_per_s": rates, "accuracy": acc, "mfu": mfu, "peak_flops": peak32,
                "budget_s": args.budget, "config": base.to_dict()}
+    if args.section == "all":
+        figures["objectives"] = objective_figures(args, base, work)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1, default=str))
     shutil.rmtree(work, ignore_errors=True)
+
+
+# ---- issue 6: other objectives and data-parallel scaling
+
+
+def rate_from_history(train: list[dict], warm: int = 2) -> float:
+    """Tokens/s between the end of warm-up step `warm` and the last step."""
+    first, last = train[warm - 1], train[-1]
+    return (last["tokens"] - first["tokens"]) / (last["elapsed"] - first["elapsed"])
+
+
+def run_torchrun(base: PretrainConfig, work: Path, processes: int, steps: int) -> float:
+    """tokens/s of `torchrun --nproc_per_node N -m mlmkit pretrain` (gloo on CPU), with
+    the CPU threads split between the processes."""
+    import subprocess
+    import sys
+
+    run_dir = work / f"torchrun-{processes}"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    threads = max(1, (os.cpu_count() or 2) // processes)
+    masking = json.dumps(base.masking) if isinstance(base.masking, dict) else str(base.masking)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc_per_node={processes}", "-m", "mlmkit", "pretrain",
+               "--model", base.model, "--seq-len", str(base.seq_len),
+               "--batch-size", str(base.batch_size), "--lr", str(base.lr),
+               "--masking", masking, "--steps", str(steps), "--log-every", "1",
+               "--eval-every", "0", "--save-every", "0", "--eval-blocks", "0",
+               "--pppl-sentences", "0", "--fill-mask-examples", "0", "--no-progress",
+               "--threads", str(threads), "--run-dir", str(run_dir)]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    subprocess.run(command, check=True, env=env, timeout=1800, stdout=subprocess.DEVNULL)
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return rate_from_history([r for r in map(json.loads, lines) if r["split"] == "train"])
+
+
+def objective_figures(args, base: PretrainConfig, work: Path) -> dict:
+    """tokens/s of --objective electra and diffusion relative to MLM (same config, this
+    run), and of 2 torchrun processes relative to 1 (same global batch)."""
+    steps = args.timed_steps + 2
+    rates = {}
+    for objective in ("mlm", "electra", "diffusion"):
+        config = base.replace(objective=objective,
+                              masking=base.masking if objective == "mlm" else "default")
+        rates[objective], _ = run_mlmkit(config, work / objective, steps=steps)
+        print(f"--objective {objective:9s} {rates[objective]:8.0f} tokens/s "
+              f"({rates[objective] / rates['mlm']:.2f} × MLM)", flush=True)
+    scaling = {n: run_torchrun(base, work, n, steps) for n in (1, 2)}
+    print(f"torchrun 1 process  {scaling[1]:8.0f} tokens/s")
+    print(f"torchrun 2 processes {scaling[2]:7.0f} tokens/s ({scaling[2] / scaling[1]:.2f} × "
+          f"1 process; {os.cpu_count()} CPU cores, gloo)")
+    return {"tokens_per_s": rates, "relative_to_mlm": {k: v / rates["mlm"]
+                                                       for k, v in rates.items()},
+            "torchrun_tokens_per_s": scaling, "scaling_2_vs_1": scaling[2] / scaling[1]}
 
 
 if __name__ == "__main__":

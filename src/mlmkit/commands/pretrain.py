@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import signal
 import sys
 import typing
@@ -23,6 +24,9 @@ With no arguments: a mini BERT on the built-in python-docs corpus (about 5 minut
   mlmkit pretrain --corpus notes.txt --time 10m --precision bf16 --device cuda
   mlmkit pretrain --init ./runs/pretrain/final --corpus domain.jsonl --steps 2000
   mlmkit pretrain --resume runs/pretrain
+  mlmkit pretrain --objective electra --model electra-mini
+  mlmkit pretrain --objective diffusion --masking diffusion
+  torchrun --nproc_per_node 2 -m mlmkit pretrain --batch-size 32
 """
 
 _FLAG_NAMES = {"time": "--time", "steps": "--steps", "tokens": "--tokens"}
@@ -96,6 +100,8 @@ def pretrain_command(**values) -> None:
     config = load_config(config_path, **overrides) if config_path else None
     result = pretrain(config, resume=resume, overrides=None if config else overrides,
                       console=console)
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports (issue 6)
+        return
     _print_summary(console, result)
     if result.final_dir is not None and result.summary.get("eval") is not None:
         _print_examples(console, result)
@@ -118,7 +124,10 @@ def _print_examples(console, result) -> None:
     count = load_config(Path(result.run_dir) / "config.yaml").fill_mask_examples
     if count <= 0:
         return
-    mlm = load_mlm(result.final_dir, device="cpu")
+    final = Path(result.final_dir)
+    if (final / "generator" / "config.json").exists():  # ELECTRA: the generator fills masks
+        final = final / "generator"
+    mlm = load_mlm(final, device="cpu")
     console.print("[bold]fill-mask examples[/]")
     for text, candidates in fill_mask_examples(mlm, count):
         shown = ", ".join(f"{token!r} {p:.2f}" for token, p in candidates)
