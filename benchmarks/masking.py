@@ -6,7 +6,8 @@ the packer supplies them); beside it HF's collator masks the same tokens with
 `whole_word_mask` off and on (it takes the offsets and special-tokens mask, as its docs
 advise). Only the masking is timed (`torch_mask_tokens`), not padding. Prints rows/s, the
 ratio to HF (token units vs HF random, word-based units vs HF whole-word) and each policy's
-cost relative to mlmkit's plain random masking.
+cost relative to mlmkit's plain random masking. Times are the best of interleaved rounds,
+in process CPU time with one thread (waiting for a core on a busy machine is not counted).
 
     .venv/bin/python benchmarks/masking.py [--rows 64] [--length 512] [--repeats 20] [--threads 1]
 """
@@ -68,15 +69,16 @@ def tokenizer_and_batch(rows: int, length: int, vocab: int):
 
 def best_times(candidates: dict, repeats: int) -> dict:
     """Best of `repeats` calls of each candidate, in interleaved rounds (every round calls
-    every candidate once), so that all of them see the same load on a shared machine."""
+    every candidate once). Timed in this process's CPU time (one thread), so that waiting
+    for a core on a shared machine does not count; all candidates are measured alike."""
     for fn in candidates.values():
         fn()  # warm-up: tables moved, word starts derived
     best = dict.fromkeys(candidates, float("inf"))
     for _ in range(repeats):
         for name, fn in candidates.items():
-            start = time.perf_counter()
+            start = time.process_time()
             fn()
-            best[name] = min(best[name], time.perf_counter() - start)
+            best[name] = min(best[name], time.process_time() - start)
     return best
 
 

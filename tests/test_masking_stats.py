@@ -106,7 +106,8 @@ def test_pmi_units_mask_a_collocation_whole(planted, wordpiece_tokenizer, tmp_pa
     assert torch.equal(pair, out.mask[at[:, 0], at[:, 1] + 2])
 
 
-def test_stats_round_trip_and_vocabulary_check(planted, tmp_path, bpe_tokenizer):
+def test_stats_round_trip_and_vocabulary_check(planted, tmp_path, bpe_tokenizer,
+                                               wordpiece_tokenizer):
     stats = planted[0]
     save_stats(stats, tmp_path / "s")
     loaded = load_stats(tmp_path / "s")
@@ -115,6 +116,8 @@ def test_stats_round_trip_and_vocabulary_check(planted, tmp_path, bpe_tokenizer)
     assert loaded.meta["n_collocations"] == len(stats.ngram_pmi)
     with pytest.raises(MlmkitError, match="mask stats"):
         load_stats(tmp_path / "missing")
+    named = build_policy({"preset": "pmi", "stats": str(tmp_path / "s")}, wordpiece_tokenizer)
+    assert "pmi(" in named.describe()
     if len(bpe_tokenizer) != stats.vocab_size:
         with pytest.raises(MlmkitError, match="recompute"):
             build_policy("pmi", bpe_tokenizer, stats=loaded)

@@ -3,7 +3,8 @@
     {"units": "whole_word", "rate": {"schedule": "linear", "start": 0.3, "end": 0.15},
      "weights": "frequency", "corruption": [0.8, 0.1, 0.1], "total_steps": 10000}
 
-A component is a name or a mapping with a `name` (for rates also `schedule`) and its
+`stats` may name the directory of `mlmkit mask stats` (for pmi / frequency / tfidf /
+informask). A component is a name or a mapping with a `name` (for rates also `schedule`) and its
 parameters; a rate may be a bare number. `name`/`preset` at the top picks a preset whose
 fields the other keys override. Unknown keys and names are errors listing the valid ones.
 """
@@ -43,7 +44,7 @@ PRESET_ALIASES = {"uniform": "bert", "tokens": "bert", "random": "bert", "wwm": 
 
 FIELDS = ("name", "preset", "units", "rate", "count", "weights", "corruption",
           "corruption_per_unit", "protected_ids", "protected_tokens", "total_steps",
-          "mask_prob", "random_prob")
+          "mask_prob", "random_prob", "stats")
 
 
 def preset(name: str) -> dict:
@@ -111,14 +112,17 @@ def protected_ids(full: dict, tokenizer) -> list[int]:
 def build_policy(config, tokenizer, stats=None):
     """A `MaskingPolicy` from a preset name or a config mapping.
 
-    `stats` is a directory written by `mlmkit mask stats` (or a loaded `MaskingStats`);
-    components that need it (pmi units, frequency / tfidf / informask weights) say so.
+    `stats` is a directory written by `mlmkit mask stats` (or a loaded `MaskingStats`),
+    else the config's own `stats` field; components that need it (pmi units, frequency /
+    tfidf / informask weights) say so when it is missing.
     """
     from mlmkit.masking.policy import MaskingPolicy
     from mlmkit.masking.stats import MaskingStats, load_stats
     from mlmkit.masking.vocabulary import Vocabulary
 
     full = resolve(config)
+    if stats is None:
+        stats = full.get("stats")  # a config may name its statistics directory itself
     if stats is not None and not isinstance(stats, MaskingStats):
         stats = load_stats(stats)
     vocabulary = Vocabulary(tokenizer, protected_ids(full, tokenizer))

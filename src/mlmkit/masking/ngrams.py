@@ -7,6 +7,7 @@ n-grams this way, so a collocation found offline is recognised in a batch by one
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 MAX_N = 5
@@ -41,31 +42,46 @@ def sequence_key(ids: list[int]) -> int:
     return int(window_keys(torch.tensor([ids]), len(ids))[0, 0])
 
 
-FILTER_BITS = 20
+def _slot(key):
+    """A well-mixed slot number from a key (an int or an int64 tensor), without overflow:
+    a linear combination of its two 31-bit hashes modulo a prime."""
+    high, low = key >> 31, key & ((1 << 31) - 1)
+    return (high * 1_000_000_007 + low * 2_654_435_761) % 4_294_967_291
 
 
-def key_filter(sorted_keys: torch.Tensor) -> torch.Tensor:
-    """Bool [2^FILTER_BITS]: True at the low bits of every key (a one-hash Bloom filter)."""
-    table = torch.zeros(1 << FILTER_BITS, dtype=torch.bool, device=sorted_keys.device)
-    table[sorted_keys & ((1 << FILTER_BITS) - 1)] = True
-    return table
+class KeySet:
+    """A set of n-gram keys as an open-addressing hash table (linear probing, load ≤ 1/16):
+    membership of a whole batch of windows is a few gathers, with no sort or search."""
 
+    def __init__(self, keys: torch.Tensor):
+        keys = torch.unique(keys.long().cpu())
+        size = 1 << max(4, int(len(keys) * 16 - 1).bit_length())
+        self.mask = size - 1
+        table = np.full(size, -1, dtype=np.int64)  # keys are non-negative: -1 is empty
+        longest = 0
+        for key in keys.tolist():  # once per policy, offline: not the hot path
+            slot, probe = _slot(key) & self.mask, 0
+            while table[slot] != -1:
+                slot, probe = (slot + 1) & self.mask, probe + 1
+            table[slot] = key
+            longest = max(longest, probe)
+        self.table = torch.from_numpy(table)
+        self.probes = longest + 1
+        self.count = len(keys)
 
-def contains(sorted_keys: torch.Tensor, queries: torch.Tensor, filter_table=None) -> torch.Tensor:
-    """Bool, shaped like `queries`: which queries are in the sorted 1-D `sorted_keys`.
+    def to(self, device) -> KeySet:
+        moved = object.__new__(KeySet)
+        moved.mask, moved.probes, moved.count = self.mask, self.probes, self.count
+        moved.table = self.table.to(device)
+        return moved
 
-    With `filter_table` (from `key_filter`), only the queries that pass it are searched."""
-    found = torch.zeros_like(queries, dtype=torch.bool)
-    if sorted_keys.numel() == 0:
+    def contains(self, queries: torch.Tensor) -> torch.Tensor:
+        """Bool, shaped like `queries`."""
+        found = torch.zeros_like(queries, dtype=torch.bool)
+        if self.count == 0:
+            return found
+        slot = _slot(queries) & self.mask
+        for _ in range(self.probes):  # the longest probe sequence of any stored key
+            found |= self.table[slot] == queries
+            slot = (slot + 1) & self.mask
         return found
-    flat = queries.reshape(-1)
-    candidates = None
-    if filter_table is not None:
-        candidates = filter_table[flat & ((1 << FILTER_BITS) - 1)].nonzero().squeeze(1)
-        flat = flat[candidates]
-    where = torch.searchsorted(sorted_keys, flat).clamp_(max=sorted_keys.numel() - 1)
-    hit = sorted_keys[where] == flat
-    if candidates is None:
-        return hit.reshape(queries.shape)
-    found.view(-1)[candidates] = hit
-    return found

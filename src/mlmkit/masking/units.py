@@ -156,11 +156,12 @@ class PmiUnits(Units):
         self.count = sum(len(keys) for keys in self.table.values())
 
     def _keys(self, n: int, device):
-        """The sorted keys of length-n collocations on `device`, and their filter."""
+        """The set of length-n collocation keys, on `device`."""
         key = (n, str(device))
         if key not in self._device_tables:
-            keys = self.table[n].to(device)
-            self._device_tables[key] = (keys, ngrams.key_filter(keys))
+            if (n, "cpu") not in self._device_tables:
+                self._device_tables[n, "cpu"] = ngrams.KeySet(self.table[n])
+            self._device_tables[key] = self._device_tables[n, "cpu"].to(device)
         return self._device_tables[key]
 
     def assign(self, input_ids, maskable, word_starts, document_ids, generator):
@@ -187,8 +188,8 @@ class PmiUnits(Units):
             taken = prefix_sums(covered)
             hit &= (taken[:, n:n + width] - taken[:, :width]) == 0
             where = hit.view(-1).nonzero().squeeze(1)
-            keys, key_filter = self._keys(n, input_ids.device)
-            hit.view(-1)[where] = ngrams.contains(keys, windows[n].reshape(-1)[where], key_filter)
+            keyset = self._keys(n, input_ids.device)
+            hit.view(-1)[where] = keyset.contains(windows[n].reshape(-1)[where])
             # of overlapping hits of one length, keep those with no hit just before them
             earlier = torch.zeros_like(hit)
             for k in range(1, min(n, width)):
