@@ -128,7 +128,10 @@ class SpanUnits(Units):
         lengths = truncated_geometric((batch, length), self.p, self.max_words, generator,
                                       input_ids.device)
         ends = lengths.cumsum(1)  # span k covers words [ends[k-1], ends[k])
-        span = torch.searchsorted(ends, word_index.clamp(min=0).contiguous(), right=True)
+        # span of word w = how many ends are <= w: mark the ends, count by a cumulative sum
+        marks = torch.zeros(batch, length + 1, dtype=torch.int32, device=input_ids.device)
+        marks.scatter_(1, ends.clamp(max=length), 1)
+        span = marks[:, :length].cumsum(1).gather(1, word_index.clamp(min=0))
         new_span = torch.ones_like(word_start)
         new_span[:, 1:] = span[:, 1:] != span[:, :-1]
         return number_units(word_start & (new_span | cut), maskable)
