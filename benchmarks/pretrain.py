@@ -20,6 +20,7 @@ The objectives section trains the same config with --objective electra and diffu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -99,7 +100,7 @@ def eval_batches(tokenizer, validation, count: int, batch_size: int, seed: int =
 def accuracy(model, batches) -> float:
     model.eval()
     with torch.inference_mode():
-        return masked_token_metrics(model, batches, torch.autocast("cpu", enabled=False))[
+        return masked_token_metrics(model, batches, contextlib.nullcontext)[
             "accuracy"]
 
 
@@ -190,7 +191,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="mlmkit-bench-pretrain-"))
     print(f"data: {data.describe()}; threads {torch.get_num_threads()}")
     if args.section == "objectives":
-        objective_figures(args, base, work)
+        figures = {"objectives": objective_figures(args, base, work), "config": base.to_dict()}
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=1, default=str))
         shutil.rmtree(work, ignore_errors=True)
         return
     peak32 = matmul_peak(torch.float32)

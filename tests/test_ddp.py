@@ -106,15 +106,16 @@ def assert_close_states(a: dict, b: dict, atol: float) -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, wordpiece_tokenizer, fixture_dir, corpus_file):
-    """One process × batch 8 for 6 steps; two processes × batch 4 each, halted after 3
-    steps (each rank's weights kept), then resumed on one process to step 6."""
+    """One process × batch 8 for 6 steps; two processes × batch 4 each (2 micro-steps of
+    2), halted after 3 steps (each rank's weights kept), then resumed on one process."""
     root = tmp_path_factory.mktemp("ddp")
     tokenizer = str(fixture_dir / "tok-wordpiece")
     single = root / "single"
     pretrain(PretrainConfig(**ddp_config(single, tokenizer, corpus_file)))
     halted = root / "halted"
+    # two micro-steps per process: gradients are synchronised on the last one only
     states = run_processes(2, root / "out-halted", ddp_config(halted, tokenizer, corpus_file,
-                                                              halt_after=3))
+                                                              halt_after=3, grad_accum=2))
     halted_losses = train_losses(halted)
     resumed = pretrain(resume=str(halted), overrides={"halt_after": None})
     return {"single": single, "halted_losses": halted_losses, "rank_states": states,

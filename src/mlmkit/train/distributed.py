@@ -77,7 +77,7 @@ class DistributedRuntime(Runtime):
         module = ObjectiveLoss(objective)
         ddp = torch.nn.parallel.DistributedDataParallel(
             module, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-            broadcast_buffers=False)
+            forward_sync_buffers=False)  # no buffers change during training
         ddp.register_comm_hook(None, _sum_gradients)
         self._wrapped[id(objective)] = ddp
 
