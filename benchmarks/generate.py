@@ -67,16 +67,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", default="mini")
     parser.add_argument("--vocab", type=int, default=16384)
-    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--prompt-tokens", type=int, default=16)
     parser.add_argument("--length", type=int, default=64)
     parser.add_argument("--steps", type=int, default=64)
     parser.add_argument("--block-length", type=int, default=16)
     parser.add_argument("--temperature", type=float, default=1.0)
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch CPU threads (1: CPU-seconds are exact)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--repeats", type=int, default=3,
+    parser.add_argument("--repeats", type=int, default=1,
                         help="timed runs per side, interleaved; the fastest counts")
     args = parser.parse_args()
     if args.length % args.block_length or args.steps % (args.length // args.block_length):
