@@ -233,3 +233,11 @@ def test_aul_pairs_compare_sent_more_with_sent_less(tiny_mlm):
         100 * np.mean(result.sent_more_score > result.sent_less_score))
     assert math.isfinite(result.divergences().js)
 
+
+
+def test_a_pair_sharing_only_its_special_tokens_is_neutral(tiny_mlm):
+    pairs = [CrowsPair(1, 2, "Yes.", "No!", "stereo", "age")]
+    result = score_crows(tiny_mlm("bert"), pairs)
+    assert result.extras["masked_tokens"].tolist() == [0]
+    assert result.sent_more_score[0] == result.sent_less_score[0] == 0.0  # as metric.py: 0 == 0
+    assert result.summary().neutral == 1 and result.summary().metric_score == 0.0

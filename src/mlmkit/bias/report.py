@@ -33,9 +33,10 @@ class _Table:
 
 
 def _num(value, digits: int = 2) -> str:
+    """Fixed decimals; digits = 0 means 3 significant digits (divergences can be tiny)."""
     if value is None or value != value:
         return "–"
-    return f"{value:.{digits}f}"
+    return f"{value:.3g}" if digits == 0 else f"{value:.{digits}f}"
 
 
 def _interval(low, high, digits: int = 2) -> str:
@@ -45,7 +46,7 @@ def _interval(low, high, digits: int = 2) -> str:
 
 
 def _digits(name: str) -> int:
-    return 4 if name.startswith(("KL", "JS")) else 2
+    return 0 if name.startswith(("KL", "JS")) else 2
 
 
 def _slug(group: str) -> str:

@@ -36,7 +36,10 @@ console = Console()
 
 
 def _fmt(value, digits: int = 2) -> str:
-    return "–" if value is None or value != value else f"{value:.{digits}f}"
+    """Fixed decimals; digits = 0 means 3 significant digits (divergences can be tiny)."""
+    if value is None or value != value:
+        return "–"
+    return f"{value:.3g}" if digits == 0 else f"{value:.{digits}f}"
 
 
 def _ci(score, digits: int = 2) -> str:
@@ -64,21 +67,22 @@ def _print_pairs_audit(audit) -> None:
     console.print(f"Num. neutral: {s.neutral} {round(s.neutral_percent, 2)}")
     console.print("=" * 60)
     table = Table(title=f"{audit.benchmark} per bias type ({escape(audit.model)})")
-    for column in ("bias type", "pairs", "metric score", "stereotype", "anti-stereotype",
+    for column in ("bias type", "pairs", "metric", "95% interval", "stereo", "anti",
                    "neutral", "JS"):
         table.add_column(column, justify="left" if column == "bias type" else "right")
     for group in audit.groups():
         g = result.summary(group)
+        metric = audit.get("metric score", group)
         js = [x for x in audit.scores if x.name == "JS" and x.group == group]
-        table.add_row(group, str(g.n), _fmt(g.metric_score) + _ci(audit.get("metric score", group)),
+        table.add_row(group, str(g.n), _fmt(g.metric_score), _ci(metric).strip(),
                       _fmt(g.stereotype_score), _fmt(g.antistereotype_score), str(g.neutral),
-                      _fmt(js[0].value, 4) if js else "–")
+                      _fmt(js[0].value, 0) if js else "–")
     console.print(table)
     d = result.divergences()
     console.print(f"Gaussian fits: sent_more N({d.stereo.mean:.3f}, {d.stereo.std:.3f}²), "
                   f"sent_less N({d.anti.mean:.3f}, {d.anti.std:.3f}²); "
-                  f"KL(more‖less) {d.kl_stereo_anti:.4f}, KL(less‖more) {d.kl_anti_stereo:.4f}, "
-                  f"JS {d.js:.4f} nats")
+                  f"KL(more‖less) {d.kl_stereo_anti:.3g}, KL(less‖more) {d.kl_anti_stereo:.3g}, "
+                  f"JS {d.js:.3g} nats")
 
 
 def _print_stereoset_audit(audit) -> None:
@@ -188,7 +192,7 @@ def compare_command(
     for column in ("group", "score", "A", "B", "A − B", "95% interval"):
         table.add_column(column, justify="left" if column in ("group", "score") else "right")
     for d in result.differences:
-        digits = 4 if d.name.startswith(("KL", "JS")) else 2
+        digits = 0 if d.name.startswith(("KL", "JS")) else 2
         interval = "" if d.low is None else f"[{_fmt(d.low, digits)}, {_fmt(d.high, digits)}]"
         table.add_row(d.group, d.name, _fmt(d.a, digits), _fmt(d.b, digits),
                       _fmt(d.diff, digits), interval)
