@@ -7,27 +7,18 @@ The function names equal their module names (`mlmkit.generate.generate` is the m
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 
 from mlmkit.generate.confidence import CONFIDENCES
 from mlmkit.generate.elbo import Elbo, elbo
+from mlmkit.generate.fill_mask import fill_mask
 from mlmkit.generate.generate import Generation, generate
 from mlmkit.generate.infill import Infilled, infill
 from mlmkit.generate.samplers import SAMPLERS
 
 __all__ = ["CONFIDENCES", "SAMPLERS", "Elbo", "Generation", "Infilled", "elbo", "fill_mask",
            "generate", "infill"]
-
-
-def __getattr__(name: str):
-    # fill_mask is bound on first use, so this package imports even while it is absent.
-    if name == "fill_mask":
-        function = importlib.import_module("mlmkit.generate.fill_mask").fill_mask
-        globals()["fill_mask"] = function
-        return function
-    raise AttributeError(f"module 'mlmkit.generate' has no attribute {name!r}")
 
 
 class _CallablePackage(types.ModuleType):
