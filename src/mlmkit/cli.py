@@ -7,6 +7,7 @@ never edits this file. Commands parse arguments, call the library, and print.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -35,8 +36,18 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _quiet_transformers() -> None:
+    """Hide transformers' per-load progress bars: the commands print their own progress.
+
+    Set through the environment (read when transformers is imported), so `--help` stays
+    free of the import.
+    """
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
 def main() -> None:
     """Entry point: run the app; bad input prints one clear line and exits 2."""
+    _quiet_transformers()
     try:
         app(standalone_mode=False)
     except MlmkitError as error:

@@ -12,13 +12,13 @@ import types
 
 from mlmkit.generate.confidence import CONFIDENCES
 from mlmkit.generate.elbo import Elbo, elbo
-from mlmkit.generate.fill_mask import fill_mask
+from mlmkit.generate.fill_mask import FillResult, fill_mask
 from mlmkit.generate.generate import Generation, generate
 from mlmkit.generate.infill import Infilled, infill
 from mlmkit.generate.samplers import SAMPLERS
 
-__all__ = ["CONFIDENCES", "SAMPLERS", "Elbo", "Generation", "Infilled", "elbo", "fill_mask",
-           "generate", "infill"]
+__all__ = ["CONFIDENCES", "SAMPLERS", "Elbo", "FillResult", "Generation", "Infilled", "elbo",
+           "fill_mask", "generate", "infill"]
 
 
 class _CallablePackage(types.ModuleType):
