@@ -46,24 +46,13 @@ def _quiet_transformers() -> None:
 
 
 def main() -> None:
-    """Entry point: run the app; bad input prints one clear line and exits 2."""
+    """Entry point: run the app; bad input prints one clear line and exits 2.
+
+    Usage errors (unknown option, bad value) are typer's own: a short message, exit 2.
+    """
     _quiet_transformers()
     try:
-        app(standalone_mode=False)
-    except MlmkitError as error:
+        app()
+    except (MlmkitError, FileNotFoundError) as error:
         typer.secho(f"error: {error}", err=True, fg="red")
         sys.exit(2)
-    except FileNotFoundError as error:
-        typer.secho(f"error: {error}", err=True, fg="red")
-        sys.exit(2)
-    except typer.Exit as done:
-        sys.exit(done.exit_code)
-    except typer.Abort:
-        sys.exit(130)
-    except Exception as error:  # click usage errors carry their own exit code
-        import click
-
-        if isinstance(error, click.ClickException):
-            error.show()
-            sys.exit(error.exit_code)
-        raise

@@ -1,6 +1,23 @@
-"""Pretraining: the config, the loop, checkpoints and resume, logging and plots."""
+"""Pretraining: the config, the loop, checkpoints and resume, logging and plots.
 
-from mlmkit.train.config import PretrainConfig, load_config
-from mlmkit.train.loop import PretrainResult, pretrain
+Imported lazily, so `mlmkit --help` (which reads the config's fields) needs no torch.
+"""
 
-__all__ = ["PretrainConfig", "PretrainResult", "load_config", "pretrain"]
+from __future__ import annotations
+
+import importlib
+
+_PUBLIC = {
+    "PretrainConfig": "mlmkit.train.config",
+    "load_config": "mlmkit.train.config",
+    "PretrainResult": "mlmkit.train.loop",
+    "pretrain": "mlmkit.train.loop",
+}
+
+__all__ = sorted(_PUBLIC)
+
+
+def __getattr__(name: str):
+    if name in _PUBLIC:
+        return getattr(importlib.import_module(_PUBLIC[name]), name)
+    raise AttributeError(f"module 'mlmkit.train' has no attribute {name!r}")
