@@ -24,12 +24,6 @@ TEXTS = ["The function returns a list.", "Raise an error when the value is negat
 TEMPLATE = "{text} It was [MASK]."
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _full_log_probs(mlm, ids: list[int]) -> torch.Tensor:

@@ -6,20 +6,10 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 import mlmkit
 from mlmkit.errors import MlmkitError
 from mlmkit.scoring.engine import score_token_ids
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
 
 TEXTS = ["Return the number of items in a container.",
          "Asynchronous generators yield values lazily."]

@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
 from typer.testing import CliRunner
 
 import mlmkit
@@ -20,12 +19,6 @@ TEXTS = ["Return the number of items in a container.", "", "Open the file for re
          "Raise an error when the value is negative.", "   ", "The module defines a class."]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture

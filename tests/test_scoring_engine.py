@@ -10,16 +10,6 @@ from mlmkit.models import FAMILIES
 from mlmkit.scoring.engine import cut_batches, score_token_ids
 from mlmkit.scoring.jobs import window_starts
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: tiny models on 2 shared cores run >10x faster without spinning."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 TEXTS = [
     "Return the number of items in a container.",
     "Unpredictably, asynchronous generators yield values.",

@@ -6,20 +6,11 @@ import json
 import math
 
 import pytest
-import torch
 
 import mlmkit
 from mlmkit.errors import MlmkitError
 from mlmkit.scoring import evaluate_pairs, read_nbest, read_pairs, rescore
 from mlmkit.scoring.wer import edit_distance, word_error_rate
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_word_error_rate():

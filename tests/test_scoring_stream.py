@@ -5,19 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 import mlmkit
 from mlmkit.errors import MlmkitError
 from mlmkit.scoring.stream import count_lines, read_texts, score_file
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def test_chunks_do_not_change_scores(tiny_mlm, tmp_path):
