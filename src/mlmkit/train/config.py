@@ -73,7 +73,7 @@ class PretrainConfig:
     min_lr: float = _f(0.0, "learning rate at the end, as a share of --lr")
     seed: int = _f(0, "seed of initialisation, data order, masking and dropout")
     # budget
-    steps: int | None = _f(200, "optimizer steps to train (the schedule ends there)", BUDGET)
+    steps: int | None = _f(400, "optimizer steps to train (the schedule ends there)", BUDGET)
     tokens: int | None = _f(None, "or: tokens to train on (non-padding input tokens)", BUDGET)
     time: str | None = _f(None, "or: wall-clock budget, e.g. 90s, 10m, 2h (the schedule "
                                 "follows the elapsed share of it)", BUDGET)
