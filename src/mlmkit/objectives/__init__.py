@@ -92,11 +92,14 @@ class Objective(ABC):
         """Write Hugging Face checkpoint(s) with the tokenizer into `directory`."""
 
     def state_dict(self) -> dict[str, Any]:
-        """State other than module weights (e.g. the masking policy's statistics)."""
-        return {}
+        """State other than module weights: the masking policy's (schedule, loss EMA), if any."""
+        policy = getattr(self, "policy", None)
+        return {"policy": policy.state_dict()} if hasattr(policy, "state_dict") else {}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        return None
+        policy = getattr(self, "policy", None)
+        if state.get("policy") and hasattr(policy, "load_state_dict"):
+            policy.load_state_dict(state["policy"])
 
     def describe(self) -> str:
         return self.name

@@ -256,14 +256,6 @@ class ElectraObjective(Objective):
     def save_pretrained(self, directory: str | Path) -> None:
         save_electra(self.pair, self.tokenizer, directory)
 
-    def state_dict(self) -> dict:
-        state = getattr(self.policy, "state_dict", None)
-        return {"policy": state() if state else {}}
-
-    def load_state_dict(self, state: dict) -> None:
-        if state.get("policy") and hasattr(self.policy, "load_state_dict"):
-            self.policy.load_state_dict(state["policy"])
-
     def describe(self) -> str:
         gen = self.pair.generator.config
         describe = getattr(self.policy, "describe", None)

@@ -142,14 +142,6 @@ class MLMObjective(Objective):
         self.model.save_pretrained(directory)
         self.tokenizer.save_pretrained(directory)
 
-    def state_dict(self) -> dict:
-        state = getattr(self.policy, "state_dict", None)
-        return {"policy": state() if state else {}}
-
-    def load_state_dict(self, state: dict) -> None:
-        if state.get("policy") and hasattr(self.policy, "load_state_dict"):
-            self.policy.load_state_dict(state["policy"])
-
     def describe(self) -> str:
         describe = getattr(self.policy, "describe", None)
         return f"MLM, masking: {describe() if describe else resolve_masking(self.config.masking)}"
