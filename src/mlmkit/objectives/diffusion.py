@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from mlmkit.errors import MlmkitError
-from mlmkit.models import build_mlm, masked_logits
+from mlmkit.models import masked_logits
 from mlmkit.objectives import LossOutput, Objective, Prepared
 
 EVAL_SAMPLES = 4  # corruptions (stratified times) per validation block
@@ -92,13 +92,9 @@ class DiffusionObjective(Objective):
     def __init__(self, config, tokenizer, runtime, init_model=None,
                  eval_samples: int = EVAL_SAMPLES):
         super().__init__(config, tokenizer, runtime)
-        from mlmkit.objectives.mlm import set_dropout
+        from mlmkit.objectives.mlm import build_run_model
 
-        self.model = init_model if init_model is not None else build_mlm(
-            config.model, tokenizer, max_length=config.seq_len, seed=config.seed)
-        if config.dropout is not None:
-            set_dropout(self.model, config.dropout)
-        self.model.to(runtime.device)
+        self.model = build_run_model(config, tokenizer, runtime, init_model)
         self.policy = build_diffusion_policy(config, tokenizer)
         self.eval_samples = eval_samples
         self.mask_id = tokenizer.mask_token_id

@@ -61,6 +61,16 @@ def set_dropout(model: torch.nn.Module, p: float) -> None:
                 setattr(module, attribute, p)
 
 
+def build_run_model(config, tokenizer, runtime, init_model=None):
+    """The run's masked LM: `init_model` (continued pretraining) or a fresh preset, with the
+    run's dropout, on the run's device."""
+    model = init_model if init_model is not None else build_mlm(
+        config.model, tokenizer, max_length=config.seq_len, seed=config.seed)
+    if config.dropout is not None:
+        set_dropout(model, config.dropout)
+    return model.to(runtime.device)
+
+
 def sparse_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smoothing: float):
     """Summed cross-entropy, correct top-1 count, targets and per-token losses (masked only)."""
     logits = masked_logits(model, input_ids, attention_mask, mask)
@@ -78,11 +88,7 @@ class MLMObjective(Objective):
 
     def __init__(self, config, tokenizer, runtime, init_model=None):
         super().__init__(config, tokenizer, runtime)
-        self.model = init_model if init_model is not None else build_mlm(
-            config.model, tokenizer, max_length=config.seq_len, seed=config.seed)
-        if config.dropout is not None:
-            set_dropout(self.model, config.dropout)
-        self.model.to(runtime.device)
+        self.model = build_run_model(config, tokenizer, runtime, init_model)
         self.policy = build_masking_policy(config, tokenizer)
         self._loss_fn = sparse_mlm_loss
         self._eval_batches = None
