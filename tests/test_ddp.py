@@ -88,7 +88,8 @@ def ddp_config(run_dir: Path, tokenizer_path: str, corpus: str, **overrides) -> 
     values = dict(model="tiny", tokenizer=tokenizer_path, corpus=corpus, validation_share=0.1,
                   seq_len=32, batch_size=8, steps=6, lr=3e-3, warmup=0.0, dropout=0.0,
                   eval_every=0, eval_blocks=4, pppl_sentences=0, save_every=0, log_every=1,
-                  run_dir=str(run_dir), progress=False, fill_mask_examples=0, threads=1)
+                  run_dir=str(run_dir), progress=False, fill_mask_examples=0, threads=1,
+                  precision="fp32")
     values.update(overrides)
     return values
 

@@ -65,7 +65,7 @@ def _config(run_dir, tokenizer_path, **overrides) -> PretrainConfig:
     values = dict(objective="diffusion", model="tiny", tokenizer=tokenizer_path, seq_len=32,
                   batch_size=16, steps=30, lr=3e-3, warmup=0.1, eval_every=10, eval_blocks=8,
                   pppl_sentences=0, save_every=0, log_every=5, run_dir=str(run_dir),
-                  progress=False, fill_mask_examples=0, threads=1)
+                  progress=False, fill_mask_examples=0, threads=1, precision="fp32")
     values.update(overrides)
     return PretrainConfig(**values)
 

@@ -92,7 +92,7 @@ def electra_run(tmp_path_factory, wordpiece_tokenizer, fixture_dir):
         corpus=str(corpus), validation_share=0.1, packing="document", seq_len=32,
         batch_size=16, steps=40, lr=3e-3, warmup=0.1, eval_every=0, eval_blocks=16,
         pppl_sentences=0, save_every=0, log_every=5, run_dir=str(root / "run"),
-        progress=False, fill_mask_examples=0, threads=1)
+        progress=False, fill_mask_examples=0, threads=1, precision="fp32")
     return pretrain(config)
 
 

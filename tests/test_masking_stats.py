@@ -166,3 +166,87 @@ def test_cli_stats_and_preview(tmp_path, words, fixture_dir, wordpiece_tokenizer
     assert result.exit_code == 0 and "[MASK]" in result.output
     result = runner.invoke(app, ["mask", "preview", tokenizer, "x", "--policy", "nope"])
     assert result.exit_code != 0 and "unknown masking policy" in str(result.exception)
+
+
+def reference_pmi_units(ids, maskable, word_starts, docs, table):
+    """PMI units of one row by the rule, position by position: longest collocations first;
+    a window is a candidate when it starts a word, ends one, spans two words or more, is
+    all maskable within one document and touches nothing a longer collocation took; of
+    candidates of one length, those with another candidate in the n - 1 positions before
+    them give way."""
+    length = len(ids)
+    cut = [i == 0 or not maskable[i - 1] or docs[i] != docs[i - 1] for i in range(length)]
+    start = [word_starts[i] or cut[i] for i in range(length)]
+
+    def ends_word(j):
+        return j == length - 1 or start[j + 1] or not maskable[j + 1]
+
+    covered, joined = [False] * length, [False] * length
+    for n in sorted(table, reverse=True):
+        hits = []
+        for i in range(length - n + 1):
+            inside = range(i + 1, i + n)
+            hits.append(start[i] and ends_word(i + n - 1)
+                        and all(maskable[j] for j in range(i, i + n))
+                        and not any(cut[j] for j in inside) and any(start[j] for j in inside)
+                        and not any(covered[i:i + n]) and tuple(ids[i:i + n]) in table[n])
+        for i, hit in enumerate(hits):
+            if hit and not any(hits[max(0, i - n + 1):i]):
+                covered[i:i + n] = [True] * n
+                joined[i + 1:i + n] = [True] * (n - 1)
+    units, unit = [], -1
+    for i in range(length):
+        if not maskable[i]:
+            units.append(-1)
+            continue
+        unit += (start[i] and not joined[i]) or cut[i]
+        units.append(unit)
+    return units
+
+
+def test_pmi_units_follow_the_rule_on_random_rows():
+    from mlmkit.masking.stats import MaskingStats
+    from mlmkit.masking.units import PmiUnits, boundaries, number_units
+
+    g = torch.Generator().manual_seed(0)
+    vocab, rows, length = 6, 48, 40  # a small vocabulary: collocations everywhere, overlapping
+    ids = torch.randint(0, vocab, (rows, length), generator=g)
+    maskable = torch.rand(rows, length, generator=g) > 0.08
+    word_starts = torch.rand(rows, length, generator=g) > 0.35
+    docs = (torch.rand(rows, length, generator=g) > 0.93).long().cumsum(1)
+    grams = set()
+    for n in range(2, 6):
+        for _ in range(5 if n == 2 else 25):
+            r, c = (int(torch.randint(0, m, (1,), generator=g)) for m in (rows, length - n))
+            grams.add(tuple(ids[r, c:c + n].tolist()))
+    grams = sorted(grams)
+    padded = torch.tensor([list(t) + [-1] * (5 - len(t)) for t in grams])
+    stats = MaskingStats(
+        token_counts=torch.ones(vocab, dtype=torch.long), doc_freq=torch.ones(vocab,
+                                                                              dtype=torch.long),
+        informativeness=torch.zeros(vocab), ngram_ids=padded,
+        ngram_pmi=torch.linspace(10, 1, len(grams)), ngram_counts=torch.ones(len(grams),
+                                                                            dtype=torch.long),
+        n_docs=1, n_tokens=rows * length)
+    units = PmiUnits(stats=stats).assign(ids, maskable, word_starts, docs, None)
+    table = {n: {t for t in grams if len(t) == n} for n in range(2, 6)}
+    for r in range(rows):
+        expected = reference_pmi_units(ids[r].tolist(), maskable[r].tolist(),
+                                       word_starts[r].tolist(), docs[r].tolist(), table)
+        assert units[r].tolist() == expected, r
+    words = number_units(word_starts | boundaries(maskable, docs), maskable)
+    merged = (words.max(1).values - units.max(1).values).sum()
+    assert merged > 150  # words merged into collocations: the rows do hold many
+
+
+def test_key_set_membership_matches_a_python_set():
+    from mlmkit.masking.ngrams import KeySet
+
+    g = torch.Generator().manual_seed(3)
+    stored = torch.randint(0, 1 << 40, (5000,), generator=g)
+    queries = torch.cat([stored[:2000], torch.randint(0, 1 << 40, (3000,), generator=g)])
+    keys = KeySet(stored)
+    assert keys.probes > 1  # collisions happened and were probed past
+    expected = torch.tensor([q in set(stored.tolist()) for q in queries.tolist()])
+    assert torch.equal(keys.contains(queries), expected)
+    assert torch.equal(keys.contains(queries.view(50, 100)), expected.view(50, 100))

@@ -35,7 +35,8 @@ def tiny_config(run_dir, tokenizer_path, **overrides) -> PretrainConfig:
     values = dict(model="tiny", tokenizer=tokenizer_path, dropout=0.1, seq_len=32, batch_size=8, steps=12,
                   lr=3e-3, warmup=0.1, eval_every=0, eval_blocks=8, pppl_sentences=4,
                   save_every=0, log_every=2, run_dir=str(run_dir), progress=False,
-                  fill_mask_examples=0, threads=1, masking={"units": "whole_word", "rate": 0.3})
+                  fill_mask_examples=0, threads=1, precision="fp32",
+                  masking={"units": "whole_word", "rate": 0.3})
     values.update(overrides)
     return PretrainConfig(**values)
 
@@ -331,3 +332,46 @@ def test_continued_pretraining_from_a_saved_model(saved_tiny_mlm, tmp_path):
     assert before[key].shape == after[key].shape and not torch.equal(before[key], after[key])
     with pytest.raises(MlmkitError, match="longer than --init"):
         pretrain(tiny_config(tmp_path / "long", None, init=str(init), seq_len=4096))
+
+
+def test_auto_precision_is_bf16_only_where_the_hardware_has_it(monkeypatch):
+    from mlmkit.train.runtime import build_runtime, resolve_precision
+
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx512_bf16": False,
+                                                                "amx_bf16": False})
+    assert resolve_precision("auto", cpu) == "fp32"
+    assert resolve_precision("bf16", cpu) == "bf16"  # asked for: emulated, but honoured
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx512_bf16": True})
+    assert resolve_precision("auto", cpu) == "bf16"
+    assert build_runtime("cpu", "auto").precision == "bf16"
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_bf16": True})
+    assert resolve_precision("auto", cpu) == "bf16"
+    assert resolve_precision("fp32", cpu) == "fp32"
+    with pytest.raises(MlmkitError, match="--precision 'fp16'"):
+        resolve_precision("fp16", cpu)
+    with pytest.raises(MlmkitError, match="use auto, fp32 or bf16"):
+        PretrainConfig(precision="fp16")
+
+
+def test_bf16_run_learns_uses_eager_attention_and_resumes_exactly(tmp_path, tokenizer_path):
+    from mlmkit.objectives.mlm import build_run_model
+    from mlmkit.train.runtime import Runtime
+
+    config = tiny_config(tmp_path / "whole", tokenizer_path, precision="bf16", dropout=0.0,
+                         pppl_sentences=0)
+    cpu = torch.device("cpu")
+    tok = __import__("transformers").AutoTokenizer.from_pretrained(tokenizer_path)
+    bf16_model = build_run_model(config, tok, Runtime(device=cpu, precision="bf16"))
+    assert bf16_model.config._attn_implementation == "eager"  # the faster kernel on CPU
+    fp32_model = build_run_model(config, tok, Runtime(device=cpu, precision="fp32"))
+    assert fp32_model.config._attn_implementation == "sdpa"
+    whole = pretrain(config)
+    losses = [r["loss"] for r in whole.history if r["split"] == "train"]
+    assert np.mean(losses[-2:]) < np.mean(losses[:2])
+    halted = pretrain(config.replace(run_dir=str(tmp_path / "halted"), halt_after=5))
+    assert halted.interrupted
+    pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
+    assert_same_weights(tmp_path / "halted", whole.run_dir)
+    saved = json.loads((whole.final_dir / "config.json").read_text())
+    assert "attn_implementation" not in saved  # the saved model loads with its default

@@ -44,15 +44,20 @@ class MaskingStats:
     def vocab_size(self) -> int:
         return int(self.token_counts.numel())
 
-    def collocations(self, min_pmi=None, max_ngrams=None) -> dict[int, torch.Tensor]:
-        """Sorted n-gram keys by length n, the `max_ngrams` best with PMI ≥ `min_pmi`."""
+    def collocation_ids(self, min_pmi=None, max_ngrams=None) -> torch.Tensor:
+        """Int64 [K, MAX_N] (-1 padded): the `max_ngrams` best n-grams with PMI ≥ `min_pmi`."""
         keep = torch.ones(len(self.ngram_pmi), dtype=torch.bool)
         if min_pmi is not None:
             keep &= self.ngram_pmi >= float(min_pmi)
         index = keep.nonzero().squeeze(1)
         if max_ngrams is not None:
             index = index[: int(max_ngrams)]  # rows are sorted by PMI already
-        rows, lengths = self.ngram_ids[index], (self.ngram_ids[index] >= 0).sum(1)
+        return self.ngram_ids[index]
+
+    def collocations(self, min_pmi=None, max_ngrams=None) -> dict[int, torch.Tensor]:
+        """Sorted n-gram keys by length n, the `max_ngrams` best with PMI ≥ `min_pmi`."""
+        rows = self.collocation_ids(min_pmi, max_ngrams)
+        lengths = (rows >= 0).sum(1)
         table = {}
         for n in range(2, ngrams.MAX_N + 1):
             chosen = rows[lengths == n, :n]

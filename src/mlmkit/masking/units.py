@@ -36,6 +36,22 @@ def prefix_sums(flags: torch.Tensor) -> torch.Tensor:
     return sums
 
 
+def distance_to_next(flags: torch.Tensor) -> torch.Tensor:
+    """Int [B, L]: how far the next True flag after each column is (to the row's end if
+    none), by a reversed running minimum."""
+    length = flags.shape[1]
+    columns = torch.arange(length, device=flags.device)
+    at = torch.where(flags, columns, length)
+    after = torch.full_like(at, length)
+    after[:, :-1] = at[:, 1:].flip(1).cummin(1).values.flip(1)
+    return after - columns
+
+
+def take(values: torch.Tensor, flat_index: torch.Tensor) -> torch.Tensor:
+    """`values.view(-1)[flat_index]` by `index_select` (several times faster on CPU)."""
+    return values.reshape(-1).index_select(0, flat_index.reshape(-1)).view(flat_index.shape)
+
+
 def number_units(starts: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
     """Unit ids from unit starts: a cumulative sum, -1 where nothing may be masked."""
     starts = starts & maskable
@@ -143,9 +159,17 @@ class SpanUnits(Units):
 @UNITS.register("pmi")
 class PmiUnits(Units):
     """Whole words, with high-PMI n-gram collocations (n ≤ 5 tokens) masked as one unit
-    (PMI-Masking). The collocations come from `mlmkit mask stats`."""
+    (PMI-Masking). The collocations come from `mlmkit mask stats`.
+
+    The rule: longest collocations first; a window is a candidate when it starts a word,
+    ends one, spans two words or more, is all maskable within one document and touches no
+    position a longer collocation took; of candidates of one length, one with another
+    candidate in the n - 1 positions before it gives way. Only windows whose first two ids
+    begin some collocation (a one-gather prefilter) are looked up, sparsely.
+    """
 
     PARAMS = {"min_pmi": None, "max_ngrams": None}
+    PREFIX_BITS = 20  # the first-two-ids prefilter: a bit table of 2^20 slots
     name = "pmi"
     needs_words = True
     needs_stats = True
@@ -154,47 +178,56 @@ class PmiUnits(Units):
         if stats is None:
             raise MlmkitError("pmi units need n-gram statistics: run `mlmkit mask stats CORPUS "
                               "TOKENIZER -o DIR` and pass stats=DIR")
-        self.table = stats.collocations(min_pmi=min_pmi, max_ngrams=max_ngrams)
-        self._device_tables: dict = {}
-        self.count = sum(len(keys) for keys in self.table.values())
+        rows = stats.collocation_ids(min_pmi=min_pmi, max_ngrams=max_ngrams)
+        lengths = (rows >= 0).sum(1)
+        self.lengths = sorted({int(n) for n in lengths.tolist() if n >= 2}, reverse=True)
+        keys = [ngrams.window_keys(rows[lengths == n, :n], n).reshape(-1) for n in self.lengths]
+        self.count = sum(len(k) for k in keys)
+        self._keys = ngrams.KeySet(torch.cat(keys) if keys else torch.zeros(0, dtype=torch.long))
+        prefixes = torch.zeros(1 << self.PREFIX_BITS, dtype=torch.bool)
+        if len(rows):
+            pairs = ngrams.window_keys(rows[lengths >= 2, :2], 2).reshape(-1)
+            prefixes[ngrams.slot(pairs, self.PREFIX_BITS)] = True
+        self._prefixes = prefixes
+        self._on_device: dict = {}
 
-    def _keys(self, n: int, device):
-        """The set of length-n collocation keys, on `device`."""
-        key = (n, str(device))
-        if key not in self._device_tables:
-            if (n, "cpu") not in self._device_tables:
-                self._device_tables[n, "cpu"] = ngrams.KeySet(self.table[n])
-            self._device_tables[key] = self._device_tables[n, "cpu"].to(device)
-        return self._device_tables[key]
+    def _tables(self, device):
+        """(collocation key set, prefix bit table) on `device`."""
+        key = str(device)
+        if key not in self._on_device:
+            self._on_device[key] = (self._keys.to(device), self._prefixes.to(device))
+        return self._on_device[key]
 
     def assign(self, input_ids, maskable, word_starts, document_ids, generator):
         batch, length = input_ids.shape
         cut = boundaries(maskable, document_ids)
         word_start = word_starts | cut
-        # A window may start at a word start and must end before one; no cut inside it.
-        after = torch.ones_like(word_start)
-        after[:, :-1] = word_start[:, 1:] | ~maskable[:, 1:]
-        cuts, word_sums = prefix_sums(cut), prefix_sums(word_start)
+        lengths = [n for n in self.lengths if n <= length]
+        if not lengths:
+            return number_units(word_start, maskable)
+        keyset, prefixes = self._tables(input_ids.device)
+        # Where a collocation may start: a maskable word start whose two ids begin some
+        # collocation; how long it may be: up to the next cut (not beyond), at least to the
+        # next word start (two words or more); where it may end: at a word's end.
+        start = word_start & maskable
+        start[:, :-1] &= take(prefixes, ngrams.slot(ngrams.window_keys(input_ids, 2),
+                                                    self.PREFIX_BITS))
+        longest = distance_to_next(cut)  # window lengths ≤ this stay inside one piece
+        shortest = distance_to_next(word_start) + 1
+        ends = maskable.clone()
+        ends[:, :-1] &= word_start[:, 1:] | ~maskable[:, 1:]
+        windows = ngrams.all_window_keys(input_ids, lengths[0])
         covered = torch.zeros_like(maskable)
         joined = torch.zeros_like(maskable)  # True: continues the collocation on its left
-        lengths = [n for n in sorted(self.table, reverse=True)  # longest collocations first
-                   if n <= length and self.table[n].numel()]
-        windows = ngrams.all_window_keys(input_ids, max(lengths)) if lengths else {}
-        for n in lengths:
+        for n in lengths:  # longest first
             width = length - n + 1
-            # Where a collocation could be: whole words (at least two), all maskable, no
-            # cut inside, nothing covered by a longer one. Only there are the keys looked up.
-            hit = word_start[:, :width] & after[:, n - 1:]
-            hit &= maskable[:, :width] & maskable[:, n - 1:]
-            hit &= (cuts[:, n:n + width] - cuts[:, 1:1 + width]) == 0
-            hit &= (word_sums[:, n:n + width] - word_sums[:, 1:1 + width]) > 0
-            taken = prefix_sums(covered)
-            hit &= (taken[:, n:n + width] - taken[:, :width]) == 0
+            hit = start[:, :width] & ends[:, n - 1:]
+            hit &= (longest[:, :width] >= n) & (shortest[:, :width] <= n)
+            for k in range(n):  # nothing a longer collocation took
+                hit &= ~covered[:, k:k + width]
             where = hit.view(-1).nonzero().squeeze(1)
-            keyset = self._keys(n, input_ids.device)
-            hit.view(-1)[where] = keyset.contains(windows[n].reshape(-1)[where])
-            # of overlapping hits of one length, keep those with no hit just before them
-            earlier = torch.zeros_like(hit)
+            hit.view(-1)[where] = keyset.contains(take(windows[n], where))
+            earlier = torch.zeros_like(hit)  # of one length, a candidate just before wins
             for k in range(1, min(n, width)):
                 earlier[:, k:] |= hit[:, :-k]
             hit &= ~earlier

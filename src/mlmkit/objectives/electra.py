@@ -136,9 +136,9 @@ def electra_sums(pair: ElectraPair, input_ids: torch.Tensor, attention_mask: tor
                  mask: torch.Tensor, original: torch.Tensor,
                  generator: torch.Generator | None = None) -> ElectraSums:
     """The generator MLM at `mask` (sparse head), sampling, and the discriminator's RTD."""
-    logits = masked_logits(pair.generator, input_ids, attention_mask, mask)
+    logits = masked_logits(pair.generator, input_ids, attention_mask, mask).float()
     targets = original[mask]
-    mlm_sum = F.cross_entropy(logits.float(), targets, reduction="sum")
+    mlm_sum = F.cross_entropy(logits, targets, reduction="sum")
     sampled = gumbel_sample(logits, generator)
     corrupted, is_replaced = replace_tokens(original, mask, sampled)
     rtd_logits = pair.discriminator(input_ids=corrupted, attention_mask=attention_mask).logits
@@ -164,7 +164,7 @@ class ElectraObjective(Objective):
         if init_model is not None:
             raise MlmkitError("--init with --objective electra: continued pretraining of an "
                               "ELECTRA pair is not supported; train from a preset (--model)")
-        from mlmkit.objectives.mlm import build_masking_policy, set_dropout
+        from mlmkit.objectives.mlm import build_masking_policy, set_dropout, use_fast_attention
 
         self.rtd_weight = rtd_weight
         self.pair = build_electra(config.model, tokenizer, max_length=config.seq_len,
@@ -172,6 +172,8 @@ class ElectraObjective(Objective):
         if config.dropout is not None:
             set_dropout(self.pair.generator, config.dropout)
             set_dropout(self.pair.discriminator, config.dropout)
+        for model in (self.pair.generator, self.pair.discriminator):
+            use_fast_attention(model, runtime)
         self.pair.to(runtime.device)
         masking = default_masking() if config.masking in (None, "default") else config.masking
         self.masking = masking

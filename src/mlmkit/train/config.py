@@ -90,7 +90,9 @@ class PretrainConfig:
     run_dir: str | None = _f(None, "run directory (outputs, checkpoints, logs); default: "
                                    "runs/pretrain, or runs/pretrain-2, -3, ... if taken", RUNTIME)
     device: str = _f("auto", "auto, cpu or cuda", RUNTIME)
-    precision: str = _f("fp32", "fp32 or bf16 (torch.autocast)", RUNTIME)
+    precision: str = _f("auto", "auto, fp32 or bf16 (torch.autocast); auto: bf16 where the "
+                                "device multiplies bf16 natively (a GPU with bf16, a CPU with "
+                                "AVX512-BF16 or AMX), else fp32", RUNTIME)
     compile: bool = _f(False, "torch.compile the model", RUNTIME)
     threads: int | None = _f(None, "CPU threads for torch (default: torch's choice)", RUNTIME)
     log_every: int = _f(10, "log training metrics every N steps", RUNTIME)
@@ -116,8 +118,8 @@ class PretrainConfig:
             raise MlmkitError("no budget: give --steps, --tokens or --time")
         if self.time is not None:
             parse_duration(self.time)
-        if self.precision not in ("fp32", "bf16"):
-            raise MlmkitError(f"--precision {self.precision!r}: use fp32 or bf16")
+        if self.precision not in ("auto", "fp32", "bf16"):
+            raise MlmkitError(f"--precision {self.precision!r}: use auto, fp32 or bf16")
         if not 0 <= self.label_smoothing < 1:
             raise MlmkitError(f"--label-smoothing {self.label_smoothing}: use a value in [0, 1)")
         if not 0 <= self.validation_share < 1:

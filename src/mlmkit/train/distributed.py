@@ -140,7 +140,7 @@ def build_distributed_runtime(device: str = "auto", precision: str = "fp32",
         dist.init_process_group(backend=backend, rank=rank, world_size=world,
                                 timeout=datetime.timedelta(seconds=timeout_s),
                                 **({"device_id": resolved} if backend == "nccl" else {}))
-    return DistributedRuntime(device=resolved, precision=precision, rank=rank,
+    return DistributedRuntime(device=resolved, precision=single.precision, rank=rank,
                               world_size=world, local_rank=local_rank)
 
 

@@ -73,6 +73,29 @@ class Runtime:
             torch.cuda.synchronize(self.device)
 
 
+PRECISIONS = ("auto", "fp32", "bf16")
+
+
+def native_bf16(device: torch.device) -> bool:
+    """Whether `device` multiplies bf16 matrices in hardware (faster than fp32): a CUDA GPU
+    with bf16 support, or a CPU with AVX512-BF16 or AMX. Elsewhere bf16 is emulated, slowly."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        capabilities = getattr(torch.cpu, "get_capabilities", dict)()
+        return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
+    return False
+
+
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """fp32 or bf16: `auto` is bf16 where the device runs it natively, else fp32."""
+    if precision not in PRECISIONS:
+        raise MlmkitError(f"--precision {precision!r}: use one of {list(PRECISIONS)}")
+    if precision == "auto":
+        return "bf16" if native_bf16(device) else "fp32"
+    return precision
+
+
 def build_runtime(device: str = "auto", precision: str = "fp32",
                   threads: int | None = None) -> Runtime:
     """The single-process runtime for `device` (auto: cuda when available)."""
@@ -85,8 +108,7 @@ def build_runtime(device: str = "auto", precision: str = "fp32",
                               "use --device cpu or auto")
     else:
         raise MlmkitError(f"--device {device!r}: use auto, cpu or cuda")
-    if precision not in ("fp32", "bf16"):
-        raise MlmkitError(f"--precision {precision!r}: use fp32 or bf16")
+    precision = resolve_precision(precision, resolved)
     if threads:
         torch.set_num_threads(threads)
     if resolved.type == "cuda":
