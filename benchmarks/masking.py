@@ -69,13 +69,15 @@ def tokenizer_and_batch(rows: int, length: int, vocab: int):
 
 def best_times(candidates: dict, repeats: int) -> dict:
     """Best of `repeats` calls of each candidate, in interleaved rounds (every round calls
-    every candidate once). Timed in this process's CPU time (one thread), so that waiting
+    every candidate once untimed, so that its tables are in cache as in a training loop,
+    then once timed). Timed in this process's CPU time (one thread), so that waiting
     for a core on a shared machine does not count; all candidates are measured alike."""
     for fn in candidates.values():
         fn()  # warm-up: tables moved, word starts derived
     best = dict.fromkeys(candidates, float("inf"))
     for _ in range(repeats):
         for name, fn in candidates.items():
+            fn()  # whatever ran before it (another candidate) left the caches cold
             start = time.process_time()
             fn()
             best[name] = min(best[name], time.process_time() - start)

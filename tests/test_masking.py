@@ -174,3 +174,20 @@ def test_flat_config_spelling_of_the_pretraining_default(wordpiece_tokenizer):
                            "random_prob": 0.1}, wordpiece_tokenizer)
     assert "whole_word" in policy.describe() and "0.3" in policy.describe()
     assert "80/10/10" in policy.describe()
+
+
+@pytest.mark.parametrize("spread", [0, 3, 40])  # equal counts, a few apart, far apart
+def test_top_per_row_takes_exactly_the_largest_keys(spread):
+    from mlmkit.masking.counts import top_per_row
+
+    g = torch.Generator().manual_seed(spread)
+    key = torch.rand(32, 100, generator=g)
+    key[torch.rand(32, 100, generator=g) < 0.2] = float("-inf")  # may not be chosen
+    finite = (key > float("-inf")).sum(1)
+    count = (finite * 0.3).long() - torch.randint(0, spread + 1, (32,), generator=g)
+    count = count.clamp(min=0)
+    chosen = top_per_row(key, count)
+    assert torch.equal(chosen.sum(1), count)
+    for row in range(32):
+        expected = key[row].topk(int(count[row])).indices
+        assert set(chosen[row].nonzero().squeeze(1).tolist()) == set(expected.tolist())

@@ -250,3 +250,18 @@ def test_key_set_membership_matches_a_python_set():
     expected = torch.tensor([q in set(stored.tolist()) for q in queries.tolist()])
     assert torch.equal(keys.contains(queries), expected)
     assert torch.equal(keys.contains(queries.view(50, 100)), expected.view(50, 100))
+
+
+def test_tfidf_counts_each_token_within_its_own_document_and_row(planted, wordpiece_tokenizer):
+    stats = planted[0]
+    tfidf = build_policy({"weights": "tfidf"}, wordpiece_tokenizer, stats=stats).weights
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(5, 12, (6, 30), generator=g)  # few ids: many repeats
+    docs = (torch.rand(6, 30, generator=g) < 0.15).long().cumsum(1)  # same ids in every row
+    weights = tfidf.token_weights(ids, None, docs)
+    idf = tfidf.table[ids]
+    for r in range(6):
+        for c in range(30):
+            tf = sum(1 for k in range(30) if docs[r, k] == docs[r, c] and ids[r, k] == ids[r, c])
+            assert torch.isclose(weights[r, c], (1 + torch.log(torch.tensor(float(tf))))
+                                 * idf[r, c])

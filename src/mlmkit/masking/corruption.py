@@ -42,12 +42,13 @@ class Corruption:
         u = uniform(input_ids.shape, generator, input_ids.device)
         if self.per_unit:  # the draw at column k serves unit k: one fate per unit
             u = u.gather(1, unit_ids.clamp(min=0))
-        out = torch.where(mask & (u < self.mask_p), torch.full_like(input_ids, mask_id), input_ids)
-        if self.random_p > 0:
-            pick = torch.randint(len(replacements), input_ids.shape, generator=generator,
+        out = input_ids.masked_fill(mask & (u < self.mask_p), mask_id)
+        if self.random_p > 0:  # replacement ids drawn only where a token is replaced
+            swap = (mask & (u >= self.mask_p) & (u < self.mask_p + self.random_p)).view(-1)
+            where = swap.nonzero().squeeze(1)
+            pick = torch.randint(len(replacements), where.shape, generator=generator,
                                  device=input_ids.device)
-            swap = mask & (u >= self.mask_p) & (u < self.mask_p + self.random_p)
-            out = torch.where(swap, replacements[pick], out)
+            out.view(-1).index_copy_(0, where, replacements.index_select(0, pick))
         return out
 
     def describe(self) -> str:

@@ -33,6 +33,31 @@ def unit_table(unit_ids: torch.Tensor, token_weights: torch.Tensor | None, singl
     return lengths, total / lengths.clamp(min=1.0)
 
 
+def top_per_row(key: torch.Tensor, count: torch.Tensor, spread: int = 8) -> torch.Tensor:
+    """Bool [B, N]: the `count[b]` largest finite keys of each row (count ≤ finite keys).
+
+    One unsorted top-k of the largest count (4× cheaper than a sorted one), then each row
+    drops its smallest extras one argmin at a time: rows' counts differ by a few in packed
+    batches. Rows that differ by more than `spread` take the sorted top-k instead.
+    """
+    k = int(count.max())
+    values, order = key.topk(k, dim=1, sorted=False)
+    keep = values > float("-inf")
+    extra = keep.sum(1) - count
+    if int(extra.max()) > spread:
+        values, order = key.topk(k, dim=1, sorted=True)
+        keep = torch.arange(k, device=key.device) < count[:, None]
+        keep &= values > float("-inf")
+    else:
+        values = values.masked_fill(~keep, float("inf"))
+        for drop in range(int(extra.max())):
+            lowest = values.argmin(1, keepdim=True)
+            gone = (extra > drop)[:, None]
+            keep.scatter_(1, lowest, keep.gather(1, lowest) & ~gone)
+            values.scatter_(1, lowest, torch.where(gone, float("inf"), values.gather(1, lowest)))
+    return torch.zeros(key.shape, dtype=torch.bool, device=key.device).scatter_(1, order, keep)
+
+
 class Count:
     PARAMS: dict = {}
 
@@ -58,12 +83,10 @@ class ExactCount(Count):
         k = min(int(target.max()) + 1, key.shape[1]) if key.numel() else 0
         if k == 0:
             return torch.zeros_like(exists)
+        if single:  # every unit one token: the `target` largest keys of each row
+            return top_per_row(key, target.long())
         best = key.topk(k, dim=1, sorted=True)
         order = best.indices
-        if single:  # every unit one token: the first `target` of the order
-            rank = torch.arange(k, device=key.device)
-            take = (rank < target[:, None]) & (best.values > float("-inf"))
-            return torch.zeros_like(exists).scatter_(1, order, take)
         ordered = lengths.gather(1, order)
         middle = ordered.cumsum(1) - 0.5 * ordered
         take = (middle < target[:, None]) & (ordered > 0)

@@ -16,6 +16,7 @@ import torch
 from mlmkit.errors import MlmkitError
 from mlmkit.masking.batch import IGNORE_INDEX, MaskedBatch
 from mlmkit.masking.counts import tokens_of
+from mlmkit.masking.lookup import lookup
 from mlmkit.masking.seeding import generator_for
 
 STATE_VERSION = 1
@@ -50,7 +51,7 @@ class MaskingPolicy:
     def maskable(self, input_ids, attention_mask=None) -> torch.Tensor:
         """Bool [B, L]: positions a policy may choose (no special, protected or padding)."""
         never = self.vocabulary.never_mask(input_ids.device)
-        ok = ~never[input_ids.clamp(0, never.numel() - 1)]
+        ok = ~lookup(never, input_ids)
         if attention_mask is not None:
             ok &= attention_mask.bool()
         return ok

@@ -15,6 +15,7 @@ import torch
 
 from mlmkit.errors import MlmkitError
 from mlmkit.masking import ngrams
+from mlmkit.masking.lookup import take
 from mlmkit.masking.registry import UNITS
 from mlmkit.masking.seeding import uniform
 
@@ -40,16 +41,11 @@ def distance_to_next(flags: torch.Tensor) -> torch.Tensor:
     """Int [B, L]: how far the next True flag after each column is (to the row's end if
     none), by a reversed running minimum."""
     length = flags.shape[1]
-    columns = torch.arange(length, device=flags.device)
+    columns = torch.arange(length, device=flags.device, dtype=torch.int32)
     at = torch.where(flags, columns, length)
     after = torch.full_like(at, length)
     after[:, :-1] = at[:, 1:].flip(1).cummin(1).values.flip(1)
     return after - columns
-
-
-def take(values: torch.Tensor, flat_index: torch.Tensor) -> torch.Tensor:
-    """`values.view(-1)[flat_index]` by `index_select` (several times faster on CPU)."""
-    return values.reshape(-1).index_select(0, flat_index.reshape(-1)).view(flat_index.shape)
 
 
 def number_units(starts: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
@@ -164,12 +160,13 @@ class PmiUnits(Units):
     The rule: longest collocations first; a window is a candidate when it starts a word,
     ends one, spans two words or more, is all maskable within one document and touches no
     position a longer collocation took; of candidates of one length, one with another
-    candidate in the n - 1 positions before it gives way. Only windows whose first two ids
-    begin some collocation (a one-gather prefilter) are looked up, sparsely.
+    candidate in the n - 1 positions before it gives way. Only windows whose first two
+    and last two ids begin and end some collocation of their length (one gather in a
+    table of id pairs) are hashed and looked up in the key set.
     """
 
     PARAMS = {"min_pmi": None, "max_ngrams": None}
-    PREFIX_BITS = 20  # the first-two-ids prefilter: a bit table of 2^20 slots
+    PAIR_BITS = 18  # the pair prefilter: 2^18 slots; bit n - 2 begins, bit n + 6 ends length n
     name = "pmi"
     needs_words = True
     needs_stats = True
@@ -179,23 +176,26 @@ class PmiUnits(Units):
             raise MlmkitError("pmi units need n-gram statistics: run `mlmkit mask stats CORPUS "
                               "TOKENIZER -o DIR` and pass stats=DIR")
         rows = stats.collocation_ids(min_pmi=min_pmi, max_ngrams=max_ngrams)
-        lengths = (rows >= 0).sum(1)
-        self.lengths = sorted({int(n) for n in lengths.tolist() if n >= 2}, reverse=True)
-        keys = [ngrams.window_keys(rows[lengths == n, :n], n).reshape(-1) for n in self.lengths]
+        sizes = (rows >= 0).sum(1)
+        self.lengths = sorted({int(n) for n in sizes.tolist() if n >= 2}, reverse=True)
+        keys = []
+        pairs = torch.zeros(1 << self.PAIR_BITS, dtype=torch.int16)
+        for n in self.lengths:
+            grams = rows[sizes == n, :n]
+            keys.append(ngrams.window_keys(grams, n).reshape(-1))
+            for pair, bit in ((grams[:, :2], n - 2), (grams[:, n - 2:], n + 6)):
+                at = ngrams.slot(ngrams.window_keys(pair, 2).reshape(-1), self.PAIR_BITS)
+                pairs[at] |= 1 << bit
         self.count = sum(len(k) for k in keys)
         self._keys = ngrams.KeySet(torch.cat(keys) if keys else torch.zeros(0, dtype=torch.long))
-        prefixes = torch.zeros(1 << self.PREFIX_BITS, dtype=torch.bool)
-        if len(rows):
-            pairs = ngrams.window_keys(rows[lengths >= 2, :2], 2).reshape(-1)
-            prefixes[ngrams.slot(pairs, self.PREFIX_BITS)] = True
-        self._prefixes = prefixes
+        self._pairs = pairs
         self._on_device: dict = {}
 
     def _tables(self, device):
-        """(collocation key set, prefix bit table) on `device`."""
+        """(collocation key set, pair table) on `device`."""
         key = str(device)
         if key not in self._on_device:
-            self._on_device[key] = (self._keys.to(device), self._prefixes.to(device))
+            self._on_device[key] = (self._keys.to(device), self._pairs.to(device))
         return self._on_device[key]
 
     def assign(self, input_ids, maskable, word_starts, document_ids, generator):
@@ -205,28 +205,40 @@ class PmiUnits(Units):
         lengths = [n for n in self.lengths if n <= length]
         if not lengths:
             return number_units(word_start, maskable)
-        keyset, prefixes = self._tables(input_ids.device)
-        # Where a collocation may start: a maskable word start whose two ids begin some
-        # collocation; how long it may be: up to the next cut (not beyond), at least to the
-        # next word start (two words or more); where it may end: at a word's end.
-        start = word_start & maskable
-        start[:, :-1] &= take(prefixes, ngrams.slot(ngrams.window_keys(input_ids, 2),
-                                                    self.PREFIX_BITS))
-        longest = distance_to_next(cut)  # window lengths ≤ this stay inside one piece
-        shortest = distance_to_next(word_start) + 1
+        keyset, pairs = self._tables(input_ids.device)
+        pair_keys = ngrams.window_keys(input_ids, 2)
+        pair = take(pairs, ngrams.slot(pair_keys, self.PAIR_BITS))  # [B, L - 1]
+        # Windows of each length that may be collocations, whatever longer ones take: start
+        # a maskable word, end a word, no cut inside, two words or more, plausible pairs.
         ends = maskable.clone()
         ends[:, :-1] &= word_start[:, 1:] | ~maskable[:, 1:]
-        windows = ngrams.all_window_keys(input_ids, lengths[0])
+        shape = {}
+        no_cut, two_words = torch.ones_like(cut), torch.zeros_like(cut)
+        for n in range(2, lengths[0] + 1):  # shortest first: each extends the one before
+            width = length - n + 1
+            no_cut = no_cut[:, :width] & ~cut[:, n - 1:]
+            two_words = two_words[:, :width] | word_start[:, n - 1:]
+            if n in lengths:
+                ok = word_start[:, :width] & maskable[:, :width] & ends[:, n - 1:]
+                ok &= no_cut & two_words
+                ok &= ((pair[:, :width] >> (n - 2)) & (pair[:, n - 2:] >> (n + 6)) & 1).bool()
+                shape[n] = ok
+        offsets = torch.arange(lengths[0], device=input_ids.device)
         covered = torch.zeros_like(maskable)
         joined = torch.zeros_like(maskable)  # True: continues the collocation on its left
         for n in lengths:  # longest first
             width = length - n + 1
-            hit = start[:, :width] & ends[:, n - 1:]
-            hit &= (longest[:, :width] >= n) & (shortest[:, :width] <= n)
+            hit = shape[n].clone()
             for k in range(n):  # nothing a longer collocation took
                 hit &= ~covered[:, k:k + width]
             where = hit.view(-1).nonzero().squeeze(1)
-            hit.view(-1)[where] = keyset.contains(take(windows[n], where))
+            if n == 2:
+                keys = take(pair_keys, where)
+            else:  # hash the few candidate windows only, as `ngrams.window_keys` does
+                at = where + where // width * (n - 1)  # flat position in [B, L]
+                window = take(input_ids, at[:, None] + offsets[:n])
+                keys = ngrams.window_keys(window, n)[:, 0]
+            hit.view(-1)[where] = keyset.contains(keys)
             earlier = torch.zeros_like(hit)  # of one length, a candidate just before wins
             for k in range(1, min(n, width)):
                 earlier[:, k:] |= hit[:, :-k]

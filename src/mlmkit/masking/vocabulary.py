@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from mlmkit.errors import MlmkitError
+from mlmkit.masking.lookup import take
 
 _ANCHOR_TEXTS = ("a", "x", "the", "A")
 
@@ -113,7 +114,7 @@ class WordStarts:
     def __call__(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Bool, shaped like `input_ids`: True where a token begins a word."""
         ids = input_ids.clamp(0, self.table.numel() - 1)
-        starts = self.table[ids]
+        starts = take(self.table, ids)
         if self.splits.any():
             junction = self.splits[self.last[ids[:, :-1]], self.first[ids[:, 1:]]]
             starts[:, 1:] |= junction
