@@ -113,3 +113,19 @@ def test_span_lengths_follow_the_geometric_law(wordpiece_tokenizer):
         for unit in units[row][out.mask[row]].unique():
             became = out.input_ids[row][units[row] == unit] == tok.mask_token_id
             assert became.all() or not became.any()
+
+
+def test_span_masking_of_a_short_text_masks_a_span_that_fits(wordpiece_tokenizer):
+    """Nine one-token words at 15% target one token: a row whose first spans in the order
+    are longer still masks a span that fits (one word), when the row has one."""
+    tok = wordpiece_tokenizer
+    special = set(tok.all_special_ids)
+    pool = torch.tensor([i for i in range(len(tok)) if i not in special])
+    ids = pool[torch.randint(len(pool), (400, 9), generator=torch.Generator().manual_seed(0))]
+    starts = torch.ones_like(ids, dtype=torch.bool)
+    policy = build_policy({"preset": "span", "rate": 0.15}, tok)
+    out = policy(ids, word_starts=starts, seed=3)
+    units = policy.unit_ids(ids, word_starts=starts, seed=3)
+    has_one_word_span = torch.tensor([(units[r].bincount() == 1).any() for r in range(400)])
+    assert has_one_word_span.sum() > 100 and (~has_one_word_span).sum() > 20
+    assert torch.equal(out.mask.sum(1), has_one_word_span.long())

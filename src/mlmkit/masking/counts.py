@@ -90,7 +90,12 @@ class ExactCount(Count):
         ordered = lengths.gather(1, order)
         middle = ordered.cumsum(1) - 0.5 * ordered
         take = (middle < target[:, None]) & (ordered > 0)
-        return torch.zeros_like(exists).scatter_(1, order, take)
+        chosen = torch.zeros_like(exists).scatter_(1, order, take)
+        # A row whose first unit in the order is over twice its target would mask nothing
+        # (a short text, long spans): it takes the unit of highest key that fits instead.
+        fits = exists & (lengths <= target[:, None]) & ~take.any(1, keepdim=True)
+        best = key.masked_fill(~fits, float("-inf")).argmax(1, keepdim=True)
+        return chosen.scatter_(1, best, chosen.gather(1, best) | fits.gather(1, best))
 
 
 @COUNTS.register("bernoulli")

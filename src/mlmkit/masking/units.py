@@ -30,24 +30,6 @@ def boundaries(maskable: torch.Tensor, document_ids: torch.Tensor | None) -> tor
     return cut
 
 
-def prefix_sums(flags: torch.Tensor) -> torch.Tensor:
-    """Long [B, L + 1]: entry j counts the True flags before column j (window sums by difference)."""
-    sums = torch.zeros(flags.shape[0], flags.shape[1] + 1, dtype=torch.long, device=flags.device)
-    sums[:, 1:] = flags.long().cumsum(1)
-    return sums
-
-
-def distance_to_next(flags: torch.Tensor) -> torch.Tensor:
-    """Int [B, L]: how far the next True flag after each column is (to the row's end if
-    none), by a reversed running minimum."""
-    length = flags.shape[1]
-    columns = torch.arange(length, device=flags.device, dtype=torch.int32)
-    at = torch.where(flags, columns, length)
-    after = torch.full_like(at, length)
-    after[:, :-1] = at[:, 1:].flip(1).cummin(1).values.flip(1)
-    return after - columns
-
-
 def number_units(starts: torch.Tensor, maskable: torch.Tensor) -> torch.Tensor:
     """Unit ids from unit starts: a cumulative sum, -1 where nothing may be masked."""
     starts = starts & maskable
