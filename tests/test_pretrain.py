@@ -375,3 +375,18 @@ def test_bf16_run_learns_uses_eager_attention_and_resumes_exactly(tmp_path, toke
     assert_same_weights(tmp_path / "halted", whole.run_dir)
     saved = json.loads((whole.final_dir / "config.json").read_text())
     assert "attn_implementation" not in saved  # the saved model loads with its default
+
+
+def test_default_model_is_modernbert_mini_and_electra_mini_for_electra(tmp_path,
+                                                                        tokenizer_path):
+    from transformers import AutoModelForMaskedLM
+
+    assert PretrainConfig().model == "modernbert-mini"
+    assert PretrainConfig(objective="electra").model == "electra-mini"
+    assert PretrainConfig(objective="diffusion").model == "modernbert-mini"
+    assert PretrainConfig(model="small").model == "small"
+    result = pretrain(tiny_config(tmp_path / "run", tokenizer_path, model="modernbert-tiny",
+                                  steps=4, eval_blocks=4, pppl_sentences=2))
+    assert reference_run_config(result.run_dir)["model"] == "modernbert-tiny"
+    model = AutoModelForMaskedLM.from_pretrained(result.final_dir)
+    assert model.config.model_type == "modernbert"

@@ -15,7 +15,7 @@ import yaml
 
 HELP = """Pretrain a masked LM on a corpus and save it in Hugging Face format.
 
-With no arguments: a mini BERT on the built-in python-docs corpus (about 5 minutes on 2 CPU cores), then evaluation, the saved model in runs/pretrain/final and a few fill-mask examples.
+With no arguments: a mini ModernBERT on the built-in python-docs corpus (about 5 minutes on 2 CPU cores), then evaluation, the saved model in runs/pretrain/final and a few fill-mask examples.
 
 [bold]Examples[/]
 

@@ -34,7 +34,10 @@ class PretrainConfig:
     # what is studied
     objective: str = _f("mlm", "training objective: mlm, electra (replaced-token detection) "
                                "or diffusion (MDLM/LLaDA masked diffusion)")
-    model: str = _f("mini", "model preset: SIZE or FAMILY-SIZE, e.g. mini, roberta-small")
+    model: str | None = _f(None, "model preset: SIZE or FAMILY-SIZE, e.g. mini, roberta-small, "
+                                 "modernbert-base; default: modernbert-mini (pre-LN: a short "
+                                 "run leaves the unigram stage far sooner than with a post-LN "
+                                 "BERT), electra-mini for --objective electra")
     init: str | None = _f(None, "start from this HF masked LM (name or path) and its tokenizer "
                                 "(continued pretraining); overrides --model and --tokenizer")
     dropout: float | None = _f(0.0, "dropout of the model (hidden and attention); 0 suits "
@@ -73,7 +76,7 @@ class PretrainConfig:
     min_lr: float = _f(0.0, "learning rate at the end, as a share of --lr")
     seed: int = _f(0, "seed of initialisation, data order, masking and dropout")
     # budget
-    steps: int | None = _f(400, "optimizer steps to train (the schedule ends there)", BUDGET)
+    steps: int | None = _f(1000, "optimizer steps to train (the schedule ends there)", BUDGET)
     tokens: int | None = _f(None, "or: tokens to train on (non-padding input tokens)", BUDGET)
     time: str | None = _f(None, "or: wall-clock budget, e.g. 90s, 10m, 2h (the schedule "
                                 "follows the elapsed share of it)", BUDGET)
@@ -103,6 +106,8 @@ class PretrainConfig:
     fill_mask_examples: int = _f(4, "fill-mask examples printed at the end", RUNTIME)
 
     def __post_init__(self):
+        if self.model is None:  # resolved here, so config.yaml names the model trained
+            self.model = default_model(self.objective)
         self.validate()
 
     def validate(self) -> None:
@@ -153,6 +158,11 @@ class PretrainConfig:
 
     def replace(self, **overrides) -> PretrainConfig:
         return from_dict({**self.to_dict(), **overrides})
+
+
+def default_model(objective: str) -> str:
+    """The preset a run trains when --model is not given."""
+    return "electra-mini" if objective == "electra" else "modernbert-mini"
 
 
 def flag(name: str) -> str:
