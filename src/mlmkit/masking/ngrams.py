@@ -17,30 +17,17 @@ _LENGTH_SALT = 0x27BB2EE687B0B0FD  # keys of different lengths never meet in one
 KEEP = (1 << 62) - 1  # keys are non-negative: -1 marks an empty slot
 
 
-def all_window_keys(ids: torch.Tensor, max_n: int) -> dict[int, torch.Tensor]:
-    """{n: int64 [..., T - n + 1]} for n = 1..max_n: the key of every window of n consecutive
-    ids along the last dim, each length extending the previous one by one multiply-add."""
-    ids = ids.long() + 1
-    running = torch.zeros_like(ids)
-    out = {}
-    for n in range(1, max_n + 1):
-        width = ids.shape[-1] - n + 1
-        if width <= 0:
-            out[n] = ids.new_zeros(ids.shape[:-1] + (0,))
-            continue
-        running = running[..., :width] * _BASE + ids[..., n - 1:]
-        out[n] = (running + n * _LENGTH_SALT) & KEEP
-    return out
-
-
 def window_keys(ids: torch.Tensor, n: int) -> torch.Tensor:
-    """Int64 [..., T - n + 1]: the key of every window of `n` consecutive ids along the last dim."""
-    return all_window_keys(ids, n)[n]
-
-
-def sequence_key(ids: list[int]) -> int:
-    """The key of one n-gram given as a list of ids (same value as `window_keys`)."""
-    return int(window_keys(torch.tensor([ids]), len(ids))[0, 0])
+    """Int64 [..., T - n + 1]: the key of every window of `n` consecutive ids along the last
+    dim, one multiply-add per length (wrapping int64 arithmetic), the length mixed in."""
+    ids = ids.long() + 1
+    width = ids.shape[-1] - n + 1
+    if width <= 0:
+        return ids.new_zeros(ids.shape[:-1] + (0,))
+    running = ids[..., :width]
+    for k in range(1, n):
+        running = running * _BASE + ids[..., k:k + width]
+    return (running + n * _LENGTH_SALT) & KEEP
 
 
 def slot(keys: torch.Tensor, bits: int) -> torch.Tensor:

@@ -54,18 +54,6 @@ class MaskingStats:
             index = index[: int(max_ngrams)]  # rows are sorted by PMI already
         return self.ngram_ids[index]
 
-    def collocations(self, min_pmi=None, max_ngrams=None) -> dict[int, torch.Tensor]:
-        """Sorted n-gram keys by length n, the `max_ngrams` best with PMI ≥ `min_pmi`."""
-        rows = self.collocation_ids(min_pmi, max_ngrams)
-        lengths = (rows >= 0).sum(1)
-        table = {}
-        for n in range(2, ngrams.MAX_N + 1):
-            chosen = rows[lengths == n, :n]
-            keys = ngrams.window_keys(chosen, n).reshape(-1) if len(chosen) else torch.zeros(
-                0, dtype=torch.long)
-            table[n] = keys.sort().values
-        return table
-
     def top_collocations(self, tokenizer, k: int = 20) -> list[tuple[str, float, int]]:
         """(text, PMI, count) of the k highest-PMI collocations, for display."""
         out = []

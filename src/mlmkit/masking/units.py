@@ -194,7 +194,7 @@ class PmiUnits(Units):
         # a maskable word, end a word, no cut inside, two words or more, plausible pairs.
         ends = maskable.clone()
         ends[:, :-1] &= word_start[:, 1:] | ~maskable[:, 1:]
-        shape = {}
+        plausible = {}
         no_cut, two_words = torch.ones_like(cut), torch.zeros_like(cut)
         for n in range(2, lengths[0] + 1):  # shortest first: each extends the one before
             width = length - n + 1
@@ -204,13 +204,13 @@ class PmiUnits(Units):
                 ok = word_start[:, :width] & maskable[:, :width] & ends[:, n - 1:]
                 ok &= no_cut & two_words
                 ok &= ((pair[:, :width] >> (n - 2)) & (pair[:, n - 2:] >> (n + 6)) & 1).bool()
-                shape[n] = ok
+                plausible[n] = ok
         offsets = torch.arange(lengths[0], device=input_ids.device)
         covered = torch.zeros_like(maskable)
         joined = torch.zeros_like(maskable)  # True: continues the collocation on its left
         for n in lengths:  # longest first
             width = length - n + 1
-            hit = shape[n].clone()
+            hit = plausible[n].clone()
             for k in range(n):  # nothing a longer collocation took
                 hit &= ~covered[:, k:k + width]
             where = hit.view(-1).nonzero().squeeze(1)
