@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from mlmkit.errors import MlmkitError
+from mlmkit.masking.lookup import take
 from mlmkit.masking.seeding import uniform
 
 
@@ -39,16 +40,19 @@ class Corruption:
         self.per_unit = bool(per_unit)
 
     def __call__(self, input_ids, mask, unit_ids, mask_id: int, replacements, generator):
-        u = uniform(input_ids.shape, generator, input_ids.device)
+        where = mask.view(-1).nonzero().squeeze(1)  # only chosen positions draw a fate
         if self.per_unit:  # the draw at column k serves unit k: one fate per unit
-            u = u.gather(1, unit_ids.clamp(min=0))
-        out = input_ids.masked_fill(mask & (u < self.mask_p), mask_id)
+            u = uniform(input_ids.shape, generator, input_ids.device)
+            u = take(u.gather(1, unit_ids.clamp(min=0)), where)
+        else:
+            u = uniform(where.shape, generator, input_ids.device)
+        out = input_ids.clone()
+        out.view(-1).index_fill_(0, where[u < self.mask_p], mask_id)
         if self.random_p > 0:  # replacement ids drawn only where a token is replaced
-            swap = (mask & (u >= self.mask_p) & (u < self.mask_p + self.random_p)).view(-1)
-            where = swap.nonzero().squeeze(1)
-            pick = torch.randint(len(replacements), where.shape, generator=generator,
+            swap = where[(u >= self.mask_p) & (u < self.mask_p + self.random_p)]
+            pick = torch.randint(len(replacements), swap.shape, generator=generator,
                                  device=input_ids.device)
-            out.view(-1).index_copy_(0, where, replacements.index_select(0, pick))
+            out.view(-1).index_copy_(0, swap, replacements.index_select(0, pick))
         return out
 
     def describe(self) -> str:
