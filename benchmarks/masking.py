@@ -9,7 +9,7 @@ ratio to HF (token units vs HF random, word-based units vs HF whole-word) and ea
 cost relative to mlmkit's plain random masking. Times are the best of interleaved rounds,
 in process CPU time with one thread (waiting for a core on a busy machine is not counted).
 
-    .venv/bin/python benchmarks/masking.py [--rows 64] [--length 512] [--repeats 20] [--threads 1]
+    .venv/bin/python benchmarks/masking.py [--rows 64] [--length 512] [--repeats 40] [--threads 1]
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=64)
     parser.add_argument("--length", type=int, default=512)
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=40)
     parser.add_argument("--vocab", type=int, default=8192)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
