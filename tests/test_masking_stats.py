@@ -265,3 +265,4 @@ def test_tfidf_counts_each_token_within_its_own_document_and_row(planted, wordpi
             tf = sum(1 for k in range(30) if docs[r, k] == docs[r, c] and ids[r, k] == ids[r, c])
             assert torch.isclose(weights[r, c], (1 + torch.log(torch.tensor(float(tf))))
                                  * idf[r, c])
+    assert tfidf.token_weights(ids[:, :0], None, docs[:, :0]).shape == (6, 0)  # empty rows

@@ -123,7 +123,7 @@ class TfidfWeights(Weights):
             new_document[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
         document = new_document.view(-1).cumsum(0) - 1
         key = document * self.size + ids.view(-1)
-        if (int(document[-1]) + 1) * self.size < 2**31:
+        if document.numel() and (int(document[-1]) + 1) * self.size < 2**31:
             key = key.int()  # half the bytes to sort: unique is 1.4× faster
         _, inverse, counts = torch.unique(key, return_inverse=True, return_counts=True)
         tf = counts.index_select(0, inverse).view(ids.shape).float()
