@@ -252,12 +252,13 @@ def main() -> None:
     acc, done = {}, {}
     from transformers import AutoModelForMaskedLM
 
-    for name, config in systems.items() if args.budget > 0 else ():
+    timed = systems if args.budget > 0 else {}  # --budget 0: tokens/s only
+    for name, config in timed.items():
         _, result = run_mlmkit(config, work, time_budget=f"{args.budget}s")
         acc[name] = accuracy(AutoModelForMaskedLM.from_pretrained(result.final_dir), val)
         done[name] = result.summary["steps"]
     for name, bf16 in (("hf", False), ("hf_bf16", True)):
-        if name not in rates or args.budget <= 0:
+        if name not in rates or not timed:
             continue
         planned = max(3, int(args.budget * rates[name] / (args.batch_size * args.seq_len)))
         _, model, done[name] = run_hf(base, tokenizer, data, work, bf16=bf16, steps=planned,
