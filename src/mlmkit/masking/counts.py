@@ -17,7 +17,9 @@ from mlmkit.masking.seeding import uniform
 
 
 def unit_table(unit_ids: torch.Tensor, token_weights: torch.Tensor | None, single: bool):
-    """Per (row, unit id): token count and mean token weight (None when uniform).
+    """Per (row, unit id): token count and mean token weight (None when uniform), [B, U]
+    with U the most units of a row (ids are numbered from 0 in each row): spans and words
+    are fewer than tokens, and every later step works on U columns, not L.
 
     With `single` (one token per unit, unit id = column) both are read off directly."""
     valid = unit_ids >= 0
@@ -25,7 +27,8 @@ def unit_table(unit_ids: torch.Tensor, token_weights: torch.Tensor | None, singl
         weights = None if token_weights is None else token_weights.float()
         return valid.float(), weights
     index = unit_ids.clamp(min=0)
-    lengths = torch.zeros(unit_ids.shape, dtype=torch.float32, device=unit_ids.device)
+    units = max(int(unit_ids.max()) + 1, 1) if unit_ids.numel() else 1
+    lengths = torch.zeros(unit_ids.shape[0], units, dtype=torch.float32, device=unit_ids.device)
     lengths.scatter_add_(1, index, valid.float())
     if token_weights is None:
         return lengths, None
@@ -69,7 +72,7 @@ class ExactCount(Count):
         target = torch.round(rates.float() * lengths.sum(1))
         # Sampling without replacement in proportion to weight: the largest u^(1/w)
         # (Efraimidis–Spirakis; the same order as Gumbel top-k on log w); uniform: u itself.
-        key = uniform(unit_ids.shape, generator, unit_ids.device)
+        key = uniform(lengths.shape, generator, unit_ids.device)
         if weights is not None:
             key = torch.log(key) / weights.clamp(min=1e-30)
         key = key.masked_fill(~exists, float("-inf"))
@@ -104,7 +107,7 @@ class BernoulliCount(Count):
         else:
             mass = (weights * lengths).sum(1, keepdim=True).clamp(min=1e-30)
             probability = (rates * lengths.sum(1, keepdim=True) * weights / mass).clamp(max=1.0)
-        draw = uniform(unit_ids.shape, generator, unit_ids.device)
+        draw = uniform(lengths.shape, generator, unit_ids.device)
         return (draw < probability) & (lengths > 0)
 
 
