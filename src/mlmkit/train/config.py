@@ -18,6 +18,7 @@ import yaml
 from mlmkit.errors import MlmkitError
 
 STUDIED, BUDGET, EVALUATION, RUNTIME = "what is studied", "budget", "evaluation", "runtime"
+PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 where the device runs it natively
 
 
 def _f(default, help: str, group: str = STUDIED, **kwargs):
@@ -123,7 +124,7 @@ class PretrainConfig:
             raise MlmkitError("no budget: give --steps, --tokens or --time")
         if self.time is not None:
             parse_duration(self.time)
-        if self.precision not in ("auto", "fp32", "bf16"):
+        if self.precision not in PRECISIONS:
             raise MlmkitError(f"--precision {self.precision!r}: use auto, fp32 or bf16")
         if not 0 <= self.label_smoothing < 1:
             raise MlmkitError(f"--label-smoothing {self.label_smoothing}: use a value in [0, 1)")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from mlmkit.errors import MlmkitError
+from mlmkit.train.config import PRECISIONS
 
 
 @dataclass
@@ -71,9 +72,6 @@ class Runtime:
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-
-
-PRECISIONS = ("auto", "fp32", "bf16")
 
 
 def native_bf16(device: torch.device) -> bool:
