@@ -2,6 +2,9 @@
 
 Each module there defines `register(app)`; they are discovered, so adding a command
 never edits this file. Commands parse arguments, call the library, and print.
+
+Exit status (docs/CLI.md): 0 ok, 1 a user error (one line on standard error, no
+traceback), 2 a usage error (typer's own message), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -13,22 +16,41 @@ import sys
 
 import typer
 
+from mlmkit import __version__
 from mlmkit.errors import MlmkitError
+
+CONTEXT = {"help_option_names": ["-h", "--help"]}
 
 app = typer.Typer(
     name="mlmkit",
-    help="Masked language models: pretrain, score, fill, generate, probe and audit.",
+    help="Masked language models: pretrain, score, fill, generate, probe and audit.\n\n"
+    "Example: mlmkit score ./model texts.txt -o scores.jsonl",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
+    context_settings=CONTEXT,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"mlmkit {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version,
+                                       is_eager=True, help="Print the version and exit.")):
+    """Masked language models: pretrain, score, fill, generate, probe and audit."""
 
 
 def _register_commands() -> None:
     import mlmkit.commands as commands
 
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
         module = importlib.import_module(f"mlmkit.commands.{info.name}")
         module.register(app)
 
@@ -36,23 +58,43 @@ def _register_commands() -> None:
 _register_commands()
 
 
-def _quiet_transformers() -> None:
-    """Hide transformers' per-load progress bars: the commands print their own progress.
+def _quiet_libraries() -> None:
+    """Hide transformers' per-load progress bars and advice: mlmkit prints its own progress.
 
     Set through the environment (read when transformers is imported), so `--help` stays
     free of the import.
     """
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def user_error(message: str) -> None:
+    """Print a user error as one line on standard error and exit 1."""
+    first = " ".join(str(message).split())
+    print(f"error: {first}", file=sys.stderr, flush=True)
+    sys.exit(1)
 
 
 def main() -> None:
-    """Entry point: run the app; bad input prints one clear line and exits 2.
-
-    Usage errors (unknown option, bad value) are typer's own: a short message, exit 2.
-    """
-    _quiet_transformers()
+    """Entry point: run the app; a user error prints one line and exits 1."""
+    _quiet_libraries()
     try:
-        app()
-    except (MlmkitError, FileNotFoundError) as error:
-        typer.secho(f"error: {error}", err=True, fg="red")
-        sys.exit(2)
+        app(standalone_mode=True)
+    except MlmkitError as error:
+        user_error(str(error))
+    except FileNotFoundError as error:
+        user_error(f"{error.filename or error}: no such file or directory; check the path")
+    except PermissionError as error:
+        user_error(f"{error.filename or error}: permission denied; choose a path you can "
+                   "write or read")
+    except IsADirectoryError as error:
+        user_error(f"{error.filename or error} is a directory: pass a file path")
+    except BrokenPipeError:
+        # The reader of our standard output went away (e.g. `| head`): that is fine.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

@@ -1,5 +1,42 @@
-"""The one exception type mlmkit raises for bad input, so the CLI can print it cleanly."""
+"""The exceptions mlmkit raises for bad input: one line that names the input and says what
+to do. The CLI prints them without a traceback and exits with status 1.
+
+Every class is a `MlmkitError` (a `ValueError`), so `except ValueError` keeps working;
+the path errors are `OSError`s too.
+"""
+
+from __future__ import annotations
 
 
 class MlmkitError(ValueError):
     """Bad input: the message names the input, what was wrong, and what to do."""
+
+
+class InvalidArgument(MlmkitError):
+    """An argument or flag has a value outside its range or not among its choices."""
+
+
+class InvalidData(MlmkitError):
+    """An input file or record is malformed: the message names the file and line."""
+
+
+class ModelError(MlmkitError):
+    """A model cannot be loaded, or cannot do what was asked (e.g. no trained MLM head)."""
+
+
+class DeviceError(MlmkitError):
+    """A device or precision this machine does not have."""
+
+
+class RunError(MlmkitError):
+    """A training run cannot start or resume as asked (changed config, damaged state)."""
+
+
+class PathError(MlmkitError, OSError):
+    """A path is missing, of the wrong kind, or not writable."""
+
+    __str__ = ValueError.__str__  # OSError's str() would format errno fields
+
+
+__all__ = ["MlmkitError", "InvalidArgument", "InvalidData", "ModelError", "DeviceError",
+           "RunError", "PathError"]

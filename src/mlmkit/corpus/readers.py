@@ -10,16 +10,15 @@ Hugging Face datasets through their memory-mapped Arrow tables.
 
 from __future__ import annotations
 
-import codecs
 import csv
 import glob
-import gzip
 import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from mlmkit.errors import MlmkitError
+from mlmkit.runtime.records import decoded_lines as _decoded_lines
 
 BUILTIN = "python-docs"
 TEXT_SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv")
@@ -89,55 +88,6 @@ def resolve_sources(source: str | os.PathLike) -> list[Path]:
     raise MlmkitError(
         f"corpus {text!r} does not exist: give {BUILTIN!r}, a file ({', '.join(SUFFIXES)}), "
         "a directory, a glob, or a Hugging Face dataset saved with save_to_disk"
-    )
-
-
-def _open_binary(path: Path):
-    return gzip.open(path, "rb") if path.name.lower().endswith(".gz") else open(path, "rb")
-
-
-def _decoded_lines(path: Path, encoding: str, errors: str) -> Iterator[tuple[int, str]]:
-    """(line number, line with its ending) of a text file, decoded a line at a time.
-
-    A decoding error names the file, the line and the byte offset, and says how to go on.
-    """
-    try:
-        ascii_compatible = "\n".encode(encoding) == b"\n"
-    except LookupError as error:
-        raise MlmkitError(f"unknown encoding {encoding!r} for {str(path)!r}: use e.g. utf-8, "
-                          "latin-1 or cp1252") from error
-    try:
-        codecs.lookup_error(errors)
-    except LookupError as error:
-        raise MlmkitError(f"unknown encoding-errors handler {errors!r}: use strict, replace "
-                          "or ignore") from error
-    if not ascii_compatible:  # UTF-16/32: lines cannot be cut on b"\n"; no offsets then
-        try:
-            with open(path, encoding=encoding, errors=errors, newline="") as handle:
-                yield from enumerate(handle, start=1)
-        except UnicodeDecodeError as error:
-            raise _decode_error(path, encoding, error, None, None) from error
-        return
-    offset = 0
-    with _open_binary(path) as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                line = raw.decode(encoding, errors)
-            except UnicodeDecodeError as error:
-                raise _decode_error(path, encoding, error, number, offset + error.start) from error
-            if number == 1 and line.startswith("\ufeff"):
-                line = line[1:]  # a byte-order mark is not text
-            offset += len(raw)
-            yield number, line
-
-
-def _decode_error(path, encoding, error, line, offset) -> MlmkitError:
-    where = f" at byte offset {offset:,} (line {line:,})" if offset is not None else ""
-    compressed = " of the decompressed text" if str(path).lower().endswith(".gz") else ""
-    return MlmkitError(
-        f"{str(path)!r} is not valid {encoding}{where}{compressed}: {error.reason}; convert "
-        f"the file, pass its encoding (--encoding), or replace bad bytes with "
-        f"--encoding-errors replace (encoding_errors='replace')"
     )
 
 

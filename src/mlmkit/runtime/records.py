@@ -1,0 +1,223 @@
+"""One reader of line-based inputs (text, JSONL, TSV, CSV; gzip; `-` for stdin) whose every
+error names the file, the line and what to do.
+
+Every feature that reads texts or records from a file goes through here, so a non-UTF-8
+byte, a bad JSON line or a missing column reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import gzip
+import io
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+from mlmkit.errors import InvalidArgument, InvalidData, PathError
+
+STDIN = "-"
+
+
+def display_name(path) -> str:
+    return "standard input" if str(path) == STDIN else repr(str(path))
+
+
+def check_input_file(path, what: str = "input file") -> None:
+    """A readable file (or `-`), else a `PathError` that says what to pass."""
+    if str(path) == STDIN:
+        return
+    p = Path(path).expanduser()
+    if p.is_dir():
+        raise PathError(f"{what} {str(path)!r} is a directory: pass a file (or - for stdin)")
+    if not p.is_file():
+        raise PathError(f"{what} {str(path)!r} does not exist: check the path (or pass - to "
+                        "read standard input)")
+
+
+def _open_binary(path):
+    if str(path) == STDIN:
+        return _Unclosable(sys.stdin.buffer)
+    path = Path(path).expanduser()
+    if path.name.lower().endswith(".gz"):
+        return gzip.open(path, "rb")
+    return open(path, "rb")
+
+
+class _Unclosable(io.RawIOBase):
+    """Standard input that a `with` block does not close."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def __iter__(self):
+        return iter(self._stream)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def decoded_lines(path, encoding: str = "utf-8",
+                  errors: str = "strict") -> Iterator[tuple[int, str]]:
+    """(line number, line with its ending) of a text file, decoded a line at a time.
+
+    A decoding error names the file, the line and the byte offset, and says how to go on.
+    """
+    try:
+        ascii_compatible = "\n".encode(encoding) == b"\n"
+    except LookupError as error:
+        raise InvalidArgument(f"unknown encoding {encoding!r} for {display_name(path)}: use "
+                              "e.g. utf-8, latin-1 or cp1252 (--encoding)") from error
+    try:
+        codecs.lookup_error(errors)
+    except LookupError as error:
+        raise InvalidArgument(f"unknown encoding-errors handler {errors!r}: use strict, "
+                              "replace or ignore (--encoding-errors)") from error
+    check_input_file(path)
+    if not ascii_compatible and str(path) != STDIN:  # UTF-16/32: no cutting on b"\n"
+        try:
+            with open(path, encoding=encoding, errors=errors, newline="") as handle:
+                yield from enumerate(handle, start=1)
+        except UnicodeError as error:
+            raise decode_error(path, encoding, error, None, None) from error
+        return
+    offset = 0
+    try:
+        with _open_binary(path) as handle:
+            for number, raw in enumerate(handle, start=1):
+                try:
+                    line = raw.decode(encoding, errors)
+                except UnicodeDecodeError as error:
+                    raise decode_error(path, encoding, error, number,
+                                       offset + error.start) from error
+                if number == 1 and line.startswith("\ufeff"):
+                    line = line[1:]  # a byte-order mark is not text
+                offset += len(raw)
+                yield number, line
+    except (gzip.BadGzipFile, EOFError, OSError) as error:
+        if isinstance(error, PathError):
+            raise
+        raise InvalidData(f"{display_name(path)} cannot be read ({error}): if it is "
+                          "gzip-compressed, the file is damaged or truncated") from error
+
+
+def decode_error(path, encoding, error, line, offset) -> InvalidData:
+    where = f" at byte offset {offset:,} (line {line:,})" if offset is not None else ""
+    compressed = " of the decompressed text" if str(path).lower().endswith(".gz") else ""
+    return InvalidData(
+        f"{display_name(path)} is not valid {encoding}{where}{compressed}: {error.reason}; "
+        f"convert the file, pass its encoding (--encoding), or replace bad bytes with "
+        f"--encoding-errors replace (encoding_errors='replace')"
+    )
+
+
+def read_lines(path, encoding: str = "utf-8",
+               errors: str = "strict") -> Iterator[tuple[int, str]]:
+    """(line number, line without its ending): every line, blank ones included."""
+    for number, line in decoded_lines(path, encoding, errors):
+        yield number, line.rstrip("\n").rstrip("\r")
+
+
+def read_json_objects(path, encoding: str = "utf-8", errors: str = "strict",
+                      what: str = "records") -> Iterator[tuple[int, dict]]:
+    """(line number, object) for every non-blank line of a JSONL file."""
+    for number, line in decoded_lines(path, encoding, errors):
+        if not line.strip():
+            continue
+        yield number, parse_json_line(path, number, line, what)
+
+
+def parse_json_line(path, number: int, line: str, what: str = "records") -> dict:
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as error:
+        raise InvalidData(f"{display_name(path)} line {number}: invalid JSON ({error.msg} at "
+                          f"column {error.colno}); {what} files hold one JSON object per "
+                          "line") from error
+    except RecursionError:
+        raise InvalidData(f"{display_name(path)} line {number}: JSON nested too deeply; "
+                          f"{what} files hold one flat JSON object per line") from None
+    if not isinstance(row, dict):
+        raise InvalidData(f"{display_name(path)} line {number}: a JSON "
+                          f"{type(row).__name__}, not an object; {what} files hold one JSON "
+                          "object per line")
+    return row
+
+
+def is_jsonl(path) -> bool:
+    name = str(path).lower().removesuffix(".gz")
+    return name.endswith((".jsonl", ".ndjson", ".json"))
+
+
+def delimiter_of(path) -> str | None:
+    name = str(path).lower().removesuffix(".gz")
+    return "\t" if name.endswith(".tsv") else "," if name.endswith(".csv") else None
+
+
+def read_table(path, encoding: str = "utf-8", errors: str = "strict",
+               what: str = "records") -> Iterator[tuple[int, dict]]:
+    """(line number, row as a dict) of a JSONL, TSV or CSV file (a header row names the
+    columns of TSV/CSV; quoted fields may hold delimiters and newlines)."""
+    delimiter = delimiter_of(path)
+    if delimiter is None:
+        yield from read_json_objects(path, encoding, errors, what)
+        return
+    csv.field_size_limit(2**31 - 1)
+    lines = (line for _, line in decoded_lines(path, encoding, errors))
+    reader = csv.reader(lines, delimiter=delimiter)
+    try:
+        header = next(reader, None)
+        if header is None:
+            return
+        for row in reader:
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise InvalidData(f"{display_name(path)} line {reader.line_num}: a row of "
+                                  f"{len(row)} fields under a header of {len(header)} "
+                                  f"({header}); fix the quoting or the delimiter")
+            yield reader.line_num, dict(zip(header, row, strict=True))
+    except csv.Error as error:
+        raise InvalidData(f"{display_name(path)} line {reader.line_num}: {error}") from error
+
+
+def read_texts(path, field: str | None = None, encoding: str = "utf-8",
+               errors: str = "strict") -> Iterator[tuple[int, str]]:
+    """(line number, text) per input line, blank lines included (as '').
+
+    Plain text: each line is a text. JSONL (by suffix, or whenever `field` is given for a
+    non-TSV/CSV input): the `field` of each object (default 'text'). TSV/CSV: the `field`
+    column (default 'text').
+    """
+    delimiter = delimiter_of(path)
+    if delimiter is None and not is_jsonl(path) and field is None:
+        yield from read_lines(path, encoding, errors)
+        return
+    name = field or "text"
+    if delimiter is not None:
+        for number, row in read_table(path, encoding, errors, what="text"):
+            yield number, _text_field(path, number, row, name)
+        return
+    for number, line in decoded_lines(path, encoding, errors):
+        if not line.strip():
+            yield number, ""
+            continue
+        row = parse_json_line(path, number, line, "text")
+        yield number, _text_field(path, number, row, name)
+
+
+def _text_field(path, number: int, row: dict, name: str) -> str:
+    if name not in row:
+        raise InvalidData(f"{display_name(path)} line {number} has no field {name!r} (its "
+                          f"fields are {sorted(row)}): choose the text field with --field")
+    value = row[name]
+    if not isinstance(value, str):
+        raise InvalidData(f"{display_name(path)} line {number}: field {name!r} holds a "
+                          f"{type(value).__name__}, not text; choose the text field with "
+                          "--field")
+    return value
