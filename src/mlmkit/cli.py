@@ -15,11 +15,42 @@ import pkgutil
 import sys
 
 import typer
+from typer.core import TyperGroup
 
 from mlmkit import __version__
 from mlmkit.errors import MlmkitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
+
+
+def error_line(message: str) -> str:
+    """A user error as the one line the CLI prints."""
+    return "error: " + " ".join(str(message).split())
+
+
+def _user_error(message: str):
+    print(error_line(message), file=sys.stderr, flush=True)
+    return typer.Exit(1)
+
+
+class _Group(TyperGroup):
+    """The root group: any user error raised inside a command becomes one line on standard
+    error and exit status 1, also when the app is invoked in-process (tests, CliRunner)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except MlmkitError as error:
+            raise _user_error(str(error)) from None
+        except IsADirectoryError as error:
+            raise _user_error(f"{error.filename or error} is a directory: pass a file "
+                              "path") from None
+        except FileNotFoundError as error:
+            raise _user_error(f"{error.filename or error}: no such file or directory; "
+                              "check the path") from None
+        except PermissionError as error:
+            raise _user_error(f"{error.filename or error}: permission denied; choose a path "
+                              "you can read or write") from None
 
 app = typer.Typer(
     name="mlmkit",
@@ -30,6 +61,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
     context_settings=CONTEXT,
+    cls=_Group,
 )
 
 
@@ -69,27 +101,11 @@ def _quiet_libraries() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
-def user_error(message: str) -> None:
-    """Print a user error as one line on standard error and exit 1."""
-    first = " ".join(str(message).split())
-    print(f"error: {first}", file=sys.stderr, flush=True)
-    sys.exit(1)
-
-
 def main() -> None:
-    """Entry point: run the app; a user error prints one line and exits 1."""
+    """Entry point: run the app (user errors: one line, exit 1; see `_Group`)."""
     _quiet_libraries()
     try:
         app(standalone_mode=True)
-    except MlmkitError as error:
-        user_error(str(error))
-    except FileNotFoundError as error:
-        user_error(f"{error.filename or error}: no such file or directory; check the path")
-    except PermissionError as error:
-        user_error(f"{error.filename or error}: permission denied; choose a path you can "
-                   "write or read")
-    except IsADirectoryError as error:
-        user_error(f"{error.filename or error} is a directory: pass a file path")
     except BrokenPipeError:
         # The reader of our standard output went away (e.g. `| head`): that is fine.
         devnull = os.open(os.devnull, os.O_WRONLY)
