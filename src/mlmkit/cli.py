@@ -15,7 +15,9 @@ import pkgutil
 import sys
 
 import typer
+from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
+from typer.exceptions import Abort
 
 from mlmkit import __version__
 from mlmkit.errors import MlmkitError
@@ -36,6 +38,27 @@ def _user_error(message: str):
 class _Group(TyperGroup):
     """The root group: any user error raised inside a command becomes one line on standard
     error and exit status 1, also when the app is invoked in-process (tests, CliRunner)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True,
+             **extra):
+        """Standalone runs print a usage error as one line too (exit 2), not a box."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except ClickException as error:
+            context = getattr(error, "ctx", None)
+            where = context.command_path if context is not None else "mlmkit"
+            if not error.format_message().strip() and context is not None:
+                print(context.get_help(), file=sys.stderr, flush=True)  # no arguments
+                sys.exit(error.exit_code)
+            print(f"{error_line(error.format_message())} (see '{where} -h')",
+                  file=sys.stderr, flush=True)
+            sys.exit(error.exit_code)
+        except Abort:
+            print("interrupted", file=sys.stderr, flush=True)
+            sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
 
     def invoke(self, ctx):
         try:
