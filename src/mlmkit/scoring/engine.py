@@ -11,78 +11,40 @@ input order. Sequences longer than the model accepts are scored through sliding 
 
 from __future__ import annotations
 
-import contextlib
-import time
-
 import numpy as np
-import torch
 
 from mlmkit.errors import MlmkitError
 from mlmkit.models import as_mlm, masked_log_probs
+from mlmkit.runtime.batching import (  # noqa: F401  (re-exported for older imports)
+    BatchArrays,
+    concatenated_ranges,
+    cut_batches,
+    default_batch_tokens,
+    max_rows_for_head,
+    pick,
+    run_jobs,
+)
+from mlmkit.runtime.devices import PRECISIONS  # noqa: F401
 from mlmkit.scoring.jobs import Jobs, build_jobs
 
-PRECISIONS = ("fp32", "bf16")
-WORKING_MEMORY_BYTES = 1 << 30  # activations of one batch; the model and results come on top
-HEAD_MEMORY_BYTES = 384 << 20  # the [rows, V] logits and log-probs of one batch
-MIN_BATCH_TOKENS, MAX_BATCH_TOKENS = 256, 32768
 
+class _MaskedCopies:
+    """The job source of a PLL run: each job is a masked copy of a sequence, built lazily.
 
-def default_batch_tokens(model: torch.nn.Module, max_length: int) -> int:
-    """A padded-token budget that keeps one batch's activations within about 1 GiB.
-
-    Per padded token, inference keeps roughly 8 hidden-size vectors, 2 intermediate-size
-    vectors and 2 rows of attention scores (heads × length) alive, in float32.
+    A batch's padded ids, attention mask and scored positions come from one gather over
+    the concatenated sequences (no per-copy Python loop); the scored token ids ride along
+    as `extra["targets"]`.
     """
-    config = model.config
-    hidden = getattr(config, "hidden_size", None) or getattr(config, "dim", 768)
-    intermediate = (getattr(config, "intermediate_size", None)
-                    or getattr(config, "hidden_dim", None) or 4 * hidden)
-    heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_heads", 12)
-    per_token = 4 * (8 * hidden + 2 * intermediate + 2 * heads * max_length)
-    return int(np.clip(WORKING_MEMORY_BYTES // per_token, MIN_BATCH_TOKENS, MAX_BATCH_TOKENS))
 
-
-def max_rows_for_head(vocab_size: int) -> int:
-    """How many copies one batch may hold so that its [rows, V] head output stays bounded."""
-    return max(1, HEAD_MEMORY_BYTES // (3 * 4 * max(1, vocab_size)))
-
-
-def cut_batches(lengths: np.ndarray, batch_tokens: int, max_rows: int) -> list[tuple[int, int]]:
-    """[start, end) ranges over `lengths` (sorted ascending) with rows × max length ≤ budget.
-
-    A single copy longer than the budget still forms a batch of one (never dropped).
-    """
-    ranges, i, n = [], 0, len(lengths)
-    while i < n:
-        end = min(n, i + max(1, min(max_rows, batch_tokens // int(lengths[i]))))
-        while end - i > 1 and (end - i) * int(lengths[end - 1]) > batch_tokens:
-            end = i + max(1, batch_tokens // int(lengths[end - 1]))
-        ranges.append((i, end))
-        i = end
-    return ranges
-
-
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
-    """Concatenated aranges [starts[k], starts[k] + counts[k]) without a Python loop."""
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    first = np.repeat(np.cumsum(counts) - counts, counts)
-    return np.repeat(starts, counts) + (np.arange(total) - first)
-
-
-class _BatchBuilder:
-    """Builds the padded input ids, attention mask and scored positions of a batch of jobs."""
-
-    def __init__(self, sequences: list[np.ndarray], jobs: Jobs, pad_id: int, mask_id: int,
-                 device: torch.device):
+    def __init__(self, sequences: list[np.ndarray], jobs: Jobs, pad_id: int, mask_id: int):
         lengths = np.array([len(s) for s in sequences], dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
         flat = np.concatenate(sequences) if sequences else np.zeros(1, np.int64)
         self.flat = np.concatenate([flat.astype(np.int64), [pad_id]])  # last = padding
-        self.jobs, self.pad_id, self.mask_id, self.device = jobs, pad_id, mask_id, device
+        self.jobs, self.mask_id = jobs, mask_id
+        self.lengths = jobs.length
 
-    def build(self, batch: np.ndarray):
+    def build(self, batch: np.ndarray, pad_id: int) -> BatchArrays:
         j = self.jobs
         rows = len(batch)
         length = j.length[batch]
@@ -98,29 +60,15 @@ class _BatchBuilder:
         ids[row_index, j.column[batch]] = self.mask_id
         counts = j.extra_offsets[batch + 1] - j.extra_offsets[batch]
         if counts.any():
-            extra = j.extra_columns[_ranges(j.extra_offsets[batch], counts)]
+            extra = j.extra_columns[concatenated_ranges(j.extra_offsets[batch], counts)]
             ids[np.repeat(row_index, counts), extra] = self.mask_id
         positions = np.stack([row_index, j.column[batch]], axis=1)
-        to = dict(device=self.device)
-        return (torch.from_numpy(ids).to(**to), torch.from_numpy(valid.astype(np.int64)).to(**to),
-                torch.from_numpy(positions).to(**to),
-                torch.from_numpy(j.token[batch]).to(**to))
+        return BatchArrays(ids, valid.astype(np.int64), positions,
+                           extra={"targets": j.token[batch]})
 
 
-def _progress(total: int, enabled: bool):
-    if not enabled:
-        return contextlib.nullcontext(None)
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    return Progress(TextColumn("scoring"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("{task.fields[rate]} tokens/s"), TimeRemainingColumn(),
-                    transient=True)
+def _target_log_prob(batch, log_probs):
+    return pick(log_probs, batch.extra["targets"])
 
 
 def score_token_ids(
@@ -131,8 +79,8 @@ def score_token_ids(
     metric: str = "pll",
     word_ids: list[list[int | None]] | None = None,
     batch_tokens: int | None = None,
-    precision: str = "fp32",
-    progress: bool = False,
+    precision: str = "auto",
+    progress: bool | None = False,
     max_length: int | None = None,
     stride: int = 1,
 ) -> list[np.ndarray]:
@@ -144,12 +92,11 @@ def score_token_ids(
     target's word (Kauf & Ivanova 2023; needs `word_ids`). Sequences longer than
     `max_length` (default: the model's) are scored in windows starting at multiples of
     `stride`, each target in the window that centres it best. Returns one array per
-    sequence, in the order of its targets.
+    sequence, in the order of its targets. Batching (token budget, length buckets,
+    precision, progress) is `mlmkit.runtime.batching.run_jobs`.
     """
     mlm = as_mlm(mlm)
-    if precision not in PRECISIONS:
-        raise MlmkitError(f"unknown precision {precision!r}: use one of {list(PRECISIONS)}")
-    tokenizer, model = mlm.tokenizer, mlm.model
+    tokenizer = mlm.tokenizer
     if tokenizer.mask_token_id is None:
         raise MlmkitError(f"the tokenizer of {mlm.name!r} has no mask token: PLL needs one")
     sequences = [np.asarray(ids, dtype=np.int64).reshape(-1) for ids in token_ids]
@@ -166,29 +113,13 @@ def score_token_ids(
     jobs = build_jobs(sequences, chosen, special_ids, limit, metric, word_ids, stride)
     scores = np.zeros(len(jobs), dtype=np.float64)
     if len(jobs):
-        budget = int(batch_tokens or default_batch_tokens(model, limit))
-        if budget < 1:
-            raise MlmkitError(f"batch_tokens {budget} must be positive")
-        order = np.argsort(jobs.length, kind="stable")
-        vocab = int(getattr(model.config, "vocab_size", len(tokenizer)))
-        batches = cut_batches(jobs.length[order], budget, max_rows_for_head(vocab))
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        builder = _BatchBuilder(sequences, jobs, pad, tokenizer.mask_token_id, mlm.device)
-        autocast = torch.autocast(device_type=mlm.device.type, dtype=torch.bfloat16,
-                                  enabled=precision == "bf16")
-        with torch.inference_mode(), autocast, _progress(len(jobs), progress) as bar:
-            task = bar.add_task("score", total=len(jobs), rate="-") if bar else None
-            began, done = time.perf_counter(), 0
-            for lo, hi in batches:
-                batch = order[lo:hi]
-                ids, attention, positions, wanted = builder.build(batch)
-                log_probs = masked_log_probs(model, ids, attention, positions)
-                picked = log_probs.gather(1, wanted.unsqueeze(1)).squeeze(1)
-                scores[batch] = picked.double().cpu().numpy()
-                del log_probs
-                if bar is not None:
-                    done += hi - lo
-                    rate = done / max(time.perf_counter() - began, 1e-9)
-                    bar.update(task, advance=hi - lo, rate=f"{rate:,.0f}")
+        copies = _MaskedCopies(sequences, jobs, pad, tokenizer.mask_token_id)
+        if batch_tokens is None:
+            batch_tokens = default_batch_tokens(mlm.model, limit)
+        # `masked_log_probs` is looked up here, at call time, so a test can watch it.
+        scores = run_jobs(mlm, copies, _target_log_prob, batch_tokens=batch_tokens,
+                          precision=precision, progress=progress, description="scoring",
+                          unit="tokens", call=masked_log_probs)
     return [scores[jobs.per_sequence[i]:jobs.per_sequence[i + 1]].copy()
             for i in range(len(sequences))]
