@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import transformers
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument, ModelError, PathError
 from mlmkit.models.adapters import SUPPORTED_ARCHITECTURES
 
 MASK_SPELLINGS = ("[MASK]", "<mask>")
@@ -53,72 +54,230 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
     names = {"fp32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
              "bfloat16": torch.bfloat16, "fp16": torch.float16, "float16": torch.float16}
     if dtype not in names:
-        raise MlmkitError(f"unknown dtype {dtype!r}: use one of {sorted(names)}")
+        raise InvalidArgument(f"unknown dtype {dtype!r}: use one of {sorted(names)}")
     return names[dtype]
 
 
-def resolve_device(device: str | torch.device | None) -> torch.device:
-    if device is None or device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+def resolve_device(device) -> torch.device:
+    """`mlmkit.runtime.devices.resolve_device` (kept here for older imports)."""
+    from mlmkit.runtime.devices import resolve_device as resolve
+
+    return resolve(device)
 
 
 def check_mask_token(tokenizer, name: str) -> None:
     if tokenizer.mask_token is None or tokenizer.mask_token_id is None:
-        raise MlmkitError(
+        raise ModelError(
             f"the tokenizer of {name!r} has no mask token: a masked LM needs one "
             f"(e.g. {' or '.join(MASK_SPELLINGS)}); set tokenizer.mask_token or use a "
             f"masked-LM checkpoint"
         )
 
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json",
+                   "merges.txt", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
+                   "spm.model", "sentencepiece.model")
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".msgpack", ".h5")
+
+
+@contextlib.contextmanager
+def _quiet_loading():
+    """transformers' load report and weight-loading bar off: mlmkit says what matters."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _first_line(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return text[:200] + ("…" if len(text) > 200 else "")
+
+
+def _weight_files(path: Path) -> list[Path]:
+    if not path.is_dir():
+        return []
+    return sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
+
+
+def _load_config(name: str):
+    try:
+        return transformers.AutoConfig.from_pretrained(name)
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ModelError(f"cannot read the model config of {name!r} ({_first_line(error)}): "
+                         "re-download or re-export the model (save_pretrained writes "
+                         "config.json)") from error
+
+
+def _load_tokenizer(name: str, path: Path, config):
+    if path.is_dir() and not any((path / f).is_file() for f in TOKENIZER_FILES):
+        raise ModelError(f"{name!r} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, "
+                         "...): save the tokenizer next to the model "
+                         "(tokenizer.save_pretrained(dir)) or pass (model, tokenizer)")
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+    except Exception as error:  # noqa: BLE001 - tokenizers raise many kinds (Rust panics too)
+        raise ModelError(f"cannot load the tokenizer of {name!r} ({_first_line(error)}): "
+                         "re-download or re-export the model with its tokenizer") from error
+    vocab = getattr(config, "vocab_size", None)
+    specials = len(set(tokenizer.all_special_ids))
+    if len(tokenizer) <= specials:
+        raise ModelError(f"the tokenizer of {name!r} holds only its special tokens: it would "
+                         "turn every text into [UNK]; save the real tokenizer with the model")
+    if vocab is not None and len(tokenizer) > vocab:
+        raise ModelError(f"the tokenizer of {name!r} has {len(tokenizer)} tokens but the "
+                         f"model's vocabulary {vocab}: they do not belong together; save the "
+                         "model with the tokenizer it was trained with")
+    return tokenizer
+
+
+def untrained_weights(model, missing_keys) -> tuple[list[str], list[str]]:
+    """(head keys, encoder keys) among `missing_keys`: weights initialised at random on load."""
+    prefix = getattr(model, "base_model_prefix", "") or ""
+    encoder = sorted(k for k in missing_keys if prefix and k.startswith(prefix + "."))
+    head = sorted(k for k in missing_keys if k not in set(encoder))
+    return head, encoder
+
+
+def _check_trained(name: str, model, info: dict, allow_untrained_head: bool) -> None:
+    head, encoder = untrained_weights(model, info.get("missing_keys") or ())
+    if encoder:
+        raise ModelError(f"{name!r}: {len(encoder)} encoder weight(s) are not in the checkpoint "
+                         f"(e.g. {encoder[0]}): it is not a complete {model.config.model_type} "
+                         "model; re-download or re-export it")
+    if head and not allow_untrained_head:
+        hint = (" (an ELECTRA discriminator: load the generator, which is the masked LM)"
+                if model.config.model_type == "electra" else
+                " (DeBERTa-v3 checkpoints are released without their MLM head)"
+                if model.config.model_type == "deberta-v2" else "")
+        raise ModelError(f"{name!r} has no trained MLM head{hint}: {len(head)} head weight(s) "
+                         f"such as {head[0]} would be random, so every score and prediction "
+                         "would be noise; use a masked-LM checkpoint, or pass "
+                         "allow_untrained_head=True (--allow-untrained-head) to train one")
+
+
 def load_mlm(
     name_or_path: str | Path,
     device: str | torch.device | None = "auto",
     dtype: str | torch.dtype | None = None,
+    *,
+    allow_untrained_head: bool = False,
 ) -> MLM:
     """Load a masked LM and its tokenizer (`bert-base-uncased`, `./runs/x/final`, ...).
 
-    Errors name what is wrong: a missing path, a checkpoint that is not a masked LM
-    (with the supported architectures), a tokenizer without a mask token.
+    Errors (`mlmkit.errors.ModelError`, `DeviceError`, `PathError`) name what is wrong: a
+    missing path, a device this machine lacks, a checkpoint that is not a masked LM (with
+    the supported architectures), a directory without a tokenizer, a damaged weight file,
+    a checkpoint whose MLM head is not trained (an ELECTRA discriminator, a DeBERTa-v3
+    release; `allow_untrained_head=True` accepts it, e.g. to train the head), a tokenizer
+    without a mask token.
     """
+    from mlmkit.runtime.devices import resolve_device as resolve
+
+    target = resolve(device)
     name = str(name_or_path)
-    path = Path(name)
+    path = Path(name).expanduser()
     looks_local = path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
     if looks_local and not path.exists():
-        raise MlmkitError(f"model path {name!r} does not exist: pass a directory saved with "
-                          "save_pretrained or a Hugging Face hub name")
+        raise PathError(f"model path {name!r} does not exist: pass a directory saved with "
+                        "save_pretrained or a Hugging Face hub name")
+    if path.exists() and not path.is_dir():
+        raise PathError(f"model path {name!r} is a file: pass the directory that holds "
+                        "config.json, the weights and the tokenizer")
     if path.is_dir() and not (path / "config.json").exists():
-        raise MlmkitError(f"{name!r} has no config.json: it is not a saved Hugging Face model")
-    try:
-        config = transformers.AutoConfig.from_pretrained(name)
-    except OSError as error:
-        raise MlmkitError(f"cannot load a model config from {name!r}: {error}") from error
+        raise ModelError(f"{name!r} has no config.json: it is not a saved Hugging Face model")
+    if path.is_dir():
+        name = str(path)
+    config = _load_config(name)
     mlm_types = transformers.models.auto.modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
     if config.model_type not in mlm_types:
-        raise MlmkitError(
+        raise ModelError(
             f"{name!r} is a {config.model_type!r} model, which has no masked-LM head in "
             f"transformers; mlmkit's fast path supports {', '.join(SUPPORTED_ARCHITECTURES)}"
         )
-    tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+    if path.is_dir() and not _weight_files(path):
+        raise ModelError(f"{name!r} holds no weight file (model.safetensors): re-download or "
+                         "re-export the model")
+    tokenizer = _load_tokenizer(name, path, config)
     check_mask_token(tokenizer, name)
     kwargs = {}
     if dtype is not None:
         kwargs["dtype"] = resolve_dtype(dtype)
-    model = transformers.AutoModelForMaskedLM.from_pretrained(name, config=config, **kwargs)
-    model.to(resolve_device(device)).eval()
-    return MLM(model=model, tokenizer=tokenizer, name=name)
+    try:
+        with _quiet_loading():
+            model, info = transformers.AutoModelForMaskedLM.from_pretrained(
+                name, config=config, output_loading_info=True, **kwargs)
+    except Exception as error:  # noqa: BLE001 - safetensors, pickle, torch and OS errors
+        files = _weight_files(path)
+        where = ", ".join(repr(str(f)) for f in files) if files else f"the weights of {name!r}"
+        raise ModelError(f"cannot read {where} ({_first_line(error)}): the file is damaged or "
+                         "truncated; re-download or re-export the model") from error
+    _check_trained(name, model, info, allow_untrained_head)
+    model.to(target).eval()
+    return MLM(model=model, tokenizer=tokenizer, name=str(name_or_path))
 
 
-def as_mlm(model, tokenizer=None, **load_kwargs) -> MLM:
-    """Accept an `MLM`, a name or path, or a model with its tokenizer."""
+def _check_head(model, name: str) -> None:
+    get = getattr(model, "get_output_embeddings", None)
+    if get is not None and get() is None:
+        raise ModelError(f"{name!r} ({type(model).__name__}) has no MLM head: pass a masked LM "
+                         "(AutoModelForMaskedLM), not an encoder or a discriminator")
+
+
+def as_mlm(model, tokenizer=None, *, device=None, **load_kwargs) -> MLM:
+    """Accept an `MLM`, a name or path (loaded with `load_mlm`), or a model with its tokenizer.
+
+    `device` (None: where it is; 'auto' or a name) loads a name there, and moves a given
+    model there when it is elsewhere.
+    """
     if isinstance(model, MLM):
-        return model
-    if isinstance(model, (str, Path)):
-        return load_mlm(model, **load_kwargs)
-    if isinstance(model, tuple) and len(model) == 2:
-        model, tokenizer = model
-    if tokenizer is None:
-        raise MlmkitError("pass a tokenizer with the model, or an MLM from load_mlm()")
-    check_mask_token(tokenizer, getattr(model, "name_or_path", "model"))
-    return MLM(model=model, tokenizer=tokenizer, name=getattr(model, "name_or_path", "model"))
+        mlm = model
+    elif isinstance(model, (str, Path)):
+        return load_mlm(model, device=device if device is not None else "auto", **load_kwargs)
+    else:
+        if isinstance(model, tuple) and len(model) == 2:
+            model, tokenizer = model
+        if tokenizer is None:
+            raise InvalidArgument("pass a tokenizer with the model, a (model, tokenizer) pair, "
+                                  "or an MLM from load_mlm()")
+        if not isinstance(model, torch.nn.Module) or not hasattr(model, "config"):
+            raise InvalidArgument(f"model is a {type(model).__name__}: pass an MLM, a model "
+                                  "name or path, or a (transformers model, tokenizer) pair")
+        name = getattr(model, "name_or_path", "") or "model"
+        check_mask_token(tokenizer, name)
+        _check_head(model, name)
+        mlm = MLM(model=model, tokenizer=tokenizer, name=name)
+    if device is not None and device != "auto":
+        from mlmkit.runtime.devices import resolve_device as resolve
+
+        target = resolve(device)
+        if mlm.device != target and not (target.type == mlm.device.type and target.index is None):
+            mlm.model.to(target)
+    return mlm
+
+
+def prepare_mlm(model, *, device=None, precision: str | None = "auto", threads=None,
+                tokenizer=None, **load_kwargs) -> tuple[MLM, str]:
+    """What an inference entry point does first: (MLM, resolved precision).
+
+    Resolves the device (a `DeviceError` listing this machine's devices), loads or moves
+    the model, sets the thread count (`threads`, `$MLMKIT_THREADS`, the usable cores) and
+    resolves `precision` for inference ('auto' = fp32). Bad values fail before any load.
+    """
+    from mlmkit.runtime.devices import resolve_device as resolve
+    from mlmkit.runtime.devices import resolve_precision, set_threads
+
+    if device is not None:
+        resolve(device)
+    resolve_precision(precision, torch.device("cpu"))  # a bad name fails before the load
+    set_threads(threads)
+    mlm = as_mlm(model, tokenizer, device=device, **load_kwargs)
+    return mlm, resolve_precision(precision, mlm.device, "inference")
