@@ -11,7 +11,7 @@ import transformers
 
 from mlmkit.errors import MlmkitError
 from mlmkit.objectives.electra import (
-    GENERATOR_DIR,
+    DISCRIMINATOR_DIR,
     build_electra,
     electra_configs,
     electra_sums,
@@ -90,7 +90,7 @@ def electra_run(tmp_path_factory, wordpiece_tokenizer, fixture_dir):
     config = PretrainConfig(
         objective="electra", model="tiny", tokenizer=str(fixture_dir / "tok-wordpiece"),
         corpus=str(corpus), validation_share=0.1, packing="document", seq_len=32,
-        batch_size=16, steps=40, lr=3e-3, warmup=0.1, eval_every=0, eval_blocks=16,
+        batch_size=16, steps=60, lr=3e-3, warmup=0.1, eval_every=0, eval_blocks=16,
         pppl_sentences=0, save_every=0, log_every=5, run_dir=str(root / "run"),
         progress=False, fill_mask_examples=0, threads=1, precision="fp32")
     return pretrain(config)
@@ -106,11 +106,11 @@ def test_tiny_run_detects_replaced_tokens_better_than_all_original(electra_run):
 
 def test_both_halves_load_with_plain_transformers(electra_run):
     final = electra_run.final_dir
-    disc = transformers.ElectraForPreTraining.from_pretrained(final)
-    gen = transformers.AutoModelForMaskedLM.from_pretrained(final / GENERATOR_DIR)
+    disc = transformers.ElectraForPreTraining.from_pretrained(final / DISCRIMINATOR_DIR)
+    gen = transformers.AutoModelForMaskedLM.from_pretrained(final)  # final/ is the MLM
     assert isinstance(gen, transformers.ElectraForMaskedLM)
     tokenizer = transformers.AutoTokenizer.from_pretrained(final)
-    assert transformers.AutoTokenizer.from_pretrained(final / GENERATOR_DIR).vocab == \
+    assert transformers.AutoTokenizer.from_pretrained(final / DISCRIMINATOR_DIR).vocab == \
         tokenizer.vocab
     assert torch.equal(disc.electra.embeddings.word_embeddings.weight,
                        gen.electra.embeddings.word_embeddings.weight)  # saved shared

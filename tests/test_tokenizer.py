@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -25,7 +28,7 @@ def small_corpus(tmp_path_factory, corpus_sample):
 
 
 def run_main(monkeypatch, capsys, *args):
-    """The real entry point (errors become one line and exit 2)."""
+    """The real entry point (user errors become one line and exit 1)."""
     from mlmkit.cli import main
 
     monkeypatch.setattr("sys.argv", ["mlmkit", *args])
@@ -83,7 +86,7 @@ def test_encoding_errors_replace_reads_a_latin1_file(tmp_path, monkeypatch, caps
     path.write_bytes(b"caf\xe9 au lait and other words\n" * 20)
     code, _, err = run_main(monkeypatch, capsys, "tokenizer", "train", str(path), "-o",
                             str(tmp_path / "t1"), "--vocab-size", "64", "--no-progress")
-    assert code == 2
+    assert code == 1
     assert "byte offset 3" in err and "--encoding-errors replace" in err
     code, out, err = run_main(monkeypatch, capsys, "tokenizer", "train", str(path), "-o",
                               str(tmp_path / "t2"), "--vocab-size", "64", "--no-progress",
@@ -105,5 +108,95 @@ def test_bad_inputs_are_one_error_line(tmp_path, monkeypatch, capsys, small_corp
     for args, message in cases:
         code, _, err = run_main(monkeypatch, capsys, "tokenizer", "train", *args, "-o",
                                 str(tmp_path / "out"), "--no-progress")
-        assert code == 2, (args, err)
+        assert code == 1, (args, err)
         assert message in err and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["--vocab-size", "1000000000"], "--vocab-size"),  # the Rust trainer would abort
+    (["--vocab-size", "-5"], "--vocab-size"),
+    (["--vocab-size", "10"], "--vocab-size"),
+    (["--max-length", "-1"], "--max-length"),
+    (["--max-length", "0"], "--max-length"),
+])
+def test_sizes_are_bounded_before_training(tmp_path, monkeypatch, capsys, small_corpus, args,
+                                           flag):
+    code, _, err = run_main(monkeypatch, capsys, "tokenizer", "train", str(small_corpus),
+                            "--field", "body", "-o", str(tmp_path / "out"), "--no-progress",
+                            *args)
+    assert code == 1, err
+    assert flag in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_python_api_bounds_the_vocabulary(tmp_path):
+    from mlmkit.errors import InvalidArgument
+    from mlmkit.tokenizer import train_tokenizer
+
+    with pytest.raises(InvalidArgument, match="--vocab-size"):
+        train_tokenizer(["some text"] * 10, tmp_path / "t", vocab_size=10**9)
+
+
+# ---- saved tokenizers load in transformers 4.x as well as 5.x
+
+TRANSFORMERS4_PYTHON = os.environ.get("MLMKIT_TRANSFORMERS4_PYTHON", "/tmp/tf4/bin/python")
+
+
+def _load_with_transformers4(directory) -> list[int] | None:
+    """The ids of a sentence as transformers 4.x's AutoTokenizer gives them, or None when no
+    4.x environment exists (`python -m venv /tmp/tf4 && /tmp/tf4/bin/pip install
+    'transformers<5'`, or MLMKIT_TRANSFORMERS4_PYTHON)."""
+    if not Path(TRANSFORMERS4_PYTHON).exists():
+        return None
+    code = ("import json, sys, transformers; from transformers import AutoTokenizer; "
+            "assert transformers.__version__.startswith('4.'), transformers.__version__; "
+            "t = AutoTokenizer.from_pretrained(sys.argv[1]); "
+            "print(json.dumps([type(t).__name__, t.mask_token, "
+            "t('Return the ' + t.mask_token + ' of values.')['input_ids']]))")
+    done = subprocess.run([TRANSFORMERS4_PYTHON, "-c", code, str(directory)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "TRANSFORMERS_VERBOSITY": "error"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe", "unigram"])
+def test_saved_tokenizer_declares_a_class_transformers4_loads(tokenizer_factory, fixture_dir,
+                                                              tmp_path, kind):
+    from transformers import AutoTokenizer
+
+    from mlmkit.tokenizer import save_tokenizer
+
+    directory = fixture_dir / f"tok-{kind}"
+    tokenizer_factory(kind)
+    # as trained, and as saved again by a run (model folders, checkpoints): the same class
+    loaded = AutoTokenizer.from_pretrained(str(directory))
+    save_tokenizer(loaded, tmp_path / "again")
+    for folder in (directory, tmp_path / "again"):
+        config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        assert config["tokenizer_class"] == "PreTrainedTokenizerFast"  # not TokenizersBackend
+        text = f"Return the {loaded.mask_token} of values."
+        ids = AutoTokenizer.from_pretrained(str(folder))(text)["input_ids"]  # 5.x
+        assert ids == loaded(text)["input_ids"]
+        old = _load_with_transformers4(folder)
+        if old is not None:
+            name, mask, old_ids = old
+            assert name == "PreTrainedTokenizerFast" and mask == loaded.mask_token
+            assert old_ids == ids
+
+
+def test_transformers4_check_can_fail(tokenizer_factory, fixture_dir, tmp_path):
+    """The 4.x check above is real: 5.x's own class name does not load in 4.x."""
+    import shutil
+
+    tokenizer_factory("wordpiece")
+    if not Path(TRANSFORMERS4_PYTHON).exists():
+        pytest.skip("no transformers 4.x environment")
+    folder = tmp_path / "backend"
+    shutil.copytree(fixture_dir / "tok-wordpiece", folder)
+    path = folder / "tokenizer_config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**config, "tokenizer_class": "TokenizersBackend"}))
+    with pytest.raises(AssertionError):
+        _load_with_transformers4(folder)

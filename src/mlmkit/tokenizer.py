@@ -8,6 +8,7 @@ wordpiece → BERT's [CLS]/[SEP]/[MASK]/[PAD]/[UNK]; bpe → RoBERTa's <s>/</s>/
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
@@ -23,9 +24,37 @@ from tokenizers import (
     trainers,
 )
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument, MlmkitError
 
 KINDS = ("wordpiece", "bpe", "unigram")
+MAX_VOCAB_SIZE = 2**20  # the Rust trainer aborts the process (no exception) far above this
+MAX_MODEL_LENGTH = 1_000_000
+# The class written into tokenizer_config.json: transformers 5 saves `TokenizersBackend`,
+# which transformers 4 (and tools pinned to it) cannot load; both load this one from
+# tokenizer.json exactly (in 5 it is an alias of TokenizersBackend).
+PORTABLE_CLASS = "PreTrainedTokenizerFast"
+
+
+def save_tokenizer(tokenizer, directory: str | Path) -> None:
+    """`tokenizer.save_pretrained(directory)`, declaring a class transformers 4.x and 5.x
+    both load (`PreTrainedTokenizerFast` instead of 5.x's `TokenizersBackend`)."""
+    tokenizer.save_pretrained(str(directory))
+    portable_tokenizer_config(directory)
+
+
+def portable_tokenizer_config(directory: str | Path) -> None:
+    """Rewrite a saved tokenizer_config.json's `TokenizersBackend` class (5.x only) as
+    `PreTrainedTokenizerFast`; other classes (e.g. BertTokenizerFast) are left alone."""
+    path = Path(directory) / "tokenizer_config.json"
+    if not path.is_file():
+        return
+    values = json.loads(path.read_text(encoding="utf-8"))
+    if values.get("tokenizer_class") in ("TokenizersBackend", None) and (
+            Path(directory) / "tokenizer.json").is_file():
+        values["tokenizer_class"] = PORTABLE_CLASS
+        from mlmkit.runtime.staging import write_text
+
+        write_text(path, json.dumps(values, indent=2, ensure_ascii=False) + "\n")
 BERT_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]",
                  "sep_token": "[SEP]", "mask_token": "[MASK]"}
 ROBERTA_SPECIALS = {"bos_token": "<s>", "pad_token": "<pad>", "eos_token": "</s>",
@@ -105,10 +134,13 @@ def train_tokenizer(
     """
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+    from mlmkit.runtime import checks
+
     if kind not in KINDS:
-        raise MlmkitError(f"unknown tokenizer kind {kind!r}: use one of {list(KINDS)}")
-    if vocab_size < 64:
-        raise MlmkitError(f"--vocab-size {vocab_size} is too small: use at least 64")
+        raise InvalidArgument(f"unknown tokenizer kind {kind!r} (--kind): use one of "
+                              f"{list(KINDS)}")
+    vocab_size = checks.count("vocab_size", vocab_size, 64, MAX_VOCAB_SIZE)
+    model_max_length = checks.count("max_length", model_max_length, 1, MAX_MODEL_LENGTH)
     target = int(math.ceil(vocab_size / 64) * 64)
     tok, trainer, specials = _build(kind, target, lowercase)
     trainer.show_progress = show_progress
@@ -137,5 +169,5 @@ def train_tokenizer(
         fast.add_special_tokens({"additional_special_tokens": [f"[unused{i}]" for i in range(missing)]})
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    fast.save_pretrained(str(output_dir))
+    save_tokenizer(fast, output_dir)
     return AutoTokenizer.from_pretrained(str(output_dir))

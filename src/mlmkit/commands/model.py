@@ -7,7 +7,6 @@ with `AutoModelForMaskedLM.from_pretrained` and `mlmkit.load_mlm`.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 import typer
@@ -15,6 +14,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from mlmkit.errors import MlmkitError
+from mlmkit.models.presets import FAMILIES, MAX_POSITIONS, SIZES
+from mlmkit.runtime import checks, staging
 
 EXAMPLE = """
 Example:
@@ -29,27 +30,35 @@ model_app = typer.Typer(help="Create models.", no_args_is_help=True)
 
 @model_app.command(
     "init",
-    help="Build a randomly initialised masked LM from a preset (SIZE or FAMILY-SIZE: "
-         "tiny/mini/small/base × bert/roberta/modernbert) with the tokenizer's vocabulary, "
-         "and save it with the tokenizer.\n" + EXAMPLE,
+    short_help="Build a random masked LM from a preset and save it with its tokenizer.",
+    help="Build a randomly initialised masked LM from a preset and save it with the "
+         "tokenizer (its vocabulary and special tokens).\n\n"
+         f"Presets are SIZE or FAMILY-SIZE. Families: {', '.join(FAMILIES)} (default bert). "
+         "Sizes: " + "; ".join(f"{name} ({s.layers} layers × {s.hidden} hidden, {s.heads} "
+                               f"heads)" for name, s in SIZES.items()) + ".\n" + EXAMPLE,
 )
 def init_command(
     preset: str = typer.Argument(..., help="Preset, e.g. tiny, bert-mini, roberta-small."),
     tokenizer: str = typer.Option(..., "--tokenizer", help="Tokenizer directory (see "
                                                            "`mlmkit tokenizer train`)."),
     output: Path = typer.Option(..., "--output", "-o", help="Directory to save the model to."),
-    max_length: int = typer.Option(512, "--max-length", help="Longest input, in tokens."),
+    max_length: int = typer.Option(512, "--max-length", help="Longest input, in tokens "
+                                                             f"(position embeddings; 1 to "
+                                                             f"{MAX_POSITIONS})."),
     seed: int = typer.Option(0, help="Seed of the random initialisation."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing directory."),
 ) -> None:
     from transformers import AutoTokenizer
 
     from mlmkit.models import build_mlm, parse_preset
+    from mlmkit.tokenizer import save_tokenizer
 
     try:
         parse_preset(preset)
     except ValueError as error:
         raise MlmkitError(str(error)) from error
+    checks.count("max_length", max_length, 1, MAX_POSITIONS)
+    checks.count("seed", seed, 0, 2**32 - 1)
     if not Path(tokenizer).is_dir():
         raise MlmkitError(f"--tokenizer {tokenizer!r} is not a directory: train one with "
                           "`mlmkit tokenizer train`")
@@ -65,16 +74,15 @@ def init_command(
         raise MlmkitError(f"--tokenizer {tokenizer!r} has no mask token: a masked LM needs one")
     model = build_mlm(preset, tok, max_length=max_length, seed=seed)
     # Save next to the target, then swap it in: a crash never leaves half a model.
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=output.parent, prefix=f".{output.name}."))
+    # (umask permissions, fsynced; see mlmkit.runtime.staging)
+    staging.remove_leftovers(output.parent, legacy_age=86400, target=output.name)
+    folder = staging.staging_dir(output)
     try:
-        model.save_pretrained(staging)
-        tok.save_pretrained(staging)
-        if output.exists():
-            shutil.rmtree(output)
-        staging.rename(output)
+        model.save_pretrained(folder)
+        save_tokenizer(tok, folder)  # a class transformers 4.x loads too
+        staging.publish_dir(folder, output)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
         raise
     parameters = sum(p.numel() for p in model.parameters())
     Console().print(f"[green]saved[/green] {escape(preset)} ({type(model).__name__}, "

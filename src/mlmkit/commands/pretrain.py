@@ -11,23 +11,27 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 
 import typer
-import yaml
 
 HELP = """Pretrain a masked LM on a corpus and save it in Hugging Face format.
 
-With no arguments: a mini ModernBERT on the built-in python-docs corpus (about 5 minutes on 2 CPU cores), then evaluation, the saved model in runs/pretrain/final and a few fill-mask examples.
+With no arguments: a mini ModernBERT on the built-in python-docs corpus, sized for the machine (about 5 minutes on 2 CPU cores with native bf16; on a CPU without bf16, fewer steps in about 12 minutes), then evaluation, the saved model in runs/pretrain/final and a few fill-mask examples. Status lines and the progress bar go to standard error; the summary (or --json) to standard output.
 
 [bold]Examples[/]
 
+  mlmkit pretrain --model tiny --steps 20 --seq-len 32 --run-dir runs/tiny
   mlmkit pretrain
-  mlmkit pretrain --model tiny --steps 200 --run-dir runs/tiny
   mlmkit pretrain --corpus notes.txt --time 10m --precision bf16 --device cuda
   mlmkit pretrain --init ./runs/pretrain/final --corpus domain.jsonl --steps 2000
   mlmkit pretrain --resume runs/pretrain
+  mlmkit pretrain --resume runs/pretrain --steps 2000    # extend: the schedule continues
   mlmkit pretrain --objective electra --model electra-mini
   mlmkit pretrain --objective diffusion --masking diffusion
   torchrun --nproc_per_node 2 -m mlmkit pretrain --batch-size 32
 """
+
+# The runtime flags every command shares (mlmkit.cli_options): same names, help and
+# defaults; here their default is "not given", so a --config file's value stands.
+SHARED = {"device": "DEVICE", "precision": "PRECISION", "threads": "THREADS", "seed": "SEED"}
 
 _FLAG_NAMES = {"time": "--time", "steps": "--steps", "tokens": "--tokens"}
 
@@ -46,28 +50,24 @@ def _field_options() -> list[inspect.Parameter]:
 
     hints = typing.get_type_hints(PretrainConfig)
     params = []
+    from mlmkit import cli_options
+
     for f in fields(PretrainConfig):
         default = f.default if f.default is not MISSING else f.default_factory()
         name = "--" + f.name.replace("_", "-")
         decls = (f"{name}/--no-{f.name.replace('_', '-')}",) if hints[f.name] is bool else (name,)
-        option = typer.Option(None, *decls, help=f"{f.metadata['help']} (default: {default})",
+        text = f.metadata["help"]
+        if f.name in SHARED:
+            text = getattr(cli_options, SHARED[f.name]).help.rstrip(".")
+        option = typer.Option(None, *decls, help=f"{text} (default: {default})",
                               rich_help_panel=f"Config: {f.metadata['group']}",
-                              show_default=False)
+                              show_default=False, min=1 if f.name == "threads" else None)
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option,
                                         annotation=_annotation(hints[f.name])))
     return params
 
 
-def _parse_masking(value: str):
-    """--masking takes a policy name or a YAML/JSON mapping ('{name: span, rate: 0.15}')."""
-    try:
-        parsed = yaml.safe_load(value)
-    except yaml.YAMLError:
-        return value
-    return parsed if isinstance(parsed, dict) else value
-
-
-def _print_summary(console, result) -> None:
+def _summary_table(result):
     from rich.table import Table
 
     summary = result.summary
@@ -83,35 +83,64 @@ def _print_summary(console, result) -> None:
     for key, value in summary.get("eval", {}).items():
         if key != "step" and isinstance(value, float):
             table.add_row(f"validation {key.replace('_', ' ')}", f"{value:.4f}")
-    console.print(table)
+    return table
+
+
+def _batch_from_tokens(values: dict) -> None:
+    """--batch-tokens: tokens per optimizer step, i.e. --batch-size × --seq-len."""
+    batch_tokens = values.pop("batch_tokens", None)
+    if batch_tokens is None:
+        return
+    from mlmkit.errors import InvalidArgument
+    from mlmkit.train.config import PretrainConfig
+
+    if values.get("batch_size") is not None:
+        raise InvalidArgument("give --batch-tokens or --batch-size, not both")
+    seq_len = values.get("seq_len") or PretrainConfig.__dataclass_fields__["seq_len"].default
+    if batch_tokens % seq_len:
+        raise InvalidArgument(f"--batch-tokens {batch_tokens} is not a multiple of --seq-len "
+                              f"{seq_len}: a step trains on whole blocks; use e.g. "
+                              f"{max(1, batch_tokens // seq_len) * seq_len}")
+    values["batch_size"] = batch_tokens // seq_len
 
 
 def pretrain_command(**values) -> None:
     from rich.console import Console
 
+    from mlmkit.masking.config import parse_masking_option
+    from mlmkit.runtime.progress import status
+    from mlmkit.runtime.results import dumps
     from mlmkit.train import load_config, pretrain
     from mlmkit.train.config import budget_overrides
 
-    console = Console()
     config_path, resume = values.pop("config_file"), values.pop("resume")
+    as_json = values.pop("json")
+    _batch_from_tokens(values)
     overrides = budget_overrides({k: v for k, v in values.items() if v is not None})
-    if isinstance(overrides.get("masking"), str):
-        overrides["masking"] = _parse_masking(overrides["masking"])
+    if "masking" in overrides:
+        overrides["masking"] = parse_masking_option(overrides["masking"])
     config = load_config(config_path, **overrides) if config_path else None
-    result = pretrain(config, resume=resume, overrides=None if config else overrides,
-                      console=console)
+    result = pretrain(config, resume=resume, overrides=None if config else overrides)
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports (issue 6)
         return
-    _print_summary(console, result)
-    if result.final_dir is not None and result.summary.get("eval") is not None:
-        _print_examples(console, result)
-        console.print(f"model saved to [bold]{result.final_dir}[/] (load it with "
-                      "AutoModelForMaskedLM.from_pretrained or mlmkit.load_mlm)")
+    summary = result.summary
+    if as_json:
+        print(dumps(summary))
+    else:
+        out = Console(highlight=False)
+        out.print(_summary_table(result))
+        if result.final_dir is not None and summary.get("eval") is not None:
+            _print_examples(out, result)
+    if result.final_dir is not None:
+        status(f"model saved to {result.final_dir} (load it with "
+               "AutoModelForMaskedLM.from_pretrained or mlmkit.load_mlm)")
+        if (Path(result.final_dir) / "discriminator" / "config.json").exists():
+            status(f"ELECTRA discriminator saved to {result.final_dir}/discriminator (load "
+                   "it with ElectraForPreTraining.from_pretrained)")
     if result.interrupted:
-        console.print(f"[yellow]stopped at step {result.summary['steps']} "
-                      f"({result.summary['stop_reason']}); continue with "
-                      f"{result.summary['resume_with']}[/]")
-        reason = result.summary["stop_reason"]
+        status(f"stopped at step {summary['steps']} ({summary['stop_reason']}); continue "
+               f"with {summary['resume_with']}")
+        reason = summary["stop_reason"]
         if reason in ("SIGINT", "SIGTERM"):
             sys.exit(128 + int(getattr(signal, reason)))
 
@@ -124,14 +153,11 @@ def _print_examples(console, result) -> None:
     count = load_config(Path(result.run_dir) / "config.yaml").fill_mask_examples
     if count <= 0:
         return
-    final = Path(result.final_dir)
-    if (final / "generator" / "config.json").exists():  # ELECTRA: the generator fills masks
-        final = final / "generator"
-    mlm = load_mlm(final, device="cpu")
-    console.print("[bold]fill-mask examples[/]")
+    mlm = load_mlm(Path(result.final_dir), device="cpu")
+    console.print("fill-mask examples", markup=False)
     for text, candidates in fill_mask_examples(mlm, count):
         shown = ", ".join(f"{token!r} {p:.2f}" for token, p in candidates)
-        console.print(f"  {text}  →  {shown}")
+        console.print(f"  {text}  →  {shown}", markup=False)
 
 
 def _build():
@@ -144,6 +170,16 @@ def _build():
                           default=typer.Option(None, "--resume", help="continue the run in "
                                                "this directory where it stopped"),
                           annotation=typing.Optional[Path]),  # noqa: UP045
+        inspect.Parameter("batch_tokens", inspect.Parameter.KEYWORD_ONLY,
+                          default=typer.Option(None, "--batch-tokens", min=1,
+                                               help="tokens per optimizer step (= --batch-size "
+                                               "× --seq-len; sets --batch-size)",
+                                               rich_help_panel="Config: what is studied"),
+                          annotation=typing.Optional[int]),  # noqa: UP045
+        inspect.Parameter("json", inspect.Parameter.KEYWORD_ONLY,
+                          default=typer.Option(False, "--json", help="print the summary as "
+                                               "JSON on standard output"),
+                          annotation=bool),
     ]
     params = extra + _field_options()
 

@@ -32,8 +32,9 @@ def train_command(
                   "or a Hugging Face dataset saved with save_to_disk."),
     output: Path = typer.Option(..., "--output", "-o", help="Directory to write the tokenizer to."),
     kind: str = typer.Option("wordpiece", help="wordpiece, bpe or unigram."),
-    vocab_size: int = typer.Option(8192, "--vocab-size", help="Vocabulary size (rounded up to "
-                                                             "a multiple of 64)."),
+    vocab_size: int = typer.Option(8192, "--vocab-size", help="Vocabulary size, 64 to "
+                                                             "1048576 (rounded up to a "
+                                                             "multiple of 64)."),
     lowercase: bool = typer.Option(False, "--lowercase", help="Lower-case text first."),
     field: str = typer.Option("text", help="The text field of .jsonl / column of .csv, "
                                            ".parquet or a dataset."),
@@ -47,7 +48,12 @@ def train_command(
     progress: bool = typer.Option(True, help="Show the trainer's progress bar."),
 ) -> None:
     from mlmkit.corpus import read_corpus
-    from mlmkit.tokenizer import train_tokenizer
+    from mlmkit.runtime import checks
+    from mlmkit.tokenizer import MAX_MODEL_LENGTH, MAX_VOCAB_SIZE, train_tokenizer
+
+    # every range before the corpus is read (the kind: by train_tokenizer, before it reads)
+    checks.count("vocab_size", vocab_size, 64, MAX_VOCAB_SIZE)
+    checks.count("max_length", max_length, 1, MAX_MODEL_LENGTH)
 
     documents = read_corpus(corpus, field=field, split=split, paragraphs=paragraphs,
                             encoding=encoding, encoding_errors=encoding_errors)

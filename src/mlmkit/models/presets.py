@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import transformers
 
+from mlmkit.errors import InvalidArgument
+
 
 @dataclass(frozen=True)
 class Size:
@@ -28,6 +30,11 @@ SIZES: dict[str, Size] = {
     "small": Size(hidden=512, layers=4, heads=8, intermediate=2048),
     "base": Size(hidden=768, layers=12, heads=12, intermediate=3072),
 }
+
+# Position embeddings of every preset (BERT's 512): a model trained with a shorter
+# --seq-len keeps them, so it can later be trained or used on longer inputs.
+PRESET_POSITIONS = 512
+MAX_POSITIONS = 8192  # `model init --max-length` bound: far above any preset's need
 
 # The three families of the preset table, plus the other architectures the model layer
 # supports, so that every adapter can be exercised on a fresh model.
@@ -57,9 +64,18 @@ def parse_preset(preset: str) -> tuple[str, Size]:
 
 
 
-def preset_config(preset: str, tokenizer, max_length: int = 512) -> transformers.PretrainedConfig:
-    """The Hugging Face config of a preset, with vocabulary and special ids from `tokenizer`."""
+def preset_config(preset: str, tokenizer, max_length: int = PRESET_POSITIONS) -> transformers.PretrainedConfig:
+    """The Hugging Face config of a preset, with vocabulary and special ids from `tokenizer`.
+
+    `max_length` is the longest input (position embeddings); pretraining keeps the
+    presets' `PRESET_POSITIONS` whatever its --seq-len, so a trained model can be used or
+    trained further on longer inputs.
+    """
     family, s = parse_preset(preset)
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or not (
+            1 <= max_length <= MAX_POSITIONS):
+        raise InvalidArgument(f"max_length={max_length!r} (--max-length) must be a whole number "
+                              f"between 1 and {MAX_POSITIONS}")
     vocab = len(tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     common = dict(vocab_size=vocab, pad_token_id=pad)
@@ -112,7 +128,7 @@ def preset_config(preset: str, tokenizer, max_length: int = 512) -> transformers
     )
 
 
-def build_mlm(preset: str, tokenizer, max_length: int = 512, seed: int = 0):
+def build_mlm(preset: str, tokenizer, max_length: int = PRESET_POSITIONS, seed: int = 0):
     """A fresh masked LM (transformers model, random weights seeded by `seed`) for `preset`."""
     import torch
 

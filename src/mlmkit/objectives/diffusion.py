@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from mlmkit.errors import MlmkitError
 from mlmkit.models import masked_logits
 from mlmkit.objectives import LossOutput, Objective, Prepared
+from mlmkit.tokenizer import save_tokenizer
 
 EVAL_SAMPLES = 4  # corruptions (stratified times) per validation block
 EVAL_SEED_OFFSET = 1_000_003  # evaluation masks never coincide with a training step's
@@ -167,7 +168,7 @@ class DiffusionObjective(Objective):
     def save_pretrained(self, directory: str | Path) -> None:
         directory = Path(directory)
         self.model.save_pretrained(directory)
-        self.tokenizer.save_pretrained(directory)
+        save_tokenizer(self.tokenizer, directory)  # a class transformers 4.x loads too
 
     def describe(self) -> str:
         return f"masked diffusion (MDLM/LLaDA NELBO, SUBS), masking: {self.policy.describe()}"

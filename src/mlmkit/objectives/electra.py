@@ -7,7 +7,8 @@ embedding layer (token, position and segment embeddings and their LayerNorm, as 
 paper's tied embeddings), and the generator's output projection is tied to the token
 embeddings. Replacements are drawn from the generator's softmax with Gumbel noise and are
 not differentiated through; a sample equal to the original counts as original. The loss is
-`MLM + rtd_weight × RTD` (λ = 50 by default). Both halves save as plain transformers models.
+`MLM + rtd_weight × RTD` (λ = 50 by default). Both halves save as plain transformers models:
+the generator as the run's masked LM, the discriminator in `discriminator/`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from mlmkit.objectives import LossOutput, Objective, Prepared
 
 RTD_WEIGHT = 50.0
 GENERATOR_FRACTION = 0.25
-GENERATOR_DIR = "generator"
+DISCRIMINATOR_DIR = "discriminator"  # final/ itself holds the generator (the MLM)
 EVAL_SEED_OFFSET = 1_000_003  # evaluation masks never coincide with a training step's
 
 
@@ -167,7 +168,7 @@ class ElectraObjective(Objective):
         from mlmkit.objectives.mlm import build_masking_policy, set_dropout, use_fast_attention
 
         self.rtd_weight = rtd_weight
-        self.pair = build_electra(config.model, tokenizer, max_length=config.seq_len,
+        self.pair = build_electra(config.model, tokenizer,  # the preset's positions
                                   seed=config.seed, fraction=fraction)
         if config.dropout is not None:
             set_dropout(self.pair.generator, config.dropout)
@@ -266,10 +267,14 @@ class ElectraObjective(Objective):
 
 
 def save_electra(pair: ElectraPair, tokenizer, directory: str | Path) -> None:
-    """The discriminator (`ElectraForPreTraining`) in `directory`, the generator
-    (`ElectraForMaskedLM`) in `directory/generator`, each with the tokenizer."""
+    """The generator (`ElectraForMaskedLM`, the pair's masked LM) in `directory`, so that
+    `AutoModelForMaskedLM` and every MLM command load the folder as it is; the
+    discriminator (`ElectraForPreTraining`) in `directory/discriminator`; each with the
+    tokenizer (its saved class loads in transformers 4.x and 5.x)."""
+    from mlmkit.tokenizer import save_tokenizer
+
     directory = Path(directory)
-    pair.discriminator.save_pretrained(directory)
-    tokenizer.save_pretrained(directory)
-    pair.generator.save_pretrained(directory / GENERATOR_DIR)
-    tokenizer.save_pretrained(directory / GENERATOR_DIR)
+    pair.generator.save_pretrained(directory)
+    save_tokenizer(tokenizer, directory)
+    pair.discriminator.save_pretrained(directory / DISCRIMINATOR_DIR)
+    save_tokenizer(tokenizer, directory / DISCRIMINATOR_DIR)

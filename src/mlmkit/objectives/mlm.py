@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from mlmkit.models import MLM, build_mlm, masked_logits
 from mlmkit.objectives import LossOutput, Objective, Prepared
+from mlmkit.tokenizer import save_tokenizer
 from mlmkit.train.evaluate import masked_token_metrics, pseudo_perplexity
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation masks never coincide with a training step's
@@ -74,7 +75,7 @@ def build_run_model(config, tokenizer, runtime, init_model=None):
     """The run's masked LM: `init_model` (continued pretraining) or a fresh preset, with the
     run's dropout and the runtime's fastest attention, on the run's device."""
     model = init_model if init_model is not None else build_mlm(
-        config.model, tokenizer, max_length=config.seq_len, seed=config.seed)
+        config.model, tokenizer, seed=config.seed)  # the preset's positions, not --seq-len
     if config.dropout is not None:
         set_dropout(model, config.dropout)
     use_fast_attention(model, runtime)
@@ -156,7 +157,7 @@ class MLMObjective(Objective):
     def save_pretrained(self, directory: str | Path) -> None:
         directory = Path(directory)
         self.model.save_pretrained(directory)
-        self.tokenizer.save_pretrained(directory)
+        save_tokenizer(self.tokenizer, directory)  # a class transformers 4.x loads too
 
     def describe(self) -> str:
         describe = getattr(self.policy, "describe", None)

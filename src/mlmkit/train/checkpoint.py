@@ -4,6 +4,10 @@
 (weights, optimizer, data position, RNG states, masking-policy state, metrics so far);
 its `.sha256` sidecar is written after it, so a state without a matching digest (a crash
 mid-save, a truncated copy) is detected and the previous one used, with a warning.
+
+Every file and folder is fsynced, then renamed into place, then its folder fsynced
+(`mlmkit.runtime.staging`), with the process's umask; what a killed save leaves behind
+is removed by `remove_leftovers` when the next run starts in the directory.
 """
 
 from __future__ import annotations
@@ -11,16 +15,14 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 import torch
 
-from mlmkit.cache import atomic_write_bytes, atomic_write_text
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import RunError
+from mlmkit.runtime import staging
 
 logger = logging.getLogger(__name__)
 STATE_FORMAT = 1
@@ -39,8 +41,8 @@ def save_state(run_dir: str | Path, step: int, state: dict, keep: int = 2) -> Pa
     torch.save({"format": STATE_FORMAT, **state}, buffer)
     data = buffer.getvalue()
     path = folder / f"state-{step:08d}.pt"
-    atomic_write_bytes(path, data)
-    atomic_write_text(path.with_name(path.name + ".sha256"), hashlib.sha256(data).hexdigest())
+    staging.write_bytes(path, data)
+    staging.write_text(path.with_name(path.name + ".sha256"), hashlib.sha256(data).hexdigest())
     for old in list_states(run_dir)[keep:]:
         old.unlink(missing_ok=True)
         old.with_name(old.name + ".sha256").unlink(missing_ok=True)
@@ -73,35 +75,46 @@ def load_latest_state(run_dir: str | Path) -> tuple[dict, Path]:
     """The newest state that verifies; earlier corrupt ones are skipped with a warning."""
     states = list_states(run_dir)
     if not states:
-        raise MlmkitError(f"--resume {str(run_dir)!r}: no training state in "
-                          f"{checkpoint_dir(run_dir)}; start a new run instead")
+        raise RunError(f"--resume {str(run_dir)!r}: no training state in "
+                       f"{checkpoint_dir(run_dir)}; start a new run instead (--restart starts "
+                       "over in the same directory)")
+    problems = []
     for path in states:
         try:
             return _read_verified(path), path
         except Exception as error:  # any unreadable state: try the previous one
+            problems.append(f"{path.name}: {error}")
             logger.warning("checkpoint %s is unusable (%s); falling back to the previous one",
                            path, error)
-    raise MlmkitError(f"--resume {str(run_dir)!r}: every training state in "
-                      f"{checkpoint_dir(run_dir)} is corrupt; start a new run")
+    raise RunError(f"--resume {str(run_dir)!r}: every training state in "
+                   f"{checkpoint_dir(run_dir)} is damaged ({'; '.join(problems)}); the run "
+                   f"cannot continue: start it over in the same directory with --restart")
+
+
+def remove_leftovers(run_dir: str | Path) -> list[Path]:
+    """Remove what killed saves left in the run directory and its checkpoints (temporary
+    files, staging and half-replaced folders); the removed paths. Call at the start."""
+    run_dir = Path(run_dir)
+    removed = staging.remove_leftovers(run_dir) + staging.remove_leftovers(
+        checkpoint_dir(run_dir))
+    if removed:
+        logger.info("removed %d leftover(s) of interrupted saves in %s", len(removed), run_dir)
+    return removed
 
 
 def save_model_dir(save_pretrained, target: str | Path) -> Path:
-    """Call `save_pretrained(tmp)` and rename tmp to `target`: a model folder is whole or absent."""
+    """Call `save_pretrained(folder)` in a staging folder, fsync it and rename it to
+    `target`: a model folder is whole or absent, and survives a power cut once returned."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
+    folder = staging.staging_dir(target)
     try:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # one bar per saved shard clutters the training bar
-        save_pretrained(staging)
-        if target.exists():
-            old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old."))
-            os.replace(target, old / "x")
-            shutil.rmtree(old, ignore_errors=True)
-        os.replace(staging, target)
+        save_pretrained(folder)
+        staging.publish_dir(folder, target)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
         raise
     return target
 

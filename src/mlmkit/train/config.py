@@ -8,6 +8,8 @@ should change only speed. A resumed run must agree with its directory on the fir
 from __future__ import annotations
 
 import dataclasses
+import json
+import math
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -15,10 +17,14 @@ from typing import Any
 
 import yaml
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
 
 STUDIED, BUDGET, EVALUATION, RUNTIME = "what is studied", "budget", "evaluation", "runtime"
 PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 where the device runs it natively
+MAX_VOCAB_SIZE = 2**20  # the tokenizers trainer aborts the process far above this
+MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 8192  # 8: [CLS] [SEP] and a few tokens
+MAX_BATCH = 2**20
+MAX_COUNT = 10**15  # steps, tokens, cadences: far beyond any run, but finite
 
 
 def _f(default, help: str, group: str = STUDIED, **kwargs):
@@ -112,38 +118,129 @@ class PretrainConfig:
         self.validate()
 
     def validate(self) -> None:
-        positive = ("seq_len", "batch_size", "grad_accum", "vocab_size", "log_every",
-                    "keep_checkpoints")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise MlmkitError(f"--{flag(name)} must be at least 1, got {getattr(self, name)}")
-        if self.batch_size % self.grad_accum:
-            raise MlmkitError(f"--batch-size {self.batch_size} is not divisible by "
-                              f"--grad-accum {self.grad_accum}")
-        if self.steps is None and self.tokens is None and self.time is None:
-            raise MlmkitError("no budget: give --steps, --tokens or --time")
-        if self.time is not None:
-            parse_duration(self.time)
+        """Check every field's type and range before any work (or any file) is done.
+
+        Counts are whole numbers ≥ 1, except where 0 means "never": `eval_every` (only at
+        the end), `save_every` (only at the end and on a signal), `pppl_sentences` (skip),
+        `fill_mask_examples` (none) and `clip` (no clipping). `--steps`, `--tokens` and
+        `--time` may be None (not that budget) but at least one is given. The sequence
+        length fits the preset's position count (`mlmkit.models.presets.PRESET_POSITIONS`)
+        or a local `--init` model's. Errors are one-line `InvalidArgument`s naming the flag.
+        """
+        from mlmkit.runtime import checks
+
+        for name in ("objective", "tokenizer_kind", "corpus", "field", "packing", "schedule",
+                     "device", "precision"):
+            _text(name, getattr(self, name))
+        for name in ("model", "init", "tokenizer", "masking_stats", "run_dir", "time"):
+            if getattr(self, name) is not None:
+                _text(name, getattr(self, name))
+        for name in ("compile", "progress"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
+                                      "false")
+        checks.choice("objective", self.objective, ("mlm", "electra", "diffusion"))
+        checks.choice("tokenizer_kind", self.tokenizer_kind, ("wordpiece", "bpe", "unigram"))
+        checks.choice("packing", self.packing, ("full", "document"))
+        checks.choice("schedule", self.schedule, ("linear", "cosine", "wsd", "constant"))
         if self.precision not in PRECISIONS:
-            raise MlmkitError(f"--precision {self.precision!r}: use auto, fp32 or bf16")
-        if not 0 <= self.label_smoothing < 1:
-            raise MlmkitError(f"--label-smoothing {self.label_smoothing}: use a value in [0, 1)")
-        if not 0 <= self.validation_share < 1:
-            raise MlmkitError(f"--validation-share {self.validation_share}: use [0, 1)")
-        choices = {"packing": ("full", "document"),
-                   "schedule": ("linear", "cosine", "wsd", "constant"),
-                   "tokenizer_kind": ("wordpiece", "bpe", "unigram")}
-        for name, valid in choices.items():
-            if getattr(self, name) not in valid:
-                raise MlmkitError(f"--{flag(name)} {getattr(self, name)!r}: use one of "
-                                  f"{list(valid)}")
+            raise InvalidArgument(f"--precision {self.precision!r}: use auto, fp32 or bf16")
+        # what is studied
+        if self.dropout is not None:
+            checks.probability("dropout", self.dropout)
+        self.vocab_size = checks.count("vocab_size", self.vocab_size, 64, MAX_VOCAB_SIZE)
+        checks.probability("validation_share", self.validation_share)
+        self.seq_len = checks.count("seq_len", self.seq_len, MIN_SEQ_LEN, MAX_SEQ_LEN)
+        checks.probability("label_smoothing", self.label_smoothing)
+        self.batch_size = checks.count("batch_size", self.batch_size, 1, MAX_BATCH)
+        self.grad_accum = checks.count("grad_accum", self.grad_accum, 1, MAX_BATCH)
+        if self.batch_size % self.grad_accum:
+            raise InvalidArgument(f"--batch-size {self.batch_size} is not divisible by "
+                                  f"--grad-accum {self.grad_accum}")
+        checks.positive("lr", self.lr)
+        if self.lr > 10:
+            raise InvalidArgument(f"lr={self.lr!r} (--lr) is not a learning rate: use a value "
+                                  "≤ 10 (typically 1e-4 to 1e-3)")
+        checks.non_negative("weight_decay", self.weight_decay)
+        checks.probability("beta1", self.beta1)
+        checks.probability("beta2", self.beta2)
+        checks.positive("eps", self.eps)
+        checks.non_negative("clip", self.clip)
+        checks.non_negative("warmup", self.warmup)
+        checks.probability("decay", self.decay, closed_high=True)
+        checks.probability("min_lr", self.min_lr, closed_high=True)
+        self.seed = checks.count("seed", self.seed, 0, 2**32 - 1)
+        # budget
+        if self.steps is None and self.tokens is None and self.time is None:
+            raise InvalidArgument("no budget: give --steps, --tokens or --time")
+        if self.steps is not None:
+            self.steps = checks.count("steps", self.steps, 1, MAX_COUNT)
+        if self.tokens is not None:
+            self.tokens = checks.count("tokens", self.tokens, 1, MAX_COUNT)
+        if self.time is not None and parse_duration(self.time) <= 0:
+            raise InvalidArgument(f"--time {self.time!r} must be a positive duration, "
+                                  "e.g. 90s, 10m or 2h")
+        if self.warmup >= 1 and not float(self.warmup).is_integer():
+            raise InvalidArgument(f"--warmup {self.warmup!r}: use a share of the budget "
+                                  "(< 1) or a whole number of steps (≥ 1)")
+        # evaluation and runtime
+        self.eval_every = checks.count("eval_every", self.eval_every, 0, MAX_COUNT)
+        self.eval_blocks = checks.count("eval_blocks", self.eval_blocks, 1, MAX_COUNT)
+        self.pppl_sentences = checks.count("pppl_sentences", self.pppl_sentences, 0, MAX_COUNT)
+        self.save_every = checks.count("save_every", self.save_every, 0, MAX_COUNT)
+        self.keep_checkpoints = checks.count("keep_checkpoints", self.keep_checkpoints, 1, 1000)
+        self.log_every = checks.count("log_every", self.log_every, 1, MAX_COUNT)
+        if self.threads is not None:
+            self.threads = checks.count("threads", self.threads, 1, 4096)
+        if self.halt_after is not None:
+            self.halt_after = checks.count("halt_after", self.halt_after, 1, MAX_COUNT)
+        self.fill_mask_examples = checks.count("fill_mask_examples", self.fill_mask_examples, 0, 1000)
+        self._validate_masking()
+        self._validate_positions()
+
+    def _validate_masking(self) -> None:
+        """The masking config's rate and corruption (the parts that need no tokenizer)."""
+        from mlmkit.masking.config import rate_component, resolve
+        from mlmkit.masking.corruption import Corruption
+        from mlmkit.masking.registry import RATES
+
+        masking = self.masking
+        if masking in (None, "default"):
+            return
+        if not isinstance(masking, (str, dict)):
+            raise InvalidArgument(f"--masking {masking!r}: use a preset name or a mapping")
+        try:
+            full = resolve(masking)
+            name, params = rate_component(full["rate"])
+            RATES.build(name, params, total_steps=self.steps)
+            corruption = full["corruption"]
+            if isinstance(corruption, (list, tuple)) and not all(
+                    isinstance(p, (int, float)) and math.isfinite(p) for p in corruption):
+                raise MlmkitError(f"corruption proportions {list(corruption)} must be finite")
+            Corruption(corruption, per_unit=full.get("corruption_per_unit", False))
+        except InvalidArgument:
+            raise
+        except (MlmkitError, TypeError, KeyError) as error:
+            raise InvalidArgument(f"--masking: {error}") from error
+
+    def _validate_positions(self) -> None:
+        """--seq-len fits the model's positions: the preset's, or a local --init's."""
         if self.init is None:
-            from mlmkit.models.presets import parse_preset
+            from mlmkit.models.presets import PRESET_POSITIONS, parse_preset
 
             try:
                 parse_preset(self.model)
             except ValueError as error:
-                raise MlmkitError(f"--model: {error}") from error
+                raise InvalidArgument(f"--model: {error}") from error
+            if self.seq_len > PRESET_POSITIONS:
+                raise InvalidArgument(f"--seq-len {self.seq_len} is longer than the presets' "
+                                      f"{PRESET_POSITIONS} positions: use at most "
+                                      f"{PRESET_POSITIONS}")
+            return
+        limit = init_positions(self.init)
+        if limit is not None and self.seq_len > limit:
+            raise InvalidArgument(f"--seq-len {self.seq_len} is longer than --init "
+                                  f"{self.init!r} allows ({limit} positions)")
 
     # ---- what is studied vs how it runs
     def studied(self) -> dict:
@@ -159,6 +256,26 @@ class PretrainConfig:
 
     def replace(self, **overrides) -> PretrainConfig:
         return from_dict({**self.to_dict(), **overrides})
+
+
+def _text(name: str, value) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"--{flag(name)} {value!r}: give a non-empty text value")
+
+
+def init_positions(init: str) -> int | None:
+    """The sequence length a local --init model accepts (None: not a local folder)."""
+    path = Path(init) / "config.json"
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # a hub name, or a damaged folder: loading it will say
+    limit = values.get("max_position_embeddings") if isinstance(values, dict) else None
+    if not isinstance(limit, int):
+        return None
+    if values.get("model_type") in ("roberta", "xlm-roberta", "camembert"):
+        limit -= int(values.get("pad_token_id") or 0) + 1  # positions start after padding
+    return limit
 
 
 def default_model(objective: str) -> str:
@@ -189,9 +306,14 @@ def load_config(path: str | Path, **overrides) -> PretrainConfig:
     """A config from a YAML file, with `overrides` (flags) applied on top."""
     path = Path(path)
     if not path.is_file():
-        raise MlmkitError(f"config file {str(path)!r} does not exist")
+        raise PathError(f"config file {str(path)!r} does not exist (or is not a file)")
     try:
         values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as error:
+        raise InvalidData(f"config file {str(path)!r} is not UTF-8 text (byte offset "
+                          f"{error.start}): save it as UTF-8") from error
+    except OSError as error:
+        raise PathError(f"config file {str(path)!r} cannot be read: {error.strerror}") from error
     except yaml.YAMLError as error:
         raise MlmkitError(f"config file {str(path)!r} is not valid YAML: {error}") from error
     if not isinstance(values, dict):
@@ -206,6 +328,6 @@ def parse_duration(text: str) -> float:
     """Seconds in `90`, `90s`, `10m`, `1.5h`."""
     match = _DURATION.match(str(text))
     if not match:
-        raise MlmkitError(f"--time {text!r} is not a duration: use e.g. 90s, 10m or 2h")
+        raise InvalidArgument(f"--time {text!r} is not a duration: use e.g. 90s, 10m or 2h")
     value, unit = float(match.group(1)), (match.group(2) or "s")[0]
     return value * {"s": 1, "m": 60, "h": 3600}[unit]
