@@ -15,8 +15,8 @@ from mlmkit.bias.bootstrap import Score, bootstrap
 from mlmkit.bias.crows_data import DEFAULT_CROWS_PATH, read_crows_pairs
 from mlmkit.bias.pairs import PairScores
 from mlmkit.bias.stereoset import StereoSetResult, read_stereoset
-from mlmkit.errors import MlmkitError
-from mlmkit.models import as_mlm
+from mlmkit.errors import InvalidArgument
+from mlmkit.runtime.results import Result, jsonable
 
 
 @dataclass(frozen=True)
@@ -37,11 +37,10 @@ def _score_crows(mlm, items, **kw):
 
 
 def _score_aul(attention: bool):
-    def score(mlm, items, batch_tokens=None, precision="fp32", progress=False, lowercase=None):
-        from mlmkit.bias.aul import DEFAULT_BATCH_TOKENS, score_aul
+    def score(mlm, items, **kw):
+        from mlmkit.bias.aul import score_aul
 
-        return score_aul(mlm, items, attention=attention, lowercase=lowercase,
-                         batch_tokens=batch_tokens or DEFAULT_BATCH_TOKENS)
+        return score_aul(mlm, items, attention=attention, **kw)
 
     return score
 
@@ -49,7 +48,11 @@ def _score_aul(attention: bool):
 def _score_stereoset(mlm, items, lowercase=None, **kw):
     from mlmkit.bias.stereoset import score_stereoset
 
-    return StereoSetResult(items, score_stereoset(mlm, items, **kw), model=mlm.name)
+    if lowercase is not None:
+        raise InvalidArgument("lowercase does not apply to StereoSet (the official evaluation "
+                              "scores the sentences as written): leave it unset")
+    scores = score_stereoset(mlm, items, **kw)
+    return StereoSetResult(items, scores, model=scores.model)
 
 
 PAIR_BARS = ("metric score", "stereotype score", "anti-stereotype score")
@@ -66,7 +69,8 @@ BENCHMARKS: dict[str, Benchmark] = {
 
 def benchmark(name: str) -> Benchmark:
     if name not in BENCHMARKS:
-        raise MlmkitError(f"unknown bias benchmark {name!r}: use one of {list(BENCHMARKS)}")
+        raise InvalidArgument(f"unknown bias benchmark {name!r}: use one of "
+                              f"{', '.join(BENCHMARKS)}")
     return BENCHMARKS[name]
 
 
@@ -77,13 +81,13 @@ def read_benchmark(name: str, data: str | Path | list | None) -> list:
         return data
     if data is None:
         if spec.default_data is None:
-            raise MlmkitError(f"the {name} benchmark has no default data: pass --data")
+            raise InvalidArgument(f"the {name} benchmark has no default data: pass --data")
         data = spec.default_data
     return spec.read(Path(data))
 
 
 @dataclass
-class BiasAudit:
+class BiasAudit(Result):
     """A model's scores on one benchmark, each with its bootstrap interval."""
 
     benchmark: str
@@ -104,6 +108,22 @@ class BiasAudit:
     def groups(self) -> list[str]:
         return self.result.groups()
 
+    def count(self, group: str = "overall") -> int:
+        """Items (pairs or StereoSet examples) in `group`."""
+        if isinstance(self.result, StereoSetResult):
+            return self.result.score(group).count
+        return self.result.summary(group).n
+
+    def to_dict(self, with_items: bool = False) -> dict:
+        """Every score with its interval and n, per group; `with_items`: also per item."""
+        out = {"benchmark": self.benchmark, "model": self.model, "n": self.n,
+               "n_boot": self.n_boot, "seed": self.seed, "level": self.level,
+               "groups": {g: {"n": self.count(g)} for g in self.groups()},
+               "scores": [s.to_dict() for s in self.scores]}
+        if with_items:
+            out["result"] = self.result.to_dict()
+        return jsonable(out)
+
 
 def audit_result(result, benchmark_name: str, n_boot: int = 1000, seed: int = 0,
                  level: float = 0.95) -> BiasAudit:
@@ -113,20 +133,50 @@ def audit_result(result, benchmark_name: str, n_boot: int = 1000, seed: int = 0,
                      level)
 
 
-def score_model(model, benchmark_name: str, items: list, **score_kwargs):
-    """Score `model` on already read benchmark items (PairScores or StereoSetResult)."""
-    mlm = as_mlm(model)
-    return benchmark(benchmark_name).score(mlm, items, **score_kwargs)
+def score_model(model, benchmark_name: str, items: list, *, lowercase: bool | None = None,
+                batch_tokens: int | None = None, precision: str = "auto", device=None,
+                threads: int | None = None, progress: bool | None = None):
+    """Score `model` on already read benchmark items (PairScores or StereoSetResult).
+
+    Every keyword reaches the scorer (none is dropped): `lowercase` (CrowS/AUL/AULA only;
+    None = when the tokenizer is uncased), `batch_tokens`, `precision`, `device`,
+    `threads`, `progress`.
+    """
+    return benchmark(benchmark_name).score(
+        model, items, lowercase=lowercase, batch_tokens=batch_tokens, precision=precision,
+        device=device, threads=threads, progress=progress)
+
+
+def check_items(items: list, limit: int | None) -> list:
+    """The first `limit` items (all when None); `limit` must be a whole number ≥ 1."""
+    from mlmkit.runtime.checks import count
+
+    if limit is not None:
+        items = items[:count("limit", limit, 1)]
+    return items
 
 
 def audit(model, benchmark_name: str = "crows", data: str | Path | list | None = None, *,
           n_boot: int = 1000, seed: int = 0, level: float = 0.95, limit: int | None = None,
-          **score_kwargs) -> BiasAudit:
-    """Read the data, score `model`, bootstrap every score (`limit`: first N items only)."""
-    items = read_benchmark(benchmark_name, data)
+          lowercase: bool | None = None, batch_tokens: int | None = None,
+          precision: str = "auto", device=None, threads: int | None = None,
+          progress: bool | None = None) -> BiasAudit:
+    """Read the data, score `model`, bootstrap every score (`limit`: first N items only).
+
+    `benchmark_name`: crows, aul, aula or stereoset. `data`: a path (`-`: standard input),
+    items already read, or None for the benchmark's default file. `n_boot` replicates
+    (0: no intervals) seeded by `seed`, `level` the interval's coverage.
+    """
+    from mlmkit.bias.bootstrap import check_bootstrap
+    from mlmkit.probe.prepare import check_batch_tokens
+
+    benchmark(benchmark_name)
+    check_bootstrap(n_boot, level, seed)
+    check_batch_tokens(batch_tokens)
     if limit is not None:
-        if limit < 1:
-            raise MlmkitError(f"--limit {limit} must be at least 1")
-        items = items[:limit]
-    result = score_model(model, benchmark_name, items, **score_kwargs)
+        check_items([], limit)
+    items = check_items(read_benchmark(benchmark_name, data), limit)
+    result = score_model(model, benchmark_name, items, lowercase=lowercase,
+                         batch_tokens=batch_tokens, precision=precision, device=device,
+                         threads=threads, progress=progress)
     return audit_result(result, benchmark_name, n_boot=n_boot, seed=seed, level=level)

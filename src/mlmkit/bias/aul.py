@@ -22,7 +22,7 @@ from mlmkit.bias.crows import is_uncased
 from mlmkit.bias.crows_data import CrowsPair
 from mlmkit.bias.pairs import PairScores
 from mlmkit.errors import MlmkitError
-from mlmkit.models import as_mlm, masked_log_probs
+from mlmkit.models import masked_log_probs
 
 DEFAULT_BATCH_TOKENS = 4096
 
@@ -74,10 +74,21 @@ def received_attention(attentions, attention_mask: torch.Tensor) -> torch.Tensor
 
 def aul_sentence_scores(
     model, texts: Sequence[str], *, attention: bool = False, lowercase: bool = False,
-    batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    batch_tokens: int | None = None, precision: str = "auto", device=None,
+    threads: int | None = None, progress: bool | None = None,
 ) -> np.ndarray:
-    """AUL (or AULA with `attention=True`) of each text, float64, in input order."""
-    mlm = as_mlm(model)
+    """AUL (or AULA with `attention=True`) of each text, float64, in input order.
+
+    `precision` "bf16" runs the encoder (and the attention weights) under bf16 autocast;
+    the log-probabilities and their means stay float64.
+    """
+    from mlmkit.probe.prepare import prepare_model
+    from mlmkit.runtime.devices import autocast
+    from mlmkit.runtime.progress import Progress
+
+    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
+                                   batch_tokens=batch_tokens)
+    batch_tokens = batch_tokens or DEFAULT_BATCH_TOKENS
     tokenizer, net = mlm.tokenizer, mlm.model
     encoded = [tokenizer.encode(t.lower() if lowercase else t, add_special_tokens=True)
                for t in texts]
@@ -91,7 +102,9 @@ def aul_sentence_scores(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     scores = np.zeros(len(encoded), dtype=np.float64)
     context = eager_attention(net) if attention else contextlib.nullcontext()
-    with torch.inference_mode(), context:
+    with torch.inference_mode(), context, autocast(precision, mlm.device), \
+            Progress("AULA" if attention else "AUL", len(encoded), "sentences",
+                     enabled=progress) as bar:
         for batch in _batches(lengths, batch_tokens):
             ids, mask = _pad([encoded[i] for i in batch], pad, mlm.device)
             n = torch.as_tensor(lengths[batch], device=mlm.device)
@@ -113,23 +126,29 @@ def aul_sentence_scores(
                 values[scored] = picked
             means = values.sum(1) / scored.sum(1).double()
             scores[batch] = means.cpu().numpy()
+            bar.advance(len(batch))
     return scores
 
 
 def score_aul(
     model, pairs: Sequence[CrowsPair], *, attention: bool = False,
-    lowercase: bool | None = None, batch_tokens: int = DEFAULT_BATCH_TOKENS,
+    lowercase: bool | None = None, batch_tokens: int | None = None, precision: str = "auto",
+    device=None, threads: int | None = None, progress: bool | None = None,
 ) -> PairScores:
     """AUL/AULA of both sentences of every pair, as PairScores (no rounding)."""
-    mlm = as_mlm(model)
+    from mlmkit.probe.prepare import prepare_model
+
+    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
+                                   batch_tokens=batch_tokens)
     if lowercase is None:
         lowercase = is_uncased(mlm.tokenizer)
     texts = [p.sent_more for p in pairs] + [p.sent_less for p in pairs]
     scores = aul_sentence_scores(mlm, texts, attention=attention, lowercase=lowercase,
-                                 batch_tokens=batch_tokens)
+                                 batch_tokens=batch_tokens, precision=precision,
+                                 progress=progress)
     n = len(pairs)
     return PairScores(
         pairs=list(pairs), sent_more_score=scores[:n], sent_less_score=scores[n:],
         measure="aula" if attention else "aul", model=mlm.name,
-        extras={"lowercase": lowercase},
+        extras={"lowercase": lowercase, "precision": precision},
     )

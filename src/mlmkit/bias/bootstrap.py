@@ -4,6 +4,13 @@ Each score is written as a function of per-item weights (`fn(weights [B, N]) -> 
 the point estimate uses weight 1 everywhere, a bootstrap replicate uses the number of
 times each item was drawn. That makes one resample of all scores a few matrix products,
 and the paired bootstrap of two models is the same draw applied to both.
+
+An interval is only given where it means something: the score must rest on at least
+`MIN_INTERVAL_ITEMS` items (its `n`, e.g. the non-neutral stereo pairs of a bias type for
+the stereotype score); with fewer, `low`/`high` are None and `note` says why, rather than
+printing a degenerate [x, x]. When every resample gives the same value the interval is
+[x, x] by construction and `note` says so. `n_boot` must leave at least one replicate in
+each tail of the interval (40 for 95%), or be 0 for no intervals.
 """
 
 from __future__ import annotations
@@ -13,9 +20,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument
+from mlmkit.runtime.results import Result
 
 CHUNK = 256  # replicates drawn per block: bounds memory at CHUNK × N weights
+MIN_INTERVAL_ITEMS = 5  # fewer items than this: no interval (a few items give [x, x])
+NO_SPREAD = "every resample gives the same value"
 
 
 @dataclass(frozen=True)
@@ -25,25 +35,30 @@ class Statistic:
     name: str
     group: str
     fn: Callable[[np.ndarray], np.ndarray]
+    n: int | None = None  # items the score rests on (None: unknown, no minimum applied)
 
     def value(self, n: int) -> float:
         return float(self.fn(np.ones((1, n)))[0])
 
 
 @dataclass(frozen=True)
-class Score:
-    """A score with its bootstrap interval (None without a bootstrap)."""
+class Score(Result):
+    """A score with its bootstrap interval (None without a bootstrap, or from too few items:
+    `note` says which) and `n`, the number of items it rests on."""
 
     name: str
     group: str
     value: float
     low: float | None = None
     high: float | None = None
+    n: int | None = None
+    note: str | None = None
 
 
 @dataclass(frozen=True)
-class Difference:
-    """Model A's score, model B's, and the paired-bootstrap interval of A − B."""
+class Difference(Result):
+    """Model A's score, model B's, and the paired-bootstrap interval of A − B (`n`: the
+    items the score rests on, the fewer of the two models'; `note`: why no interval)."""
 
     name: str
     group: str
@@ -52,6 +67,19 @@ class Difference:
     diff: float
     low: float | None = None
     high: float | None = None
+    n: int | None = None
+    note: str | None = None
+
+
+def too_few(n: int | None) -> str | None:
+    """Why a score on `n` items gets no interval (None: it gets one)."""
+    if n is not None and n < MIN_INTERVAL_ITEMS:
+        return f"n = {n} < {MIN_INTERVAL_ITEMS}: too few items for an interval"
+    return None
+
+
+def spread_note(low, high) -> str | None:
+    return NO_SPREAD if low is not None and low == high else None
 
 
 def ratio(numerator: np.ndarray, denominator: np.ndarray | None = None, scale: float = 100.0):
@@ -70,7 +98,7 @@ def ratio(numerator: np.ndarray, denominator: np.ndarray | None = None, scale: f
 def resample_weights(n: int, n_boot: int, seed: int):
     """Yield blocks of bootstrap weights [b, n] (draw counts), seeded and deterministic."""
     if n <= 0:
-        raise MlmkitError("the bootstrap needs at least one item")
+        raise InvalidArgument("the bootstrap needs at least one item")
     rng = np.random.default_rng(seed)
     done = 0
     while done < n_boot:
@@ -90,11 +118,24 @@ def _interval(values: np.ndarray, level: float) -> tuple[float | None, float | N
     return float(low), float(high)
 
 
-def _check(n_boot: int, level: float) -> None:
-    if n_boot < 0:
-        raise MlmkitError(f"--bootstrap {n_boot} must be 0 (no intervals) or a positive count")
-    if not 0.0 < level < 1.0:
-        raise MlmkitError(f"confidence level {level} must be between 0 and 1 (e.g. 0.95)")
+def min_replicates(level: float) -> int:
+    """The fewest replicates that put at least one in each tail of a `level` interval."""
+    return int(np.ceil(2.0 / (1.0 - level) - 1e-9))
+
+
+def check_bootstrap(n_boot, level: float = 0.95, seed=0) -> None:
+    """`n_boot` 0 or enough replicates for the interval; `level` in (0, 1); `seed` ≥ 0."""
+    from mlmkit.runtime.checks import count, probability
+
+    probability("level", level, closed_low=False)
+    count("seed", seed, 0)
+    count("n_boot", n_boot, 0)
+    least = min_replicates(level)
+    if 0 < n_boot < least:
+        raise InvalidArgument(f"n_boot={n_boot} (--bootstrap) is too few replicates for a "
+                              f"{level:.0%} interval: use at least {least} (1000 is the "
+                              "default), or 0 for no intervals")
+
 
 
 def bootstrap(
@@ -102,18 +143,21 @@ def bootstrap(
     level: float = 0.95,
 ) -> list[Score]:
     """Point estimates and percentile intervals (`n_boot` = 0: estimates only)."""
-    _check(n_boot, level)
+    check_bootstrap(n_boot, level, seed)
     values = [s.value(n) for s in statistics]
     if n_boot == 0:
-        return [Score(s.name, s.group, v) for s, v in zip(statistics, values, strict=True)]
+        return [Score(s.name, s.group, v, n=s.n)
+                for s, v in zip(statistics, values, strict=True)]
     replicates = [[] for _ in statistics]
     for weights in resample_weights(n, n_boot, seed):
         for store, statistic in zip(replicates, statistics, strict=True):
             store.append(statistic.fn(weights))
     scores = []
     for statistic, value, store in zip(statistics, values, replicates, strict=True):
-        low, high = _interval(np.concatenate(store), level)
-        scores.append(Score(statistic.name, statistic.group, value, low, high))
+        note = too_few(statistic.n)
+        low, high = (None, None) if note else _interval(np.concatenate(store), level)
+        scores.append(Score(statistic.name, statistic.group, value, low, high, statistic.n,
+                            note or spread_note(low, high)))
     return scores
 
 
@@ -122,7 +166,7 @@ def paired_bootstrap(
     n_boot: int = 1000, seed: int = 0, level: float = 0.95,
 ) -> list[Difference]:
     """A − B for each score both models have, the same items drawn for both."""
-    _check(n_boot, level)
+    check_bootstrap(n_boot, level, seed)
     by_key = {(s.name, s.group): s for s in statistics_b}
     pairs = [(a, by_key[(a.name, a.group)]) for a in statistics_a if (a.name, a.group) in by_key]
     point = [(a.value(n), b.value(n)) for a, b in pairs]
@@ -132,7 +176,11 @@ def paired_bootstrap(
             for store, (a, b) in zip(replicates, pairs, strict=True):
                 store.append(a.fn(weights) - b.fn(weights))
     result = []
-    for (a, _), (va, vb), store in zip(pairs, point, replicates, strict=True):
-        low, high = _interval(np.concatenate(store), level) if store else (None, None)
-        result.append(Difference(a.name, a.group, va, vb, va - vb, low, high))
+    for (a, b), (va, vb), store in zip(pairs, point, replicates, strict=True):
+        n = None if a.n is None or b.n is None else min(a.n, b.n)
+        note = too_few(n) if store else None
+        low, high = (None, None) if note or not store else _interval(np.concatenate(store),
+                                                                      level)
+        result.append(Difference(a.name, a.group, va, vb, va - vb, low, high, n,
+                                 note or spread_note(low, high)))
     return result

@@ -10,13 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.bias.audit import BiasAudit, audit_result, read_benchmark, score_model
-from mlmkit.bias.bootstrap import Difference, paired_bootstrap
-from mlmkit.errors import MlmkitError
+from mlmkit.bias.audit import (
+    BiasAudit,
+    audit_result,
+    benchmark,
+    check_items,
+    read_benchmark,
+    score_model,
+)
+from mlmkit.bias.bootstrap import Difference, check_bootstrap, paired_bootstrap
+from mlmkit.errors import InvalidArgument
+from mlmkit.runtime.results import Result, jsonable
 
 
 @dataclass
-class BiasComparison:
+class BiasComparison(Result):
     """Each score of model A and model B, with the paired-bootstrap interval of A − B."""
 
     benchmark: str
@@ -36,17 +44,29 @@ class BiasComparison:
     def groups(self) -> list[str]:
         return self.audit_a.groups()
 
+    def count(self, group: str = "overall") -> int:
+        """Items (pairs or StereoSet examples) in `group`, the same for both models."""
+        return self.audit_a.count(group)
+
+    def to_dict(self) -> dict:
+        return jsonable({"benchmark": self.benchmark, "model_a": self.model_a,
+                         "model_b": self.model_b, "n": self.n,
+                         "n_boot": self.audit_a.n_boot, "seed": self.audit_a.seed,
+                         "level": self.audit_a.level,
+                         "groups": {g: {"n": self.count(g)} for g in self.groups()},
+                         "differences": [d.to_dict() for d in self.differences]})
+
 
 def compare_results(result_a, result_b, benchmark_name: str, n_boot: int = 1000,
                     seed: int = 0, level: float = 0.95) -> BiasComparison:
     """Paired bootstrap of two results scored on the same items."""
     if len(result_a) != len(result_b):
-        raise MlmkitError(f"the two results cover {len(result_a)} and {len(result_b)} items: "
+        raise InvalidArgument(f"the two results cover {len(result_a)} and {len(result_b)} items: "
                           f"compare models on the same data")
     items_a = getattr(result_a, "pairs", None) or result_a.examples
     items_b = getattr(result_b, "pairs", None) or result_b.examples
     if items_a != items_b:
-        raise MlmkitError("the two results were scored on different items: compare models "
+        raise InvalidArgument("the two results were scored on different items: compare models "
                           "on the same data file")
     audit_a = audit_result(result_a, benchmark_name, n_boot=n_boot, seed=seed, level=level)
     audit_b = audit_result(result_b, benchmark_name, n_boot=n_boot, seed=seed, level=level)
@@ -59,14 +79,22 @@ def compare_results(result_a, result_b, benchmark_name: str, n_boot: int = 1000,
 def compare(model_a, model_b, benchmark_name: str = "crows",
             data: str | Path | list | None = None,
             *, n_boot: int = 1000, seed: int = 0, level: float = 0.95,
-            limit: int | None = None, **score_kwargs) -> BiasComparison:
-    """Score both models on the same data and compare every score."""
-    items = read_benchmark(benchmark_name, data)
+            limit: int | None = None, lowercase: bool | None = None,
+            batch_tokens: int | None = None, precision: str = "auto", device=None,
+            threads: int | None = None, progress: bool | None = None) -> BiasComparison:
+    """Score both models on the same data and compare every score (the models first, then
+    the benchmark and its data; the keywords as `audit`)."""
+    from mlmkit.probe.prepare import check_batch_tokens
+
+    benchmark(benchmark_name)
+    check_bootstrap(n_boot, level, seed)
+    check_batch_tokens(batch_tokens)
     if limit is not None:
-        if limit < 1:
-            raise MlmkitError(f"--limit {limit} must be at least 1")
-        items = items[:limit]
-    result_a = score_model(model_a, benchmark_name, items, **score_kwargs)
-    result_b = score_model(model_b, benchmark_name, items, **score_kwargs)
+        check_items([], limit)
+    items = check_items(read_benchmark(benchmark_name, data), limit)
+    kwargs = dict(lowercase=lowercase, batch_tokens=batch_tokens, precision=precision,
+                  device=device, threads=threads, progress=progress)
+    result_a = score_model(model_a, benchmark_name, items, **kwargs)
+    result_b = score_model(model_b, benchmark_name, items, **kwargs)
     return compare_results(result_a, result_b, benchmark_name, n_boot=n_boot, seed=seed,
                            level=level)

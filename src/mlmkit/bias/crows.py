@@ -17,7 +17,6 @@ import numpy as np
 
 from mlmkit.bias.crows_data import CrowsPair
 from mlmkit.bias.pairs import PairScores
-from mlmkit.models import as_mlm
 
 ROUND_DIGITS = 3
 _CASE_PROBE = "The Cat And The Dog Were Here"
@@ -78,18 +77,23 @@ def score_crows(
     *,
     lowercase: bool | None = None,
     batch_tokens: int | None = None,
-    precision: str = "fp32",
-    progress: bool = False,
+    precision: str = "auto",
+    device=None,
+    threads: int | None = None,
+    progress: bool | None = None,
 ) -> PairScores:
     """Score every pair as metric.py does; `lowercase=None` lowercases for uncased models."""
+    from mlmkit.probe.prepare import prepare_model
+    from mlmkit.runtime.progress import progress_wanted
     from mlmkit.scoring.engine import score_token_ids
 
-    mlm = as_mlm(model)
+    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
+                                   batch_tokens=batch_tokens)
     if lowercase is None:
         lowercase = is_uncased(mlm.tokenizer)
     ids1, ids2, targets1, targets2 = crows_inputs(mlm.tokenizer, pairs, lowercase)
     logp = score_token_ids(mlm, ids1 + ids2, targets1 + targets2, batch_tokens=batch_tokens,
-                           precision=precision, progress=progress)
+                           precision=precision, progress=progress_wanted(progress))
     n = len(pairs)
     raw1 = np.array([_sequential_sum(x) for x in logp[:n]], dtype=np.float64)
     raw2 = np.array([_sequential_sum(x) for x in logp[n:]], dtype=np.float64)

@@ -12,7 +12,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidData, PathError
 
 REQUIRED_COLUMNS = ("sent_more", "sent_less", "stereo_antistereo", "bias_type")
 DIRECTIONS = ("stereo", "antistereo")
@@ -41,32 +41,36 @@ class CrowsPair:
 
 
 def read_crows_pairs(path: str | Path) -> list[CrowsPair]:
-    """All pairs of a CrowS-Pairs CSV, in file order; errors name the row and line."""
-    path = Path(path)
-    if not path.is_file():
-        raise MlmkitError(
-            f"CrowS-Pairs file {str(path)!r} does not exist: pass --data with the path of "
-            f"crows_pairs_anonymized.csv"
+    """All pairs of a CrowS-Pairs CSV (`-`: standard input), in file order; errors name the
+    row and line (a non-UTF-8 byte: its line and byte offset)."""
+    from mlmkit.runtime.records import decoded_lines
+
+    if str(path) != "-" and not Path(path).expanduser().is_file():
+        raise PathError(
+            f"CrowS-Pairs file {str(path)!r} does not exist (or is not a file): pass --data "
+            f"with the path of crows_pairs_anonymized.csv"
         )
+    def lines():
+        try:
+            for _, line in decoded_lines(path):
+                yield line
+        except InvalidData as error:
+            raise InvalidData(f"cannot read CrowS-Pairs file: {error}") from None
+
     try:
-        with open(path, encoding="utf-8", newline="") as handle:
-            return _parse(handle, path)
-    except (OSError, UnicodeDecodeError) as error:
-        raise MlmkitError(
-            f"cannot read CrowS-Pairs file {str(path)!r}: {error}; pass a UTF-8 CSV file"
-        ) from error
+        return _parse(lines(), path)
     except csv.Error as error:
-        raise MlmkitError(f"{str(path)!r} is not a valid CSV file: {error}") from error
+        raise InvalidData(f"{str(path)!r} is not a valid CSV file: {error}") from error
 
 
-def _parse(handle, path: Path) -> list[CrowsPair]:
+def _parse(handle, path) -> list[CrowsPair]:
     reader = csv.reader(handle)
     header = next(reader, None)
     if header is None:
-        raise MlmkitError(f"CrowS-Pairs file {str(path)!r} is empty: it needs a header row")
+        raise InvalidData(f"CrowS-Pairs file {str(path)!r} is empty: it needs a header row")
     missing = [c for c in REQUIRED_COLUMNS if c not in header]
     if missing:
-        raise MlmkitError(
+        raise InvalidData(
             f"CrowS-Pairs file {str(path)!r} lacks the column(s) {missing}: the header must "
             f"name {list(REQUIRED_COLUMNS)} (it has {header})"
         )
@@ -76,16 +80,16 @@ def _parse(handle, path: Path) -> list[CrowsPair]:
     for row_number, fields in enumerate(reader, start=1):
         where = f"{str(path)!r} row {row_number} (line {line})"
         if len(fields) != len(header):
-            raise MlmkitError(
+            raise InvalidData(
                 f"{where} has {len(fields)} fields, the header has {len(header)}: fix the "
                 f"quoting of that row"
             )
         values = {name: fields[i] for name, i in index.items()}
         for name in ("sent_more", "sent_less", "bias_type"):
             if not values[name].strip():
-                raise MlmkitError(f"{where} has an empty {name!r}: fill it in or remove the row")
+                raise InvalidData(f"{where} has an empty {name!r}: fill it in or remove the row")
         if values["stereo_antistereo"] not in DIRECTIONS:
-            raise MlmkitError(
+            raise InvalidData(
                 f"{where} has stereo_antistereo={values['stereo_antistereo']!r}: use one of "
                 f"{list(DIRECTIONS)}"
             )
@@ -96,5 +100,5 @@ def _parse(handle, path: Path) -> list[CrowsPair]:
         ))
         line = reader.line_num + 1
     if not pairs:
-        raise MlmkitError(f"CrowS-Pairs file {str(path)!r} has a header but no rows")
+        raise InvalidData(f"CrowS-Pairs file {str(path)!r} has a header but no rows")
     return pairs

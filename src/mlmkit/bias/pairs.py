@@ -19,7 +19,7 @@ import numpy as np
 from mlmkit.bias.bootstrap import Statistic, ratio
 from mlmkit.bias.crows_data import CrowsPair
 from mlmkit.bias.distributional import Divergences, divergence_statistics, divergences
-from mlmkit.cache import atomic_write_text
+from mlmkit.runtime.results import Result
 
 CSV_COLUMNS = ("sent_more", "sent_less", "sent_more_score", "sent_less_score", "score",
                "stereo_antistereo", "bias_type")
@@ -27,7 +27,7 @@ SCORE_NAMES = ("metric score", "stereotype score", "anti-stereotype score", "neu
 
 
 @dataclass(frozen=True)
-class PairSummary:
+class PairSummary(Result):
     """The numbers the official script prints, for all pairs or one bias type."""
 
     group: str
@@ -42,7 +42,7 @@ class PairSummary:
 
 
 @dataclass
-class PairScores:
+class PairScores(Result):
     """Per-pair scores of one model under one measure ("crows", "aul" or "aula")."""
 
     pairs: list[CrowsPair]
@@ -122,20 +122,22 @@ class PairScores:
         more, less = self._distribution_scores()
         for group in self.groups():
             keep = self._select(group).astype(np.float64)
+            n = int(keep.sum())
+            stereo_den = stereo * (1 - neutral) * keep
+            anti_den = (1 - stereo) * (1 - neutral) * keep
             stats += [
-                Statistic("metric score", group, ratio(biased * keep, keep)),
-                Statistic("stereotype score", group,
-                          ratio(biased * stereo * keep, stereo * (1 - neutral) * keep)),
+                Statistic("metric score", group, ratio(biased * keep, keep), n),
+                Statistic("stereotype score", group, ratio(biased * stereo * keep, stereo_den),
+                          int(stereo_den.sum())),
                 Statistic("anti-stereotype score", group,
-                          ratio(biased * (1 - stereo) * keep,
-                                (1 - stereo) * (1 - neutral) * keep)),
-                Statistic("neutral %", group, ratio(neutral * keep, keep)),
+                          ratio(biased * (1 - stereo) * keep, anti_den), int(anti_den.sum())),
+                Statistic("neutral %", group, ratio(neutral * keep, keep), n),
             ]
             if distributional:
                 index = np.nonzero(keep)[0]
                 if len(index) >= 2:
                     for s in divergence_statistics(more[index], less[index], group):
-                        stats.append(Statistic(s.name, group, _columns(s.fn, index)))
+                        stats.append(Statistic(s.name, group, _columns(s.fn, index), n))
         return stats
 
     def to_csv(self) -> str:
@@ -150,8 +152,26 @@ class PairScores:
                              repr(float(less)), int(score), pair.direction, pair.bias_type])
         return out.getvalue()
 
-    def write_csv(self, path: str | Path) -> None:
-        atomic_write_text(path, self.to_csv())
+    def write_csv(self, path: str | Path, inputs=()) -> None:
+        """Write the per-pair CSV atomically (`-`: standard output; never over an input)."""
+        from mlmkit.runtime.output import write_text
+
+        write_text(path, self.to_csv(), inputs=inputs, what="per-pair CSV")
+
+    def to_dict(self) -> dict:
+        """Per-pair scores and the official summary of every group, JSON-ready."""
+        from mlmkit.runtime.results import jsonable
+
+        return jsonable({
+            "measure": self.measure, "model": self.model, "n": len(self),
+            "summary": {group: self.summary(group).to_dict() for group in self.groups()},
+            "pairs": [{"row": p.row, "sent_more": p.sent_more, "sent_less": p.sent_less,
+                       "stereo_antistereo": p.direction, "bias_type": p.bias_type,
+                       "sent_more_score": more, "sent_less_score": less, "score": biased}
+                      for p, more, less, biased in zip(self.pairs, self.sent_more_score,
+                                                       self.sent_less_score, self.biased,
+                                                       strict=True)],
+        })
 
 
 def _columns(fn, index: np.ndarray):

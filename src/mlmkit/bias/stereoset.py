@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import string
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,8 +26,8 @@ import numpy as np
 
 from mlmkit.bias.bootstrap import Statistic
 from mlmkit.bias.distributional import divergence_statistics
-from mlmkit.errors import MlmkitError
-from mlmkit.models import as_mlm
+from mlmkit.errors import InvalidData
+from mlmkit.runtime.results import Result, jsonable
 
 GOLD_LABELS = ("stereotype", "anti-stereotype", "unrelated")
 SCORE_NAMES = ("SS", "LM", "ICAT")
@@ -60,64 +60,87 @@ def template_word(context: str, sentence: str) -> str:
         if "BLANK" in word:
             position = index
     if position is None:
-        raise MlmkitError(f"the context {context!r} has no BLANK")
+        raise InvalidData(f"the context {context!r} has no BLANK")
     words = sentence.split(" ")
     if position >= len(words):
-        raise MlmkitError(f"the sentence {sentence!r} has no word where its context "
+        raise InvalidData(f"the sentence {sentence!r} has no word where its context "
                           f"{context!r} has BLANK")
     return words[position].translate(_PUNCTUATION)
 
 
 def read_stereoset(path: str | Path) -> list[StereoExample]:
-    """The intrasentence examples of a StereoSet file in the official dev.json format."""
-    path = Path(path)
-    if not path.is_file():
-        raise MlmkitError(f"StereoSet file {str(path)!r} does not exist: pass --data with the "
-                          f"path of the official dev.json")
+    """The intrasentence examples of a StereoSet file in the official dev.json format
+    (`-`: standard input); errors name the file, and the line of a JSON error."""
+    from mlmkit.errors import PathError
+    from mlmkit.runtime.records import decoded_lines
+
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise MlmkitError(f"cannot read StereoSet file {str(path)!r}: {error}") from error
+        text = "".join(line for _, line in decoded_lines(path))
+    except PathError as error:
+        raise PathError(f"StereoSet file: {error}; pass --data with the path of the official "
+                        "dev.json") from None
+    if not text.strip():
+        raise InvalidData(f"StereoSet file {str(path)!r} is empty: pass the official dev.json")
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise InvalidData(f"cannot read StereoSet file {str(path)!r}: invalid JSON at line "
+                          f"{error.lineno}, column {error.colno} ({error.msg})") from error
+    except RecursionError:
+        raise InvalidData(f"cannot read StereoSet file {str(path)!r}: JSON nested too "
+                          "deeply") from None
     try:
         raw = document["data"]["intrasentence"]
     except (KeyError, TypeError) as error:
-        raise MlmkitError(f"{str(path)!r} has no data.intrasentence list: it is not in the "
+        raise InvalidData(f"{str(path)!r} has no data.intrasentence list: it is not in the "
                           f"StereoSet dev.json format") from error
     if not isinstance(raw, list) or not raw:
-        raise MlmkitError(f"{str(path)!r}: data.intrasentence is empty")
+        raise InvalidData(f"{str(path)!r}: data.intrasentence is empty")
     return [_example(item, i, path) for i, item in enumerate(raw)]
 
 
 def _example(item, index: int, path: Path) -> StereoExample:
     where = f"{str(path)!r} data.intrasentence[{index}]"
     if not isinstance(item, dict):
-        raise MlmkitError(f"{where} is not an object")
+        raise InvalidData(f"{where} is not an object")
     for key in ("id", "target", "bias_type", "context", "sentences"):
         if key not in item:
-            raise MlmkitError(f"{where} lacks {key!r}: each example needs id, target, "
+            raise InvalidData(f"{where} lacks {key!r}: each example needs id, target, "
                               f"bias_type, context and sentences")
+    for key in ("id", "target", "bias_type", "context"):
+        if not isinstance(item[key], (str, int)) or isinstance(item[key], bool):
+            raise InvalidData(f"{where}: {key!r} must be a string, got {item[key]!r}")
+    if not isinstance(item["context"], str):
+        raise InvalidData(f"{where}: 'context' must be a string, got {item['context']!r}")
+    if not isinstance(item["sentences"], list):
+        raise InvalidData(f"{where}: 'sentences' must be a list of the three candidates")
+    for j, candidate in enumerate(item["sentences"]):
+        if not isinstance(candidate, dict):
+            raise InvalidData(f"{where}.sentences[{j}] is not an object")
+        if not isinstance(candidate.get("sentence"), str):
+            raise InvalidData(f"{where}.sentences[{j}]: 'sentence' must be a string")
     if "BLANK" not in item["context"]:
-        raise MlmkitError(f"{where} (id {item['id']!r}): the context has no BLANK")
+        raise InvalidData(f"{where} (id {item['id']!r}): the context has no BLANK")
     sentences = {}
     for j, s in enumerate(item["sentences"]):
         for key in ("id", "sentence", "gold_label", "labels"):
             if key not in s:
-                raise MlmkitError(f"{where}.sentences[{j}] lacks {key!r}")
+                raise InvalidData(f"{where}.sentences[{j}] lacks {key!r}")
         if s["gold_label"] not in GOLD_LABELS:
-            raise MlmkitError(f"{where}.sentences[{j}] has gold_label {s['gold_label']!r}: use "
+            raise InvalidData(f"{where}.sentences[{j}] has gold_label {s['gold_label']!r}: use "
                               f"one of {list(GOLD_LABELS)}")
         word = template_word(item["context"], s["sentence"])
         if not word:
-            raise MlmkitError(f"{where}.sentences[{j}] ({s['sentence']!r}) has no word at the "
+            raise InvalidData(f"{where}.sentences[{j}] ({s['sentence']!r}) has no word at the "
                               f"BLANK once punctuation is removed")
         sentences[s["gold_label"]] = StereoSentence(str(s["id"]), s["sentence"],
                                                     s["gold_label"], word)
     missing = [g for g in GOLD_LABELS if g not in sentences]
     if missing:
-        raise MlmkitError(f"{where} (id {item['id']!r}) has no {missing} candidate: each "
+        raise InvalidData(f"{where} (id {item['id']!r}) has no {missing} candidate: each "
                           f"example needs one of each of {list(GOLD_LABELS)}")
-    return StereoExample(str(item["id"]), item["target"], item["bias_type"], item["context"],
-                         sentences)
+    return StereoExample(str(item["id"]), str(item["target"]), str(item["bias_type"]),
+                         item["context"], sentences)
 
 
 def stereoset_inputs(tokenizer, examples: Sequence[StereoExample]):
@@ -132,7 +155,7 @@ def stereoset_inputs(tokenizer, examples: Sequence[StereoExample]):
             candidate = example.sentences[label]
             pieces = tokenizer.encode(candidate.template_word, add_special_tokens=False)
             if not pieces:
-                raise MlmkitError(f"the template word {candidate.template_word!r} of sentence "
+                raise InvalidData(f"the template word {candidate.template_word!r} of sentence "
                                   f"{candidate.id!r} tokenizes to nothing")
             for k, piece in enumerate(pieces):
                 prefix = tokenizer.decode(pieces[:k])
@@ -140,7 +163,7 @@ def stereoset_inputs(tokenizer, examples: Sequence[StereoExample]):
                 ids = tokenizer.encode(text, add_special_tokens=True)
                 where = [i for i, t in enumerate(ids) if t == mask_id]
                 if len(where) != 1:
-                    raise MlmkitError(f"sentence {candidate.id!r}: {text!r} tokenizes with "
+                    raise InvalidData(f"sentence {candidate.id!r}: {text!r} tokenizes with "
                                       f"{len(where)} mask tokens, expected 1")
                 ids[where[0]] = piece
                 token_ids.append(ids)
@@ -149,25 +172,47 @@ def stereoset_inputs(tokenizer, examples: Sequence[StereoExample]):
     return token_ids, columns, owners
 
 
+@dataclass
+class SentenceScores(Result, Mapping):
+    """The official score of every candidate sentence, read like a dict by sentence id."""
+
+    scores: dict[str, float]
+    model: str = "model"
+
+    def __getitem__(self, sentence_id: str) -> float:
+        return self.scores[sentence_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.scores)
+
+    def __len__(self) -> int:
+        return len(self.scores)
+
+
 def score_stereoset(
     model, examples: Sequence[StereoExample], *, batch_tokens: int | None = None,
-    precision: str = "fp32", progress: bool = False,
-) -> dict[str, float]:
+    precision: str = "auto", device=None, threads: int | None = None,
+    progress: bool | None = None,
+) -> SentenceScores:
     """The official discriminative score of every candidate sentence, by sentence id."""
+    from mlmkit.probe.prepare import prepare_model
+    from mlmkit.runtime.progress import progress_wanted
     from mlmkit.scoring.engine import score_token_ids
 
-    mlm = as_mlm(model)
+    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
+                                   batch_tokens=batch_tokens)
     token_ids, columns, owners = stereoset_inputs(mlm.tokenizer, examples)
     logp = score_token_ids(mlm, token_ids, columns, batch_tokens=batch_tokens,
-                           precision=precision, progress=progress)
+                           precision=precision, progress=progress_wanted(progress))
     probabilities: dict[str, list[float]] = {}
     for owner, values in zip(owners, logp, strict=True):
         probabilities.setdefault(owner, []).append(float(np.exp(values[0])))
-    return {sid: float(np.mean(p)) for sid, p in probabilities.items()}
+    return SentenceScores({sid: float(np.mean(p)) for sid, p in probabilities.items()},
+                          model=mlm.name)
 
 
 @dataclass(frozen=True)
-class StereoSetScore:
+class StereoSetScore(Result):
     """SS, LM and ICAT of one domain (or "overall"), as evaluation.py reports them."""
 
     group: str
@@ -180,13 +225,13 @@ class StereoSetScore:
 class StereoSetResult:
     """Per-example outcomes (pro, related) with the per-term averaging of evaluation.py."""
 
-    def __init__(self, examples: Sequence[StereoExample], scores: dict[str, float],
+    def __init__(self, examples: Sequence[StereoExample], scores: Mapping[str, float],
                  model: str = "model"):
-        self.examples, self.scores, self.model = list(examples), scores, model
+        self.examples, self.scores, self.model = list(examples), dict(scores), model
         missing = [s.id for e in self.examples for s in e.sentences.values()
                    if s.id not in scores]
         if missing:
-            raise MlmkitError(f"no score for the StereoSet sentence(s) {missing[:5]}")
+            raise InvalidData(f"no score for the StereoSet sentence(s) {missing[:5]}")
 
         def column(label):
             return np.array([scores[e.sentences[label].id] for e in self.examples], np.float64)
@@ -233,6 +278,17 @@ class StereoSetResult:
         ss, lm = (float(v[0]) for v in self._term_scores(np.ones((1, len(self))), index))
         return StereoSetScore(group, len(index), ss, lm, lm * min(ss, 100.0 - ss) / 50.0)
 
+    def to_dict(self) -> dict:
+        """SS, LM and ICAT of every group and each candidate's score, JSON-ready."""
+        return jsonable({
+            "model": self.model, "n": len(self),
+            "scores": {group: self.score(group).to_dict() for group in self.groups()},
+            "examples": [{"id": e.id, "target": e.target, "bias_type": e.bias_type,
+                          "scores": {label: self.scores[s.id]
+                                     for label, s in e.sentences.items()}}
+                         for e in self.examples],
+        })
+
     def statistics(self, distributional: bool = True) -> list[Statistic]:
         stats = []
         for group in self.groups():
@@ -248,12 +304,13 @@ class StereoSetResult:
                 ss, lm = self._term_scores(w, index)
                 return lm * np.minimum(ss, 100.0 - ss) / 50.0
 
-            stats += [Statistic("SS", group, ss_fn), Statistic("LM", group, lm_fn),
-                      Statistic("ICAT", group, icat_fn)]
+            n = len(index)
+            stats += [Statistic("SS", group, ss_fn, n), Statistic("LM", group, lm_fn, n),
+                      Statistic("ICAT", group, icat_fn, n)]
             if distributional and len(index) >= 2:
                 with np.errstate(divide="ignore"):
                     s, a = np.log(self.stereo[index]), np.log(self.anti[index])
                 for d in divergence_statistics(s, a, group):
                     stats.append(Statistic(d.name, group,
-                                           lambda w, fn=d.fn, index=index: fn(w[:, index])))
+                                           lambda w, fn=d.fn, index=index: fn(w[:, index]), n))
         return stats

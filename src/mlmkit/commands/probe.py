@@ -2,66 +2,90 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-probe_app = typer.Typer(
-    help="Use the MLM head as is: cloze classification (PET), plausibility ranking of "
-    "statements, LAMA-style knowledge probes.",
-    no_args_is_help=True,
-)
-console = Console()
-err_console = Console(stderr=True)
+from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, PRECISION, THREADS
 
+PROBE_HELP = ("Probe a masked LM with its MLM head as is: cloze classification (PET), "
+              "plausibility ranking of statements, LAMA-style knowledge probes.")
+PROBE_EXAMPLE = """
+Examples:
+
+  mlmkit probe classify ./tiny-bert reviews.jsonl --verbalizer '{"pos": ["good"], "neg": ["bad"]}'
+
+  mlmkit probe rank ./tiny-bert items.jsonl --json
+
+  mlmkit probe facts ./tiny-bert facts.jsonl -o facts.json
+"""
 CLASSIFY_EXAMPLE = """
-Example (data.jsonl rows: {"text": "...", "label": "pos"}, the label optional):
+Example (reviews.jsonl rows: {"text": "...", "label": "pos"}, the label optional; - reads
+standard input):
 
-  mlmkit probe classify ./tiny-bert data.jsonl --template "{text} It was [MASK]." --verbalizer '{"pos": ["good", "great"], "neg": ["bad"]}'
+  mlmkit probe classify ./tiny-bert reviews.jsonl --template "{text} It was [MASK]." --verbalizer '{"pos": ["good", "great"], "neg": ["bad"]}' -o predictions.json
 """
 RANK_EXAMPLE = """
-Example (items.jsonl rows: {"candidates": ["...", "..."], "label": 0}, or COPA rows):
+Example (items.jsonl rows: {"candidates": ["...", "..."], "label": 0}, or COPA rows; - reads
+standard input):
 
   mlmkit probe rank ./tiny-bert items.jsonl --normalize token --json
 """
 FACTS_EXAMPLE = """
-Example (facts.jsonl rows: {"template": "[X] was born in [Y].", "subject": "Dante", "object": "Florence"} or {"masked_sentence": "... [MASK] ...", "obj_label": "..."}):
+Example (facts.jsonl rows: {"template": "[X] was born in [Y].", "subject": "Dante",
+"object": "Florence"} or {"masked_sentence": "... [MASK] ...", "obj_label": "..."}; - reads
+standard input):
 
-  mlmkit probe facts ./tiny-bert facts.jsonl --top-k 10
+  mlmkit probe facts ./tiny-bert facts.jsonl --top-k 10 -o facts.json
 """
+OUTPUT_HELP = ("Where the full result goes as JSON (- for standard output, the default, "
+               "where it is printed as a table unless --json).")
+
+probe_app = typer.Typer(help=PROBE_HELP, epilog=PROBE_EXAMPLE, no_args_is_help=True)
 
 
 def _fmt(value) -> str:
     return "–" if value is None else f"{value:.4f}"
 
 
-def _emit(payload: dict, as_json: bool, output: Path | None) -> bool:
-    """Write / print the JSON result; True when the human summary is not wanted."""
-    text = json.dumps(payload, indent=2, ensure_ascii=False)
-    if output is not None:
-        from mlmkit.cache import atomic_write_text
+def _stdout():
+    from rich.console import Console
 
-        atomic_write_text(output, text + "\n")
-        err_console.print(f"results written to {escape(str(output))}")
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _start(model: str, inputs: list, output: str, device: str, precision: str, threads,
+           batch_tokens):
+    """Check the output and the runtime options before any work, then load the model."""
+    from mlmkit.probe.prepare import check_batch_tokens, prepare_model
+    from mlmkit.runtime.output import check_output_path
+
+    check_output_path(output, inputs=inputs)
+    check_batch_tokens(batch_tokens)
+    return prepare_model(model, device=device, precision=precision, threads=threads)
+
+
+def _emit(payload: dict, as_json: bool, output: str, inputs: list) -> bool:
+    """Write the JSON result to `output` and/or print it; True when no table is wanted."""
+    from mlmkit.runtime.output import write_text
+    from mlmkit.runtime.progress import status
+    from mlmkit.runtime.results import dumps
+
+    text = dumps(payload, indent=2)
+    if output != "-":
+        write_text(output, text + "\n", inputs=inputs)
+        status(f"results written to {output}")
     if as_json:
         typer.echo(text)
     return as_json
 
 
-def _load(model: str, device: str):
-    from mlmkit.models import load_mlm
-
-    return load_mlm(model, device=device)
-
-
-@probe_app.command("classify", epilog=CLASSIFY_EXAMPLE)
+@probe_app.command("classify", epilog=CLASSIFY_EXAMPLE,
+                   short_help="Zero-shot classification with a cloze prompt and a verbalizer.")
 def classify_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    data: Path = typer.Argument(..., help="jsonl of texts (optionally with gold labels)."),
+    data: str = typer.Argument(..., help="JSONL of texts, optionally with gold labels "
+                               "(- for standard input)."),
     template: str = typer.Option("{text} It was [MASK].",
                                  help="Cloze template with {text} and one [MASK] / <mask>."),
     verbalizer: str = typer.Option(None, help="JSON object (or a .json file) label -> words; "
@@ -70,25 +94,40 @@ def classify_command(
                                   "mean or max."),
     text_field: str = typer.Option("text", "--text-field", help="Field holding the text."),
     label_field: str = typer.Option("label", "--label-field", help="Field of the gold label."),
-    as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
-    output: Path = typer.Option(None, "-o", "--output", help="Also write the JSON here."),
-    batch_tokens: int = typer.Option(None, "--batch-tokens", help="Padded tokens per batch."),
-    device: str = typer.Option("auto", help="cpu, cuda, ... (auto: cuda when available)."),
+    output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
+    as_json: bool = JSON,
+    batch_tokens: int = BATCH_TOKENS,
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    threads: int = THREADS,
 ) -> None:
+    """Zero-shot classification with a cloze prompt and a verbalizer (PET, Schick & Schütze).
+
+    Each text goes into the template; each label's words are scored at the mask.
+    """
+    from rich.markup import escape
+    from rich.table import Table
+
     from mlmkit.probe import cloze_classify, parse_verbalizer
+    from mlmkit.probe.cloze import AGGREGATES
     from mlmkit.probe.labelled import read_labelled_texts
     from mlmkit.probe.prompt import check_template
+    from mlmkit.runtime.checks import choice
 
-    texts, gold = read_labelled_texts(data, text_field, label_field)
     check_template(template, "{text}", "--template")
+    choice("aggregate", aggregate, AGGREGATES)
     words = parse_verbalizer(verbalizer, "--verbalizer") if verbalizer else None
-    result = cloze_classify(_load(model, device), texts, template, words, gold=gold,
-                            aggregate=aggregate, batch_tokens=batch_tokens)
-    if _emit(result.to_dict(), as_json, output):
+    texts, gold = read_labelled_texts(data, text_field, label_field)
+    mlm, precision = _start(model, [data], output, device, precision, threads, batch_tokens)
+    result = cloze_classify(mlm, texts, template, words, gold=gold, aggregate=aggregate,
+                            batch_tokens=batch_tokens, precision=precision)
+    if _emit(result.to_dict(), as_json, output, [data]):
         return
+    console = _stdout()
     table = Table(title=f"cloze classification ({escape(model)})")
     for column in ("#", "label", *(f"P({label})" for label in result.labels), "gold"):
-        table.add_column(column, justify="left" if column in ("label", "gold") else "right")
+        table.add_column(escape(column), justify="left" if column in ("label", "gold")
+                         else "right")
     for i, p in enumerate(result.predictions[:20]):
         table.add_row(str(i), escape(p.label),
                       *(f"{p.probabilities[label]:.3f}" for label in result.labels),
@@ -103,26 +142,44 @@ def classify_command(
         console.print(f"accuracy: {result.accuracy:.4f} over {len(result.predictions)} texts")
 
 
-@probe_app.command("rank", epilog=RANK_EXAMPLE)
+@probe_app.command("rank", epilog=RANK_EXAMPLE,
+                   short_help="Rank candidate statements by PLL (multiple choice, COPA).")
 def rank_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    items: Path = typer.Argument(..., help="jsonl of multiple-choice items."),
+    items: str = typer.Argument(..., help="JSONL of multiple-choice items (- for standard "
+                                "input)."),
     metric: str = typer.Option("pll", help="pll or pll_word_l2r."),
     normalize: str = typer.Option("sum", help="sum (log-likelihood), token or word (mean)."),
     scope: str = typer.Option("statement", help="statement (every token) or shared (only the "
                               "tokens all candidates share, Tamborrino et al.)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
-    output: Path = typer.Option(None, "-o", "--output", help="Also write the JSON here."),
-    batch_tokens: int = typer.Option(None, "--batch-tokens", help="Padded tokens per batch."),
-    device: str = typer.Option("auto", help="cpu, cuda, ... (auto: cuda when available)."),
+    output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
+    as_json: bool = JSON,
+    batch_tokens: int = BATCH_TOKENS,
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    threads: int = THREADS,
 ) -> None:
-    from mlmkit.probe import rank_statements, read_items
+    """Rank each item's candidate statements by PLL; the best one is the answer.
 
+    Tamborrino et al. (2020), BEAR: no fine-tuning, accuracy against the gold labels.
+    """
+    from rich.markup import escape
+    from rich.table import Table
+
+    from mlmkit.probe import NORMALIZATIONS, SCOPES, rank_statements, read_items
+    from mlmkit.runtime.checks import choice
+    from mlmkit.scoring.jobs import METRICS
+
+    choice("metric", metric, METRICS)
+    choice("normalize", normalize, NORMALIZATIONS)
+    choice("scope", scope, SCOPES)
     loaded = read_items(items)
-    result = rank_statements(_load(model, device), loaded, metric=metric, normalize=normalize,
-                             scope=scope, batch_tokens=batch_tokens)
-    if _emit(result.to_dict(), as_json, output):
+    mlm, precision = _start(model, [items], output, device, precision, threads, batch_tokens)
+    result = rank_statements(mlm, loaded, metric=metric, normalize=normalize, scope=scope,
+                             batch_tokens=batch_tokens, precision=precision)
+    if _emit(result.to_dict(), as_json, output, [items]):
         return
+    console = _stdout()
     table = Table(title=f"statement ranking ({escape(model)}, {metric}, {normalize}, {scope})")
     for column in ("item", "best statement", "score", "gold", "correct"):
         table.add_column(column, justify="left" if column == "best statement" else "right")
@@ -132,46 +189,70 @@ def rank_command(
                       f"{item.scores[item.predicted]:.3f}",
                       "–" if item.gold is None else str(item.gold), mark)
     console.print(table)
+    if len(result.items) > 20:
+        console.print(f"… {len(result.items) - 20} more (use --json or -o for all)")
+    if result.n_unknown:
+        console.print(f"{result.n_unknown} candidate(s) hold unknown-token ([UNK]) pieces; "
+                      "they are scored like any other token (see --json)")
     if result.accuracy is not None:
         console.print(f"accuracy: {result.accuracy:.4f} over {result.n_with_gold} items")
 
 
-@probe_app.command("facts", epilog=FACTS_EXAMPLE)
+@probe_app.command("facts", epilog=FACTS_EXAMPLE,
+                   short_help="LAMA-style knowledge probe: P@1, P@10 and MRR of cloze facts.")
 def facts_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    facts: Path = typer.Argument(..., help="jsonl of cloze facts."),
-    top_k: int = typer.Option(10, "--top-k", help="Guesses kept per fact."),
-    relations: Path = typer.Option(None, "--relations", help="jsonl of {\"relation\", "
+    facts: str = typer.Argument(..., help="JSONL of cloze facts (- for standard input)."),
+    top_k: int = typer.Option(10, "--top-k", help="Guesses kept per fact (≥ 1)."),
+    relations: Path = typer.Option(None, "--relations", help="JSONL of {\"relation\", "
                                    "\"template\"} rows (e.g. LAMA's relations.jsonl) for "
                                    "facts that give a relation but no template."),
     include_special: bool = typer.Option(False, "--include-special",
                                          help="Let special tokens compete as answers."),
-    as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
-    output: Path = typer.Option(None, "-o", "--output", help="Also write the JSON here."),
-    batch_tokens: int = typer.Option(None, "--batch-tokens", help="Padded tokens per batch."),
-    device: str = typer.Option("auto", help="cpu, cuda, ... (auto: cuda when available)."),
+    output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
+    as_json: bool = JSON,
+    batch_tokens: int = BATCH_TOKENS,
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    threads: int = THREADS,
 ) -> None:
+    """LAMA-style knowledge probe: where the gold object ranks over the vocabulary.
+
+    P@1, P@10 and MRR per relation and overall (Petroni et al. 2019). Facts whose object
+    is several tokens, or only the unknown token, are skipped and counted.
+    """
+    from rich.markup import escape
+    from rich.table import Table
+
     from mlmkit.probe import knowledge_probe, read_facts
     from mlmkit.probe.facts import read_templates
+    from mlmkit.runtime.checks import count
 
+    count("top_k", top_k, 1)
     loaded = read_facts(facts, read_templates(relations) if relations else None)
-    result = knowledge_probe(_load(model, device), loaded, top_k=top_k,
-                             exclude_special=not include_special, batch_tokens=batch_tokens)
-    if _emit(result.to_dict(), as_json, output):
+    inputs = [facts, relations]
+    mlm, precision = _start(model, inputs, output, device, precision, threads, batch_tokens)
+    result = knowledge_probe(mlm, loaded, top_k=top_k, exclude_special=not include_special,
+                             batch_tokens=batch_tokens, precision=precision)
+    if _emit(result.to_dict(), as_json, output, inputs):
         return
+    console = _stdout()
     table = Table(title=f"knowledge probe ({escape(model)})")
-    for column in ("relation", "probed", "skipped", "P@1", "P@10", "MRR"):
-        table.add_column(column, justify="left" if column == "relation" else "right")
+    for column in ("relation", "probed", "skipped", "of which [UNK]", "P@1", "P@10", "MRR"):
+        table.add_column(escape(column), justify="left" if column == "relation" else "right")
     rows = [*result.by_relation.items(), ("overall (micro)", result.overall),
             ("mean over relations", result.macro)]
     for name, s in rows:
-        table.add_row(escape(name), str(s.n), str(s.skipped), _fmt(s.p_at_1), _fmt(s.p_at_10),
-                      _fmt(s.mrr))
+        table.add_row(escape(name), str(s.n), str(s.skipped), str(s.unknown), _fmt(s.p_at_1),
+                      _fmt(s.p_at_10), _fmt(s.mrr))
     console.print(table)
-    if result.overall.skipped:
-        console.print(f"{result.overall.skipped} fact(s) skipped: their object is not a single "
-                      "token (see --json for each one)")
+    overall = result.overall
+    if overall.skipped:
+        console.print(f"{overall.skipped} fact(s) skipped: {overall.skipped - overall.unknown} "
+                      f"with an object of several tokens, {overall.unknown} with an object "
+                      "the vocabulary lacks ([UNK]); see --json for each one")
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(probe_app, name="probe")
+    app.add_typer(probe_app, name="probe", short_help="Cloze classification, statement "
+                  "ranking and knowledge probes with the MLM head.")

@@ -4,6 +4,13 @@
 ranking of full statements by PLL, Tamborrino et al. 2020 / BEAR) and `knowledge_probe`
 (LAMA P@1 / P@10 / MRR) are thin layers over `mlmkit.models.masked_log_probs` and the
 PLL engine `mlmkit.scoring.engine.score_token_ids`.
+
+Every entry point takes the model first (a loaded `MLM`, a name or path, or a
+`(model, tokenizer)` pair), the inputs second, then the keywords spelled as everywhere in
+mlmkit: `batch_tokens` (padded tokens per forward batch), `precision` ("auto", "fp32",
+"bf16"; auto = fp32 for these scores), `device` (None keeps a loaded model where it is,
+"auto" or a name moves it), `threads` (CPU threads) and `progress` (None: a bar when
+standard error is a terminal). Results are dataclasses with `to_dict()`.
 """
 
 from mlmkit.probe.cloze import AGGREGATES, cloze_classify

@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from mlmkit.errors import MlmkitError
-from mlmkit.models import as_mlm
+from mlmkit.errors import InvalidArgument, InvalidData
 from mlmkit.probe.answers import locate_answers
 from mlmkit.probe.gather import score_single_tokens
+from mlmkit.probe.prepare import prepare_model
 from mlmkit.probe.prompt import check_template, substitute
 from mlmkit.probe.results import ClozePrediction, ClozeResult
 from mlmkit.probe.spans import score_spans
@@ -27,8 +27,9 @@ PLACEHOLDER = "{text}"
 
 def aggregate_words(word_scores: np.ndarray, groups: list[np.ndarray], how: str) -> np.ndarray:
     """[N, W] word log-probs -> [N, L] label scores, one column group per label."""
-    if how not in AGGREGATES:
-        raise MlmkitError(f"unknown aggregate {how!r}: use one of {list(AGGREGATES)}")
+    from mlmkit.runtime.checks import choice
+
+    choice("aggregate", how, AGGREGATES)
     scores = torch.from_numpy(word_scores)
     columns = []
     for group in groups:
@@ -51,7 +52,10 @@ def cloze_classify(
     gold: list[str] | None = None,
     aggregate: str = "logsumexp",
     batch_tokens: int | None = None,
-    precision: str = "fp32",
+    precision: str = "auto",
+    device=None,
+    threads: int | None = None,
+    progress: bool | None = None,
 ) -> ClozeResult:
     """Classify `texts` zero-shot with a cloze `template` and a `verbalizer`.
 
@@ -59,27 +63,32 @@ def cloze_classify(
     to its words (default: positive great/good, negative terrible/bad). A label's score is
     the `aggregate` ("logsumexp", "mean" or "max") of its words' log-probabilities;
     probabilities are the softmax of the label scores. `gold` labels give `accuracy`.
+    A verbalizer word the tokenizer can only spell with its unknown token ([UNK]) is an
+    error: the label would be scored on a token that is not the word.
+    `batch_tokens`, `precision`, `device`, `threads`, `progress`: see `mlmkit.probe`.
     """
+    from mlmkit.runtime.checks import choice
+
     if isinstance(texts, str):
         texts = [texts]
     texts = list(texts)
     if not texts:
-        raise MlmkitError("cloze_classify needs at least one text")
+        raise InvalidArgument("cloze_classify needs at least one text")
     for i, text in enumerate(texts):
         if not isinstance(text, str) or not text.strip():
-            raise MlmkitError(f"text {i} is empty or not a string: {text!r}")
-    if aggregate not in AGGREGATES:
-        raise MlmkitError(f"unknown aggregate {aggregate!r}: use one of {list(AGGREGATES)}")
-    mlm = as_mlm(model)
+            raise InvalidData(f"text {i} is empty or not a string: {text!r}")
+    choice("aggregate", aggregate, AGGREGATES)
     words_of = parse_verbalizer(DEFAULT_VERBALIZER if verbalizer is None else verbalizer)
     labels = list(words_of)
     if gold is not None:
         if len(gold) != len(texts):
-            raise MlmkitError(f"gold has {len(gold)} labels for {len(texts)} texts")
+            raise InvalidArgument(f"gold has {len(gold)} labels for {len(texts)} texts")
         unknown = sorted({str(g) for g in gold} - set(labels))
         if unknown:
-            raise MlmkitError(f"gold label(s) {unknown} are not in the verbalizer's {labels}")
+            raise InvalidData(f"gold label(s) {unknown} are not in the verbalizer's {labels}")
     base = check_template(template, PLACEHOLDER, "template")
+    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
+                                   batch_tokens=batch_tokens)
     clozes = [substitute(base, PLACEHOLDER, text) for text in texts]
     names = [f"text {i}" for i in range(len(texts))]
     words = [w for label in labels for w in words_of[label]]
@@ -92,12 +101,19 @@ def cloze_classify(
     answers = locate_answers(mlm.tokenizer, clozes, pair_prompt, words * n,
                              [f"{names[p]}, word {words[q % w]!r}"
                               for q, p in enumerate(pair_prompt)])
-    flat = score_single_tokens(mlm, answers, batch_tokens=batch_tokens, precision=precision)
+    if answers.unknown.any():
+        q = int(np.nonzero(answers.unknown)[0][0])
+        raise InvalidArgument(f"verbalizer word {words[q % w]!r}: the tokenizer of {mlm.name!r} "
+                              f"spells it with its unknown token {mlm.tokenizer.unk_token!r}; "
+                              "choose words its vocabulary has")
+    flat = score_single_tokens(mlm, answers, batch_tokens=batch_tokens, precision=precision,
+                               progress=progress)
     multi = np.nonzero(np.isnan(flat))[0]  # several tokens, or a prompt past max length
     if len(multi):
         flat[multi] = score_spans(mlm, [answers.filled_ids[q] for q in multi],
                                   [answers.span[q] for q in multi],
-                                  batch_tokens=batch_tokens, precision=precision)
+                                  batch_tokens=batch_tokens, precision=precision,
+                                  progress=progress)
     word_scores = flat.reshape(n, w)
     single = answers.single.reshape(n, w)
     label_scores = aggregate_words(word_scores, groups, aggregate)

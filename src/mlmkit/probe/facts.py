@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.errors import MlmkitError
-from mlmkit.probe.jsonl import field, read_jsonl
+from mlmkit.errors import InvalidData
+from mlmkit.probe.jsonl import field, read_jsonl, row_name
 from mlmkit.probe.prompt import Cloze, split_cloze
 
 ALIASES = {"subject": "sub_label", "object": "obj_label", "relation": "predicate_id",
@@ -47,10 +47,10 @@ class Fact:
 def _pick(row: dict, name: str, where: str, required: bool):
     alias = ALIASES[name]
     if name in row and alias in row and row[name] != row[alias]:
-        raise MlmkitError(f"{where}: {name!r} and {alias!r} disagree; give one of them")
+        raise InvalidData(f"{where}: {name!r} and {alias!r} disagree; give one of them")
     if name not in row and alias not in row:
         if required:
-            raise MlmkitError(f"{where}: missing field {name!r} (or {alias!r})")
+            raise InvalidData(f"{where}: missing field {name!r} (or {alias!r})")
         return None
     return field(row, name if name in row else alias, str, where)
 
@@ -63,21 +63,21 @@ def parse_fact(row: dict, where: str, templates: dict[str, str] | None = None) -
     """
     unknown = sorted(set(row) - FIELDS)
     if unknown:
-        raise MlmkitError(f"{where}: unknown field(s) {unknown}; facts may hold {sorted(FIELDS)}")
+        raise InvalidData(f"{where}: unknown field(s) {unknown}; facts may hold {sorted(FIELDS)}")
     relation = _pick(row, "relation", where, required=False)
     sentence_given = "masked_sentence" in row or "masked_sentences" in row
     if "template" not in row and not sentence_given and templates and relation in templates:
         row = {**row, "template": templates[relation]}
     answer = _pick(row, "object", where, required=True).strip()
     if not answer:
-        raise MlmkitError(f"{where}: the object is empty")
+        raise InvalidData(f"{where}: the object is empty")
     if "template" in row:
         if "masked_sentence" in row or "masked_sentences" in row:
-            raise MlmkitError(f"{where}: give a template or a masked sentence, not both")
+            raise InvalidData(f"{where}: give a template or a masked sentence, not both")
         template = field(row, "template", str, where)
         subject = _pick(row, "subject", where, required=True)
         if template.count("[Y]") != 1 or "[X]" not in template:
-            raise MlmkitError(f"{where}: the template {template!r} needs [X] (the subject) and "
+            raise InvalidData(f"{where}: the template {template!r} needs [X] (the subject) and "
                               "exactly one [Y] (the object), e.g. '[X] was born in [Y].'")
         cloze = split_cloze(template.replace("[X]", subject).replace("[Y]", "[MASK]"),
                             f"{where}: the template")
@@ -87,10 +87,10 @@ def parse_fact(row: dict, where: str, templates: dict[str, str] | None = None) -
     elif "masked_sentences" in row:
         parts = field(row, "masked_sentences", list, where)
         if not parts or not all(isinstance(p, str) for p in parts):
-            raise MlmkitError(f"{where}: 'masked_sentences' must be a non-empty list of strings")
+            raise InvalidData(f"{where}: 'masked_sentences' must be a non-empty list of strings")
         sentence = " ".join(parts)
     else:
-        raise MlmkitError(f"{where}: needs 'template' (with 'subject' and 'object'), "
+        raise InvalidData(f"{where}: needs 'template' (with 'subject' and 'object'), "
                           "'masked_sentence' (with 'obj_label'), or a relation that the "
                           "relation templates (--relations) give a template for")
     cloze = split_cloze(sentence, f"{where}: the masked sentence")
@@ -103,14 +103,14 @@ def read_templates(path: str | Path) -> dict[str, str]:
     templates = {}
     for number, row in read_jsonl(path, {"relation", "template", "label", "description",
                                          "type"}, "relation templates"):
-        where = f"{path}, line {number}"
+        where = row_name(path, number)
         templates[field(row, "relation", str, where)] = field(row, "template", str, where)
     return templates
 
 
 def read_facts(path: str | Path, templates: dict[str, str] | None = None) -> list[Fact]:
     """Every fact of a jsonl file, in order."""
-    return [parse_fact(row, f"{path}, line {number}", templates)
+    return [parse_fact(row, row_name(path, number), templates)
             for number, row in read_jsonl(path, FIELDS, "facts")]
 
 
@@ -125,7 +125,7 @@ def as_facts(facts, templates: dict[str, str] | None = None) -> list[Fact]:
         elif isinstance(fact, dict):
             out.append(parse_fact(fact, f"fact {i}", templates))
         else:
-            raise MlmkitError(f"fact {i} is a {type(fact).__name__}: pass dicts or Facts")
+            raise InvalidData(f"fact {i} is a {type(fact).__name__}: pass dicts or Facts")
     if not out:
-        raise MlmkitError("knowledge_probe needs at least one fact")
+        raise InvalidData("knowledge_probe needs at least one fact")
     return out

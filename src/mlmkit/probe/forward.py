@@ -30,6 +30,7 @@ def for_each_mask_batch(
     batch_tokens: int | None = None,
     precision: str = "fp32",
     names: Callable[[int], str] | None = None,
+    progress: bool | None = None,
 ) -> None:
     """Call `consume(prompt_indices, log_probs [b, V])` for batches covering every prompt.
 
@@ -59,7 +60,10 @@ def for_each_mask_batch(
     flat = np.concatenate([np.concatenate([np.asarray(x, dtype=np.int64) for x in ids]), [pad]])
     autocast = torch.autocast(device_type=mlm.device.type, dtype=torch.bfloat16,
                               enabled=precision == "bf16")
-    with torch.inference_mode(), autocast:
+    from mlmkit.runtime.progress import Progress
+
+    with torch.inference_mode(), autocast, Progress("probing", len(ids), "prompts",
+                                                    enabled=progress) as bar:
         for lo, hi in cut_batches(lengths[order], budget, max_rows_for_head(vocab)):
             batch = order[lo:hi]
             k = np.arange(int(lengths[batch].max()), dtype=np.int64)[None, :]
@@ -73,3 +77,4 @@ def for_each_mask_batch(
                 torch.from_numpy(positions).to(device),
             )
             consume(batch, log_probs)
+            bar.advance(len(batch))

@@ -10,7 +10,7 @@ from mlmkit.probe.forward import for_each_mask_batch
 
 
 def score_single_tokens(mlm, answers: AnswerTokens, *, batch_tokens: int | None = None,
-                        precision: str = "fp32") -> np.ndarray:
+                        precision: str = "fp32", progress: bool | None = None) -> np.ndarray:
     """float64 [Q] log-probabilities of the single-token answers (NaN for the others).
 
     Prompts longer than the model accepts are left NaN too: the caller scores those
@@ -35,5 +35,6 @@ def score_single_tokens(mlm, answers: AnswerTokens, *, batch_tokens: int | None 
         row_of[batch] = -1
 
     for_each_mask_batch(mlm, [answers.contexts[c] for c in keep], answers.mask_column[keep],
-                        consume, batch_tokens=batch_tokens, precision=precision)
+                        consume, batch_tokens=batch_tokens, precision=precision,
+                        progress=progress)
     return out

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.errors import MlmkitError
-from mlmkit.probe.jsonl import field, read_jsonl
+from mlmkit.errors import InvalidData
+from mlmkit.probe.jsonl import field, read_jsonl, row_name
 
 GENERIC_FIELDS = {"candidates", "label", "answer", "id"}
 COPA_FIELDS = {"premise", "choice1", "choice2", "question", "label", "idx", "id", "mirrored"}
@@ -40,17 +40,17 @@ def copa_statement(premise: str, choice: str, question: str) -> str:
 def _generic(row: dict, where: str) -> Item:
     candidates = field(row, "candidates", list, where)
     if len(candidates) < 2 or not all(isinstance(c, str) and c.strip() for c in candidates):
-        raise MlmkitError(f"{where}: 'candidates' needs at least two non-empty strings")
+        raise InvalidData(f"{where}: 'candidates' needs at least two non-empty strings")
     gold = field(row, "label", int, where, required=False)
     answer = field(row, "answer", str, where, required=False)
     if answer is not None:
         if answer not in candidates:
-            raise MlmkitError(f"{where}: 'answer' {answer!r} is not one of the candidates")
+            raise InvalidData(f"{where}: 'answer' {answer!r} is not one of the candidates")
         if gold is not None and candidates[gold] != answer:
-            raise MlmkitError(f"{where}: 'label' and 'answer' disagree")
+            raise InvalidData(f"{where}: 'label' and 'answer' disagree")
         gold = candidates.index(answer)
     if gold is not None and not 0 <= gold < len(candidates):
-        raise MlmkitError(f"{where}: 'label' {gold} is not a candidate index "
+        raise InvalidData(f"{where}: 'label' {gold} is not a candidate index "
                           f"(0..{len(candidates) - 1})")
     item_id = row.get("id")
     return Item(list(candidates), gold, None if item_id is None else str(item_id))
@@ -60,12 +60,12 @@ def _copa(row: dict, where: str) -> Item:
     premise = field(row, "premise", str, where)
     question = field(row, "question", str, where)
     if question not in CONNECTIVES:
-        raise MlmkitError(f"{where}: 'question' must be one of {sorted(CONNECTIVES)}, "
+        raise InvalidData(f"{where}: 'question' must be one of {sorted(CONNECTIVES)}, "
                           f"got {question!r}")
     choices = [field(row, f"choice{k}", str, where) for k in (1, 2)]
     gold = field(row, "label", int, where, required=False)
     if gold is not None and gold not in (0, 1):
-        raise MlmkitError(f"{where}: COPA 'label' must be 0 or 1, got {gold}")
+        raise InvalidData(f"{where}: COPA 'label' must be 0 or 1, got {gold}")
     item_id = row.get("idx", row.get("id"))
     return Item([copa_statement(premise, c, question) for c in choices], gold,
                 None if item_id is None else str(item_id))
@@ -75,16 +75,16 @@ def read_items(path: str | Path) -> list[Item]:
     """Items of a jsonl file (generic or COPA rows); errors name the line."""
     items = []
     for number, row in read_jsonl(path, GENERIC_FIELDS | COPA_FIELDS, "items"):
-        where = f"{path}, line {number}"
+        where = row_name(path, number)
         if "candidates" in row:
             extra = sorted(set(row) - GENERIC_FIELDS)
             if extra:
-                raise MlmkitError(f"{where}: field(s) {extra} do not go with 'candidates'; "
+                raise InvalidData(f"{where}: field(s) {extra} do not go with 'candidates'; "
                                   f"a row with candidates may hold {sorted(GENERIC_FIELDS)}")
             items.append(_generic(row, where))
         elif "premise" in row:
             items.append(_copa(row, where))
         else:
-            raise MlmkitError(f"{where}: needs 'candidates' (a list of statements) or COPA "
+            raise InvalidData(f"{where}: needs 'candidates' (a list of statements) or COPA "
                               "fields 'premise', 'choice1', 'choice2', 'question'")
     return items

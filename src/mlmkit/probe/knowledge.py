@@ -2,8 +2,10 @@
 
 Each fact becomes a cloze prompt with one mask; one forward per prompt (the head only
 at the mask) ranks every vocabulary token. Objects that are not a single token in
-their prompt cannot be ranked this way: they are reported as skipped, with a count
-per relation, never dropped silently. Special tokens (and head rows beyond the
+their prompt cannot be ranked this way, and objects the tokenizer can only spell as its
+unknown token ([UNK]) are not in the vocabulary being ranked (LAMA leaves both out): they
+are reported as skipped, with counts per relation (`skipped`, and `unknown` for the
+second kind), never dropped silently and never an error that stops the probe. Special tokens (and head rows beyond the
 tokenizer) are never answers, so they are left out of the ranking by default.
 """
 
@@ -14,12 +16,11 @@ from collections import defaultdict
 import numpy as np
 import torch
 
-from mlmkit.errors import MlmkitError
-from mlmkit.models import as_mlm
 from mlmkit.probe.answers import locate_answers
 from mlmkit.probe.facts import as_facts
 from mlmkit.probe.forward import for_each_mask_batch
 from mlmkit.probe.metrics import macro_scores, probe_scores
+from mlmkit.probe.prepare import prepare_model
 from mlmkit.probe.results import FactPrediction, KnowledgeResult
 
 
@@ -40,19 +41,26 @@ def knowledge_probe(
     templates: dict[str, str] | None = None,
     exclude_special: bool = True,
     batch_tokens: int | None = None,
-    precision: str = "fp32",
+    precision: str = "auto",
+    device=None,
+    threads: int | None = None,
+    progress: bool | None = None,
 ) -> KnowledgeResult:
     """P@1, P@10 and MRR of cloze facts (Petroni et al. 2019), per relation and overall.
 
     `facts`: a jsonl path or a list of rows / `Fact`s (see `mlmkit.probe.facts`). The
     rank of the gold token is 1 + the number of tokens with a strictly higher
     log-probability. `top_k` guesses are kept per fact. `templates` (relation ->
-    template) serve rows that give a subject and a relation but no template.
+    template) serve rows that give a subject and a relation but no template. A fact whose
+    object is several tokens, or only the unknown token, is skipped and counted.
+    `batch_tokens`, `precision`, `device`, `threads`, `progress`: see `mlmkit.probe`.
     """
-    if top_k < 1:
-        raise MlmkitError(f"top_k {top_k} must be at least 1")
+    from mlmkit.runtime.checks import count
+
+    count("top_k", top_k, 1)
     facts = as_facts(facts, templates)
-    mlm = as_mlm(model)
+    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
+                                   batch_tokens=batch_tokens)
     tokenizer = mlm.tokenizer
     answers = locate_answers(tokenizer, [f.cloze for f in facts], np.arange(len(facts)),
                              [f.answer for f in facts], [f.where for f in facts])
@@ -78,9 +86,10 @@ def knowledge_probe(
 
     owner = answers.context_owner
     for_each_mask_batch(mlm, answers.contexts, answers.mask_column, consume,
-                        batch_tokens=batch_tokens, precision=precision,
+                        batch_tokens=batch_tokens, precision=precision, progress=progress,
                         names=lambda c: facts[int(owner[c])].where)
-    predictions, by_relation, skipped = [], defaultdict(list), defaultdict(int)
+    predictions, by_relation = [], defaultdict(list)
+    skipped, unknown = defaultdict(int), defaultdict(int)
     for i, fact in enumerate(facts):
         by_relation.setdefault(fact.relation, [])
         if answers.single[i]:
@@ -92,12 +101,20 @@ def knowledge_probe(
             skipped[fact.relation] += 1
             pieces = tokenizer.convert_ids_to_tokens([answers.filled_ids[i][t]
                                                       for t in answers.span[i]])
-            why = (f"object is {len(pieces)} tokens in this prompt: {pieces}" if len(pieces) > 1
-                   else f"object merges with the text around the gap: {pieces}")
+            if answers.unknown[i]:
+                unknown[fact.relation] += 1
+                why = (f"object is not in the vocabulary: the tokenizer spells it {pieces} "
+                       f"with the unknown token {tokenizer.unk_token!r}")
+            elif len(pieces) > 1:
+                why = f"object is {len(pieces)} tokens in this prompt: {pieces}"
+            else:
+                why = f"object merges with the text around the gap: {pieces}"
             predictions.append(FactPrediction(fact.relation, fact.prompt, fact.answer, None, [],
                                               skipped=why))
-    groups = {rel: probe_scores(np.array(r), skipped[rel]) for rel, r in by_relation.items()}
+    groups = {rel: probe_scores(np.array(r), skipped[rel], unknown[rel])
+              for rel, r in by_relation.items()}
     all_ranks = np.array([r for rs in by_relation.values() for r in rs], dtype=np.int64)
-    return KnowledgeResult(overall=probe_scores(all_ranks, sum(skipped.values())),
+    return KnowledgeResult(overall=probe_scores(all_ranks, sum(skipped.values()),
+                                                sum(unknown.values())),
                            macro=macro_scores(list(groups.values())),
                            by_relation=groups, facts=predictions)

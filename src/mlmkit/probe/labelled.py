@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlmkit.errors import MlmkitError
-from mlmkit.probe.jsonl import field, read_jsonl
+from mlmkit.errors import InvalidData
+from mlmkit.probe.jsonl import field, read_jsonl, row_name
 
 
 def read_labelled_texts(path: str | Path, text_field: str = "text",
@@ -14,16 +14,16 @@ def read_labelled_texts(path: str | Path, text_field: str = "text",
     rows = read_jsonl(path, {text_field, label_field, "id"}, "texts")
     texts, labels, unlabelled = [], [], []
     for number, row in rows:
-        where = f"{path}, line {number}"
+        where = row_name(path, number)
         text = field(row, text_field, str, where)
         if not text.strip():
-            raise MlmkitError(f"{where}: {text_field!r} is empty")
+            raise InvalidData(f"{where}: {text_field!r} is empty")
         texts.append(text)
         label = field(row, label_field, (str, int), where, required=False)
         if label is None:
             unlabelled.append(number)
         labels.append(None if label is None else str(label))
     if unlabelled and len(unlabelled) < len(rows):
-        raise MlmkitError(f"{path}, line {unlabelled[0]}: no {label_field!r} while other rows "
+        raise InvalidData(f"{row_name(path, unlabelled[0])}: no {label_field!r} while other rows "
                           "have one; label every row (for accuracy) or none")
     return texts, None if unlabelled else labels

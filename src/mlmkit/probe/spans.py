@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlmkit.runtime.progress import progress_wanted
 from mlmkit.scoring.engine import score_token_ids
 
 
 def score_spans(mlm, filled_ids: list[list[int]], spans: list[list[int]], *,
-                batch_tokens: int | None = None, precision: str = "fp32") -> np.ndarray:
+                batch_tokens: int | None = None, precision: str = "fp32",
+                progress: bool | None = None) -> np.ndarray:
     """float64 log-probability of each span's tokens (all masked, filled left to right)."""
     if not filled_ids:
         return np.zeros(0, dtype=np.float64)
@@ -26,5 +28,6 @@ def score_spans(mlm, filled_ids: list[list[int]], spans: list[list[int]], *,
             words[t] = 0
         word_ids.append(words)
     values = score_token_ids(mlm, filled_ids, spans, metric="pll_word_l2r", word_ids=word_ids,
-                             batch_tokens=batch_tokens, precision=precision)
+                             batch_tokens=batch_tokens, precision=precision,
+                             progress=progress_wanted(progress))
     return np.array([np.sum(v, dtype=np.float64) for v in values], dtype=np.float64)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument
 
 DEFAULT_VERBALIZER = {"positive": ["great", "good"], "negative": ["terrible", "bad"]}
 
@@ -19,29 +19,31 @@ def parse_verbalizer(verbalizer, where: str = "verbalizer") -> dict[str, list[st
         text = str(verbalizer)
         path = Path(text)
         if not text.lstrip().startswith("{") and path.is_file():
-            text = path.read_text(encoding="utf-8")
-            where = f"{where} file {path}"
+            from mlmkit.runtime.records import decoded_lines
+
+            text = "".join(line for _, line in decoded_lines(path))
+            where = f"{where} file {str(path)!r}"
         try:
             verbalizer = json.loads(text)
         except json.JSONDecodeError as error:
-            raise MlmkitError(f"{where}: not valid JSON ({error.msg}); write e.g. "
+            raise InvalidArgument(f"{where}: not valid JSON ({error.msg}); write e.g. "
                               '\'{"positive": ["good", "great"], "negative": ["bad"]}\'') from error
     if not isinstance(verbalizer, dict) or len(verbalizer) < 2:
-        raise MlmkitError(f"{where}: needs an object mapping at least two labels to words, e.g. "
+        raise InvalidArgument(f"{where}: needs an object mapping at least two labels to words, e.g. "
                           '{"positive": ["good"], "negative": ["bad"]}')
     out: dict[str, list[str]] = {}
     owner: dict[str, str] = {}
     for label, words in verbalizer.items():
         words = [words] if isinstance(words, str) else words
         if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words):
-            raise MlmkitError(f"{where}: label {label!r} needs a word or a non-empty list of "
+            raise InvalidArgument(f"{where}: label {label!r} needs a word or a non-empty list of "
                               f"words, got {words!r}")
         for word in words:
             if not word.strip():
-                raise MlmkitError(f"{where}: label {label!r} has an empty word")
+                raise InvalidArgument(f"{where}: label {label!r} has an empty word")
             word = word.strip()
             if word in owner:
-                raise MlmkitError(f"{where}: the word {word!r} is given for both "
+                raise InvalidArgument(f"{where}: the word {word!r} is given for both "
                                   f"{owner[word]!r} and {label!r}; a word can say one label")
             owner[word] = str(label)
         out[str(label)] = list(dict.fromkeys(w.strip() for w in words))
