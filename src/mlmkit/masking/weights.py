@@ -3,7 +3,8 @@
 - `uniform`: every unit alike (None: the sampler skips the weights altogether);
 - `frequency`: rare tokens more often (WSBERT), weight (count + 1)^-alpha;
 - `loss`: tokens the model finds hard more often (WSBERT-loss / adaptive masking): an EMA
-  table of per-token training loss, fed by `policy.update_losses`;
+  table of per-token training loss, fed by `policy.update_losses` per micro-batch and
+  updated once per optimizer step (`end_step`) from all micro-batches and processes;
 - `tfidf`: important terms more often (ROM): (1 + log tf in the document) × idf;
 - `informask`: informative tokens more often (InforMask): exp(informativeness / temperature),
   informativeness being a token's mean PMI with its contexts in the corpus.
@@ -48,6 +49,9 @@ class Weights:
 
     def update(self, token_ids, losses) -> None:
         """Only the loss weights learn."""
+
+    def end_step(self, reduce: bool = True) -> None:
+        """Called once per optimizer step, after the step (only the loss weights learn)."""
 
     def state_dict(self) -> dict:
         return {}
@@ -134,7 +138,14 @@ class TfidfWeights(Weights):
 
 @WEIGHTS.register("loss")
 class LossWeights(Weights):
-    """EMA of each token's training loss; tokens never seen keep the initial log(V)."""
+    """EMA of each token's training loss; tokens never seen keep the initial log(V).
+
+    The table changes once per optimizer step: `update` collects the per-token losses of
+    every micro-batch, `end_step` (called by the objective after the optimizer step) sums
+    them over all processes (torch.distributed, when initialised) and blends each token's
+    mean loss into the table. The table is therefore the same for any --grad-accum and on
+    every rank, and a token seen k times in a step moves the EMA once, by its mean.
+    """
 
     PARAMS = {"decay": 0.99, "power": 1.0}
     name = "loss"
@@ -146,6 +157,8 @@ class LossWeights(Weights):
             raise MlmkitError(f"loss weights: decay={decay} must be in [0, 1)")
         self.table = torch.full((int(vocab_size),), math.log(vocab_size), dtype=torch.float32)
         self.updates = 0
+        self._sums: torch.Tensor | None = None  # float64 [V]: losses of this step so far
+        self._counts: torch.Tensor | None = None  # float64 [V]: how many
 
     def _table(self, device) -> torch.Tensor:
         if self.table.device != torch.device(device):
@@ -153,27 +166,52 @@ class LossWeights(Weights):
         return self.table
 
     def token_weights(self, input_ids, maskable, document_ids):
+        if self._sums is not None:  # a caller that never ended its step: end it here
+            self.end_step(reduce=False)
         table = self._table(input_ids.device)
         weights = lookup(table, input_ids).clamp(min=1e-6)
         return weights if self.power == 1.0 else weights ** self.power
 
     def update(self, token_ids, losses) -> None:
+        """Collect per-token losses of one micro-batch (applied at `end_step`)."""
         ids = token_ids.reshape(-1).long()
         if ids.numel() == 0:
             return
         table = self._table(ids.device)
         ids = ids.clamp(0, table.numel() - 1)
-        sums = torch.zeros(table.numel(), dtype=torch.float64, device=ids.device)
-        sums.index_add_(0, ids, losses.reshape(-1).detach().to(ids.device, torch.float64))
-        counts = torch.bincount(ids, minlength=table.numel())
+        if self._sums is None:
+            self._sums = torch.zeros(table.numel(), dtype=torch.float64, device=ids.device)
+            self._counts = torch.zeros(table.numel(), dtype=torch.float64, device=ids.device)
+        self._sums.index_add_(0, ids, losses.reshape(-1).detach().to(ids.device, torch.float64))
+        self._counts.index_add_(0, ids, torch.ones(ids.numel(), dtype=torch.float64,
+                                                   device=ids.device))
+
+    def end_step(self, reduce: bool = True) -> None:
+        """Blend the step's mean loss per token into the table, once; with `reduce`, the
+        sums of every process first (every rank must call this on the same step)."""
+        table = self.table
+        sums, counts = self._sums, self._counts
+        if reduce and _distributed():
+            import torch.distributed as dist
+
+            both = (torch.stack([sums, counts]) if sums is not None
+                    else torch.zeros(2, table.numel(), dtype=torch.float64, device=table.device))
+            dist.all_reduce(both)  # every rank joins, even one without masked tokens
+            sums, counts = both[0], both[1]
+        self._sums = self._counts = None
+        if sums is None:
+            return
         seen = counts > 0
-        mean = (sums / counts.clamp(min=1)).float()
+        mean = (sums / counts.clamp(min=1)).to(table.device).float()
         blended = self.decay * table + (1.0 - self.decay) * mean
-        self.table = torch.where(seen, blended, table)
+        self.table = torch.where(seen.to(table.device), blended, table)
         self.updates += 1
 
     def state_dict(self) -> dict:
-        return {"table": self.table.detach().cpu().clone(), "updates": self.updates}
+        state = {"table": self.table.detach().cpu().clone(), "updates": self.updates}
+        if self._sums is not None:  # saved mid-step (normally the step has ended)
+            state["pending"] = (self._sums.cpu().clone(), self._counts.cpu().clone())
+        return state
 
     def load_state_dict(self, state: dict) -> None:
         table = torch.as_tensor(state["table"], dtype=torch.float32)
@@ -182,6 +220,16 @@ class LossWeights(Weights):
                               f"vocabulary of {self.table.numel()}: resume with the same tokenizer")
         self.table = table.to(self.table.device)
         self.updates = int(state.get("updates", 0))
+        pending = state.get("pending")
+        self._sums, self._counts = ((pending[0].to(self.table.device),
+                                     pending[1].to(self.table.device))
+                                    if pending is not None else (None, None))
 
     def describe(self) -> str:
         return f"loss EMA(decay={self.decay:g})"
+
+
+def _distributed() -> bool:
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1

@@ -1,0 +1,132 @@
+"""Loss-weighted masking updates its table once per optimizer step from every micro-batch and
+every process: --grad-accum 1 × B equals 2 × B/2, and two gloo ranks hold the same table."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from mlmkit.masking.weights import LossWeights
+
+VOCAB = 50
+
+
+def _step_data(step: int, n: int = 64):
+    g = torch.Generator().manual_seed(step)
+    ids = torch.randint(0, VOCAB, (n,), generator=g)
+    losses = torch.rand(n, generator=g, dtype=torch.float64).float() * 5
+    return ids, losses
+
+
+def _train(splits: int, steps: int = 3) -> torch.Tensor:
+    weights = LossWeights(decay=0.9, vocab_size=VOCAB)
+    for step in range(steps):
+        ids, losses = _step_data(step)
+        for part_ids, part_losses in zip(ids.chunk(splits), losses.chunk(splits), strict=True):
+            weights.update(part_ids, part_losses)
+        weights.end_step()
+    return weights.table
+
+
+def test_accumulation_does_not_change_the_table():
+    one = _train(1)
+    assert torch.equal(one, _train(2))
+    assert torch.equal(one, _train(4))
+    assert not torch.equal(one, torch.full_like(one, torch.log(torch.tensor(VOCAB)).item()))
+
+
+def test_the_table_moves_once_per_step_by_the_mean_loss():
+    weights = LossWeights(decay=0.5, vocab_size=4)
+    start = weights.table.clone()
+    weights.update(torch.tensor([1, 1]), torch.tensor([1.0, 3.0]))
+    weights.update(torch.tensor([1, 2]), torch.tensor([5.0, 2.0]))
+    assert torch.equal(weights.table, start)  # nothing moves within the step
+    weights.end_step()
+    expected = start.clone()
+    expected[1] = 0.5 * start[1] + 0.5 * 3.0  # mean of 1, 3, 5: one EMA move
+    expected[2] = 0.5 * start[2] + 0.5 * 2.0
+    assert torch.allclose(weights.table, expected)
+    assert weights.updates == 1
+
+
+def test_per_micro_batch_updates_would_differ():
+    """The check above can fail: ending the step after each micro-batch gives another table."""
+    weights = LossWeights(decay=0.9, vocab_size=VOCAB)
+    for step in range(3):
+        ids, losses = _step_data(step)
+        for part_ids, part_losses in zip(ids.chunk(2), losses.chunk(2), strict=True):
+            weights.update(part_ids, part_losses)
+            weights.end_step()
+    assert not torch.allclose(weights.table, _train(1))
+
+
+def test_a_step_left_open_ends_before_the_next_masks_and_survives_a_checkpoint():
+    weights = LossWeights(decay=0.9, vocab_size=VOCAB)
+    ids, losses = _step_data(0)
+    weights.update(ids, losses)
+    state = weights.state_dict()  # saved mid-step
+    again = LossWeights(decay=0.9, vocab_size=VOCAB)
+    again.load_state_dict(state)
+    for w in (weights, again):
+        w.token_weights(ids[None], None, None)  # the next step's masking ends the open one
+    assert torch.equal(weights.table, again.table)
+    assert torch.equal(weights.table, _train(1, steps=1))
+
+
+# ---- two gloo processes
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _rank(rank: int, world: int, port: int, out_dir: str) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), GLOO_SOCKET_IFNAME="lo")
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        weights = LossWeights(decay=0.9, vocab_size=VOCAB)
+        for step in range(3):
+            ids, losses = _step_data(step)
+            mine = torch.arange(rank, len(ids), world)  # this rank's rows, as the loop slices
+            if not (rank == 1 and step == 1):  # a rank may see no masked token in a step
+                weights.update(ids[mine], losses[mine])
+            else:
+                mine = mine[:0]
+            weights.end_step()
+            torch.save(mine, os.path.join(out_dir, f"rows{rank}-{step}.pt"))
+        torch.save(weights.table, os.path.join(out_dir, f"table{rank}.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def test_two_gloo_ranks_hold_the_same_table(tmp_path):
+    context = mp.start_processes(_rank, args=(2, _free_port(), str(tmp_path)), nprocs=2,
+                                 join=False, start_method="spawn")
+    deadline = time.monotonic() + 120
+    try:
+        while not context.join(timeout=1):
+            if time.monotonic() > deadline:
+                pytest.fail("two gloo processes did not finish in 120 s")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+    tables = [torch.load(tmp_path / f"table{r}.pt") for r in range(2)]
+    assert torch.equal(tables[0], tables[1])
+    # ... and equal to one process that saw every row both ranks saw
+    single = LossWeights(decay=0.9, vocab_size=VOCAB)
+    for step in range(3):
+        ids, losses = _step_data(step)
+        rows = torch.cat([torch.load(tmp_path / f"rows{r}-{step}.pt") for r in range(2)])
+        single.update(ids[rows], losses[rows])
+        single.end_step()
+    assert torch.allclose(tables[0], single.table, rtol=0, atol=1e-6)
