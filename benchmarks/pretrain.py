@@ -37,11 +37,11 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from mlmkit.models import build_mlm  # noqa: E402
+from mlmkit.objectives.metrics import masked_token_metrics  # noqa: E402
 from mlmkit.objectives.mlm import set_dropout  # noqa: E402
+from mlmkit.runtime.devices import resolve_precision  # noqa: E402
 from mlmkit.train import PretrainConfig, pretrain  # noqa: E402
 from mlmkit.train.data import build_data, resolve_tokenizer  # noqa: E402
-from mlmkit.train.evaluate import masked_token_metrics  # noqa: E402
-from mlmkit.train.runtime import resolve_precision  # noqa: E402
 
 MASK_RATE = 0.3
 
@@ -211,7 +211,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
         return
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    precision = resolve_precision(base.precision, device)
+    precision = resolve_precision(base.precision, device, task="training")
     peaks = {"fp32": matmul_peak(torch.float32)}
     if precision == "bf16":
         peaks["bf16"] = matmul_peak(torch.bfloat16)
@@ -241,7 +241,7 @@ def main() -> None:
     probe = build_mlm(base.model, tokenizer, max_length=base.seq_len)
     sparse = train_flops_per_token(probe, base.seq_len, head_share=MASK_RATE)
     dense = train_flops_per_token(probe, base.seq_len, head_share=1.0)
-    mfu = {name: rates[name] * sparse / peaks[resolve_precision(config.precision, device)]
+    mfu = {name: rates[name] * sparse / peaks[resolve_precision(config.precision, device, task="training")]
            for name, config in systems.items()}
     mfu["hf"] = rates["hf"] * dense / peaks["fp32"]
     print("MFU (model FLOPs/s over the matmul peak of the precision used): " + ", ".join(

@@ -36,15 +36,16 @@ def _worker(rank: int, world: int, port: int, config: dict | None, resume: str |
     faulthandler.dump_traceback_later(DEADLINE_S - 10, exit=True)  # where a hang is stuck
 
     import mlmkit.train.loop as loop
+    import mlmkit.train.run as run
 
     captured = {}
-    build = loop.build_objective
+    build = run.build_objective
 
     def capture(*args, **kwargs):  # keep this rank's objective to compare its weights
         captured["objective"] = build(*args, **kwargs)
         return captured["objective"]
 
-    loop.build_objective = capture
+    run.build_objective = capture
     try:
         result = loop.pretrain(PretrainConfig(**config) if config else None, resume=resume)
         modules = captured["objective"].modules

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 
 from mlmkit.corpus.packing import BlockOrder, PackedBlocks
 from mlmkit.corpus.shards import tokenize_corpus
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument, MlmkitError
 from mlmkit.train import PretrainConfig, pretrain
 from mlmkit.train.checkpoint import list_states, load_latest_state
 from mlmkit.train.schedule import lr_factor
@@ -258,11 +258,28 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, tokenizer_pa
 def test_unknown_preset_and_masking_policy(tmp_path, tokenizer_path):
     with pytest.raises(MlmkitError, match="unknown model preset 'giant'"):
         tiny_config(tmp_path / "a", tokenizer_path, model="giant")
-    with pytest.raises(Exception, match="nonexistent"):
+    with pytest.raises(InvalidArgument, match="unknown masking policy 'nonexistent'"):
         pretrain(tiny_config(tmp_path / "b", tokenizer_path, masking="nonexistent"))
-    assert not (tmp_path / "b" / "config.yaml").exists()
-    with pytest.raises(MlmkitError, match="unknown objective"):
+    assert not (tmp_path / "b").exists()  # refused before anything was written
+    with pytest.raises(InvalidArgument, match="objective.*'nope'.*electra") as raised:
         pretrain(tiny_config(tmp_path / "c", tokenizer_path, objective="nope"))
+    assert "mlm" in str(raised.value) and not (tmp_path / "c").exists()
+
+
+def test_bad_config_is_refused_before_the_run_directory_is_written(tmp_path, tokenizer_path):
+    """Checks that need the run (not only the config) come before any file is written."""
+    from mlmkit.train.run import build_run
+
+    cases = [  # (overrides, what the message must say)
+        (dict(masking={"units": "whole_word", "rate": 0.3, "colour": 1}), "colour"),
+        (dict(masking={"units": {"name": "span", "q": 0.2}}), "no parameter.*'q'"),
+        (dict(steps=None, time="30s", warmup=5), "--warmup given in steps"),
+    ]
+    for i, (overrides, message) in enumerate(cases):
+        run_dir = tmp_path / f"r{i}"
+        with pytest.raises(MlmkitError, match=message):
+            build_run(tiny_config(run_dir, tokenizer_path, **overrides))
+        assert not run_dir.exists(), overrides
 
 
 def test_empty_corpus(tmp_path, wordpiece_tokenizer, tokenizer_path):
@@ -311,7 +328,7 @@ def test_cli_help_documents_the_fields():
 
 
 def test_gradient_accumulation_matches_one_big_batch(tmp_path, tokenizer_path):
-    base = dict(steps=3, dropout=0.0, pppl_sentences=0, eval_blocks=0, log_every=1)
+    base = dict(steps=3, dropout=0.0, pppl_sentences=0, eval_blocks=1, log_every=1)
     one = pretrain(tiny_config(tmp_path / "one", tokenizer_path, **base))
     four = pretrain(tiny_config(tmp_path / "four", tokenizer_path, grad_accum=4, **base))
     losses = [[r["loss"] for r in run.history if r["split"] == "train"] for run in (one, four)]
@@ -335,7 +352,11 @@ def test_continued_pretraining_from_a_saved_model(saved_tiny_mlm, tmp_path):
 
 
 def test_auto_precision_is_bf16_only_where_the_hardware_has_it(monkeypatch):
-    from mlmkit.train.runtime import build_runtime, resolve_precision
+    from mlmkit.runtime.devices import resolve_precision as resolve
+    from mlmkit.train.runtime import build_runtime
+
+    def resolve_precision(precision, device):
+        return resolve(precision, device, task="training")
 
     cpu = torch.device("cpu")
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx512_bf16": False,
@@ -348,7 +369,7 @@ def test_auto_precision_is_bf16_only_where_the_hardware_has_it(monkeypatch):
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_bf16": True})
     assert resolve_precision("auto", cpu) == "bf16"
     assert resolve_precision("fp32", cpu) == "fp32"
-    with pytest.raises(MlmkitError, match="--precision 'fp16'"):
+    with pytest.raises(MlmkitError, match="precision 'fp16'.*--precision"):
         resolve_precision("fp16", cpu)
     with pytest.raises(MlmkitError, match="use auto, fp32 or bf16"):
         PretrainConfig(precision="fp16")

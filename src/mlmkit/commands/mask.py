@@ -103,11 +103,11 @@ def preview_command(
     from rich.text import Text
 
     from mlmkit.masking import build_policy
-    from mlmkit.masking.config import parse_policy_option
+    from mlmkit.masking.config import parse_masking_option
     from mlmkit.masking.preview import preview_masking
 
     tok = load_tokenizer(tokenizer)
-    built = build_policy(parse_policy_option(policy), tok, stats=stats)
+    built = build_policy(parse_masking_option(policy, "--policy"), tok, stats=stats)
     entries, out = preview_masking(built, tok, text, seed=seed, step=step)
     console = Console()
     console.print(f"[bold]policy[/] {escape(built.describe())}")

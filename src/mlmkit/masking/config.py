@@ -144,24 +144,54 @@ def build_policy(config, tokenizer, stats=None):
                          weights=weights, corruption=corruption, config=full)
 
 
-def parse_policy_option(value: str):
-    """A `--policy` value: a preset name, an inline YAML/JSON mapping, or a .yaml/.json file."""
+def parse_masking_option(value, flag_name: str = "--masking"):
+    """The one parser of a masking option (`mlmkit pretrain --masking`, `mlmkit mask preview
+    --policy`, a config file's `masking:`): a preset name, an inline YAML/JSON mapping
+    ('{units: span, rate: 0.2}'), or a .yaml/.json file holding either. A mapping or a name
+    passes through; errors name the flag."""
     from pathlib import Path
 
     import yaml
 
+    if value is None or isinstance(value, dict):
+        return value
     text = str(value).strip()
     if text.lower().endswith((".yaml", ".yml", ".json")):
         path = Path(text)
         if not path.is_file():
-            raise MlmkitError(f"masking config file {path} does not exist")
-        text = path.read_text(encoding="utf-8")
+            raise MlmkitError(f"{flag_name} {value!r}: masking config file {path} does not "
+                              "exist")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise MlmkitError(f"{flag_name} {value!r}: cannot read it ({error})") from None
     elif not text.startswith("{"):
         return text
     try:
         parsed = yaml.safe_load(text)
     except yaml.YAMLError as error:
-        raise MlmkitError(f"--policy {value!r} is not valid YAML/JSON: {error}") from error
+        problem = str(error).replace("\n", " ")
+        raise MlmkitError(f"{flag_name} {value!r} is not valid YAML/JSON: {problem}") from None
     if not isinstance(parsed, (dict, str)):
-        raise MlmkitError(f"--policy {value!r} must be a preset name or a mapping")
+        raise MlmkitError(f"{flag_name} {value!r} must be a preset name or a mapping")
     return parsed
+
+
+def check_masking(config, flag_name: str = "--masking") -> dict:
+    """Check a masking config without a tokenizer (preset, fields, component names and
+    their parameters' names), so a run can refuse it before any work; the full config."""
+    full = resolve(parse_masking_option(config, flag_name))
+    parts = (("units", UNITS, component, ("name",)), ("rate", RATES, None, None),
+             ("count", COUNTS, component, ("name",)), ("weights", WEIGHTS, component, ("name",)))
+    for key, registry, split, names in parts:
+        name, params = (rate_component(full[key]) if split is None
+                        else split(full[key], key, names))
+        cls = registry.get(name)
+        allowed = getattr(cls, "PARAMS", {})
+        unknown = sorted(set(params) - set(allowed))
+        if unknown:
+            raise MlmkitError(f"{flag_name}: masking {registry.kind} {name!r} has no "
+                              f"parameter(s) {unknown}: its parameters are "
+                              f"{sorted(allowed) or 'none'}")
+    Corruption(full["corruption"], per_unit=full.get("corruption_per_unit", False))
+    return full

@@ -14,8 +14,8 @@ import torch.nn.functional as F
 
 from mlmkit.models import MLM, build_mlm, masked_logits
 from mlmkit.objectives import LossOutput, Objective, Prepared
+from mlmkit.objectives.metrics import masked_token_metrics, pseudo_perplexity
 from mlmkit.tokenizer import save_tokenizer
-from mlmkit.train.evaluate import masked_token_metrics, pseudo_perplexity
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation masks never coincide with a training step's
 
@@ -28,9 +28,13 @@ def default_masking() -> dict:
 def resolve_masking(masking, total_steps: int | None = None):
     """The masking config of a run: a preset name or mapping, with the run's step budget
     (rate schedules such as 30% → 15% need it)."""
+    from mlmkit.masking.config import parse_masking_option
+
     if masking in (None, "default"):
         masking = default_masking()
-    elif isinstance(masking, str):
+    else:
+        masking = parse_masking_option(masking)
+    if isinstance(masking, str):
         masking = {"preset": masking}
     masking = dict(masking)
     if total_steps and "total_steps" not in masking:

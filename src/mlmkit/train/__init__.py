@@ -1,4 +1,5 @@
-"""Pretraining: the config, the loop, checkpoints and resume, logging and plots.
+"""Pretraining: the config, the run (`build_run` -> `Run`), the loop, checkpoints and
+resume, logging and plots.
 
 Imported lazily, so `mlmkit --help` (which reads the config's fields) needs no torch.
 """
@@ -12,6 +13,8 @@ _PUBLIC = {
     "load_config": "mlmkit.train.config",
     "PretrainResult": "mlmkit.train.loop",
     "pretrain": "mlmkit.train.loop",
+    "Run": "mlmkit.train.run",
+    "build_run": "mlmkit.train.run",
 }
 
 __all__ = sorted(_PUBLIC)

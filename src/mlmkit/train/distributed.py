@@ -19,28 +19,14 @@ resumes on any number of processes that divides the (unchanged) global batch.
 from __future__ import annotations
 
 import contextlib
-import datetime
-import os
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
-from mlmkit.errors import MlmkitError
-from mlmkit.objectives import LossOutput
+from mlmkit.runtime.distributed import ProcessGroup, init, world_size
+from mlmkit.train.objective import LossOutput
 from mlmkit.train.runtime import Runtime, build_runtime
-
-DEFAULT_TIMEOUT_S = 1800.0
-
-
-def torchrun_world_size() -> int:
-    """WORLD_SIZE from torchrun's environment (1 when not launched by torchrun)."""
-    value = os.environ.get("WORLD_SIZE", "1")
-    try:
-        return int(value)
-    except ValueError as error:
-        raise MlmkitError(f"environment variable WORLD_SIZE={value!r} is not a number") \
-            from error
 
 
 def _sum_gradients(process_group, bucket):
@@ -70,6 +56,7 @@ class DistributedRuntime(Runtime):
     """A process of a torchrun job; the process group is initialised by the builder."""
 
     local_rank: int = 0
+    group: ProcessGroup = field(default_factory=ProcessGroup)
     _wrapped: dict = field(default_factory=dict, repr=False)
 
     def wrap_objective(self, objective) -> None:
@@ -112,41 +99,23 @@ class DistributedRuntime(Runtime):
         return self.max(1.0 if flag else 0.0) > 0
 
     def barrier(self) -> None:
-        dist.barrier()
+        self.group.barrier()
 
     def close(self) -> None:
-        if dist.is_initialized():
-            dist.destroy_process_group()
+        self.group.finish()
 
 
-def build_distributed_runtime(device: str = "auto", precision: str = "fp32",
-                              threads: int | None = None,
-                              timeout_s: float = DEFAULT_TIMEOUT_S) -> DistributedRuntime:
-    """Join torchrun's process group: nccl on CUDA (one GPU per local rank), gloo on CPU."""
-    single = build_runtime(device, precision, threads)  # validates device and precision
-    rank = int(os.environ.get("RANK", "0"))
-    world = torchrun_world_size()
-    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    if single.device.type == "cuda":
-        if local_rank >= torch.cuda.device_count():
-            raise MlmkitError(f"LOCAL_RANK {local_rank} but only {torch.cuda.device_count()} "
-                              "GPUs here: use --nproc_per_node at most the number of GPUs")
-        resolved = torch.device("cuda", local_rank)
-        torch.cuda.set_device(resolved)
-        backend = "nccl"
-    else:
-        resolved, backend = torch.device("cpu"), "gloo"
-    if not dist.is_initialized():
-        dist.init_process_group(backend=backend, rank=rank, world_size=world,
-                                timeout=datetime.timedelta(seconds=timeout_s),
-                                **({"device_id": resolved} if backend == "nccl" else {}))
-    return DistributedRuntime(device=resolved, precision=single.precision, rank=rank,
-                              world_size=world, local_rank=local_rank)
-
-
-def build_runtime_from_env(device: str = "auto", precision: str = "fp32",
+def build_runtime_from_env(device: str = "auto", precision: str = "auto",
                            threads: int | None = None) -> Runtime:
-    """A `DistributedRuntime` under torchrun with more than one process, else a `Runtime`."""
-    if torchrun_world_size() > 1:
-        return build_distributed_runtime(device, precision, threads)
-    return build_runtime(device, precision, threads)
+    """A `DistributedRuntime` under torchrun with more than one process, else a `Runtime`.
+
+    The process group is the one set-up of `mlmkit.runtime.distributed` (nccl on a GPU, one
+    per local rank; gloo on a CPU), shared with sharded scoring.
+    """
+    if world_size() <= 1:
+        return build_runtime(device, precision, threads)
+    single = build_runtime(device, precision, threads)  # validates device, precision, threads
+    group, resolved = init(single.device.type if device in (None, "auto") else device)
+    return DistributedRuntime(device=resolved, precision=single.precision, rank=group.rank,
+                              world_size=group.world, local_rank=group.local_rank,
+                              group=group)

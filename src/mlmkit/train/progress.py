@@ -1,26 +1,31 @@
-"""The training progress bar: step, loss, tokens/s and ETA (rich), or nothing."""
+"""What a run shows while it trains: a progress bar (step, loss, tokens/s, ETA) and status
+lines, on standard error only, through `mlmkit.runtime.progress` — a bar only when
+standard error is a terminal, plain lines without colour or cursor codes otherwise."""
 
 from __future__ import annotations
 
+from mlmkit.runtime.progress import console as stderr_console
+from mlmkit.runtime.progress import progress_wanted, status
+
 
 class TrainProgress:
-    """A rich progress bar over the budget's share (0 to 1000 ‰)."""
+    """A bar over the budget's share (0 to 1000 ‰) and status lines; silent when disabled."""
 
-    def __init__(self, enabled: bool, description: str = "pretraining", console=None):
-        self.enabled = enabled
+    def __init__(self, enabled: bool, description: str = "pretraining"):
+        self.enabled = enabled  # status lines; the bar also needs a terminal
+        self._bar_wanted = enabled and progress_wanted(None)
         self._progress = None
         self._description = description
-        self._console = console
 
     def __enter__(self) -> TrainProgress:
-        if self.enabled:
+        if self._bar_wanted:
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
             self._progress = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(),
+                TextColumn("{task.description}"), BarColumn(),
                 TextColumn("step {task.fields[step]} · loss {task.fields[loss]} · "
                            "{task.fields[rate]} tokens/s"),
-                TimeRemainingColumn(), console=self._console, transient=False)
+                TimeRemainingColumn(), console=stderr_console(), transient=False)
             self._progress.start()
             self._task = self._progress.add_task(self._description, total=1000, step=0,
                                                  loss="-", rate="-")
@@ -38,8 +43,13 @@ class TrainProgress:
         self._progress.update(self._task, completed=int(share * 1000), **fields)
 
     def print(self, message: str) -> None:
+        """A status line (above the bar, or plain on standard error)."""
+        if not self.enabled:
+            return
         if self._progress is not None:
-            self._progress.console.print(message)
+            self._progress.console.print(message, markup=False, highlight=False)
+        else:
+            status(message)
 
     def __exit__(self, *exc) -> None:
         if self._progress is not None:

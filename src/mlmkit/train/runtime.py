@@ -12,8 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mlmkit.errors import MlmkitError
-from mlmkit.train.config import PRECISIONS
+from mlmkit.runtime.devices import autocast, prepare
 
 
 @dataclass
@@ -35,9 +34,7 @@ class Runtime:
 
     def autocast(self):
         """Mixed precision for the forward pass (a no-op in fp32)."""
-        if self.precision == "fp32":
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return autocast(self.precision, self.device)
 
     def wrap_model(self, model: torch.nn.Module) -> torch.nn.Module:
         """The module the loop calls (a DDP wrapper in a distributed runtime)."""
@@ -74,41 +71,11 @@ class Runtime:
             torch.cuda.synchronize(self.device)
 
 
-def native_bf16(device: torch.device) -> bool:
-    """Whether `device` multiplies bf16 matrices in hardware (faster than fp32): a CUDA GPU
-    with bf16 support, or a CPU with AVX512-BF16 or AMX. Elsewhere bf16 is emulated, slowly."""
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    if device.type == "cpu":
-        capabilities = getattr(torch.cpu, "get_capabilities", dict)()
-        return bool(capabilities.get("avx512_bf16") or capabilities.get("amx_bf16"))
-    return False
-
-
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """fp32 or bf16: `auto` is bf16 where the device runs it natively, else fp32."""
-    if precision not in PRECISIONS:
-        raise MlmkitError(f"--precision {precision!r}: use one of {list(PRECISIONS)}")
-    if precision == "auto":
-        return "bf16" if native_bf16(device) else "fp32"
-    return precision
-
-
-def build_runtime(device: str = "auto", precision: str = "fp32",
+def build_runtime(device: str = "auto", precision: str = "auto",
                   threads: int | None = None) -> Runtime:
-    """The single-process runtime for `device` (auto: cuda when available)."""
-    if device == "auto":
-        resolved = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    elif device in ("cpu", "cuda") or device.startswith("cuda:"):
-        resolved = torch.device(device)
-        if resolved.type == "cuda" and not torch.cuda.is_available():
-            raise MlmkitError(f"--device {device}: CUDA is not available on this machine; "
-                              "use --device cpu or auto")
-    else:
-        raise MlmkitError(f"--device {device!r}: use auto, cpu or cuda")
-    precision = resolve_precision(precision, resolved)
-    if threads:
-        torch.set_num_threads(threads)
+    """The single-process runtime: device, precision and threads from the one resolver
+    (`mlmkit.runtime.devices.prepare`, task "training": auto is bf16 where native)."""
+    resolved, precision = prepare(device, precision, threads, task="training")
     if resolved.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True

@@ -1,4 +1,5 @@
-"""Held-out metrics: masked-token loss and top-1/top-5 accuracy, and pseudo-perplexity.
+"""Held-out metrics of objectives: masked-token loss and top-1/top-5 accuracy, and
+pseudo-perplexity.
 
 Sums run in float64. Masked-token metrics use masks fixed once per run, so numbers from
 different steps (and from a resumed run) compare the same predictions.

@@ -1,0 +1,450 @@
+"""A training run as one object: `build_run(config) -> Run`.
+
+`Run` holds what a run is made of — model(s) inside the objective, optimizer, data order,
+learning-rate schedule, counters and the window of metrics since the last log line —
+with `state_dict()` / `load_state_dict()` for exact resume, and `step()`, one optimizer
+step. `build_run` checks the whole config and builds everything, and writes nothing into
+the run directory: `Run.open_directory` does that, once the run is known to be sound.
+`mlmkit.train.loop.pretrain` drives it.
+
+Everything random derives from the config's seed, and the state holds the RNG states and
+the data position, so a resumed run continues bit-for-bit.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from mlmkit.cache import atomic_write_text
+from mlmkit.corpus.packing import BlockOrder
+from mlmkit.errors import InvalidArgument, MlmkitError
+from mlmkit.objectives import OBJECTIVES, build_objective
+from mlmkit.train.budget import Budget
+from mlmkit.train.checkpoint import (
+    list_states,
+    load_latest_state,
+    prune_step_dirs,
+    save_model_dir,
+    save_state,
+)
+from mlmkit.train.config import STUDIED, PretrainConfig, flag, load_config
+from mlmkit.train.data import build_data, eval_blocks, resolve_tokenizer
+from mlmkit.train.distributed import build_runtime_from_env
+from mlmkit.train.metrics_log import MetricsLog
+from mlmkit.train.objective import Objective
+from mlmkit.train.optimizer import build_optimizer
+from mlmkit.train.runtime import Runtime
+from mlmkit.train.schedule import Schedule
+
+DEFAULT_RUN_DIR = Path("runs/pretrain")
+STABLE_DIR = "wsd-stable"  # WSD: the state at the end of the stable phase (for extensions)
+BUDGET_FIELDS = ("steps", "tokens", "time")
+
+
+@dataclass
+class TrainState:
+    """Counters of the run (saved with the checkpoint)."""
+
+    step: int = 0
+    tokens: int = 0
+    elapsed: float = 0.0  # seconds spent in training steps (not evaluation or saving)
+    stable_step: int | None = None  # WSD: the step whose state was kept as the stable one
+
+
+class MetricsWindow:
+    """Metrics summed over the steps since the last log line (float64), with their tokens
+    and seconds; `flush` turns them into one log record's averages."""
+
+    def __init__(self):
+        self.sums: dict[str, torch.Tensor] = {}
+        self.count = 0
+        self.tokens, self.seconds = 0, 0.0
+
+    def add(self, metrics: dict[str, torch.Tensor]) -> None:
+        """One micro-step's metric contributions (shares of the step's value)."""
+        for key, value in metrics.items():
+            self.sums[key] = self.sums.get(key, 0.0) + value.detach().double()
+
+    def end_step(self, tokens: int, seconds: float) -> None:
+        self.count += 1
+        self.tokens += tokens
+        self.seconds += seconds
+
+    def flush(self, runtime: Runtime) -> dict[str, float]:
+        """The mean of each metric over the window's steps and processes; then empty."""
+        values = {k: runtime.sum(float(v)) / self.count for k, v in self.sums.items()}
+        values["tokens_per_s"] = self.tokens / max(self.seconds, 1e-9)
+        self.__init__()
+        return values
+
+    def state_dict(self) -> dict:
+        return {"sums": {k: float(v) for k, v in self.sums.items()}, "count": self.count}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.sums = {k: torch.tensor(v, dtype=torch.float64) for k, v in state["sums"].items()}
+        self.count = state["count"]
+
+
+@dataclass
+class Run:
+    """Everything a training run is made of, and one optimizer step of it."""
+
+    config: PretrainConfig
+    run_dir: Path
+    runtime: Runtime
+    tokenizer: object
+    data: object  # mlmkit.train.data.PretrainData
+    validation: list
+    objective: Objective
+    optimizer: torch.optim.Optimizer
+    order: BlockOrder
+    budget: Budget
+    schedule: Schedule
+    state: TrainState = field(default_factory=TrainState)
+    window: MetricsWindow = field(default_factory=MetricsWindow)
+    history: list[dict] = field(default_factory=list)
+    resumed: bool = False
+    log: MetricsLog | None = None
+    last_lr: float = 0.0
+    last_grad_norm: float | None = None
+
+    # ---- what the loop asks
+    @property
+    def is_main(self) -> bool:
+        return self.runtime.is_main
+
+    @property
+    def parameters(self) -> list[torch.nn.Parameter]:
+        """The trainable parameters, each once (modules may share some)."""
+        seen, params = set(), []
+        for module in self.objective.modules.values():
+            for p in module.parameters():
+                if p.requires_grad and id(p) not in seen:
+                    seen.add(id(p))
+                    params.append(p)
+        return params
+
+    @property
+    def micro_batch(self) -> int:
+        return self.config.batch_size // self.config.grad_accum // self.runtime.world_size
+
+    def progress(self) -> float:
+        return self.budget.progress(self.state.step, self.state.tokens, self.state.elapsed)
+
+    def done(self) -> bool:
+        return self.progress() >= 1.0
+
+    def learning_rate(self) -> float:
+        return self.config.lr * self.schedule.factor(self.progress())
+
+    # ---- one optimizer step
+    def step(self) -> None:
+        """Train on the next global batch: corrupt it, forward and backward this process's
+        micro-batches (losses divided by the step's totals), clip, update."""
+        config, runtime, state = self.config, self.runtime, self.state
+        started = time.perf_counter()
+        self.last_lr = lr = self.learning_rate()
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        batch = self.data.train[self.order.next_indices(config.batch_size)]
+        prepared = self.objective.prepare(batch, state.step)
+        micro = torch.arange(runtime.rank, config.batch_size, runtime.world_size).split(
+            self.micro_batch)
+        for i, rows in enumerate(micro):
+            with runtime.no_sync(self.objective, last_micro_step=i == len(micro) - 1):
+                tensors = prepared.rows(rows, runtime.device)
+                with runtime.autocast():
+                    out = self.objective.loss(tensors, prepared.counts)
+                out.loss.backward()
+            self.window.add(out.metrics)
+        norm = (torch.nn.utils.clip_grad_norm_(self.parameters, config.clip)
+                if config.clip > 0 else None)
+        self.last_grad_norm = float(norm) if norm is not None else None
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.objective.after_step(state.step)
+        state.step += 1
+        state.tokens += batch.n_tokens
+        if state.step % config.log_every == 0 or self.done():
+            runtime.synchronize()
+        # the slowest process's step time, so that time budgets end on the same step
+        seconds = runtime.max(time.perf_counter() - started)
+        state.elapsed += seconds
+        self.window.end_step(batch.n_tokens, seconds)
+
+    # ---- records
+    def record(self, record: dict) -> None:
+        """Keep a metrics record (rank 0 writes it to metrics.jsonl and TensorBoard)."""
+        if self.log is not None:
+            self.log.log(record)
+        else:
+            self.history.append(record)
+
+    def train_record(self) -> dict:
+        """The log record of the steps since the last one (averaged over the window)."""
+        values = self.window.flush(self.runtime)
+        rate = values.pop("tokens_per_s")
+        record = {"step": self.state.step, "split": "train", **values, "lr": self.last_lr,
+                  "tokens": self.state.tokens, "tokens_per_s": rate,
+                  "elapsed": self.state.elapsed}
+        if self.last_grad_norm is not None:
+            record["grad_norm"] = self.last_grad_norm
+        if self.is_main:
+            self.record(record)
+        if not math.isfinite(values.get("loss", 0.0)):
+            raise MlmkitError(f"the loss is {values['loss']} at step {self.state.step}: "
+                              "lower --lr or use --precision fp32")
+        return record
+
+    def evaluate(self) -> dict:
+        """Held-out metrics (rank 0 only; the other ranks go on to the next step)."""
+        with torch.random.fork_rng(devices=[]):  # evaluation never moves the training RNG
+            metrics = (self.objective.evaluate(self.validation, self.data.sentences)
+                       if self.is_main else {})
+        record = {"step": self.state.step, "split": "eval", **metrics}
+        if self.is_main and metrics:
+            self.record(record)
+        return record
+
+    # ---- state
+    def state_dict(self) -> dict:
+        """Everything needed to continue bit-for-bit (the checkpoint's content)."""
+        return {
+            "modules": {n: m.state_dict() for n, m in self.objective.modules.items()},
+            "optimizer": self.optimizer.state_dict(),
+            "objective": self.objective.state_dict(),
+            "data": self.order.state_dict(), "counters": vars(self.state).copy(),
+            "history": list(self.log.history if self.log is not None else self.history),
+            "rng": _rng_state(self.runtime), "config": self.config.to_dict(),
+            "schedule": self.schedule.state_dict(),
+            # metrics of steps since the last log line, so that line averages the same steps
+            "pending": self.window.state_dict(),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, module in self.objective.modules.items():
+            module.load_state_dict(state["modules"][name])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.objective.load_state_dict(state["objective"])
+        self.order.load_state_dict(state["data"])
+        self.state = TrainState(**state["counters"])
+        self.history = list(state["history"])
+        self.window.load_state_dict(state["pending"])
+        if "schedule" in state:
+            self.schedule = Schedule.from_state(state["schedule"])
+        _set_rng_state(state["rng"], self.runtime)
+        self.resumed = True
+
+    # ---- the run directory (rank 0)
+    def open_directory(self) -> None:
+        """Create the run directory, write config.yaml and open the metrics log."""
+        if not self.is_main:
+            return
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.run_dir / "config.yaml", self.config.to_yaml())
+        self.log = MetricsLog(self.run_dir, self.history,
+                              resume_step=self.state.step if self.resumed else None)
+
+    def save(self, with_model_dir: bool = False) -> None:
+        """Save the training state (and a step-N model folder)."""
+        if not self.is_main:
+            return
+        save_state(self.run_dir, self.state.step, self.state_dict(),
+                   keep=self.config.keep_checkpoints)
+        if with_model_dir:
+            save_model_dir(self.objective.save_pretrained, self.run_dir / f"step-{self.state.step}")
+            prune_step_dirs(self.run_dir, self.config.keep_checkpoints)
+
+    def keep_stable_state(self) -> bool:
+        """WSD: at the first step of the decay, keep the state as the end of the stable
+        phase, the point an extension of the run continues from. True when it did."""
+        if self.state.stable_step is not None or not self.schedule.in_decay(self.progress()):
+            return False
+        self.state.stable_step = self.state.step
+        if self.is_main:
+            save_state(self.run_dir / STABLE_DIR, self.state.step, self.state_dict(), keep=1)
+        return True
+
+    def save_final(self) -> Path | None:
+        """The final model folder in Hugging Face format (with the run's config)."""
+        if not self.is_main:
+            return None
+
+        def save(directory: Path) -> None:
+            self.objective.save_pretrained(directory)
+            atomic_write_text(Path(directory) / "mlmkit_pretrain.yaml", self.config.to_yaml())
+
+        return save_model_dir(save, self.run_dir / "final")
+
+
+def _rng_state(runtime: Runtime) -> dict:
+    state = {"torch": torch.get_rng_state()}
+    if runtime.device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(runtime.device)
+    return state
+
+
+def _set_rng_state(state: dict, runtime: Runtime) -> None:
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and runtime.device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], runtime.device)
+
+
+# ---- building a run
+
+
+def holds_run(run_dir: Path) -> bool:
+    return bool(list_states(run_dir)) or (run_dir / "final").exists()
+
+
+def free_run_dir(base: Path) -> Path:
+    """`base`, or `base-2`, `base-3`, ... : the first that holds no run yet."""
+    candidate, number = base, 1
+    while holds_run(candidate):
+        number += 1
+        candidate = base.with_name(f"{base.name}-{number}")
+    return candidate
+
+
+def prepare_run(config: PretrainConfig | None, resume: str | Path | None,
+                overrides: dict | None = None) -> tuple[PretrainConfig, Path, dict | None]:
+    """The config, run directory and (when resuming) the training state to continue from.
+
+    A new run refuses a directory that already holds a run; a resumed run refuses a
+    config that differs from the directory's in what is studied (model, data, masking,
+    optimizer); budget and runtime fields may change. Nothing is written.
+    """
+    overrides = dict(overrides or {})
+    if resume is None:
+        if config is None:
+            config = PretrainConfig(**overrides)
+        elif overrides:
+            config = config.replace(**overrides)
+        if config.run_dir is None:
+            config = config.replace(run_dir=str(free_run_dir(DEFAULT_RUN_DIR)))
+        run_dir = Path(config.run_dir)
+        if holds_run(run_dir):
+            raise MlmkitError(f"run directory {str(run_dir)!r} already holds a run: continue "
+                              f"it with --resume {run_dir}, or choose another --run-dir")
+        return config, run_dir, None
+    run_dir = Path(resume)
+    saved_path = run_dir / "config.yaml"
+    if not saved_path.is_file():
+        raise MlmkitError(f"--resume {str(run_dir)!r}: no config.yaml there; it is not a run "
+                          "directory of mlmkit pretrain")
+    saved = load_config(saved_path)
+    wanted = (config.replace(**overrides) if config is not None
+              else saved.replace(**overrides))
+    differences = [f"{flag(k)}: {saved.studied()[k]!r} in the run, {v!r} now"
+                   for k, v in wanted.studied().items() if saved.studied()[k] != v]
+    if differences:
+        raise MlmkitError(f"--resume {str(run_dir)!r} was trained with a different config ("
+                          + "; ".join(differences) + f"); only {STUDIED!r} fields must match: "
+                          "start a new run with another --run-dir instead")
+    state, _ = load_latest_state(run_dir)
+    config = wanted.replace(run_dir=str(run_dir))
+    return config, run_dir, state
+
+
+def check_config(config: PretrainConfig, world_size: int) -> None:
+    """What the config alone can say is wrong with the run, before any work or writing."""
+    if config.objective not in OBJECTIVES:
+        raise InvalidArgument(f"--objective {config.objective!r} is unknown: use one of "
+                              f"{sorted(OBJECTIVES)}")
+    if config.batch_size % (config.grad_accum * world_size):
+        raise InvalidArgument(f"--batch-size {config.batch_size} is not a multiple of "
+                              f"--grad-accum × processes ({config.grad_accum} × {world_size})")
+    Schedule.from_config(config)  # e.g. --warmup in steps without a --steps budget
+    if config.masking not in (None, "default"):
+        from mlmkit.masking.config import check_masking
+
+        check_masking(config.masking, flag_name="--masking")
+
+
+def _budget_changed(saved: dict, config: PretrainConfig) -> bool:
+    old = saved.get("config") or {}
+    return any(old.get(k, getattr(config, k)) != getattr(config, k) for k in BUDGET_FIELDS)
+
+
+def _continuation(saved: dict, config: PretrainConfig, run_dir: Path) -> tuple[dict, Schedule]:
+    """The state to continue from and its schedule; when the budget changed, the schedule
+    extended from there (WSD: from the state kept at the end of the stable phase)."""
+    old_config = PretrainConfig(**{**config.to_dict(), **{k: saved["config"][k]
+                                                           for k in BUDGET_FIELDS}}) \
+        if "config" in saved else config
+    schedule = (Schedule.from_state(saved["schedule"]) if "schedule" in saved
+                else Schedule.from_config(old_config))
+    if not _budget_changed(saved, config):
+        return saved, schedule
+    old_budget, new_budget = Budget.from_config(old_config), Budget.from_config(config)
+    counters = saved["counters"]
+    at = (counters["step"], counters["tokens"], counters["elapsed"])
+    if schedule.in_decay(old_budget.progress(*at)):
+        stable_dir = run_dir / STABLE_DIR
+        if not list_states(stable_dir):
+            raise MlmkitError(f"--resume {str(run_dir)!r} with a new budget: the WSD decay "
+                              "has begun and the run kept no state from the end of its "
+                              "stable phase; start a new run from its final/ with --init")
+        saved, _ = load_latest_state(stable_dir)
+        counters = saved["counters"]
+        at = (counters["step"], counters["tokens"], counters["elapsed"])
+        saved["counters"] = {**counters, "stable_step": None}
+    extended = schedule.extended(old_budget.progress(*at), new_budget.progress(*at))
+    if extended.kind == "wsd":
+        saved["counters"] = {**saved["counters"], "stable_step": None}  # a new decay ahead
+    return saved, extended
+
+
+def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None = None,
+              overrides: dict | None = None, runtime: Runtime | None = None) -> Run:
+    """The run `config` describes (or the run in `resume`, continued), ready to step.
+
+    Every check happens here, before anything is written to the run directory.
+    """
+    config, run_dir, saved = prepare_run(config, resume, overrides)
+    runtime = runtime or build_runtime_from_env(config.device, config.precision,
+                                                config.threads)
+    check_config(config, runtime.world_size)
+    schedule = Schedule.from_config(config)
+    if saved is not None:
+        saved, schedule = _continuation(saved, config, run_dir)
+    show = config.progress and runtime.is_main
+    init_model = None
+    if config.init:
+        from mlmkit.models import load_mlm
+
+        init_model = load_mlm(config.init, device="cpu").model.train()
+        limit = getattr(init_model.config, "max_position_embeddings", None)
+        if limit is not None and config.seq_len > limit:
+            raise InvalidArgument(f"--seq-len {config.seq_len} is longer than --init "
+                                  f"{config.init!r} allows ({limit} positions)")
+    if not runtime.is_main:  # distributed: rank 0 trains the tokenizer and fills the caches
+        runtime.barrier()
+    tokenizer = resolve_tokenizer(config, show_progress=show)
+    data = build_data(config, tokenizer, show_progress=show)
+    if runtime.is_main:
+        runtime.barrier()
+    objective = build_objective(config, tokenizer, runtime, init_model=init_model)
+    if config.compile:
+        objective.compile()
+    runtime.wrap_objective(objective)  # DDP around the objective's loss (distributed only)
+    optimizer = build_optimizer(objective.modules, lr=config.lr,
+                                weight_decay=config.weight_decay,
+                                betas=(config.beta1, config.beta2), eps=config.eps,
+                                device=runtime.device)
+    run = Run(config=config, run_dir=run_dir, runtime=runtime, tokenizer=tokenizer, data=data,
+              validation=eval_blocks(data, config.eval_blocks, config.batch_size),
+              objective=objective, optimizer=optimizer,
+              order=BlockOrder(len(data.train), seed=config.seed),
+              budget=Budget.from_config(config), schedule=schedule)
+    if saved is not None:  # continue exactly where the saved state stopped
+        run.load_state_dict(saved)
+        run.schedule = schedule
+    else:
+        torch.manual_seed(config.seed)  # dropout; the model was initialised from the seed
+    return run
