@@ -20,8 +20,8 @@ import torch
 from mlmkit.cache import cache_dir
 from mlmkit.corpus.python_docs import python_docs
 from mlmkit.generate.canvas import MASK, PROMPT, Segment, build_canvas, suppressed_ids, text_ids
-from mlmkit.generate.choose import ChoiceConfig
-from mlmkit.generate.unmask import UnmaskConfig, unmask
+from mlmkit.generate.options import SamplerOptions
+from mlmkit.generate.unmask import unmask
 from mlmkit.models import MLM, build_mlm
 from mlmkit.tokenizer import train_tokenizer
 
@@ -107,10 +107,9 @@ def main() -> None:
     suppressed = torch.tensor(banned, device=device)
 
     def run_mlmkit(temperature):
-        config = UnmaskConfig(steps=args.steps, sampler="confidence",
-                              choice=ChoiceConfig(temperature=temperature),
-                              block_length=args.block_length)
-        return unmask(mlm, canvas, config, suppressed=banned, seed=args.seed).ids
+        options = SamplerOptions(steps=args.steps, sampler="confidence",
+                                 temperature=temperature, block_length=args.block_length)
+        return unmask(mlm, canvas, options, suppressed=banned, seed=args.seed).ids
 
     def run_baseline(temperature):
         generator = torch.Generator(device=device).manual_seed(args.seed)

@@ -3,6 +3,7 @@ infilling and bad input, on plain BERT-style MLMs of three families."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -12,7 +13,8 @@ from mlmkit.generate import SAMPLERS, generate, infill
 from mlmkit.generate.canvas import MASK, PROMPT, Segment, build_canvas, text_ids
 from mlmkit.generate.eos import pad_after_end
 from mlmkit.generate.guidance import guided_logits, unconditional_input
-from mlmkit.generate.pll import _local_pll
+from mlmkit.generate.options import SamplerOptions
+from mlmkit.generate.pll import token_pll
 from mlmkit.generate.predict import predict_logits
 from mlmkit.generate.schedules import block_index, reveal_counts, split_steps
 from mlmkit.models import masked_logits
@@ -173,7 +175,7 @@ def test_python_api_is_reachable_from_the_top_package(tiny_mlm):
 def test_batches_are_split_and_constraints_hold(tiny_mlm):
     mlm = tiny_mlm("modernbert")
     ids = text_ids(mlm.tokenizer, " value")
-    results = generate(mlm, PROMPTS * 3, length=6, batch_size=4, constraints={0: ids[0]},
+    results = generate(mlm, PROMPTS * 3, length=6, batch_tokens=40, constraints={0: ids[0]},
                        temperature=0.0)
     assert len(results) == 6
     assert all(r.token_ids[0] == ids[0] for r in results)
@@ -194,24 +196,33 @@ def test_infill_keeps_the_context_and_fills_the_spans(tiny_mlm, family):
     assert many[1].candidates[0].score is None and len(many[1].spans) == 2
 
 
-def test_local_pll_matches_the_full_model(tiny_mlm):
-    mlm = tiny_mlm("bert")
-    ids = text_ids(mlm.tokenizer, "Return the value.")
-    got = _local_pll(mlm, [ids])[0]
-    full = [mlm.tokenizer.cls_token_id] + ids + [mlm.tokenizer.sep_token_id]
+def brute_force_pll(mlm, ids: list[int]) -> list[float]:
+    """log P(w_i | rest) from the full model's logits, one masked copy at a time."""
+    full = [mlm.tokenizer.cls_token_id] + ids + [mlm.tokenizer.sep_token_id] \
+        if mlm.tokenizer.cls_token_id is not None else ids
+    offset = 1 if mlm.tokenizer.cls_token_id is not None else 0
+    values = []
     for i, token in enumerate(ids):
         masked = torch.tensor([full])
-        masked[0, i + 1] = mlm.tokenizer.mask_token_id
+        masked[0, i + offset] = mlm.tokenizer.mask_token_id
         with torch.inference_mode():
-            logp = torch.log_softmax(mlm.model(input_ids=masked).logits[0, i + 1].double(), -1)
-        assert got[i] == pytest.approx(float(logp[token]), abs=1e-4)
+            logits = mlm.model(input_ids=masked).logits[0, i + offset].double()
+        values.append(float(torch.log_softmax(logits, -1)[token]))
+    return values
+
+
+def test_token_pll_matches_the_full_model(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    sequences = [text_ids(mlm.tokenizer, t) for t in ["Return the value.", "A list"]]
+    for got, ids in zip(token_pll(mlm, sequences), sequences, strict=True):
+        assert got == pytest.approx(brute_force_pll(mlm, ids), abs=1e-4)
 
 
 def test_bad_input_gives_clear_errors(tiny_mlm):
     mlm = tiny_mlm("bert")
-    with pytest.raises(MlmkitError, match="--length 0"):
+    with pytest.raises(MlmkitError, match=r"length=0 \(--length\)"):
         generate(mlm, "x", length=0)
-    with pytest.raises(MlmkitError, match="--steps 0"):
+    with pytest.raises(MlmkitError, match=r"steps=0 \(--steps\)"):
         generate(mlm, "x", length=4, steps=0)
     with pytest.raises(MlmkitError, match="prompt 1 needs .* at most 128"):
         generate(mlm, "word " * 200, length=4)
@@ -227,10 +238,107 @@ def test_bad_input_gives_clear_errors(tiny_mlm):
         infill(mlm, "[MASK:1-9] and [MASK:1-9]", max_candidates=10)
 
 
-def test_infill_scores_agree_with_the_local_pll(tiny_mlm):
-    from mlmkit.generate.pll import token_pll
+def test_infill_scores_are_the_candidates_pll(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    result = infill(mlm, "The [MASK:1-2] value.", temperature=0.0)
+    for candidate in result.candidates:
+        ids = text_ids(mlm.tokenizer, candidate.text)
+        assert candidate.score == pytest.approx(float(np.mean(brute_force_pll(mlm, ids))),
+                                                abs=1e-4)
 
-    mlm = tiny_mlm("roberta")
-    sequences = [text_ids(mlm.tokenizer, t) for t in ["Return the value.", "A list"]]
-    for got, want in zip(token_pll(mlm, sequences), _local_pll(mlm, sequences), strict=True):
-        assert got == pytest.approx(want, abs=1e-4)
+
+@pytest.mark.parametrize("bad, message", [
+    (dict(temperature=float("nan")), r"temperature=nan \(--temperature\) must be a finite"),
+    (dict(temperature=float("inf")), "temperature=inf"),
+    (dict(temperature=-0.5), r"temperature=-0.5 \(--temperature\) must be ≥ 0"),
+    (dict(top_k=0), r"top_k=0 \(--top-k\)"),
+    (dict(top_p=float("nan")), r"top_p=nan \(--top-p\)"),
+    (dict(top_p=0.0), r"top_p=0.0 \(--top-p\) must be in \(0, 1\]"),
+    (dict(top_p=1.5), r"top_p=1.5"),
+    (dict(steps=0), r"steps=0"),
+    (dict(steps=2.5), r"steps=2.5 \(--steps\) must be a whole number"),
+    (dict(block_length=0), r"block_length=0"),
+    (dict(cfg_scale=float("nan")), r"cfg_scale=nan"),
+    (dict(cfg_scale=-1.0), r"cfg_scale=-1.0"),
+    (dict(seed=-1), r"seed=-1"),
+    (dict(sampler="greedy"), "ancestral"),
+])
+def test_sampler_options_are_checked_when_made(bad, message):
+    with pytest.raises(MlmkitError, match=message):
+        SamplerOptions(**bad)
+
+
+def test_options_are_checked_against_the_canvas_before_any_model_call(tiny_mlm, monkeypatch):
+    import mlmkit.generate.unmask as loop
+
+    mlm = tiny_mlm("bert")
+    monkeypatch.setattr(loop, "unmask", lambda *a, **k: pytest.fail("the loop ran"))
+    for kwargs, message in [
+        (dict(length=4, steps=5), r"steps=5 \(--steps\) is more than 4"),
+        (dict(length=4, steps=10_001, sampler="ancestral"), "more than 10,000"),
+        (dict(length=4, block_length=5), r"block_length=5 .* longer than the 4 masks"),
+        (dict(length=8, block_length=2, steps=3), "fewer than the 4 blocks"),
+        (dict(length=4, top_k=10**6), r"top_k=1000000 \(--top-k\) must be a whole number "
+                                      r"between 1 and"),
+        (dict(length=10**9), r"length=1000000000 \(--length\) must be a whole number between "
+                             r"1 and 128"),
+        (dict(length=4, constraints={0: 10**9}), "constraint token id"),
+    ]:
+        with pytest.raises(MlmkitError, match=message):
+            generate(mlm, ["x", "y"], **kwargs)
+    with pytest.raises(MlmkitError, match=r"steps=9 \(--steps\) is more than 3"):
+        infill(mlm, "A [MASK:1-3] b", steps=9)
+
+
+def test_temperature_nan_is_an_error_not_padding(tiny_mlm):
+    with pytest.raises(MlmkitError, match="temperature"):
+        generate(tiny_mlm("bert"), "Return the", length=4, temperature=float("nan"))
+
+
+def test_generate_and_infill_run_the_same_loop(tiny_mlm, monkeypatch):
+    import mlmkit.generate.unmask as loop
+
+    mlm = tiny_mlm("bert")
+    seen = []
+    real = loop.unmask
+
+    def spy(mlm, canvas, options, **kwargs):
+        seen.append((options, kwargs["seed"]))
+        return real(mlm, canvas, options, **kwargs)
+
+    monkeypatch.setattr(loop, "unmask", spy)
+    generate(mlm, PROMPTS * 3, length=4, seed=7, batch_tokens=20, temperature=0.5)
+    assert len(seen) >= 2 and [seed for _, seed in seen] == list(range(7, 7 + len(seen)))
+    assert all(o.steps == 4 and o.temperature == 0.5 for o, _ in seen)
+    seen.clear()
+    infill(mlm, "A [MASK:2] b", seed=3, top_p=0.5)
+    assert [(o.steps, o.top_p, seed) for o, seed in seen] == [(2, 0.5, 3)]
+
+
+def test_deprecated_batch_size_still_batches_by_rows(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    with pytest.warns(DeprecationWarning, match="batch_tokens"):
+        old = generate(mlm, PROMPTS * 2, length=4, batch_size=1, seed=2)
+    again = generate(mlm, PROMPTS * 2, length=4, batch_size=1, seed=2)
+    assert [r.token_ids for r in old] == [r.token_ids for r in again]
+    with pytest.raises(MlmkitError, match="not both"):
+        generate(mlm, "x", length=4, batch_size=1, batch_tokens=64)
+
+
+def test_results_are_json_ready(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    record = generate(mlm, "Return the", length=4).to_dict()
+    assert set(record) >= {"prompt", "text", "full_text", "token_ids", "ended"}
+    filled = infill(mlm, "The [MASK:1-2] value.", temperature=0.0).to_dict()
+    assert len(filled["candidates"]) == 2 and filled["candidates"][0]["lengths"]
+
+
+def test_runtime_keywords(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    a = generate(mlm, "Return the", length=4, precision="fp32", threads=1, device="cpu")
+    b = generate(mlm, "Return the", length=4)
+    assert a.token_ids == b.token_ids
+    with pytest.raises(MlmkitError, match="precision"):
+        generate(mlm, "x", length=4, precision="fp8")
+    with pytest.raises(MlmkitError, match="not on this machine|not a device"):
+        generate(mlm, "x", length=4, device="cuda:7")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument
 
 PROMPT, MASK, FIXED = "prompt", "mask", "fixed"
 
@@ -60,11 +60,13 @@ def text_ids(tokenizer, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
 
 
-def build_canvas(tokenizer, rows: list[list[Segment]], max_length: int, what: str) -> Canvas:
+def build_canvas(tokenizer, rows: list[list[Segment]], max_length: int, what: str,
+                 first: int = 0) -> Canvas:
     """Wrap each row's segments in special tokens and pad the batch to its longest row.
 
-    `what` names the input in errors ("prompt 3", "template 1"): a row longer than the
-    model's `max_length` is an error, never truncated.
+    `what` names the input in errors ("prompt 3", "template 1"; `first` is the index of
+    the batch's first row among all inputs): a row longer than the model's `max_length`
+    is an error, never truncated.
     """
     prefix, suffix = special_wrap(tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
@@ -78,8 +80,8 @@ def build_canvas(tokenizer, rows: list[list[Segment]], max_length: int, what: st
         kinds += ["special"] * len(suffix)
         if len(ids) > max_length:
             n_prompt = kinds.count(PROMPT)
-            raise MlmkitError(
-                f"{what} {index + 1} needs {len(ids)} tokens ({n_prompt} of text, "
+            raise InvalidArgument(
+                f"{what} {first + index + 1} needs {len(ids)} tokens ({n_prompt} of text, "
                 f"{kinds.count(MASK)} to generate, {len(prefix) + len(suffix)} special) but the "
                 f"model takes at most {max_length}: shorten it or lower --length"
             )

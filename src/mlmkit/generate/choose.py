@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument
+from mlmkit.runtime import checks
 
 
 @dataclass(frozen=True)
@@ -26,12 +27,14 @@ class ChoiceConfig:
     """Keep the smallest set of most likely tokens whose probability reaches p (None: all)."""
 
     def __post_init__(self):
-        if self.temperature < 0:
-            raise MlmkitError(f"--temperature {self.temperature} is negative: use 0 or more")
-        if self.top_k is not None and self.top_k < 1:
-            raise MlmkitError(f"--top-k {self.top_k} must be at least 1 (or unset)")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise MlmkitError(f"--top-p {self.top_p} must be in (0, 1] (or unset)")
+        checks.non_negative("temperature", self.temperature)
+        if self.top_k is not None:
+            checks.count("top_k", self.top_k, 1)
+        if self.top_p is not None:
+            checks.finite("top_p", self.top_p)
+            if not 0 < self.top_p <= 1:
+                raise InvalidArgument(f"top_p={self.top_p!r} (--top-p) must be in (0, 1], or "
+                                      "unset for no nucleus filtering")
 
 
 def uniform_to_gumbel(uniform: torch.Tensor) -> torch.Tensor:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument
 
 
 def _prob(probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -36,5 +36,5 @@ def confidence(kind: str, logits: torch.Tensor, tokens: torch.Tensor) -> torch.T
 def check_confidence(kind: str) -> str:
     """`kind` if it names a confidence measure; else an error listing the valid ones."""
     if kind not in CONFIDENCES:
-        raise MlmkitError(f"unknown --confidence {kind!r}: use one of {sorted(CONFIDENCES)}")
+        raise InvalidArgument(f"unknown --confidence {kind!r}: use one of {sorted(CONFIDENCES)}")
     return kind

@@ -7,28 +7,22 @@ classifier-free guidance and user-fixed positions. A generated [SEP]/EOS ends th
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from mlmkit.errors import MlmkitError
-from mlmkit.generate.canvas import (
-    FIXED,
-    MASK,
-    PROMPT,
-    Segment,
-    build_canvas,
-    end_ids,
-    suppressed_ids,
-    text_ids,
-)
-from mlmkit.generate.choose import ChoiceConfig
+from mlmkit.errors import InvalidArgument
+from mlmkit.generate.canvas import FIXED, MASK, PROMPT, Segment, end_ids, text_ids
 from mlmkit.generate.eos import pad_after_end
-from mlmkit.generate.unmask import StepEvent, UnmaskConfig, unmask
-from mlmkit.models import as_mlm
+from mlmkit.generate.options import SamplerOptions
+from mlmkit.generate.setup import open_model
+from mlmkit.generate.unmask import StepEvent, unmask_rows
+from mlmkit.runtime import checks
+from mlmkit.runtime.results import Result
 
 
 @dataclass
-class Generation:
+class Generation(Result):
     """One generated text."""
 
     prompt: str
@@ -45,17 +39,26 @@ class Generation:
     steps: int
 
 
-def _generated_segments(tokenizer, length: int, constraints: Mapping[int, str | int] | None):
+def _generated_segments(tokenizer, length: int, constraints: Mapping[int, str | int] | None,
+                        max_length: int):
     """The generated region as segments: masks, with user-fixed tokens at given positions."""
-    if length < 1:
-        raise MlmkitError(f"--length {length} must be at least 1")
+    checks.count("length", length, 1, max_length)
     kinds, ids = [MASK] * length, [tokenizer.mask_token_id] * length
+    if constraints is not None and not isinstance(constraints, Mapping):
+        raise InvalidArgument("constraints must be a mapping {position: token id or text}")
     for position, value in sorted((constraints or {}).items()):
-        tokens = [int(value)] if isinstance(value, int) else text_ids(tokenizer, str(value))
+        if isinstance(position, bool) or not isinstance(position, int):
+            raise InvalidArgument(f"constraint position {position!r} is not a whole number: "
+                                  "use 0 for the first generated token")
+        if isinstance(value, int) and not isinstance(value, bool):
+            checks.count("constraint token id", value, 0, len(tokenizer) - 1)
+            tokens = [value]
+        else:
+            tokens = text_ids(tokenizer, str(value))
         if not tokens:
-            raise MlmkitError(f"constraint at position {position} is empty: give a token")
+            raise InvalidArgument(f"constraint at position {position} is empty: give a token")
         if position < 0 or position + len(tokens) > length:
-            raise MlmkitError(
+            raise InvalidArgument(
                 f"constraint {value!r} at position {position} does not fit in the {length} "
                 f"generated positions (0 to {length - 1}): use a position inside --length"
             )
@@ -68,6 +71,19 @@ def _generated_segments(tokenizer, length: int, constraints: Mapping[int, str | 
         else:
             segments.append(Segment(kind, [token]))
     return segments
+
+
+def rows_per_batch(batch_tokens, batch_size, what: str):
+    """(`batch_tokens` checked, rows per batch from the deprecated `batch_size` or None)."""
+    from mlmkit.runtime.batching import check_budget
+
+    if batch_size is None:
+        return check_budget(batch_tokens), None
+    if batch_tokens is not None:
+        raise InvalidArgument("pass batch_tokens or the deprecated batch_size, not both")
+    warnings.warn(f"{what}(batch_size=...) is deprecated: use batch_tokens (padded tokens "
+                  "per batch)", DeprecationWarning, stacklevel=3)
+    return None, checks.count("batch_size", batch_size, 1)
 
 
 def generate(
@@ -86,52 +102,58 @@ def generate(
     constraints: Mapping[int, str | int] | None = None,
     seed: int = 0,
     cache: bool = True,
-    batch_size: int = 16,
+    batch_tokens: int | None = None,
+    precision: str = "auto",
+    device=None,
+    threads: int | None = None,
+    progress: bool | None = None,
     on_step: Callable[[StepEvent], None] | None = None,
+    batch_size: int | None = None,
 ) -> Generation | list[Generation]:
     """Continue `prompt` (a string, or a list for a batch) with `length` new tokens.
 
-    `model` is an `MLM`, a name/path, or a (model, tokenizer) pair. `steps` defaults to
-    `length` (one token per step). `constraints` fixes generated positions (0-based in
-    the continuation) to a token id or a text. Same seed and batch, same result.
+    `model` is an `MLM`, a name/path, or a (model, tokenizer) pair. The sampling keywords
+    are those of `SamplerOptions` (`steps` defaults to `length`: one token per step).
+    `constraints` fixes generated positions (0-based in the continuation) to a token id or
+    a text. `batch_tokens` bounds the padded tokens of a batch (default: 16 prompts per
+    batch); batch k is seeded with `seed + k`, so the same seed and batching give the same
+    result. `batch_size` (prompts per batch) is a deprecated alias.
     """
-    mlm = as_mlm(model)
-    tokenizer = mlm.tokenizer
-    generated_segments = _generated_segments(tokenizer, length, constraints)
-    config = UnmaskConfig(
-        steps=length if steps is None else steps, sampler=sampler, confidence=confidence,
-        choice=ChoiceConfig(temperature, top_k, top_p), block_length=block_length,
-        cfg_scale=cfg_scale, cache=cache,
-    )
-    if batch_size < 1:
-        raise MlmkitError(f"--batch-size {batch_size} must be at least 1")
+    options = SamplerOptions(steps=steps, sampler=sampler, confidence=confidence,
+                             temperature=temperature, top_k=top_k, top_p=top_p,
+                             block_length=block_length, cfg_scale=cfg_scale, seed=seed,
+                             cache=cache)
+    checks.count("length", length, 1)
+    batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "generate")
     prompts = [prompt] if isinstance(prompt, str) else list(prompt)
     if not prompts:
-        raise MlmkitError("no prompts given: pass a prompt (it may be empty) or a list")
+        raise InvalidArgument("no prompts given: pass a prompt (it may be empty) or a list")
+    if not all(isinstance(p, str) for p in prompts):
+        raise InvalidArgument("prompt must be a string or a list of strings")
+    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+    tokenizer = mlm.tokenizer
+    generated_segments = _generated_segments(tokenizer, length, constraints, mlm.max_length)
+    canvas_rows = [[Segment(PROMPT, text_ids(tokenizer, p))]
+                   + [Segment(s.kind, list(s.ids)) for s in generated_segments] for p in prompts]
+    batches = unmask_rows(mlm, canvas_rows, options, default_steps=length, allow_eos=True,
+                          what="prompt", batch_tokens=batch_tokens, rows=rows, precision=precision,
+                          progress=progress, on_step=on_step)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     results: list[Generation] = []
-    for first in range(0, len(prompts), batch_size):
-        chunk = prompts[first:first + batch_size]
-        rows = [[Segment(PROMPT, text_ids(tokenizer, p))] + [Segment(s.kind, list(s.ids))
-                for s in generated_segments] for p in chunk]
-        canvas = build_canvas(tokenizer, rows, mlm.max_length, what="prompt")
-        step_hook = None
-        if on_step is not None:
-            def step_hook(event, first=first):
-                on_step(replace(event, first_row=first))
-        out = unmask(mlm, canvas, config, suppressed=suppressed_ids(tokenizer, allow_eos=True),
-                     seed=seed + first // batch_size, on_step=step_hook)
+    for batch in batches:
+        canvas = batch.canvas
         region = canvas.content & ~canvas.prompt
-        ids, cut = pad_after_end(out.ids.cpu(), region, canvas.masked, end_ids(tokenizer), pad)
-        for row, text in enumerate(chunk):
+        ids, cut = pad_after_end(batch.ids, region, canvas.masked, end_ids(tokenizer), pad)
+        for row in range(ids.shape[0]):
+            text = prompts[batch.first + row]
             gen = ids[row][region[row]].tolist()
             keep = ids[row][region[row] & ~cut[row]].tolist()
-            ended = bool(cut[row].any())
             prompt_ids = ids[row][canvas.prompt[row]].tolist()
             results.append(Generation(
                 prompt=text,
                 text=tokenizer.decode(keep, skip_special_tokens=False),
                 full_text=tokenizer.decode(prompt_ids + keep, skip_special_tokens=False),
-                token_ids=gen, ended=ended, model_calls=out.model_calls, steps=out.steps,
+                token_ids=gen, ended=bool(cut[row].any()), model_calls=batch.model_calls,
+                steps=batch.steps,
             ))
     return results[0] if isinstance(prompt, str) else results

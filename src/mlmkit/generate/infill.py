@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from mlmkit.errors import MlmkitError
-from mlmkit.generate.canvas import MASK, PROMPT, Segment, build_canvas, suppressed_ids, text_ids
-from mlmkit.generate.choose import ChoiceConfig
+from mlmkit.errors import InvalidArgument
+from mlmkit.generate.canvas import MASK, PROMPT, Segment, text_ids
+from mlmkit.generate.generate import rows_per_batch
+from mlmkit.generate.options import SamplerOptions
 from mlmkit.generate.pll import token_pll
+from mlmkit.generate.setup import open_model
 from mlmkit.generate.template import Span, parse_template
-from mlmkit.generate.unmask import StepEvent, UnmaskConfig, unmask
-from mlmkit.models import as_mlm
+from mlmkit.generate.unmask import StepEvent, unmask_rows
+from mlmkit.runtime import checks
+from mlmkit.runtime.results import Result
 
 
 @dataclass
-class Candidate:
+class Candidate(Result):
     """One way to fill a template: a length per span, its text and score."""
 
     lengths: tuple[int, ...]
@@ -32,7 +35,7 @@ class Candidate:
 
 
 @dataclass
-class Infilled:
+class Infilled(Result):
     """A filled template: the chosen candidate first, every candidate tried after."""
 
     template: str
@@ -80,61 +83,72 @@ def infill(
     seed: int = 0,
     cache: bool = True,
     max_candidates: int = 64,
-    batch_size: int = 16,
+    batch_tokens: int | None = None,
+    precision: str = "auto",
+    device=None,
+    threads: int | None = None,
+    progress: bool | None = None,
     on_step: Callable[[StepEvent], None] | None = None,
+    batch_size: int | None = None,
 ) -> Infilled | list[Infilled]:
     """Fill `template` ("The cat [MASK:3] on the mat.", or a list of templates).
 
-    `steps` defaults to the number of masks (one token per step). Spans of unknown length
-    are tried at every length of their range (at most `max_candidates` combinations).
+    The sampling keywords are those of `SamplerOptions` (`steps` defaults to the number of
+    masks: one token per step). Spans of unknown length are tried at every length of their
+    range (at most `max_candidates` combinations); the candidates run through the same loop
+    as `generate`, and the best PLL per token wins. `batch_size` (candidates per batch) is a
+    deprecated alias of `batch_tokens`.
     """
-    mlm = as_mlm(model)
-    tokenizer = mlm.tokenizer
+    options = SamplerOptions(steps=steps, sampler=sampler, confidence=confidence,
+                             temperature=temperature, top_k=top_k, top_p=top_p,
+                             block_length=block_length, cfg_scale=cfg_scale, seed=seed,
+                             cache=cache)
+    checks.count("max_candidates", max_candidates, 1, 10_000)
+    batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "infill")
     templates = [template] if isinstance(template, str) else list(template)
     if not templates:
-        raise MlmkitError("no templates given: pass a template with a [MASK] span")
-    jobs = []  # (template index, lengths, segments)
-    for index, text in enumerate(templates):
-        pieces = parse_template(text, where=f"template {index + 1}")
+        raise InvalidArgument("no templates given: pass a template with a [MASK] span")
+    if not all(isinstance(t, str) for t in templates):
+        raise InvalidArgument("template must be a string or a list of strings")
+    parsed = [parse_template(text, where=f"template {index + 1}")
+              for index, text in enumerate(templates)]
+    combos_of = []
+    for index, (text, pieces) in enumerate(zip(templates, parsed, strict=True)):
         spans = [p for p in pieces if isinstance(p, Span)]
         combos = list(itertools.islice(
             itertools.product(*(s.lengths for s in spans)), max_candidates + 1))
         if len(combos) > max_candidates:
-            raise MlmkitError(
+            raise InvalidArgument(
                 f"template {index + 1} {text!r} has more than {max_candidates} span-length "
                 f"combinations: narrow the [MASK:a-b] ranges or raise --max-candidates"
             )
-        jobs += [(index, lengths, _rows(tokenizer, pieces, lengths)) for lengths in combos]
+        combos_of.append(combos)
+    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+    tokenizer = mlm.tokenizer
+    jobs = [(index, lengths, _rows(tokenizer, pieces, lengths))
+            for index, (pieces, combos) in enumerate(zip(parsed, combos_of, strict=True))
+            for lengths in combos]
     most_masks = max(sum(lengths) for _, lengths, _ in jobs)
-    config = UnmaskConfig(
-        steps=most_masks if steps is None else steps, sampler=sampler, confidence=confidence,
-        choice=ChoiceConfig(temperature, top_k, top_p), block_length=block_length,
-        cfg_scale=cfg_scale, cache=cache,
-    )
-    if batch_size < 1:
-        raise MlmkitError(f"--batch-size {batch_size} must be at least 1")
+    batches = unmask_rows(mlm, [segments for _, _, segments in jobs], options,
+                          default_steps=most_masks, allow_eos=False, what="template candidate",
+                          batch_tokens=batch_tokens, rows=rows, precision=precision,
+                          progress=progress, on_step=on_step)
     filled, calls = [], [0] * len(templates)
-    for first in range(0, len(jobs), batch_size):
-        chunk = jobs[first:first + batch_size]
-        canvas = build_canvas(tokenizer, [segments for _, _, segments in chunk],
-                              mlm.max_length, what="template candidate")
-        step_hook = None
-        if on_step is not None:
-            def step_hook(event, first=first):
-                on_step(replace(event, first_row=first))
-        out = unmask(mlm, canvas, config, suppressed=suppressed_ids(tokenizer, allow_eos=False),
-                     seed=seed + first // batch_size, on_step=step_hook)
-        ids = out.ids.cpu()
-        for row, (index, lengths, _) in enumerate(chunk):
-            content = ids[row][canvas.content[row]]
+    for batch in batches:
+        canvas = batch.canvas
+        for row in range(batch.ids.shape[0]):
+            index, lengths, _ = jobs[batch.first + row]
+            content = batch.ids[row][canvas.content[row]]
             spans = _span_ids(content, canvas.masked[row][canvas.content[row]], lengths)
             filled.append((index, Candidate(lengths, tokenizer.decode(content.tolist()),
                                             [tokenizer.decode(s).strip() for s in spans], None),
                            content.tolist()))
-            calls[index] = max(calls[index], out.model_calls)
+            calls[index] = max(calls[index], batch.model_calls)
     counts = [sum(f[0] == i for f in filled) for i in range(len(templates))]
     to_score = [f for f in filled if counts[f[0]] > 1]
-    for (_, candidate, _), pll in zip(to_score, token_pll(mlm, [f[2] for f in to_score]),
+    for (_, candidate, _), pll in zip(to_score, token_pll(mlm, [f[2] for f in to_score],
+                                                           batch_tokens=batch_tokens,
+                                                           precision=precision),
                                       strict=True):
         candidate.score = float(pll.mean())
     results = []

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument
 
 
 @dataclass
@@ -89,5 +89,5 @@ SAMPLERS: dict[str, Sampler] = {
 def get_sampler(name: str) -> Sampler:
     """The sampler called `name`; the error lists the valid names."""
     if name not in SAMPLERS:
-        raise MlmkitError(f"unknown --sampler {name!r}: use one of {sorted(SAMPLERS)}")
+        raise InvalidArgument(f"unknown --sampler {name!r}: use one of {sorted(SAMPLERS)}")
     return SAMPLERS[name]

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import torch
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument
 
 
 def reveal_counts(n_masked: torch.Tensor, steps: int) -> torch.Tensor:
     """LongTensor [B, steps]: tokens to reveal per step, the remainder on the first steps."""
     if steps < 1:
-        raise MlmkitError(f"steps is {steps}: use at least 1")
+        raise InvalidArgument(f"steps is {steps}: use at least 1")
     n_masked = n_masked.long()
     base = (n_masked // steps).unsqueeze(1)
     extra = (torch.arange(steps, device=n_masked.device).unsqueeze(0)
@@ -31,7 +31,7 @@ def time_grid(steps: int) -> torch.Tensor:
 def split_steps(steps: int, n_blocks: int) -> list[int]:
     """The steps of each block: as even as possible, earlier blocks take the remainder."""
     if steps < n_blocks:
-        raise MlmkitError(
+        raise InvalidArgument(
             f"--steps {steps} is fewer than the {n_blocks} blocks: every block needs a step; "
             f"use --steps {n_blocks} or more, or a longer --block-length"
         )
@@ -49,6 +49,6 @@ def block_index(masked: torch.Tensor, block_length: int | None) -> torch.Tensor:
         blocks = torch.zeros_like(rank)
     else:
         if block_length < 1:
-            raise MlmkitError(f"--block-length {block_length} must be at least 1")
+            raise InvalidArgument(f"--block-length {block_length} must be at least 1")
         blocks = rank // block_length
     return torch.where(masked, blocks, torch.full_like(blocks, -1))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument
 
 SPAN = re.compile(r"\[MASK(?::(\d+)(?:-(\d+))?)?\]|<mask(?::(\d+)(?:-(\d+))?)?>")
 
@@ -38,7 +38,7 @@ def parse_template(template: str, where: str = "template") -> list[str | Span]:
         shortest = int(low) if low else 1
         longest = int(high) if high else shortest
         if shortest < 1 or longest < shortest:
-            raise MlmkitError(
+            raise InvalidArgument(
                 f"{where}: span {match.group(0)!r} has no valid length: write [MASK:n] with "
                 f"n >= 1 or [MASK:a-b] with 1 <= a <= b"
             )
@@ -47,7 +47,7 @@ def parse_template(template: str, where: str = "template") -> list[str | Span]:
     if cursor < len(template):
         pieces.append(template[cursor:])
     if not any(isinstance(p, Span) for p in pieces):
-        raise MlmkitError(
+        raise InvalidArgument(
             f"{where} {template!r} has no mask span: mark what to fill with [MASK], [MASK:3] "
             f"(3 tokens) or [MASK:1-4] (1 to 4 tokens), e.g. 'The cat [MASK:2] on the mat.'"
         )

@@ -11,45 +11,17 @@ the model runs at every step, the straightforward loop; the outputs are identica
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import torch
 
-from mlmkit.errors import MlmkitError
-from mlmkit.generate.canvas import Canvas
-from mlmkit.generate.choose import ChoiceConfig, choose_tokens
-from mlmkit.generate.confidence import check_confidence, confidence
+from mlmkit.generate.canvas import Canvas, Segment, build_canvas, suppressed_ids
+from mlmkit.generate.choose import choose_tokens
+from mlmkit.generate.confidence import confidence
+from mlmkit.generate.options import SamplerOptions
 from mlmkit.generate.predict import predict_logits
 from mlmkit.generate.samplers import StepContext, get_sampler
 from mlmkit.generate.schedules import block_index, reveal_counts, split_steps, time_grid
-
-
-@dataclass(frozen=True)
-class UnmaskConfig:
-    """How masks are turned into tokens (every field is a CLI flag of the same name)."""
-
-    steps: int
-    """Sampler steps in all (divided among the blocks)."""
-    sampler: str = "confidence"
-    """ancestral, confidence or random (see mlmkit.generate.samplers)."""
-    confidence: str = "prob"
-    """For the confidence sampler: prob, margin or entropy."""
-    choice: ChoiceConfig = field(default_factory=ChoiceConfig)
-    """Temperature, top-k and top-p of the token choice."""
-    block_length: int | None = None
-    """Semi-autoregressive blocks of this many masks, left to right (None: one block)."""
-    cfg_scale: float = 0.0
-    """Classifier-free guidance weight w (0: none)."""
-    cache: bool = True
-    """Skip the model call when the canvas did not change since the last one."""
-
-    def __post_init__(self):
-        if self.steps < 1:
-            raise MlmkitError(f"--steps {self.steps} must be at least 1")
-        get_sampler(self.sampler)
-        check_confidence(self.confidence)
-        if self.block_length is not None and self.block_length < 1:
-            raise MlmkitError(f"--block-length {self.block_length} must be at least 1")
 
 
 @dataclass
@@ -80,7 +52,7 @@ class UnmaskResult:
 class _Predictor:
     """Logits at the active positions, computed at most once per canvas state."""
 
-    def __init__(self, mlm, canvas: Canvas, config: UnmaskConfig, suppressed: torch.Tensor):
+    def __init__(self, mlm, canvas: Canvas, config: SamplerOptions, suppressed: torch.Tensor):
         self.mlm, self.canvas, self.config, self.suppressed = mlm, canvas, config, suppressed
         self.version = 0
         self.calls = 0
@@ -104,7 +76,7 @@ class _Predictor:
 class _Step:
     """Lazy predictions of one step: tokens drawn once, at all active positions or a subset."""
 
-    def __init__(self, predictor: _Predictor, ids, active, config: UnmaskConfig, generator):
+    def __init__(self, predictor: _Predictor, ids, active, config: SamplerOptions, generator):
         self.predictor, self.ids, self.active = predictor, ids, active
         self.config, self.generator = config, generator
         self._tokens = None
@@ -133,27 +105,32 @@ class _Step:
 def unmask(
     mlm,
     canvas: Canvas,
-    config: UnmaskConfig,
+    options: SamplerOptions,
     *,
     suppressed: list[int] = (),
     seed: int = 0,
     on_step: Callable[[StepEvent], None] | None = None,
 ) -> UnmaskResult:
-    """Fill every masked position of `canvas`; nothing else on the canvas changes."""
+    """Fill every masked position of `canvas`; nothing else on the canvas changes.
+
+    `options.steps` must be resolved (`SamplerOptions.resolve`); `seed` seeds this canvas.
+    """
+    if options.steps is None:
+        raise ValueError("unmask needs resolved options: call options.resolve(...) first")
     device = mlm.device
     canvas = canvas.to(device)
-    sampler = get_sampler(config.sampler)
+    sampler = get_sampler(options.sampler)
     generator = torch.Generator(device=device).manual_seed(seed)
     vocab = int(getattr(mlm.model.config, "vocab_size", len(mlm.tokenizer)))
     banned = sorted(set(suppressed) | set(range(len(mlm.tokenizer), vocab)))
-    predictor = _Predictor(mlm, canvas, config, torch.tensor(banned, dtype=torch.long,
+    predictor = _Predictor(mlm, canvas, options, torch.tensor(banned, dtype=torch.long,
                                                              device=device))
     ids, masked = canvas.ids.clone(), canvas.masked.clone()
-    blocks = block_index(masked, config.block_length)
+    blocks = block_index(masked, options.block_length)
     n_blocks = int(blocks.max()) + 1 if bool(masked.any()) else 0
     steps_run = 0
     with torch.inference_mode():
-        for block, block_steps in enumerate(split_steps(config.steps, n_blocks)
+        for block, block_steps in enumerate(split_steps(options.steps, n_blocks)
                                             if n_blocks else []):
             in_block = blocks == block
             counts = reveal_counts((masked & in_block).sum(1), block_steps)
@@ -162,8 +139,8 @@ def unmask(
                 active = masked & in_block
                 if not bool(active.any()):
                     break
-                step = _Step(predictor, ids, active, config, generator)
-                if not config.cache:
+                step = _Step(predictor, ids, active, options, generator)
+                if not options.cache:
                     step.logits()
                 if sampler.scheduled and not bool(counts[:, j].any()):
                     reveal = torch.zeros_like(active)
@@ -182,3 +159,76 @@ def unmask(
                                       masked=masked.cpu().clone(), revealed=reveal.cpu(),
                                       content=canvas.content.cpu()))
     return UnmaskResult(ids=ids, model_calls=predictor.calls, steps=steps_run)
+
+
+DEFAULT_BATCH_ROWS = 16
+"""Rows per batch when no token budget is given (each batch is seeded on its own)."""
+
+
+@dataclass
+class UnmaskedBatch:
+    """One batch of rows after the loop, on the CPU."""
+
+    first: int
+    """Index of the batch's first row among all the rows."""
+    canvas: Canvas
+    ids: torch.Tensor
+    """LongTensor [b, L]: the final canvas."""
+    model_calls: int
+    steps: int
+
+
+def batch_rows(batch_tokens: int | None, width: int, guided: bool) -> int:
+    """Rows per batch: `batch_tokens` padded tokens (a guided row runs twice), at least one;
+    `DEFAULT_BATCH_ROWS` without a budget."""
+    if batch_tokens is None:
+        return DEFAULT_BATCH_ROWS
+    return max(1, batch_tokens // (width * (2 if guided else 1)))
+
+
+def unmask_rows(
+    mlm,
+    segments: list[list[Segment]],
+    options: SamplerOptions,
+    *,
+    default_steps: int,
+    allow_eos: bool,
+    what: str,
+    batch_tokens: int | None = None,
+    rows: int | None = None,
+    precision: str = "fp32",
+    progress: bool | None = None,
+    on_step: Callable[[StepEvent], None] | None = None,
+) -> list[UnmaskedBatch]:
+    """The loop `generate` and `infill` share: build every row's canvas (checking lengths
+    and options before any model call), then unmask the rows batch by batch, batch k seeded
+    with `options.seed + k`. `what` names a row in errors ("prompt", "template candidate").
+    A batch holds `rows` rows if given, else as many as `batch_tokens` allows."""
+    from mlmkit.runtime.devices import autocast
+    from mlmkit.runtime.progress import Progress
+
+    tokenizer = mlm.tokenizer
+    widths = [sum(len(s.ids) for s in row) for row in segments]
+    guided = options.cfg_scale != 0.0
+    per_batch = rows or batch_rows(batch_tokens, max(widths) + 2, guided)
+    canvases = [build_canvas(tokenizer, segments[first:first + per_batch], mlm.max_length,
+                             what, first=first) for first in range(0, len(segments), per_batch)]
+    most_masks = max(int(c.masked.sum(1).max()) for c in canvases)
+    vocab = int(getattr(mlm.model.config, "vocab_size", None) or len(tokenizer))
+    options = options.resolve(default_steps, most_masks, vocab, what=f"a {what}")
+    suppressed = suppressed_ids(tokenizer, allow_eos=allow_eos)
+    done = []
+    with Progress("unmasking", total=len(segments), unit="rows", enabled=progress) as bar, \
+            autocast(precision, mlm.device):
+        for number, canvas in enumerate(canvases):
+            first = number * per_batch
+            hook = None
+            if on_step is not None:
+                def hook(event, first=first):
+                    on_step(replace(event, first_row=first))
+            out = unmask(mlm, canvas, options, suppressed=suppressed,
+                         seed=options.seed + number, on_step=hook)
+            done.append(UnmaskedBatch(first, canvas, out.ids.cpu(), out.model_calls,
+                                      out.steps))
+            bar.advance(canvas.ids.shape[0])
+    return done

@@ -1,0 +1,35 @@
+"""The model and runtime of a generation call: `device`, `precision` and `threads` resolved
+once (`mlmkit.runtime.devices.prepare`), the model loaded onto the device or checked to be
+on it, so that no option is silently ignored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlmkit.errors import InvalidArgument
+
+
+def _same_device(a, b) -> bool:
+    return a.type == b.type and (a.index or 0) == (b.index or 0)
+
+
+def open_model(model, *, device=None, precision: str | None = "auto",
+               threads: int | None = None):
+    """(MLM, resolved precision) for `model` (an MLM, a name/path, or a (model, tokenizer)
+    pair). A name is loaded onto `device`; a loaded model stays where it is, and an explicit
+    `device` it is not on is an error (move it first)."""
+    from mlmkit.models import as_mlm, load_mlm
+    from mlmkit.runtime.devices import prepare
+
+    explicit = device is not None and device != "auto"
+    resolved, precision = prepare(device, precision, threads, task="inference")
+    if isinstance(model, (str, Path)):
+        return load_mlm(model, device=resolved), precision
+    mlm = as_mlm(model)
+    if explicit and not _same_device(mlm.device, resolved):
+        raise InvalidArgument(f"device={device!r} (--device) but the model is on "
+                              f"{mlm.device}: move the model first (model.to(...)), or leave "
+                              "device unset to use the model where it is")
+    if not explicit:
+        _, precision = prepare(mlm.device, precision, threads, task="inference")
+    return mlm, precision
