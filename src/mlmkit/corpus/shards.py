@@ -13,7 +13,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import numpy as np
 
 from mlmkit.cache import atomic_write_text, cache_dir
 from mlmkit.errors import MlmkitError
+from mlmkit.runtime.staging import fsync_tree, remove_leftovers, staging_dir
 
 FORMAT_VERSION = 1  # bump when the shard layout or the tokenization rules change
 BATCH_DOCUMENTS = 512
@@ -210,9 +210,12 @@ def tokenize_corpus(
         except (OSError, ValueError, KeyError):
             shutil.rmtree(final, ignore_errors=True)
     base.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}."))
+    # shards of killed builds (this host's dead processes; older versions' after a day)
+    remove_leftovers(base, legacy_age=86400)
+    staging = staging_dir(final)  # umask permissions, named by this process
     try:
         _write_shards(documents(), tokenizer, staging, total or count, show_progress, name)
+        fsync_tree(staging)
         try:
             os.replace(staging, final)
         except OSError:  # another process finished the same shards first: use theirs

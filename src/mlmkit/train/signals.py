@@ -1,34 +1,46 @@
-"""SIGINT / SIGTERM during training: finish the current step, save, and stop cleanly."""
+"""SIGINT / SIGTERM during training: the first one stops after the current step (the loop
+saves the training state and exits: no evaluation, no export, no plots); a second one ends
+the process at once, as the signal's default action would (the last checkpoint stays)."""
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
 
 class StopOnSignal:
-    """While active, SIGINT and SIGTERM set `requested` instead of killing the process.
+    """While active, the first SIGINT or SIGTERM sets `requested` (its name) instead of
+    killing the process; the second restores the default action and re-raises it."""
 
-    A second SIGINT restores the default behaviour (an immediate KeyboardInterrupt).
-    """
-
-    def __init__(self):
+    def __init__(self, announce: bool = True):
         self.requested: str | None = None
+        self.announce = announce
         self._previous = {}
 
     def _handle(self, signum, frame):
-        name = signal.Signals(signum).name
-        if self.requested and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.requested = name
+        if self.requested:  # the second signal: quit now, as if we had never caught it
+            self._restore()
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        self.requested = signal.Signals(signum).name
+        if self.announce:  # os.write: safe inside a signal handler, unlike print or rich
+            os.write(2, f"\n{self.requested}: saving after this step, then stopping "
+                        "(send it again to quit at once)\n".encode())
 
     def __enter__(self) -> StopOnSignal:
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
+            for sig in SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def _restore(self) -> None:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+
+    def __exit__(self, *exc) -> None:
+        self._restore()
