@@ -57,7 +57,7 @@ def test_batched_equals_one_at_a_time_despite_padding(tiny_mlm):
     mlm = tiny_mlm("roberta")
     texts = [SINGLE, "Short [MASK].", MULTI, "[MASK] first, then a long tail of words here."]
     for mode in ("independent", "joint"):
-        batched = fill_mask(mlm, texts, top_k=4, mode=mode, batch_size=3)
+        batched = fill_mask(mlm, texts, top_k=4, mode=mode, batch_tokens=40)
         for text, result in zip(texts, batched, strict=True):
             alone = fill_mask(mlm, text, top_k=4, mode=mode)
             assert result.text == text
@@ -77,15 +77,16 @@ def test_one_batched_head_only_call_per_batch(tiny_mlm, monkeypatch):
     calls = []
 
     def spy(model, input_ids, attention_mask, positions):
-        calls.append((input_ids.shape[0], int(positions.sum())))
+        reads = int(positions.sum()) if positions.dtype == torch.bool else len(positions)
+        calls.append((input_ids.shape[0], reads))
         return masked_log_probs(model, input_ids, attention_mask, positions)
 
     monkeypatch.setattr(module, "masked_log_probs", spy)
     texts = [SINGLE, MULTI, "Short [MASK]."]
-    fill_mask(tiny_mlm("bert"), texts, top_k=2, batch_size=8)
+    fill_mask(tiny_mlm("bert"), texts, top_k=2, batch_tokens=512)
     assert calls == [(3, 5)]  # one encoder pass; the head at the 5 masks only
     calls.clear()
-    fill_mask(tiny_mlm("bert"), texts, top_k=2, mode="joint", batch_size=8)
+    fill_mask(tiny_mlm("bert"), texts, top_k=2, mode="joint", batch_tokens=512)
     assert calls == [(3, 5), (1, 2), (1, 1)]  # a step per mask of the longest, rows batched
 
 
@@ -164,10 +165,13 @@ def test_text_without_mask_names_the_accepted_spellings(tiny_mlm):
 
 def test_bad_arguments_and_too_long_input(tiny_mlm):
     mlm = tiny_mlm("bert")
-    with pytest.raises(MlmkitError, match="unknown fill-mask mode 'beam'"):
+    with pytest.raises(MlmkitError, match=r"mode='beam' \(--mode\) is not known"):
         fill_mask(mlm, SINGLE, mode="beam")
-    with pytest.raises(MlmkitError, match="top_k must be between 1 and the vocabulary size"):
+    with pytest.raises(MlmkitError, match=r"top_k=0 \(--top-k\) must be a whole number "
+                                          r"between 1 and 1,0"):
         fill_mask(mlm, SINGLE, top_k=0)
+    with pytest.raises(MlmkitError, match="batch_tokens"):
+        fill_mask(mlm, SINGLE, batch_tokens=0)
     with pytest.raises(MlmkitError, match=r"tokens long; the model takes at most 128"):
         fill_mask(mlm, "word " * 200 + "[MASK]")
 
@@ -182,7 +186,8 @@ def test_inputs_file_errors_name_the_line(tmp_path, tiny_mlm):
     with pytest.raises(MlmkitError, match="does not exist"):
         read_fill_inputs(tmp_path / "missing.txt")
     path.write_bytes(b"A [MASK] here.\ncaf\xe9 [MASK]\n")
-    with pytest.raises(MlmkitError, match=r"inputs\.txt' line 2 is not valid UTF-8"):
+    with pytest.raises(MlmkitError, match=r"inputs\.txt' is not valid utf-8 at byte offset 18 "
+                                          r"\(line 2\)"):
         read_fill_inputs(path)
 
 
@@ -216,7 +221,27 @@ def test_cli_fill_without_mask_is_one_error_line(saved_tiny_mlm, monkeypatch, ca
     monkeypatch.setattr("sys.argv", ["mlmkit", "fill", str(path), "no mask"])
     with pytest.raises(SystemExit) as done:
         main()
-    assert done.value.code == 2
+    assert done.value.code == 1
     err = capsys.readouterr().err
     assert "has no mask: write [MASK] or <mask>" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("mode", ["independent", "joint"])
+def test_a_wordpiece_continuation_is_not_glued_to_the_word_before(tiny_mlm, mode):
+    import copy
+
+    mlm = tiny_mlm("bert")
+    tok = mlm.tokenizer
+    piece = next(i for i in range(len(tok)) if tok.convert_ids_to_tokens(i).startswith("##")
+                 and len(tok.convert_ids_to_tokens(i)) > 3)
+    model = copy.deepcopy(mlm.model)
+    with torch.no_grad():
+        model.get_output_embeddings().bias[piece] += 100.0  # the model now loves the piece
+    text = "Return A [MASK] of the values and [MASK]."
+    result = fill_mask((model, tok), text, top_k=2, mode=mode)
+    word = tok.convert_ids_to_tokens(piece)[2:]
+    assert all(m.candidates[0].token_id == piece for m in result.masks)
+    assert result.masks[0].candidates[0].token == "##" + word  # as FillMaskPipeline's token_str
+    assert result.filled == f"Return A {word} of the values and {word}."  # the text as written
+    assert result.to_dict()["masks"][0]["candidates"][0]["token_id"] == piece

@@ -1,43 +1,47 @@
 """`fill_mask`: the k likeliest tokens at each mask of a text, independently or jointly.
 
 Independent mode is one encoder pass per batch with the MLM head applied only at the mask
-positions (`mlmkit.models.masked_log_probs`); it matches transformers' FillMaskPipeline.
-Joint mode fills the masks one at a time, the most confident first, each step seeing the
-tokens already filled: one encoder pass per step, batched across texts. `[MASK]` and
-`<mask>` are both accepted whatever the model's own spelling.
+positions; it matches transformers' FillMaskPipeline. Joint mode fills the masks one at a
+time, the most confident first, each step seeing the tokens already filled: one encoder
+pass per step, batched across texts. Batching (token budget, length buckets, precision,
+progress) is `mlmkit.runtime.batching.run_jobs`. `[MASK]` and `<mask>` are both accepted
+whatever the model's own spelling.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
-import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from mlmkit.errors import MlmkitError
-from mlmkit.models import MASK_SPELLINGS, as_mlm, masked_log_probs
+from mlmkit.errors import InvalidArgument, InvalidData
+from mlmkit.generate.setup import open_model
+from mlmkit.models import MASK_SPELLINGS, masked_log_probs
+from mlmkit.runtime import checks
+from mlmkit.runtime.results import Result
 
 MODES = ("independent", "joint")
 
 
 @dataclass
-class Candidate:
+class Candidate(Result):
     """A token proposed for a mask, with its probability under the model."""
 
     token: str
-    """The token decoded on its own, as FillMaskPipeline's `token_str`."""
+    """The token decoded on its own, as FillMaskPipeline's `token_str` (a WordPiece
+    continuation keeps its `##`)."""
     token_id: int
     score: float
     """Probability (softmax over the vocabulary at this mask)."""
 
 
 @dataclass
-class MaskFill:
+class MaskFill(Result):
     """The candidates at one mask, best first."""
 
     index: int
@@ -50,14 +54,15 @@ class MaskFill:
 
 
 @dataclass
-class FillResult:
+class FillResult(Result):
     """Fill-mask predictions for one text."""
 
     text: str
     mode: str
     masks: list[MaskFill]
     filled: str
-    """The text with every mask replaced by its best candidate (decoded by the tokenizer)."""
+    """The text as written with each mask replaced by its best token's text (a WordPiece
+    continuation without its `##`), so the fills never merge into the words around them."""
     log_prob: float
     """Sum of the chosen tokens' log-probabilities (float64). Joint mode: the log-probability
     of the filled tokens in the order they were filled; independent: of each alone."""
@@ -74,33 +79,25 @@ def accepted_spellings(tokenizer=None) -> str:
     return " or ".join(dict.fromkeys((*MASK_SPELLINGS, *own)))
 
 
-def read_fill_inputs(path: str | Path, tokenizer=None) -> list[str]:
-    """The non-blank lines of an inputs file; a line without a mask is an error naming it."""
-    path = Path(path)
-    if not path.is_file():
-        raise MlmkitError(f"inputs file {str(path)!r} does not exist: give a text file with "
-                          f"one input per line, each with {accepted_spellings(tokenizer)}")
+def read_fill_inputs(path: str | Path, tokenizer=None, encoding: str = "utf-8") -> list[str]:
+    """The non-blank texts of an inputs file (`-`: standard input; text, or JSONL/TSV/CSV
+    with a `text` field); a line without a mask is an error naming it."""
+    from mlmkit.runtime.records import display_name, read_texts
+
     pattern = mask_pattern(tokenizer) if tokenizer is not None else re.compile(
         "|".join(re.escape(s) for s in MASK_SPELLINGS))
     texts = []
-    with open(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                text = raw.decode("utf-8").rstrip("\r\n")
-            except UnicodeDecodeError as error:
-                raise MlmkitError(f"{str(path)!r} line {number} is not valid UTF-8 "
-                                  f"({error.reason}): save the file as UTF-8") from error
-            if number == 1:
-                text = text.removeprefix("\ufeff")  # a byte-order mark is not text
-            if not text.strip():
-                continue
-            if not pattern.search(text):
-                raise MlmkitError(f"{str(path)!r} line {number} has no mask: write "
-                                  f"{accepted_spellings(tokenizer)} where a token is to be "
-                                  f"predicted")
-            texts.append(text)
+    for number, text in read_texts(path, encoding=encoding):
+        if not text.strip():
+            continue
+        if not pattern.search(text):
+            raise InvalidData(f"{display_name(path)} line {number} has no mask: write "
+                              f"{accepted_spellings(tokenizer)} where a token is to be "
+                              "predicted")
+        texts.append(text)
     if not texts:
-        raise MlmkitError(f"inputs file {str(path)!r} is empty: write one input per line")
+        raise InvalidData(f"inputs file {display_name(path)} is empty: write one input per "
+                          "line")
     return texts
 
 
@@ -113,46 +110,45 @@ def _encode(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
     for i, text in enumerate(texts):
         new_text, count = pattern.subn(tokenizer.mask_token, text)
         if count == 0:
-            raise MlmkitError(f"{which(i)} has no mask: write {accepted_spellings(tokenizer)} "
-                              f"where a token is to be predicted")
+            raise InvalidArgument(f"{which(i)} has no mask: write "
+                                  f"{accepted_spellings(tokenizer)} where a token is to be "
+                                  "predicted")
         rewritten.append(new_text)
         counts.append(count)
     encoded = tokenizer(rewritten, add_special_tokens=True)["input_ids"]
     mask_id = tokenizer.mask_token_id
     for i, ids in enumerate(encoded):
         if len(ids) > max_length:
-            raise MlmkitError(f"{which(i)} is {len(ids)} tokens long; the model takes at most "
-                              f"{max_length}: shorten it (nothing is truncated silently)")
+            raise InvalidArgument(f"{which(i)} is {len(ids)} tokens long; the model takes at "
+                                  f"most {max_length}: shorten it (nothing is truncated "
+                                  "silently)")
         if sum(token == mask_id for token in ids) != counts[i]:
-            raise MlmkitError(f"{which(i)}: the tokenizer did not keep its {counts[i]} mask(s) "
-                              f"as {tokenizer.mask_token!r} tokens; write the mask as a "
-                              f"separate word")
+            raise InvalidArgument(f"{which(i)}: the tokenizer did not keep its {counts[i]} "
+                                  f"mask(s) as {tokenizer.mask_token!r} tokens; write the mask "
+                                  "as a separate word")
     return encoded
 
 
-def _pad(rows: list[list[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor]:
-    length = max(len(row) for row in rows)
-    ids = torch.full((len(rows), length), pad_id, dtype=torch.long)
-    attention = torch.zeros((len(rows), length), dtype=torch.long)
-    for r, row in enumerate(rows):
-        ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
-        attention[r, : len(row)] = 1
-    return ids.to(device), attention.to(device)
+def _log_probs(model, input_ids, attention_mask, positions):
+    """The primitive (looked up at call time, so a test can watch it)."""
+    return masked_log_probs(model, input_ids, attention_mask, positions)
 
 
-def _independent(model, ids, attention, masked, top_k):
-    """Top-k at every mask from one pass: [B, L, k] ids and log-probs, steps all 0."""
-    log_probs = masked_log_probs(model, ids, attention, masked)
+def _independent(batch, log_probs, top_k, mask_id):
+    """Per row: (candidate ids [m, k], log-probs [m, k], steps [m]) at its m masks, from the
+    one pass `run_jobs` made at the mask positions."""
     top_lp, top_ids = log_probs.topk(top_k, dim=-1)
-    cand_ids = torch.zeros((*ids.shape, top_k), dtype=torch.long, device=ids.device)
-    cand_lp = torch.zeros((*ids.shape, top_k), dtype=torch.float32, device=ids.device)
-    cand_ids[masked], cand_lp[masked] = top_ids, top_lp
-    return cand_ids, cand_lp, torch.zeros_like(ids)
+    counts = torch.bincount(batch.row_of_position, minlength=batch.rows).tolist()
+    return [(i.cpu(), lp.cpu(), torch.zeros(len(i), dtype=torch.long))
+            for i, lp in zip(top_ids.split(counts), top_lp.split(counts), strict=True)]
 
 
-def _joint(model, ids, attention, masked, top_k):
-    """Fill the most confident remaining mask of each row per step, conditioned on the rest."""
-    ids, remaining = ids.clone(), masked.clone()
+def _joint(batch, _, top_k, mask_id):
+    """Fill the most confident remaining mask of each row per step, conditioned on the rest;
+    per row: (candidate ids [m, k], log-probs [m, k], the step each mask was filled)."""
+    ids = batch.input_ids.clone()
+    remaining = (ids == mask_id) & batch.attention_mask.bool()
+    masked = remaining.clone()
     cand_ids = torch.zeros((*ids.shape, top_k), dtype=torch.long, device=ids.device)
     cand_lp = torch.zeros((*ids.shape, top_k), dtype=torch.float32, device=ids.device)
     step_of = torch.zeros_like(ids)
@@ -160,7 +156,8 @@ def _joint(model, ids, attention, masked, top_k):
     while bool(remaining.any()):
         rows = remaining.any(dim=1).nonzero().squeeze(1)
         sub_remaining = remaining[rows]
-        log_probs = masked_log_probs(model, ids[rows], attention[rows], sub_remaining)
+        log_probs = _log_probs(batch.model, ids[rows], batch.attention_mask[rows],
+                               sub_remaining)
         best = log_probs.max(dim=-1).values
         confidence = torch.full(sub_remaining.shape, -math.inf, device=ids.device)
         confidence[sub_remaining] = best
@@ -174,118 +171,88 @@ def _joint(model, ids, attention, masked, top_k):
         remaining[rows, cols] = False
         step_of[rows, cols] = step
         step += 1
-    return cand_ids, cand_lp, step_of
+    return [(cand_ids[r][masked[r]].cpu(), cand_lp[r][masked[r]].cpu(),
+             step_of[r][masked[r]].cpu()) for r in range(ids.shape[0])]
 
 
-@contextlib.contextmanager
-def _progress_bar(enabled: bool, total: int):
-    """Yield `advance(n)`: a rich bar of texts done, with texts/s (a no-op when disabled)."""
-    if not enabled:
-        yield lambda n: None
-        return
-    from rich.console import Console
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    columns = (TextColumn("fill-mask"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[rate]} texts/s"), TimeRemainingColumn())
-    with Progress(*columns, console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("fill-mask", total=total, rate="-")
-        started = time.perf_counter()
-
-        def advance(n: int) -> None:
-            bar.advance(task, n)
-            done = bar.tasks[0].completed
-            bar.update(task, rate=f"{done / max(time.perf_counter() - started, 1e-9):,.1f}")
-
-        yield advance
-
-
-def _filled_text(tokenizer, ids: list[int], masked: list[bool], special: set[int]) -> str:
-    """Decode the filled row: the input's special tokens dropped, the fills always kept."""
-    kept = [t for t, is_mask in zip(ids, masked, strict=True) if is_mask or t not in special]
-    return tokenizer.decode(kept, skip_special_tokens=False)
+def surface(tokenizer, token_id: int) -> str:
+    """A token's text on its own, without spaces around it or a WordPiece `##` marker."""
+    text = tokenizer.decode([token_id]).strip()
+    return text[2:] if text.startswith("##") and len(text) > 2 else text
 
 
 def fill_mask(
     model,
-    text_or_texts: str | Sequence[str],
+    texts: str | Sequence[str],
+    *,
     top_k: int = 5,
     mode: str = "independent",
-    batch_size: int = 32,
+    batch_tokens: int | None = None,
+    precision: str = "auto",
+    device=None,
+    threads: int | None = None,
+    progress: bool | None = None,
     tokenizer=None,
-    progress: bool = False,
+    batch_size: int | None = None,
 ) -> FillResult | list[FillResult]:
     """The `top_k` likeliest tokens at each mask of each text, best first.
 
-    `model` is an `MLM`, a name or path (loaded with `load_mlm`), or a model with its
-    `tokenizer`. `mode="independent"` predicts every mask from the input as given (as
+    `model` is an `MLM`, a name or path, or a (model, tokenizer) pair (or a model with
+    `tokenizer=`). `mode="independent"` predicts every mask from the input as given (as
     FillMaskPipeline); `mode="joint"` fills masks one at a time, most confident first,
     each conditioned on the masks already filled (its candidates are the distribution at
     the step the mask was filled). One text gives a `FillResult`, a list a list.
-    `progress` shows a rich progress bar (texts/s, ETA) on stderr.
+    `batch_tokens`: padded tokens per batch (default: sized for the model); `progress`: a
+    bar on stderr (None: when stderr is a terminal). `batch_size` is deprecated (ignored
+    in favour of the token budget, with a warning).
     """
-    if mode not in MODES:
-        raise MlmkitError(f"unknown fill-mask mode {mode!r}: use one of {list(MODES)}")
-    if batch_size < 1:
-        raise MlmkitError(f"batch_size must be at least 1, got {batch_size}")
-    single = isinstance(text_or_texts, str)
-    texts = [text_or_texts] if single else list(text_or_texts)
+    from mlmkit.runtime.batching import check_budget, run_jobs
+
+    checks.choice("mode", mode, MODES)
+    budget = check_budget(batch_tokens)
+    if batch_size is not None:
+        checks.count("batch_size", batch_size, 1)
+        warnings.warn("fill_mask(batch_size=...) is deprecated and has no effect: batches are "
+                      "cut by batch_tokens (padded tokens per batch)", DeprecationWarning,
+                      stacklevel=2)
+    single = isinstance(texts, str)
+    texts = [texts] if single else list(texts)
     if not all(isinstance(text, str) for text in texts):
-        raise MlmkitError("fill_mask takes a text or a list of texts (str)")
-    mlm = as_mlm(model, tokenizer)
+        raise InvalidArgument("fill_mask takes a text or a list of texts (str)")
+    if tokenizer is not None and not isinstance(model, tuple):
+        model = (model, tokenizer)
+    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
     tok, net = mlm.tokenizer, mlm.model
     vocab = net.get_output_embeddings().weight.shape[0] if net.get_output_embeddings() is not None \
         else net.config.vocab_size
-    if not 1 <= top_k <= vocab:
-        raise MlmkitError(f"top_k must be between 1 and the vocabulary size {vocab}, got {top_k}")
+    checks.count("top_k", top_k, 1, vocab)
     if not texts:
         return []
     encoded = _encode(tok, texts, mlm.max_length)
-    order = sorted(range(len(texts)), key=lambda i: len(encoded[i]))  # less padding
-    pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
-    special = set(tok.all_special_ids)
+    mask_id = tok.mask_token_id
+    jobs = [(ids, [c for c, t in enumerate(ids) if t == mask_id]) for ids in encoded]
     run = _independent if mode == "independent" else _joint
-    results: list[FillResult | None] = [None] * len(texts)
-    was_training = net.training
-    net.eval()
-    try:
-        with torch.inference_mode(), _progress_bar(progress, len(texts)) as advance:
-            for start in range(0, len(order), batch_size):
-                members = order[start:start + batch_size]
-                ids, attention = _pad([encoded[i] for i in members], pad_id, mlm.device)
-                masked = (ids == tok.mask_token_id) & attention.bool()
-                cand_ids, cand_lp, steps = run(net, ids, attention, masked, top_k)
-                for row, i in enumerate(members):
-                    results[i] = _result(tok, texts[i], mode, encoded[i], masked[row],
-                                         cand_ids[row], cand_lp[row], steps[row], special)
-                advance(len(members))
-    finally:
-        net.train(was_training)
+    per_row = run_jobs(mlm, jobs, lambda batch, out: run(batch, out, top_k, mask_id),
+                       batch_tokens=budget, precision=precision, progress=progress,
+                       description="fill-mask", unit="texts",
+                       call=_log_probs if mode == "independent" else None)
+    results = [_result(tok, texts[i], mode, jobs[i][1], *per_row[i])
+               for i in range(len(texts))]
     return results[0] if single else results
 
 
-def _result(tok, text, mode, input_ids, masked, cand_ids, cand_lp, steps, special):
-    positions = masked.nonzero().squeeze(1).tolist()
-    ids_k, lp_k = cand_ids[positions].tolist(), cand_lp[positions].double()
+def _result(tok, text, mode, positions, ids_k, lp_k, steps):
+    ids_k, lp_k = ids_k.tolist(), lp_k.double()
     scores = lp_k.exp().tolist()
     unique = sorted({t for row in ids_k for t in row})
     names = dict(zip(unique, tok.batch_decode([[t] for t in unique]), strict=True))
     masks = [
-        MaskFill(index=n, position=p, step=int(steps[p]),
+        MaskFill(index=n, position=p, step=int(steps[n]),
                  candidates=[Candidate(names[t], t, s)
                              for t, s in zip(ids_k[n], scores[n], strict=True)])
         for n, p in enumerate(positions)
     ]
-    filled = list(input_ids)
-    for n, p in enumerate(positions):
-        filled[p] = ids_k[n][0]
-    is_mask = masked[: len(input_ids)].tolist()
-    return FillResult(text=text, mode=mode, masks=masks,
-                      filled=_filled_text(tok, filled, is_mask, special),
-                      log_prob=float(lp_k[:, 0].sum()))
+    words = iter([surface(tok, row[0]) for row in ids_k])
+    filled = mask_pattern(tok).sub(lambda _: next(words), text)
+    return FillResult(text=text, mode=mode, masks=masks, filled=filled,
+                      log_prob=float(lp_k[:, 0].sum()) if len(ids_k) else 0.0)
