@@ -1,7 +1,16 @@
 """mlmkit: masked language models — pretrain, score, fill, generate, probe and audit.
 
-The public functions are imported lazily, so `import mlmkit` stays fast and a command
-pulls in only the stage it needs.
+Everything public is imported lazily, so `import mlmkit` is fast (no torch) and a command
+pulls in only the stage it needs. The rule (docs/API.md):
+
+- `mlmkit.NAME` for a public function or class (`mlmkit.score`, `mlmkit.fill_mask`,
+  `mlmkit.load_mlm`, ...) is that object, imported on first use;
+- `mlmkit.NAME` for a subpackage (`mlmkit.scoring`, `mlmkit.probe`, `mlmkit.bias`,
+  `mlmkit.errors`, ...) is that module, imported on first use, whether or not it was
+  imported by name before;
+- one name is both: `mlmkit.generate` is always the subpackage `mlmkit.generate`, and the
+  subpackage is callable: `mlmkit.generate(model, prompt, ...)` calls
+  `mlmkit.generate.generate` (whose signature and docstring are the reference).
 """
 
 from __future__ import annotations
@@ -10,30 +19,58 @@ import importlib
 
 __version__ = "0.1.0"
 
-_PUBLIC = {
+# Public functions and classes: name -> the module that defines (or re-exports) it.
+_FUNCTIONS = {
+    # models
     "MLM": "mlmkit.models",
     "load_mlm": "mlmkit.models",
+    "as_mlm": "mlmkit.models",
     "build_mlm": "mlmkit.models",
     "masked_logits": "mlmkit.models",
     "masked_log_probs": "mlmkit.models",
+    # data
     "train_tokenizer": "mlmkit.tokenizer",
     "python_docs": "mlmkit.corpus.python_docs",
     "read_corpus": "mlmkit.corpus",
-    "fill_mask": "mlmkit.generate",
+    "corpus_stats": "mlmkit.corpus",
     "build_policy": "mlmkit.masking",
+    # scoring
     "score": "mlmkit.scoring",
     "rescore": "mlmkit.scoring",
-    "generate": "mlmkit.generate",
+    "evaluate_pairs": "mlmkit.scoring",
+    # fill and generate
+    "fill_mask": "mlmkit.generate",
     "infill": "mlmkit.generate",
     "elbo": "mlmkit.generate",
+    # probes and bias audits
+    "cloze_classify": "mlmkit.probe",
+    "rank_statements": "mlmkit.probe",
+    "knowledge_probe": "mlmkit.probe",
+    "audit": "mlmkit.bias",
+    # training
     "pretrain": "mlmkit.train",
     "PretrainConfig": "mlmkit.train",
 }
 
-__all__ = sorted(_PUBLIC)
+# Other spellings of a public function: `mlmkit.fill` is the CLI's name of `fill_mask`.
+_ALIASES = {"fill": "fill_mask"}
+
+# Subpackages and modules reachable as attributes without importing them by name.
+_SUBPACKAGES = ("bias", "corpus", "errors", "generate", "masking", "models", "objectives",
+                "probe", "runtime", "scoring", "tokenizer", "train")
+
+__all__ = sorted({*_FUNCTIONS, *_ALIASES, *_SUBPACKAGES})
 
 
 def __getattr__(name: str):
-    if name in _PUBLIC:
-        return getattr(importlib.import_module(_PUBLIC[name]), name)
-    raise AttributeError(f"module 'mlmkit' has no attribute {name!r}")
+    if name in _SUBPACKAGES:
+        return importlib.import_module(f"mlmkit.{name}")
+    target = _ALIASES.get(name, name)
+    if target in _FUNCTIONS:
+        return getattr(importlib.import_module(_FUNCTIONS[target]), target)
+    raise AttributeError(f"module 'mlmkit' has no attribute {name!r}; the public names are "
+                         "listed in mlmkit.__all__ (docs/API.md)")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
