@@ -12,7 +12,7 @@ import torch
 from typer.testing import CliRunner
 
 from mlmkit.cli import app
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
 from mlmkit.models import MLM
 from mlmkit.probe import cloze_classify, knowledge_probe, rank_statements, read_items
 from mlmkit.probe.labelled import read_labelled_texts
@@ -288,11 +288,139 @@ def test_cli(saved_tiny_mlm, tmp_path):
         json.loads(out.read_text())["overall"]["skipped"] == 1
     result = runner.invoke(app, ["probe", "classify", model, str(data), "--template",
                                  "{text} It was good.", "--device", "cpu"])
-    assert isinstance(result.exception, MlmkitError) and "--template" in str(result.exception)
+    assert result.exit_code == 1
+    assert result.stderr.startswith("error: --template") and "has no mask" in result.stderr
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     result = runner.invoke(app, ["probe", "facts", model, str(empty), "--device", "cpu"])
-    assert isinstance(result.exception, MlmkitError) and "empty" in str(result.exception)
+    assert result.exit_code == 1 and "is empty" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_cli_reads_standard_input_and_keeps_stdout_for_results(saved_tiny_mlm, tmp_path):
+    model = str(saved_tiny_mlm("bert"))
+    rows = json.dumps({"candidates": ITEMS[1], "label": 0}) + "\n"
+    out = tmp_path / "ranked.json"
+    result = CliRunner().invoke(app, ["probe", "rank", model, "-", "--json", "-o", str(out),
+                                      "--device", "cpu", "--threads", "1",
+                                      "--batch-tokens", "64"], input=rows)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == json.loads(out.read_text())
+    assert json.loads(result.stdout)["n_items"] == 1
+    assert "written to" in result.stderr and "written to" not in result.stdout
+
+
+def test_help_of_every_probe_command_has_a_description_and_an_example():
+    runner = CliRunner()
+    listing = runner.invoke(app, ["probe", "-h"]).stdout
+    for command in ("classify", "rank", "facts"):
+        line = next(x for x in listing.splitlines() if f" {command} " in x)
+        assert len(line.split(command, 1)[1].strip(" │")) > 20, line  # a one-line description
+        result = runner.invoke(app, ["probe", command, "-h"])
+        assert result.exit_code == 0
+        assert f"mlmkit probe {command} " in result.stdout.split("Example")[-1]
+        for option in ("--output", "--json", "--device", "--precision", "--threads",
+                       "--batch-tokens"):
+            assert option in result.stdout, (command, option)
+
+
+UNKNOWN_WORD = "東京"  # characters the python-docs WordPiece vocabulary lacks
+
+
+def test_facts_with_an_unknown_only_object_are_skipped_and_counted(tiny_mlm, saved_tiny_mlm,
+                                                                   tmp_path):
+    mlm = tiny_mlm("bert")
+    tok = mlm.tokenizer
+    assert tok.tokenize(" " + UNKNOWN_WORD) == [tok.unk_token]
+    word = _single_token_words(mlm, ["list", "value"], 1)[0]
+    facts = [{"masked_sentence": "It returns a [MASK].", "obj_label": word, "predicate_id": "r"},
+             {"masked_sentence": "It lives in [MASK].", "obj_label": UNKNOWN_WORD,
+              "predicate_id": "r"},
+             {"masked_sentence": "It is [MASK].", "obj_label": "unpredictably",
+              "predicate_id": "s"}]
+    result = knowledge_probe(mlm, facts)
+    assert [f.rank is not None for f in result.facts] == [True, False, False]
+    assert "not in the vocabulary" in result.facts[1].skipped
+    assert "tokens" in result.facts[2].skipped
+    assert (result.overall.n, result.overall.skipped, result.overall.unknown) == (1, 2, 1)
+    assert (result.by_relation["r"].unknown, result.by_relation["s"].unknown) == (1, 0)
+    assert result.to_dict()["overall"]["unknown"] == 1
+    # the rank of the probed fact is the one it gets alone
+    assert result.facts[0].rank == knowledge_probe(mlm, facts[:1]).facts[0].rank
+    path = tmp_path / "facts.jsonl"
+    path.write_text("".join(json.dumps(f, ensure_ascii=False) + "\n" for f in facts),
+                    encoding="utf-8")
+    cli = CliRunner().invoke(app, ["probe", "facts", str(saved_tiny_mlm("bert")), str(path),
+                                   "--device", "cpu"])
+    assert cli.exit_code == 0, cli.output
+    assert "1 with an object the vocabulary lacks ([UNK])" in " ".join(cli.stdout.split())
+
+
+def test_ranking_scores_unknown_tokens_instead_of_skipping_them(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    tok = mlm.tokenizer
+    plain, strange = "Open the file for reading.", f"Open the {UNKNOWN_WORD} for reading."
+    assert tok.unk_token_id in tok(strange)["input_ids"]
+    result = rank_statements(mlm, [[plain, strange]])
+    item = result.items[0]
+    assert item.unknown_tokens == [0, 1] and result.n_unknown == 1
+    # brute force: every token but [CLS]/[SEP] masked alone, the [UNK] token included
+    enc = tok(strange)
+    ids = list(enc["input_ids"])
+    expected = 0.0
+    for t in range(1, len(ids) - 1):
+        copy_ids = list(ids)
+        copy_ids[t] = tok.mask_token_id
+        expected += _full_log_probs(mlm, copy_ids)[t, ids[t]].item()
+    assert item.scores[1] == pytest.approx(expected, abs=1e-4)
+    assert result.to_dict()["items"][0]["unknown_tokens"] == [0, 1]
+
+
+def test_a_verbalizer_word_spelled_unk_is_refused(tiny_mlm):
+    with pytest.raises(InvalidArgument, match=f"verbalizer word '{UNKNOWN_WORD}'.*unknown"):
+        cloze_classify(tiny_mlm("bert"), TEXTS, verbalizer={"a": ["list"],
+                                                            "b": [UNKNOWN_WORD]})
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda m: knowledge_probe(m, [{"masked_sentence": "A [MASK].", "obj_label": "a"}],
+                               top_k=0), "top_k=0"),
+    (lambda m: knowledge_probe(m, [{"masked_sentence": "A [MASK].", "obj_label": "a"}],
+                               top_k=float("nan")), "top_k=nan"),
+    (lambda m: rank_statements(m, ITEMS, batch_tokens=-5), "batch_tokens=-5"),
+    (lambda m: rank_statements(m, ITEMS, batch_tokens=float("nan")), "batch_tokens=nan"),
+    (lambda m: cloze_classify(m, TEXTS, precision="fp16"), "precision 'fp16'"),
+    (lambda m: cloze_classify(m, TEXTS, aggregate="median"), "aggregate='median'"),
+    (lambda m: rank_statements(m, ITEMS, normalize="chars"), "normalize='chars'"),
+    (lambda m: rank_statements(m, ITEMS[1:], gold=[float("nan")]), "gold[0] = nan"),
+    (lambda m: cloze_classify(m, TEXTS, threads=0), "threads=0"),
+])
+def test_bad_numbers_and_names_fail_before_the_model_loads(tmp_path, call, message):
+    missing = str(tmp_path / "no-model")  # loading it would be a ModelError/PathError
+    with pytest.raises(InvalidArgument) as error:
+        call(missing)
+    assert message in str(error.value)
+
+
+def test_non_utf8_and_malformed_files_name_file_and_line(tmp_path):
+    from mlmkit.probe import read_facts
+
+    latin = tmp_path / "facts.jsonl"
+    latin.write_bytes(b'{"masked_sentence": "A [MASK].", "obj_label": "a"}\n'
+                      b'{"masked_sentence": "Caf\xe9 [MASK].", "obj_label": "b"}\n')
+    with pytest.raises(InvalidData, match=r"facts.jsonl' is not valid utf-8 at byte offset "
+                                          r"\d+ \(line 2\)"):
+        read_facts(latin)
+    not_object = tmp_path / "items.jsonl"
+    not_object.write_text('["a", "b"]\n')
+    with pytest.raises(InvalidData, match=r"items.jsonl' line 1: a JSON list, not an object"):
+        read_items(not_object)
+    with pytest.raises(PathError, match="does not exist"):
+        read_items(tmp_path / "missing.jsonl")
+    wrong_type = tmp_path / "typed.jsonl"
+    wrong_type.write_text('{"candidates": "a b"}\n')
+    with pytest.raises(InvalidData, match=r"line 1: field 'candidates' must be a list"):
+        read_items(wrong_type)
 
 
 def test_long_prompts_use_windows_in_cloze_and_are_named_in_facts(tiny_mlm):

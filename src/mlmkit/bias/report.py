@@ -1,9 +1,11 @@
 """A readable bias report (HTML or Markdown) with one bar chart PNG per bias type.
 
-The report lists every score with its bootstrap interval (or, for a comparison, both
-models and the paired difference), and draws the benchmark's main scores per bias type
-plus an overview of the headline score across types. Figures go to `<report>_figures/`
-next to the report and are linked relatively; every file is written atomically.
+The report opens with the summary figure (the headline score of every bias type, with
+its interval), then one section per group: its titled chart, then its table of every
+score with n (the items it rests on) and its bootstrap interval (or, for a comparison,
+both models and the paired difference). Figures go to `<report>_figures/` next to the
+report and are linked relatively; every file is written atomically. Table cells are
+escaped for Markdown (a `|` in a score name such as KL(stereo||anti) stays in its cell).
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from pathlib import Path
 
 from mlmkit.bias.audit import BiasAudit, benchmark
 from mlmkit.bias.compare import BiasComparison
-from mlmkit.cache import atomic_write_bytes, atomic_write_text
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument
+from mlmkit.runtime.output import write_text
 
 FORMATS = (".html", ".md")
 TITLES = {"crows": "CrowS-Pairs", "aul": "CrowS-Pairs (AUL)", "aula": "CrowS-Pairs (AULA)",
@@ -39,10 +41,17 @@ def _num(value, digits: int = 2) -> str:
     return f"{value:.3g}" if digits == 0 else f"{value:.{digits}f}"
 
 
-def _interval(low, high, digits: int = 2) -> str:
-    if low is None or high is None:
+def _interval(score, digits: int = 2) -> str:
+    """'[low, high]', or why there is none (too few items, no spread, no bootstrap)."""
+    from mlmkit.bias.bootstrap import NO_SPREAD
+
+    if score.note == NO_SPREAD:
+        return f"no spread ({_num(score.low, digits)} in every resample)"
+    if score.note:
+        return score.note
+    if score.low is None or score.high is None:
         return "–"
-    return f"[{_num(low, digits)}, {_num(high, digits)}]"
+    return f"[{_num(score.low, digits)}, {_num(score.high, digits)}]"
 
 
 def _digits(name: str) -> int:
@@ -60,7 +69,7 @@ def _png(figure) -> bytes:
 
 
 def _bar_chart(title: str, labels: list[str], series: list[tuple[str, list, list]],
-               reference: float | None) -> bytes:
+               reference: float | None, ylabel: str = "score") -> bytes:
     """Grouped bars: `series` = [(legend, values, (low, high) pairs)], CI whiskers."""
     import numpy as np
     from matplotlib.figure import Figure
@@ -83,48 +92,54 @@ def _bar_chart(title: str, labels: list[str], series: list[tuple[str, list, list
     shown = labels if many else [textwrap.fill(label, 14) for label in labels]
     axes.set_xticks(x, shown, rotation=30 if many else 0, ha="right" if many else "center")
     axes.set_ylim(0, 100)
-    axes.set_title(title)
+    axes.set_ylabel(ylabel)
+    axes.set_title(title, fontsize="medium")
     if len(series) > 1:
         axes.legend(fontsize="small")
     return _png(figure)
 
 
-def _audit_tables(audit: BiasAudit) -> list[_Table]:
-    tables = []
+def _count(report, group: str) -> int:
+    return report.count(group)
+
+
+def _audit_tables(audit: BiasAudit) -> dict[str, _Table]:
+    tables = {}
     for group in audit.groups():
-        rows = [[s.name, _num(s.value, _digits(s.name)),
-                 _interval(s.low, s.high, _digits(s.name))]
+        rows = [[s.name, _num(s.value, _digits(s.name)), "–" if s.n is None else str(s.n),
+                 _interval(s, _digits(s.name))]
                 for s in audit.scores if s.group == group]
-        n = audit.result.score(group).count if hasattr(audit.result, "score") else \
-            audit.result.summary(group).n
-        tables.append(_Table(f"{group} ({n} items)", ["score", "value",
-                                                      f"{audit.level:.0%} interval"], rows))
+        tables[group] = _Table(f"{group} ({_count(audit, group)} items)",
+                               ["score", "value", "n", f"{audit.level:.0%} interval"], rows)
     return tables
 
 
-def _comparison_tables(comparison: BiasComparison) -> list[_Table]:
-    tables = []
+def _comparison_tables(comparison: BiasComparison) -> dict[str, _Table]:
+    tables = {}
     for group in comparison.groups():
         rows = [[d.name, _num(d.a, _digits(d.name)), _num(d.b, _digits(d.name)),
-                 _num(d.diff, _digits(d.name)), _interval(d.low, d.high, _digits(d.name))]
+                 _num(d.diff, _digits(d.name)), "–" if d.n is None else str(d.n),
+                 _interval(d, _digits(d.name))]
                 for d in comparison.differences if d.group == group]
-        tables.append(_Table(group, ["score", "A", "B", "A − B",
-                                     f"{comparison.audit_a.level:.0%} interval of A − B"],
-                             rows))
+        tables[group] = _Table(f"{group} ({_count(comparison, group)} items)",
+                               ["score", "A", "B", "A − B", "n",
+                                f"{comparison.audit_a.level:.0%} interval of A − B"], rows)
     return tables
 
 
-def _figures(report, figure_dir: Path) -> list[tuple[str, str]]:
-    """Write the PNGs; return (caption, relative path) per figure."""
+def _figures(report, figure_dir: Path) -> tuple[tuple[str, str], dict[str, tuple[str, str]]]:
+    """Write the PNGs: (title, relative path) of the summary and of each group's figure."""
     is_comparison = isinstance(report, BiasComparison)
     audits = [report.audit_a, report.audit_b] if is_comparison else [report]
     name = audits[0].benchmark
     spec = benchmark(name)
+    bench = TITLES.get(name, name)
     reference = 50.0 if name != "stereoset" else None
+    level = f"{audits[0].level:.0%}"
     legends = ([f"A: {report.model_a}", f"B: {report.model_b}"] if is_comparison
                else [audits[0].model])
     groups = audits[0].groups()
-    written = []
+    ylabel = "score (50 = no preference)" if reference is not None else "score"
 
     def series_for(names, group_list):
         series = []
@@ -134,18 +149,29 @@ def _figures(report, figure_dir: Path) -> list[tuple[str, str]]:
         return series
 
     figure_dir.mkdir(parents=True, exist_ok=True)
-    overview = _bar_chart(f"{spec.headline} by bias type", groups,
-                          series_for([spec.headline] * len(groups), groups), reference)
-    atomic_write_bytes(figure_dir / "overview.png", overview)
-    written.append((f"{spec.headline} by bias type", f"{figure_dir.name}/overview.png"))
+    title = f"{bench}: {spec.headline} by bias type ({level} bootstrap intervals)"
+    labels = [f"{g} (n={_count(report, g)})" for g in groups]
+    overview = _bar_chart(title, labels, series_for([spec.headline] * len(groups), groups),
+                          reference, ylabel)
+    _write_png(figure_dir / "overview.png", overview)
+    summary = (title, f"{figure_dir.name}/overview.png")
+    per_group = {}
     for group in groups:
-        png = _bar_chart(group, list(spec.bars), series_for(list(spec.bars),
-                                                             [group] * len(spec.bars)),
-                         reference)
+        title = f"{bench}, {group} (n={_count(report, group)}): " + ", ".join(spec.bars)
+        png = _bar_chart(title, list(spec.bars),
+                         series_for(list(spec.bars), [group] * len(spec.bars)), reference,
+                         ylabel)
         path = figure_dir / f"{_slug(group)}.png"
-        atomic_write_bytes(path, png)
-        written.append((group, f"{figure_dir.name}/{path.name}"))
-    return written
+        _write_png(path, png)
+        per_group[group] = (title, f"{figure_dir.name}/{path.name}")
+    return summary, per_group
+
+
+def _write_png(path: Path, png: bytes) -> None:
+    from mlmkit.runtime.output import open_output
+
+    with open_output(path, what="figure", mode="wb") as handle:
+        handle.write(png)
 
 
 def _header_lines(report) -> list[str]:
@@ -162,51 +188,65 @@ def _header_lines(report) -> list[str]:
     return lines
 
 
-def render(report, path: str | Path) -> None:
-    """Write `report` (a BiasAudit or BiasComparison) to `path` (.html or .md) with figures."""
+def render(report, path: str | Path, inputs=()) -> None:
+    """Write `report` (a BiasAudit or BiasComparison) to `path` (.html or .md) with figures:
+    the summary figure first, then per group its titled figure and its table."""
+    from mlmkit.runtime.output import check_output_path
+
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
-        raise MlmkitError(f"--report {str(path)!r}: the file must end in .html or .md")
+        raise InvalidArgument(f"report {str(path)!r} (-o): the file must end in .html or .md")
+    check_output_path(path, inputs=inputs, what="report")
     is_comparison = isinstance(report, BiasComparison)
     name = report.benchmark
     title = f"Bias report: {TITLES.get(name, name)}" + (" (comparison)" if is_comparison else "")
     tables = _comparison_tables(report) if is_comparison else _audit_tables(report)
-    figures = _figures(report, path.parent / f"{path.stem}_figures")
+    summary, figures = _figures(report, path.parent / f"{path.stem}_figures")
+    sections = [(tables[group], figures[group]) for group in report.groups()]
     lines = _header_lines(report)
     if path.suffix.lower() == ".md":
-        text = _markdown(title, lines, tables, figures)
+        text = _markdown(title, lines, summary, sections)
     else:
-        text = _html(title, lines, tables, figures)
-    atomic_write_text(path, text)
+        text = _html(title, lines, summary, sections)
+    write_text(path, text, inputs=inputs, what="report")
 
 
-def _markdown(title, lines, tables, figures) -> str:
-    out = [f"# {title}", ""] + [f"- {line}" for line in lines] + [""]
-    for table in tables:
-        out += [f"## {table.title}", "", "| " + " | ".join(table.header) + " |",
+def md_cell(text: str) -> str:
+    """A Markdown table cell: `|` escaped, line breaks as spaces."""
+    return " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _markdown(title, lines, summary, sections) -> str:
+    caption, rel = summary
+    out = [f"# {title}", ""] + [f"- {line}" for line in lines] + ["",
+           f"![{md_cell(caption)}]({rel})", ""]
+    for table, (fig_caption, fig_rel) in sections:
+        out += [f"## {table.title}", "", f"![{md_cell(fig_caption)}]({fig_rel})", "",
+                "| " + " | ".join(md_cell(h) for h in table.header) + " |",
                 "|" + "---|" * len(table.header)]
-        out += ["| " + " | ".join(row) + " |" for row in table.rows]
+        out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in table.rows]
         out.append("")
-    out += ["## Figures", ""]
-    out += [f"![{caption}]({rel})" for caption, rel in figures]
     return "\n".join(out) + "\n"
 
 
-def _html(title, lines, tables, figures) -> str:
+def _html(title, lines, summary, sections) -> str:
     e = html.escape
+    caption, rel = summary
     out = ["<!doctype html>", "<html><head><meta charset='utf-8'>", f"<title>{e(title)}</title>",
            "<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}"
+           "img{max-width:100%}"
            "table{border-collapse:collapse;margin-bottom:1.5em}"
            "td,th{border:1px solid #ccc;padding:.25em .6em;text-align:right}"
            "td:first-child,th:first-child{text-align:left}</style>", "</head><body>",
-           f"<h1>{e(title)}</h1>", "<ul>"] + [f"<li>{e(line)}</li>" for line in lines] + ["</ul>"]
-    for table in tables:
-        out += [f"<h2>{e(table.title)}</h2>", "<table>",
+           f"<h1>{e(title)}</h1>", "<ul>"] + [f"<li>{e(line)}</li>" for line in lines] + [
+           "</ul>", f"<figure><img src='{e(rel)}' alt='{e(caption)}'>"
+           f"<figcaption>{e(caption)}</figcaption></figure>"]
+    for table, (fig_caption, fig_rel) in sections:
+        out += [f"<h2>{e(table.title)}</h2>",
+                f"<figure><img src='{e(fig_rel)}' alt='{e(fig_caption)}'>"
+                f"<figcaption>{e(fig_caption)}</figcaption></figure>", "<table>",
                 "<tr>" + "".join(f"<th>{e(h)}</th>" for h in table.header) + "</tr>"]
         out += ["<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>" for row in table.rows]
         out.append("</table>")
-    out.append("<h2>Figures</h2>")
-    out += [f"<figure><img src='{e(rel)}' alt='{e(caption)}'><figcaption>{e(caption)}"
-            f"</figcaption></figure>" for caption, rel in figures]
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -6,33 +6,49 @@ import time
 from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
 
-from mlmkit.errors import MlmkitError
+from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, PRECISION, SEED, THREADS
+from mlmkit.errors import InvalidArgument
 
+BIAS_HELP = ("Audit social bias in a masked LM: CrowS-Pairs, AUL/AULA, StereoSet, with "
+             "bootstrap intervals, paired comparisons and reports.")
+BIAS_EXAMPLE = """
+Examples:
+
+  mlmkit bias crows ./tiny-bert --limit 200 -o crows.html
+
+  mlmkit bias stereoset ./tiny-bert --data tests/data/stereoset_intrasentence_fixture.json --json
+
+  mlmkit bias compare ./tiny-bert ./tiny-bert-2 --limit 300 -o compare.md
+"""
 CROWS_EXAMPLE = """
 Examples:
 
-  mlmkit bias crows bert-base-uncased --data ../shared/data/crows_pairs/crows_pairs_anonymized.csv --out pairs.csv --report crows.html
+  mlmkit bias crows bert-base-uncased --data ../shared/data/crows_pairs/crows_pairs_anonymized.csv -o crows.html --pairs-csv pairs.csv
 
-  mlmkit bias crows ./tiny-bert --measure aula --limit 100 --bootstrap 200
+  mlmkit bias crows ./tiny-bert --measure aula --limit 100 --bootstrap 200 --json
 """
 STEREOSET_EXAMPLE = """
 Example:
 
-  mlmkit bias stereoset bert-base-uncased --data dev.json --report stereoset.md
+  mlmkit bias stereoset bert-base-uncased --data dev.json -o stereoset.md
 """
 COMPARE_EXAMPLE = """
 Example:
 
-  mlmkit bias compare bert-base-uncased roberta-base --benchmark crows --report compare.html
+  mlmkit bias compare bert-base-uncased roberta-base --benchmark crows -o compare.html
 """
+OUTPUT_HELP = ("Where the result goes: - (standard output: the tables, or JSON with --json), "
+               "a .html or .md report (figures in <name>_figures/ beside it), or a .json file.")
+OUTPUT_SUFFIXES = (".html", ".md", ".json")
 
-bias_app = typer.Typer(help="Audit social bias: CrowS-Pairs, AUL/AULA, StereoSet.",
-                       no_args_is_help=True)
-console = Console()
+bias_app = typer.Typer(help=BIAS_HELP, epilog=BIAS_EXAMPLE, no_args_is_help=True)
+
+
+def _stdout():
+    from rich.console import Console
+
+    return Console(highlight=False, soft_wrap=True)
 
 
 def _fmt(value, digits: int = 2) -> str:
@@ -42,39 +58,85 @@ def _fmt(value, digits: int = 2) -> str:
     return f"{value:.3g}" if digits == 0 else f"{value:.{digits}f}"
 
 
-def _ci(score, digits: int = 2) -> str:
+def _interval(score, digits: int = 2) -> str:
+    """'[low, high]', or why there is none (too few items, no spread), or '' (no bootstrap)."""
+    from mlmkit.bias.bootstrap import NO_SPREAD
+
+    if score.note == NO_SPREAD:
+        return f"no spread ({_fmt(score.low, digits)} in every resample)"
+    if score.note:
+        return score.note
     if score.low is None:
         return ""
-    return f" [{_fmt(score.low, digits)}, {_fmt(score.high, digits)}]"
+    return f"[{_fmt(score.low, digits)}, {_fmt(score.high, digits)}]"
 
 
-def _load(model: str, device: str):
-    from mlmkit.models import load_mlm
+def _digits(name: str) -> int:
+    return 0 if name.startswith(("KL", "JS")) else 2
 
-    return load_mlm(model, device=device)
+
+def _check_outputs(output: str, inputs: list, pairs_csv: Path | None = None) -> None:
+    """Refuse a bad output before any work: unknown suffix, a directory, an input."""
+    from mlmkit.runtime.output import check_output_path
+
+    if output != "-" and Path(output).suffix.lower() not in OUTPUT_SUFFIXES:
+        raise InvalidArgument(f"--output {output!r}: end it in .html or .md (a report), "
+                              ".json (the result as JSON), or pass - for standard output")
+    check_output_path(output, inputs=inputs)
+    if pairs_csv is not None:
+        check_output_path(pairs_csv, inputs=inputs, what="--pairs-csv")
+
+
+def _write(report, output: str, as_json: bool, inputs: list) -> bool:
+    """Write the report/JSON file; print JSON when asked. True when no tables are wanted."""
+    from mlmkit.runtime.output import write_text
+    from mlmkit.runtime.progress import status
+    from mlmkit.runtime.results import dumps
+
+    if output != "-":
+        if Path(output).suffix.lower() == ".json":
+            write_text(output, dumps(report.to_dict(), indent=2) + "\n", inputs=inputs)
+            status(f"results written to {output}")
+        else:
+            from mlmkit.bias.report import render
+
+            render(report, output, inputs=inputs)
+            status(f"report written to {output} (figures in {Path(output).stem}_figures/)")
+    if as_json:
+        typer.echo(dumps(report.to_dict(), indent=2))
+    return as_json
 
 
 def _print_pairs_audit(audit) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = _stdout()
     result = audit.result
     s = result.summary()
+
+    def with_interval(name):
+        text = _interval(audit.get(name))
+        return f" {text}" if text else ""
+
     console.print("=" * 60)
     console.print(f"Total examples: {s.n}")
-    console.print(f"Metric score: {round(s.metric_score, 2)}{_ci(audit.get('metric score'))}")
+    console.print(f"Metric score: {round(s.metric_score, 2)}{with_interval('metric score')}")
     console.print(f"Stereotype score: {_fmt(s.stereotype_score)}"
-                  f"{_ci(audit.get('stereotype score'))}")
+                  f"{with_interval('stereotype score')}")
     console.print(f"Anti-stereotype score: {_fmt(s.antistereotype_score)}"
-                  f"{_ci(audit.get('anti-stereotype score'))}")
+                  f"{with_interval('anti-stereotype score')}")
     console.print(f"Num. neutral: {s.neutral} {round(s.neutral_percent, 2)}")
     console.print("=" * 60)
     table = Table(title=f"{audit.benchmark} per bias type ({escape(audit.model)})")
-    for column in ("bias type", "pairs", "metric", "95% interval", "stereo", "anti",
-                   "neutral", "JS"):
+    for column in ("bias type", "pairs", "metric", f"{audit.level:.0%} interval", "stereo",
+                   "anti", "neutral", "JS"):
         table.add_column(column, justify="left" if column == "bias type" else "right")
     for group in audit.groups():
         g = result.summary(group)
-        metric = audit.get("metric score", group)
         js = [x for x in audit.scores if x.name == "JS" and x.group == group]
-        table.add_row(group, str(g.n), _fmt(g.metric_score), _ci(metric).strip(),
+        table.add_row(escape(group), str(g.n), _fmt(g.metric_score),
+                      escape(_interval(audit.get("metric score", group))),
                       _fmt(g.stereotype_score), _fmt(g.antistereotype_score), str(g.neutral),
                       _fmt(js[0].value, 0) if js else "–")
     console.print(table)
@@ -86,119 +148,182 @@ def _print_pairs_audit(audit) -> None:
 
 
 def _print_stereoset_audit(audit) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(title=f"StereoSet intrasentence ({escape(audit.model)})")
     for column in ("domain", "examples", "SS", "LM", "ICAT"):
         table.add_column(column, justify="left" if column == "domain" else "right")
     for group in audit.groups():
         s = audit.result.score(group)
-        table.add_row(group, str(s.count), _fmt(s.ss) + _ci(audit.get("SS", group)),
-                      _fmt(s.lm) + _ci(audit.get("LM", group)),
-                      _fmt(s.icat) + _ci(audit.get("ICAT", group)))
-    console.print(table)
+        cells = []
+        for name, value in (("SS", s.ss), ("LM", s.lm), ("ICAT", s.icat)):
+            interval = _interval(audit.get(name, group))
+            cells.append(escape(_fmt(value) + (f" {interval}" if interval else "")))
+        table.add_row(escape(group), str(s.count), *cells)
+    _stdout().print(table)
 
 
-def _finish(report_path: Path | None, report) -> None:
-    if report_path is not None:
-        from mlmkit.bias.report import render
-
-        render(report, report_path)
-        console.print(f"report written to {escape(str(report_path))}")
-
-
-@bias_app.command("crows", epilog=CROWS_EXAMPLE)
+@bias_app.command("crows", epilog=CROWS_EXAMPLE,
+                  short_help="CrowS-Pairs as the official metric.py, or AUL / AULA.")
 def crows_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    data: Path = typer.Option(None, help="crows_pairs_anonymized.csv (default: "
-                              "../shared/data/crows_pairs/crows_pairs_anonymized.csv)."),
+    data: str = typer.Option(None, help="crows_pairs_anonymized.csv, - for standard input "
+                             "(default: ../shared/data/crows_pairs/crows_pairs_anonymized.csv)."),
     measure: str = typer.Option("crows", help="crows (official metric.py), aul or aula."),
-    out: Path = typer.Option(None, help="Write the per-pair CSV (official columns) here."),
+    output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
+    pairs_csv: Path = typer.Option(None, "--pairs-csv", help="Also write every pair's scores "
+                                   "here (CSV, the official output's columns)."),
+    as_json: bool = JSON,
     bootstrap: int = typer.Option(1000, help="Bootstrap replicates for the 95% intervals "
-                                  "(0: none)."),
-    seed: int = typer.Option(0, help="Bootstrap seed."),
-    report: Path = typer.Option(None, help="Write an HTML or Markdown report (.html/.md)."),
+                                  "(0: none; at least 40 otherwise)."),
     limit: int = typer.Option(None, help="Score only the first N pairs (quick checks)."),
     lowercase: bool = typer.Option(None, "--lowercase/--no-lowercase",
                                    help="Lowercase the sentences (default: when the "
                                    "tokenizer is uncased, as metric.py)."),
-    batch_tokens: int = typer.Option(None, "--batch-tokens", help="Padded tokens per batch."),
-    device: str = typer.Option("auto", help="cpu, cuda, or auto."),
+    batch_tokens: int = BATCH_TOKENS,
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    threads: int = THREADS,
+    seed: int = SEED,
 ) -> None:
-    """Score CrowS-Pairs exactly as the official metric.py (or AUL / AULA)."""
-    from mlmkit.bias.audit import audit, read_benchmark
+    """Score CrowS-Pairs exactly as the official metric.py (or AUL / AULA), with intervals.
 
-    if measure not in ("crows", "aul", "aula"):
-        raise MlmkitError(f"--measure {measure!r}: use crows, aul or aula")
+    Prints what metric.py prints, then a table per bias type and the distributional
+    measures; every score has a seeded bootstrap interval.
+    """
+    from mlmkit.bias.audit import audit, benchmark, read_benchmark
+    from mlmkit.bias.bootstrap import check_bootstrap
+    from mlmkit.models.load import prepare_mlm
+    from mlmkit.probe.prepare import check_batch_tokens
+    from mlmkit.runtime.checks import choice, count
+    from mlmkit.runtime.progress import status
+
+    choice("measure", measure, ("crows", "aul", "aula"))
+    check_bootstrap(bootstrap, 0.95, seed)
+    check_batch_tokens(batch_tokens)
+    if limit is not None:
+        count("limit", limit, 1)
+    inputs = [data if data is not None else benchmark(measure).default_data]
+    _check_outputs(output, inputs, pairs_csv)
     items = read_benchmark(measure, data)  # bad data fails before the model loads
-    mlm = _load(model, device)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     began = time.perf_counter()
-    kwargs = dict(lowercase=lowercase, batch_tokens=batch_tokens)
-    if measure == "crows":
-        kwargs["progress"] = True
-    result = audit(mlm, measure, items, n_boot=bootstrap, seed=seed, limit=limit, **kwargs)
-    console.print(f"scored {result.n} pairs in {time.perf_counter() - began:.1f} s")
-    _print_pairs_audit(result)
-    if out is not None:
-        result.result.write_csv(out)
-        console.print(f"per-pair scores written to {escape(str(out))}")
-    _finish(report, result)
+    result = audit(mlm, measure, items, n_boot=bootstrap, seed=seed, limit=limit,
+                   lowercase=lowercase, batch_tokens=batch_tokens, precision=precision)
+    status(f"scored {result.n} pairs in {time.perf_counter() - began:.1f} s")
+    if pairs_csv is not None:
+        result.result.write_csv(pairs_csv, inputs=inputs)
+        status(f"per-pair scores written to {pairs_csv}")
+    if not _write(result, output, as_json, inputs):
+        _print_pairs_audit(result)
 
 
-@bias_app.command("stereoset", epilog=STEREOSET_EXAMPLE)
+@bias_app.command("stereoset", epilog=STEREOSET_EXAMPLE,
+                  short_help="StereoSet intrasentence: SS, LM and ICAT per domain.")
 def stereoset_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    data: Path = typer.Option(..., help="A StereoSet file in the official dev.json format."),
-    bootstrap: int = typer.Option(1000, help="Bootstrap replicates (0: none)."),
-    seed: int = typer.Option(0, help="Bootstrap seed."),
-    report: Path = typer.Option(None, help="Write an HTML or Markdown report (.html/.md)."),
+    data: str = typer.Option(..., help="A StereoSet file in the official dev.json format "
+                             "(- for standard input)."),
+    output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
+    as_json: bool = JSON,
+    bootstrap: int = typer.Option(1000, help="Bootstrap replicates (0: none; at least 40 "
+                                  "otherwise)."),
     limit: int = typer.Option(None, help="Score only the first N examples."),
-    batch_tokens: int = typer.Option(None, "--batch-tokens", help="Padded tokens per batch."),
-    device: str = typer.Option("auto", help="cpu, cuda, or auto."),
+    batch_tokens: int = BATCH_TOKENS,
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    threads: int = THREADS,
+    seed: int = SEED,
 ) -> None:
     """StereoSet intrasentence: SS, LM and ICAT per domain, as the official evaluation.py."""
     from mlmkit.bias.audit import audit, read_benchmark
+    from mlmkit.bias.bootstrap import check_bootstrap
+    from mlmkit.models.load import prepare_mlm
+    from mlmkit.probe.prepare import check_batch_tokens
+    from mlmkit.runtime.checks import count
 
+    check_bootstrap(bootstrap, 0.95, seed)
+    check_batch_tokens(batch_tokens)
+    if limit is not None:
+        count("limit", limit, 1)
+    _check_outputs(output, [data])
     items = read_benchmark("stereoset", data)
-    mlm = _load(model, device)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     result = audit(mlm, "stereoset", items, n_boot=bootstrap, seed=seed, limit=limit,
-                   batch_tokens=batch_tokens, progress=True)
-    _print_stereoset_audit(result)
-    _finish(report, result)
+                   batch_tokens=batch_tokens, precision=precision)
+    if not _write(result, output, as_json, [data]):
+        _print_stereoset_audit(result)
 
 
-@bias_app.command("compare", epilog=COMPARE_EXAMPLE)
+@bias_app.command("compare", epilog=COMPARE_EXAMPLE,
+                  short_help="Compare two models on one benchmark (paired bootstrap of A − B).")
 def compare_command(
     model_a: str = typer.Argument(..., help="First model (A)."),
     model_b: str = typer.Argument(..., help="Second model (B)."),
-    benchmark: str = typer.Option("crows", help="crows, aul, aula or stereoset."),
-    data: Path = typer.Option(None, help="The benchmark's data file (CrowS-Pairs: default "
-                              "../shared/data/crows_pairs/crows_pairs_anonymized.csv)."),
-    bootstrap: int = typer.Option(1000, help="Paired bootstrap replicates (0: none)."),
-    seed: int = typer.Option(0, help="Bootstrap seed."),
-    report: Path = typer.Option(None, help="Write an HTML or Markdown report (.html/.md)."),
+    benchmark_name: str = typer.Option("crows", "--benchmark",
+                                       help="crows, aul, aula or stereoset."),
+    data: str = typer.Option(None, help="The benchmark's data file, - for standard input "
+                             "(CrowS-Pairs: default "
+                             "../shared/data/crows_pairs/crows_pairs_anonymized.csv)."),
+    output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
+    as_json: bool = JSON,
+    bootstrap: int = typer.Option(1000, help="Paired bootstrap replicates (0: none; at least "
+                                  "40 otherwise)."),
     limit: int = typer.Option(None, help="Score only the first N items."),
-    batch_tokens: int = typer.Option(None, "--batch-tokens", help="Padded tokens per batch."),
-    device: str = typer.Option("auto", help="cpu, cuda, or auto."),
+    batch_tokens: int = BATCH_TOKENS,
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    threads: int = THREADS,
+    seed: int = SEED,
 ) -> None:
-    """Compare two models on one benchmark: both scores and the paired-bootstrap A − B."""
-    from mlmkit.bias.audit import read_benchmark
-    from mlmkit.bias.compare import compare
+    """Compare two models on one benchmark: both scores and the paired-bootstrap A − B.
 
-    items = read_benchmark(benchmark, data)
-    kwargs = {"batch_tokens": batch_tokens}
-    result = compare(_load(model_a, device), _load(model_b, device), benchmark, items,
-                     n_boot=bootstrap, seed=seed, limit=limit, **kwargs)
-    table = Table(title=f"{benchmark}: A = {escape(result.model_a)}, B = "
-                        f"{escape(result.model_b)} ({result.n} items)")
-    for column in ("group", "score", "A", "B", "A − B", "95% interval"):
+    Both models score the same items; each replicate draws one set of items for both, so
+    the interval of A − B reflects the items they share. n is the items a score rests on.
+    """
+    from rich.markup import escape
+    from rich.table import Table
+
+    from mlmkit.bias.audit import benchmark, read_benchmark
+    from mlmkit.bias.bootstrap import check_bootstrap
+    from mlmkit.bias.compare import compare
+    from mlmkit.models.load import prepare_mlm
+    from mlmkit.probe.prepare import check_batch_tokens
+    from mlmkit.runtime.checks import count
+
+    spec = benchmark(benchmark_name)
+    check_bootstrap(bootstrap, 0.95, seed)
+    check_batch_tokens(batch_tokens)
+    if limit is not None:
+        count("limit", limit, 1)
+    inputs = [data if data is not None else spec.default_data]
+    _check_outputs(output, inputs)
+    items = read_benchmark(benchmark_name, data)
+    mlm_a, precision_a = prepare_mlm(model_a, device=device, precision=precision,
+                                     threads=threads)
+    mlm_b, _ = prepare_mlm(model_b, device=device, precision=precision, threads=threads)
+    result = compare(mlm_a, mlm_b, benchmark_name, items, n_boot=bootstrap, seed=seed,
+                     limit=limit, batch_tokens=batch_tokens, precision=precision_a)
+    if _write(result, output, as_json, inputs):
+        return
+    table = Table(title=f"{benchmark_name}: A = {escape(result.model_a)}, B = "
+                        f"{escape(result.model_b)} ({result.n} items, {bootstrap} paired "
+                        f"resamples)")
+    for column in ("group", "score", "n", "A", "B", "A − B",
+                   f"{result.audit_a.level:.0%} interval of A − B"):
         table.add_column(column, justify="left" if column in ("group", "score") else "right")
+    previous = None
     for d in result.differences:
-        digits = 0 if d.name.startswith(("KL", "JS")) else 2
-        interval = "" if d.low is None else f"[{_fmt(d.low, digits)}, {_fmt(d.high, digits)}]"
-        table.add_row(d.group, d.name, _fmt(d.a, digits), _fmt(d.b, digits),
-                      _fmt(d.diff, digits), interval)
-    console.print(table)
-    _finish(report, result)
+        digits = _digits(d.name)
+        group = "" if d.group == previous else f"{d.group} ({result.count(d.group)})"
+        previous = d.group
+        table.add_row(escape(group), escape(d.name), "–" if d.n is None else str(d.n),
+                      _fmt(d.a, digits), _fmt(d.b, digits), _fmt(d.diff, digits),
+                      escape(_interval(d, digits)))
+    _stdout().print(table)
 
 
 def register(app: typer.Typer) -> None:
-    app.add_typer(bias_app, name="bias")
+    app.add_typer(bias_app, name="bias", short_help="Bias audits: CrowS-Pairs, AUL/AULA, "
+                  "StereoSet, comparisons and reports.")
