@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -16,40 +17,105 @@ from mlmkit.generate.elbo import draw_masks, masked_nll
 TEXT = "Return the list."
 
 
-def exact_nelbo(mlm, text: str) -> float:
-    """sum_l (1/l) mean_{|S|=l} sum_{i in S} -log p(x_i | x_S masked), every subset S."""
-    content = text_ids(mlm.tokenizer, text)
-    prefix, suffix = special_wrap(mlm.tokenizer)
+def brute_force_nll(mlm, text: str, parameterization: str) -> dict[tuple[int, ...], float]:
+    """For every non-empty subset S of the content tokens: sum_{i in S} -log p(x_i | x with S
+    masked), from the full model's logits (SUBS: the [MASK] logit at -inf), one subset at
+    a time."""
+    tok = mlm.tokenizer
+    content = text_ids(tok, text)
+    prefix, suffix = special_wrap(tok)
+    full = torch.tensor(prefix + content + suffix)
     n = len(content)
-    subsets = [s for size in range(1, n + 1) for s in itertools.combinations(range(n), size)]
-    masked = torch.zeros(len(subsets), n, dtype=torch.bool)
-    for row, subset in enumerate(subsets):
-        masked[row, list(subset)] = True
-    with torch.inference_mode():
-        nll = masked_nll(mlm, torch.tensor(prefix + content + suffix), masked, len(prefix), 64)
-    sizes = masked.sum(1)
-    return math.fsum(float(v) / int(k) / math.comb(n, int(k)) for v, k in zip(nll, sizes,
-                                                                            strict=True))
+    values = {}
+    for size in range(1, n + 1):
+        for subset in itertools.combinations(range(n), size):
+            cols = [len(prefix) + i for i in subset]
+            inputs = full.clone()
+            inputs[cols] = tok.mask_token_id
+            with torch.no_grad():
+                logits = mlm.model(input_ids=inputs.unsqueeze(0)).logits[0].double()
+            if parameterization == "subs":
+                logits[:, tok.mask_token_id] = -math.inf
+            logp = torch.log_softmax(logits, -1)
+            values[subset] = -math.fsum(float(logp[c, full[c]]) for c in cols)
+    return values
 
 
-@pytest.mark.parametrize("method", ["count", "time"])
-def test_monte_carlo_matches_exact_enumeration(tiny_mlm, method):
+def exact_nelbo(mlm, text: str, parameterization: str = "subs") -> float:
+    """sum_l (1/l) mean_{|S|=l} nll(S): the discrete form, every subset enumerated."""
+    values = brute_force_nll(mlm, text, parameterization)
+    n = max(len(s) for s in values)
+    return math.fsum(v / len(s) / math.comb(n, len(s)) for s, v in values.items())
+
+
+def continuous_time_nelbo(mlm, text: str, parameterization: str = "subs") -> float:
+    """MDLM's integral over t in (0, 1) of (1/t) E_{x_t}[sum_masked nll], each token masked
+    with probability t: the integrand is a polynomial of degree N - 1 in t, so Gauss-Legendre
+    with N nodes integrates it exactly."""
+    values = brute_force_nll(mlm, text, parameterization)
+    n = max(len(s) for s in values)
+    nodes, weights = np.polynomial.legendre.leggauss(n)
+    t, w = (nodes + 1) / 2, weights / 2
+    integrand = sum(v * t ** (len(s) - 1) * (1 - t) ** (n - len(s)) for s, v in values.items())
+    return float((w * integrand).sum())
+
+
+def test_subs_nll_of_every_masking_pattern_equals_the_full_model(tiny_mlm):
     mlm = tiny_mlm("bert")
-    exact = exact_nelbo(mlm, TEXT)
-    result = elbo(mlm, TEXT, samples=512, method=method, seed=1)
+    tok = mlm.tokenizer
+    content = text_ids(tok, TEXT)
+    prefix, suffix = special_wrap(tok)
+    for parameterization in ("subs", "softmax"):
+        want = brute_force_nll(mlm, TEXT, parameterization)
+        masked = torch.zeros(len(want), len(content), dtype=torch.bool)
+        for row, subset in enumerate(want):
+            masked[row, list(subset)] = True
+        got = masked_nll(mlm, torch.tensor(prefix + content + suffix), masked, len(prefix),
+                         parameterization=parameterization, batch_tokens=64)
+        assert got.dtype == torch.float64
+        assert got.tolist() == pytest.approx(list(want.values()), abs=1e-5)
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_the_exact_bound_discrete_and_continuous_time_agree(tiny_mlm, family):
+    mlm = tiny_mlm(family)
+    subs = exact_nelbo(mlm, TEXT, "subs")
+    assert continuous_time_nelbo(mlm, TEXT, "subs") == pytest.approx(subs, rel=1e-9)
+    plain = exact_nelbo(mlm, TEXT, "softmax")
+    assert 0 < subs < plain  # a random model puts mass on [MASK]: SUBS is tighter
+
+
+@pytest.mark.parametrize("parameterization", ["subs", "softmax"])
+@pytest.mark.parametrize("method", ["count", "time"])
+def test_monte_carlo_matches_exact_enumeration(tiny_mlm, method, parameterization):
+    mlm = tiny_mlm("bert")
+    exact = exact_nelbo(mlm, TEXT, parameterization)
+    result = elbo(mlm, TEXT, samples=512, method=method, seed=1,
+                  parameterization=parameterization)
     assert result.n_tokens == len(text_ids(mlm.tokenizer, TEXT)) <= 6
-    assert result.stderr > 0
+    assert result.stderr > 0 and result.parameterization == parameterization
     assert abs(result.nats - exact) < 4 * result.stderr
     assert result.nats_per_token == pytest.approx(result.nats / result.n_tokens)
     assert result.perplexity_bound == pytest.approx(math.exp(result.nats_per_token))
 
 
+def test_subs_is_the_default(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    default = elbo(mlm, TEXT, samples=8, seed=2)
+    assert default.nats == elbo(mlm, TEXT, samples=8, seed=2, parameterization="subs").nats
+    assert default.nats < elbo(mlm, TEXT, samples=8, seed=2, parameterization="softmax").nats
+    record = default.to_dict()
+    assert record["parameterization"] == "subs" and record["nats_per_token"] > 0
+
+
 def test_the_diffusion_training_loss_has_the_elbo_as_expectation(tiny_mlm):
     """MDLM's loss, (1/t) sum over masked tokens of cross-entropy from the full model's
-    logits, with t ~ U(0, 1) and each token masked with probability t, averages to the
-    exact NELBO."""
+    SUBS logits (the objective's `subs_logits`), with t ~ U(0, 1) and each token masked with
+    probability t, averages to the exact (SUBS) NELBO."""
+    from mlmkit.objectives.diffusion import subs_logits
+
     mlm = tiny_mlm("roberta")
-    exact = exact_nelbo(mlm, TEXT)
+    exact = exact_nelbo(mlm, TEXT, "subs")
     tokenizer = mlm.tokenizer
     ids = torch.tensor(tokenizer(TEXT)["input_ids"])
     content = torch.zeros(len(ids), dtype=torch.bool)
@@ -60,7 +126,8 @@ def test_the_diffusion_training_loss_has_the_elbo_as_expectation(tiny_mlm):
     masked = (torch.rand(draws, len(ids), generator=generator, dtype=torch.float64) < t) & content
     inputs = ids.repeat(draws, 1).masked_fill(masked, tokenizer.mask_token_id)
     with torch.inference_mode():
-        logp = torch.log_softmax(mlm.model(input_ids=inputs).logits.double(), -1)
+        logits = subs_logits(mlm.model(input_ids=inputs).logits, tokenizer.mask_token_id)
+        logp = torch.log_softmax(logits.double(), -1)
     nll = -logp.gather(2, ids.repeat(draws, 1).unsqueeze(2)).squeeze(2)
     losses = (nll * masked).sum(1) / t.squeeze(1)
     stderr = float(losses.std() / math.sqrt(draws))
@@ -80,7 +147,7 @@ def test_count_masks_are_stratified_and_weighted():
 def test_elbo_is_seeded_and_batched_consistently(tiny_mlm):
     mlm = tiny_mlm("modernbert")
     a = elbo(mlm, [TEXT, "A list."], samples=16, seed=3)
-    b = elbo(mlm, [TEXT, "A list."], samples=16, seed=3, batch_rows=5)
+    b = elbo(mlm, [TEXT, "A list."], samples=16, seed=3, batch_tokens=40)
     assert [x.nats for x in a] == pytest.approx([x.nats for x in b], abs=1e-4)
 
 
@@ -90,7 +157,11 @@ def test_elbo_bad_input(tiny_mlm):
         elbo(mlm, "")
     with pytest.raises(MlmkitError, match="at most 128"):
         elbo(mlm, "word " * 200)
-    with pytest.raises(MlmkitError, match="--samples"):
+    with pytest.raises(MlmkitError, match=r"samples=0 \(--samples\)"):
         elbo(mlm, TEXT, samples=0)
     with pytest.raises(MlmkitError, match="time"):
         elbo(mlm, TEXT, method="bogus")
+    with pytest.raises(MlmkitError, match="softmax"):
+        elbo(mlm, TEXT, parameterization="plain")
+    with pytest.raises(MlmkitError, match="no texts"):
+        elbo(mlm, [])

@@ -2,29 +2,45 @@
 
 For a text of N tokens, -log p(x) <= NELBO = sum_{l=1..N} (1/l) E_{|S|=l}[sum_{i in S}
 -log p(x_i | x with S masked)]: MDLM's continuous-time bound E_t[(1/t) sum_masked -log p]
-and LLaDA's E_l[(N/l) sum_masked -log p] (l masked tokens) are two estimators of it.
-Both are stratified Monte-Carlo: `count` stratifies l over 1..N, `time` stratifies t
-over (0, 1) (MDLM's low-discrepancy sampler). Reported as nats/token and a perplexity bound.
+(each token masked with probability t) and LLaDA's E_l[(N/l) sum_masked -log p] (l masked
+tokens) are two estimators of it. Both are stratified Monte-Carlo: `count` stratifies l
+over 1..N, `time` stratifies t over (0, 1) (MDLM's low-discrepancy sampler). Reported as
+nats/token and a perplexity bound.
+
+The denoiser p(x_i | x_t) is MDLM's SUBS parameterisation by default
+(`parameterization="subs"`): the [MASK] logit is set to -inf before the softmax, so the
+model never predicts [MASK] (zero masking probabilities), and unmasked positions carry
+their token over with probability 1, so only masked positions contribute. This is the
+bound MDLM derives and the one mlmkit's diffusion objective trains. `"softmax"` keeps the
+plain softmax over the whole vocabulary (the [MASK] token keeps its share of probability
+mass): a valid but looser bound for a model that puts mass on [MASK], larger by
+sum_masked -log(1 - p([MASK])) per sample; the two agree when p([MASK]) is 0.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument
 from mlmkit.generate.canvas import special_wrap, text_ids
 from mlmkit.generate.samplers import top_per_row
-from mlmkit.models import as_mlm, masked_log_probs
+from mlmkit.generate.setup import open_model
+from mlmkit.runtime import checks
+from mlmkit.runtime.results import Result
 
 METHODS = ("count", "time")
+PARAMETERIZATIONS = ("subs", "softmax")
+MAX_SAMPLES = 1_000_000
 
 
 @dataclass
-class Elbo:
+class Elbo(Result):
     """The bound for one text."""
 
     text: str
@@ -34,6 +50,8 @@ class Elbo:
     stderr: float
     """Standard error of `nats` (from the sample variance; conservative when stratified)."""
     samples: int
+    method: str = "count"
+    parameterization: str = "subs"
 
     @property
     def nats_per_token(self) -> float:
@@ -42,7 +60,15 @@ class Elbo:
     @property
     def perplexity_bound(self) -> float:
         """exp(NELBO / N): an upper bound on the model's perplexity on this text."""
-        return math.exp(self.nats_per_token)
+        try:
+            return math.exp(self.nats_per_token)
+        except OverflowError:
+            return math.inf
+
+    def to_dict(self) -> dict:
+        return dict(super().to_dict(), nats_per_token=self.nats_per_token,
+                    perplexity_bound=(self.perplexity_bound
+                                      if math.isfinite(self.perplexity_bound) else None))
 
 
 def draw_masks(n_tokens: int, samples: int, method: str, generator) -> tuple[torch.Tensor,
@@ -64,69 +90,127 @@ def draw_masks(n_tokens: int, samples: int, method: str, generator) -> tuple[tor
         t = ((k + u) / samples).clamp_min(torch.finfo(torch.float64).tiny)
         draws = torch.rand(samples, n_tokens, dtype=torch.float64, generator=generator)
         return draws < t.unsqueeze(1), 1.0 / t
-    raise MlmkitError(f"unknown ELBO --method {method!r}: use one of {list(METHODS)}")
+    raise InvalidArgument(f"unknown ELBO --method {method!r}: use one of {list(METHODS)}")
 
 
-def masked_nll(mlm, ids: torch.Tensor, masked: torch.Tensor, offset: int,
-               batch_rows: int) -> torch.Tensor:
-    """float64 [K]: sum over each row's masked positions of -log p(token), `ids` [L] wrapped
-    text and `masked` [K, N] over its N content tokens (starting at column `offset`)."""
-    device = mlm.device
+def masked_nll(mlm, ids: torch.Tensor, masked: torch.Tensor, offset: int, *,
+               parameterization: str = "subs", batch_tokens: int | None = None,
+               precision: str = "fp32", progress: bool | None = False) -> torch.Tensor:
+    """float64 [K]: sum over each row's masked positions of -log p(token | the rest), for
+    `ids` [L] a wrapped text and `masked` [K, N] over its N content tokens (from column
+    `offset`). One batched call: `masked_nll_many` for one text."""
+    return masked_nll_many(mlm, [ids], [masked], [offset], parameterization=parameterization,
+                           batch_tokens=batch_tokens, precision=precision,
+                           progress=progress)[0]
+
+
+def masked_nll_many(mlm, texts: list[torch.Tensor], masks: list[torch.Tensor],
+                    offsets: list[int], *, parameterization: str = "subs",
+                    batch_tokens: int | None = None, precision: str = "fp32",
+                    progress: bool | None = False) -> list[torch.Tensor]:
+    """`masked_nll` of several texts, all their masked copies batched together
+    (`mlmkit.runtime.batching.run_jobs`: token budget, length buckets, head only at the
+    masks)."""
+    from mlmkit.runtime.batching import run_jobs
+
+    checks.choice("parameterization", parameterization, PARAMETERIZATIONS)
     mask_id = mlm.tokenizer.mask_token_id
-    ids = ids.to(device)
-    totals = []
-    for start in range(0, masked.shape[0], batch_rows):
-        part = masked[start:start + batch_rows].to(device)
-        where = torch.zeros(part.shape[0], ids.shape[0], dtype=torch.bool, device=device)
-        where[:, offset:offset + part.shape[1]] = part
-        rows = ids.repeat(part.shape[0], 1)
-        targets = rows[where]
-        rows = rows.masked_fill(where, mask_id)
-        logp = masked_log_probs(mlm.model, rows, None, where)
-        nll = -logp.double().gather(1, targets.unsqueeze(1)).squeeze(1)
-        row_of = where.nonzero()[:, 0]
-        totals.append(torch.zeros(part.shape[0], dtype=torch.float64, device=device)
-                      .index_add_(0, row_of, nll))
-    return torch.cat(totals).cpu()
+    rows, columns, targets, owner = [], [], [], []
+    for number, (ids, masked, offset) in enumerate(zip(texts, masks, offsets, strict=True)):
+        ids = torch.as_tensor(ids, dtype=torch.long).cpu()
+        where = torch.zeros(masked.shape[0], ids.shape[0], dtype=torch.bool)
+        where[:, offset:offset + masked.shape[1]] = masked.cpu()
+        copies = ids.repeat(masked.shape[0], 1)
+        for row, cols in zip(copies.masked_fill(where, mask_id).tolist(), where, strict=True):
+            picked = cols.nonzero().squeeze(1)
+            rows.append(row)
+            columns.append(picked.tolist())
+            targets.append(ids[picked])
+            owner.append(number)
+
+    def reduce(batch, logits):
+        from mlmkit.runtime.batching import row_sums
+
+        logits = logits.double()
+        if parameterization == "subs":
+            logits[:, mask_id] = -math.inf
+        wanted = torch.cat([targets[j] for j in batch.index.tolist()]).to(logits.device)
+        logp = torch.log_softmax(logits, -1).gather(1, wanted.unsqueeze(1)).squeeze(1)
+        return row_sums(batch, -logp)
+
+    values = run_jobs(mlm, list(zip(rows, columns, strict=True)), reduce,
+                      batch_tokens=batch_tokens, precision=precision, progress=progress,
+                      description="elbo", unit="samples", call="logits")
+    values = torch.from_numpy(np.asarray(values, dtype=np.float64))
+    owner = torch.tensor(owner, dtype=torch.long)
+    return [values[owner == number] for number in range(len(texts))]
 
 
 def elbo(
     model,
-    text: str | Sequence[str],
+    texts: str | Sequence[str],
     *,
     samples: int = 128,
     method: str = "count",
+    parameterization: str = "subs",
     seed: int = 0,
-    batch_rows: int = 64,
+    batch_tokens: int | None = None,
+    precision: str = "auto",
+    device=None,
+    threads: int | None = None,
+    progress: bool | None = None,
+    batch_rows: int | None = None,
 ) -> Elbo | list[Elbo]:
-    """The masked-diffusion NELBO of `text` (or of each text of a list), by Monte-Carlo.
+    """The masked-diffusion NELBO of `texts` (a text, or a list), by stratified Monte-Carlo.
 
     Works on any MLM (`model`: an MLM, a name/path, or a (model, tokenizer) pair).
+    `parameterization`: "subs" (MDLM, the default: [MASK] never predicted) or "softmax"
+    (the plain softmax; see the module docstring). The masks of text i are drawn after
+    those of texts 0..i-1 from one generator seeded with `seed`. `batch_rows` is
+    deprecated (batches are cut by `batch_tokens`).
     """
-    mlm = as_mlm(model)
-    if samples < 1:
-        raise MlmkitError(f"--samples {samples} must be at least 1")
-    if method not in METHODS:
-        raise MlmkitError(f"unknown ELBO --method {method!r}: use one of {list(METHODS)}")
-    texts = [text] if isinstance(text, str) else list(text)
+    checks.count("samples", samples, 1, MAX_SAMPLES)
+    checks.choice("method", method, METHODS)
+    checks.choice("parameterization", parameterization, PARAMETERIZATIONS)
+    checks.count("seed", seed, 0, 2**63 - 1)
+    if batch_rows is not None:
+        checks.count("batch_rows", batch_rows, 1)
+        warnings.warn("elbo(batch_rows=...) is deprecated and has no effect: batches are cut "
+                      "by batch_tokens (padded tokens per batch)", DeprecationWarning,
+                      stacklevel=2)
+    single = isinstance(texts, str)
+    texts = [texts] if single else list(texts)
+    if not texts:
+        raise InvalidArgument("no texts given: pass a text or a list of texts")
+    if not all(isinstance(t, str) for t in texts):
+        raise InvalidArgument("elbo takes a text or a list of texts (str)")
+    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
     prefix, suffix = special_wrap(mlm.tokenizer)
     generator = torch.Generator().manual_seed(seed)
+    wrapped, masks, n_tokens = [], [], []
+    for index, one in enumerate(texts):
+        content = text_ids(mlm.tokenizer, one)
+        if not content:
+            raise InvalidArgument(f"text {index + 1} is empty: the ELBO needs at least one "
+                                  "token")
+        ids = torch.tensor(prefix + content + suffix)
+        if len(ids) > mlm.max_length:
+            raise InvalidArgument(
+                f"text {index + 1} has {len(ids)} tokens but the model takes at most "
+                f"{mlm.max_length}: split it into shorter texts"
+            )
+        masked, weights = draw_masks(len(content), samples, method, generator)
+        wrapped.append(ids)
+        masks.append((masked, weights))
+        n_tokens.append(len(content))
+    nll = masked_nll_many(mlm, wrapped, [m for m, _ in masks], [len(prefix)] * len(texts),
+                          parameterization=parameterization, batch_tokens=batch_tokens,
+                          precision=precision, progress=progress)
     results = []
-    with torch.inference_mode():
-        for index, one in enumerate(texts):
-            content = text_ids(mlm.tokenizer, one)
-            if not content:
-                raise MlmkitError(f"text {index + 1} is empty: the ELBO needs at least one token")
-            ids = torch.tensor(prefix + content + suffix)
-            if len(ids) > mlm.max_length:
-                raise MlmkitError(
-                    f"text {index + 1} has {len(ids)} tokens but the model takes at most "
-                    f"{mlm.max_length}: split it into shorter texts"
-                )
-            masked, weights = draw_masks(len(content), samples, method, generator)
-            values = weights * masked_nll(mlm, ids, masked, len(prefix), batch_rows)
-            stderr = float(values.std(unbiased=True) / math.sqrt(samples)) if samples > 1 \
-                else float("nan")
-            results.append(Elbo(text=one, n_tokens=len(content), nats=float(values.mean()),
-                                stderr=stderr, samples=samples))
-    return results[0] if isinstance(text, str) else results
+    for one, n, (_, weights), values in zip(texts, n_tokens, masks, nll, strict=True):
+        values = weights * values
+        stderr = float(values.std(unbiased=True) / math.sqrt(samples)) if samples > 1 \
+            else float("nan")
+        results.append(Elbo(text=one, n_tokens=n, nats=float(values.mean()), stderr=stderr,
+                            samples=samples, method=method, parameterization=parameterization))
+    return results[0] if single else results
