@@ -24,6 +24,8 @@ With no arguments: a mini ModernBERT on the built-in python-docs corpus, sized f
   mlmkit pretrain --init ./runs/pretrain/final --corpus domain.jsonl --steps 2000
   mlmkit pretrain --resume runs/pretrain
   mlmkit pretrain --resume runs/pretrain --steps 2000    # extend: the schedule continues
+  mlmkit pretrain --resume runs/pretrain --override eval_every=50
+  mlmkit pretrain --restart --run-dir runs/pretrain       # start over in the same directory
   mlmkit pretrain --objective electra --model electra-mini
   mlmkit pretrain --objective diffusion --masking diffusion
   torchrun --nproc_per_node 2 -m mlmkit pretrain --batch-size 32
@@ -114,13 +116,18 @@ def pretrain_command(**values) -> None:
     from mlmkit.train.config import budget_overrides
 
     config_path, resume = values.pop("config_file"), values.pop("resume")
+    restart, override = values.pop("restart"), values.pop("override")
     as_json = values.pop("json")
     _batch_from_tokens(values)
-    overrides = budget_overrides({k: v for k, v in values.items() if v is not None})
+    from mlmkit.train.run_state import parse_overrides
+
+    overrides = budget_overrides({**{k: v for k, v in values.items() if v is not None},
+                                  **parse_overrides(override)})
     if "masking" in overrides:
         overrides["masking"] = parse_masking_option(overrides["masking"])
     config = load_config(config_path, **overrides) if config_path else None
-    result = pretrain(config, resume=resume, overrides=None if config else overrides)
+    result = pretrain(config, resume=resume, overrides=None if config else overrides,
+                      restart=restart)
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports (issue 6)
         return
     summary = result.summary
@@ -170,6 +177,17 @@ def _build():
                           default=typer.Option(None, "--resume", help="continue the run in "
                                                "this directory where it stopped"),
                           annotation=typing.Optional[Path]),  # noqa: UP045
+        inspect.Parameter("restart", inspect.Parameter.KEYWORD_ONLY,
+                          default=typer.Option(False, "--restart", help="start over in a run "
+                                               "directory that holds a run (its checkpoints, "
+                                               "final/ and logs are removed)"),
+                          annotation=bool),
+        inspect.Parameter("override", inspect.Parameter.KEYWORD_ONLY,
+                          default=typer.Option(None, "--override", metavar="KEY=VALUE",
+                                               help="change a config field, e.g. on --resume "
+                                               "steps=2000 (budget, evaluation and runtime "
+                                               "fields only; repeatable)"),
+                          annotation=typing.Optional[list[str]]),  # noqa: UP045
         inspect.Parameter("batch_tokens", inspect.Parameter.KEYWORD_ONLY,
                           default=typer.Option(None, "--batch-tokens", min=1,
                                                help="tokens per optimizer step (= --batch-size "

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,15 +39,22 @@ class PretrainResult(Result):
 
 
 def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None = None,
-             overrides: dict | None = None, runtime: Runtime | None = None) -> PretrainResult:
-    """Pretrain a masked LM as `config` says (or continue the run in `resume`).
+             overrides: dict | None = None, runtime: Runtime | None = None,
+             restart: bool = False) -> PretrainResult:
+    """Pretrain a masked LM as `config` says (or continue the run in `resume`; `restart`
+    starts over in a run directory that holds a run).
+
+    On resume, `overrides` may change budget, evaluation and runtime fields only (see
+    `mlmkit.train.run_state`); the rest continues as stored in the run's checkpoint.
 
     Returns the run directory, the `final` Hugging Face folder (None when the run was
     interrupted) and the summary also written to `summary.json`.
     """
-    run = build_run(config, resume=resume, overrides=overrides, runtime=runtime)
+    run = build_run(config, resume=resume, overrides=overrides, runtime=runtime,
+                    restart=restart)
     run.open_directory()
-    with StopOnSignal() as stop, TrainProgress(run.config.progress and run.is_main) as bar:
+    with StopOnSignal() as stop, TrainProgress(run.config.progress and run.is_main) as bar, \
+            _closing(run):
         bar.print(f"data: {run.data.describe()}")
         bar.print(f"model: {run.config.init or run.config.model}, "
                   f"{sum(p.numel() for p in run.parameters) / 1e6:.2f}M parameters; "
@@ -69,12 +77,12 @@ def train(run: Run, stop: StopOnSignal, bar: TrainProgress) -> str | None:
         if step % config.log_every == 0:
             record = run.train_record()
             bar.update(run.progress(), step, record.get("loss"), record["tokens_per_s"])
+        if run.runtime.any(bool(stop.requested)):  # all processes stop on the same step
+            return stop.requested or "signal to another process"  # no evaluation first
         if config.eval_every and step % config.eval_every == 0:
             bar.print(eval_line(run.evaluate()))
         if config.save_every and step % config.save_every == 0:
             run.save(with_model_dir=True)
-        if run.runtime.any(bool(stop.requested)):  # all processes stop on the same step
-            return stop.requested or "signal to another process"
         if config.halt_after and steps_here >= config.halt_after:
             return "halt_after"
     bar.update(run.progress(), run.state.step)
@@ -95,10 +103,22 @@ def finish(run: Run, stop_reason: str | None) -> PretrainResult:
     summary = _summary(run, last_eval, stop_reason, final_dir)
     if run.is_main:
         run.log.close()
-        plot_history(run.log.history, run.run_dir / "plots")
+        if stop_reason is None:  # a stopped run saves and exits: no plots
+            plot_history(run.log.history, run.run_dir / "plots")
         atomic_write_text(run.run_dir / "summary.json", json.dumps(summary, indent=1))
     return PretrainResult(run_dir=run.run_dir, final_dir=final_dir, summary=summary,
                           history=run.log.history if run.log is not None else [])
+
+
+@contextlib.contextmanager
+def _closing(run: Run):
+    """Close the metrics log when training ends with an error (e.g. a non-finite loss)."""
+    try:
+        yield
+    except BaseException:
+        if run.log is not None:
+            run.log.close()
+        raise
 
 
 def eval_line(record: dict) -> str:

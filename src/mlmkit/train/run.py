@@ -22,22 +22,33 @@ import torch
 
 from mlmkit.cache import atomic_write_text
 from mlmkit.corpus.packing import BlockOrder
-from mlmkit.errors import InvalidArgument, MlmkitError
+from mlmkit.errors import InvalidArgument, MlmkitError, RunError
 from mlmkit.objectives import OBJECTIVES, build_objective
 from mlmkit.train.budget import Budget
 from mlmkit.train.checkpoint import (
     list_states,
     load_latest_state,
     prune_step_dirs,
+    remove_leftovers,
     save_model_dir,
     save_state,
 )
-from mlmkit.train.config import STUDIED, PretrainConfig, flag, load_config
+from mlmkit.train.config import PretrainConfig
 from mlmkit.train.data import build_data, eval_blocks, resolve_tokenizer
 from mlmkit.train.distributed import build_runtime_from_env
 from mlmkit.train.metrics_log import MetricsLog
 from mlmkit.train.objective import Objective
 from mlmkit.train.optimizer import build_optimizer
+from mlmkit.train.run_state import (
+    check_fingerprints,
+    check_finite,
+    clear_run,
+    fingerprints,
+    resume_config,
+    run_tokenizer,
+    save_run_tokenizer,
+    stored_config,
+)
 from mlmkit.train.runtime import Runtime
 from mlmkit.train.schedule import Schedule
 
@@ -112,6 +123,8 @@ class Run:
     log: MetricsLog | None = None
     last_lr: float = 0.0
     last_grad_norm: float | None = None
+    restart: bool = False  # --restart: the old run in run_dir is removed when it opens
+    last_saved: int | None = None  # the step of the newest training state on disk
 
     # ---- what the loop asks
     @property
@@ -162,9 +175,13 @@ class Run:
                     out = self.objective.loss(tensors, prepared.counts)
                 out.loss.backward()
             self.window.add(out.metrics)
-        norm = (torch.nn.utils.clip_grad_norm_(self.parameters, config.clip)
-                if config.clip > 0 else None)
-        self.last_grad_norm = float(norm) if norm is not None else None
+        # the gradient norm (the same on every process after DDP's all-reduce) is checked
+        # every step: a NaN/inf loss or gradient stops the run before the update
+        norm = torch.nn.utils.clip_grad_norm_(self.parameters,
+                                              config.clip if config.clip > 0 else math.inf)
+        self.last_grad_norm = float(norm) if config.clip > 0 else None
+        check_finite(float(norm), "gradient norm (the loss or a gradient overflowed)",
+                     state.step, self.run_dir, self.last_saved)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.objective.after_step(state.step)
@@ -222,6 +239,8 @@ class Run:
             "history": list(self.log.history if self.log is not None else self.history),
             "rng": _rng_state(self.runtime), "config": self.config.to_dict(),
             "schedule": self.schedule.state_dict(),
+            # what resume compares against (run_state): the token ids' sources
+            "fingerprints": fingerprints(self.tokenizer, self.data),
             # metrics of steps since the last log line, so that line averages the same steps
             "pending": self.window.state_dict(),
         }
@@ -245,7 +264,11 @@ class Run:
         """Create the run directory, write config.yaml and open the metrics log."""
         if not self.is_main:
             return
+        if self.restart:
+            clear_run(self.run_dir)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        remove_leftovers(self.run_dir)  # what killed saves left behind
+        save_run_tokenizer(self.tokenizer, self.run_dir)  # resume loads this one
         atomic_write_text(self.run_dir / "config.yaml", self.config.to_yaml())
         self.log = MetricsLog(self.run_dir, self.history,
                               resume_step=self.state.step if self.resumed else None)
@@ -256,6 +279,7 @@ class Run:
             return
         save_state(self.run_dir, self.state.step, self.state_dict(),
                    keep=self.config.keep_checkpoints)
+        self.last_saved = self.state.step
         if with_model_dir:
             save_model_dir(self.objective.save_pretrained, self.run_dir / f"step-{self.state.step}")
             prune_step_dirs(self.run_dir, self.config.keep_checkpoints)
@@ -312,12 +336,14 @@ def free_run_dir(base: Path) -> Path:
 
 
 def prepare_run(config: PretrainConfig | None, resume: str | Path | None,
-                overrides: dict | None = None) -> tuple[PretrainConfig, Path, dict | None]:
+                overrides: dict | None = None, restart: bool = False
+                ) -> tuple[PretrainConfig, Path, dict | None]:
     """The config, run directory and (when resuming) the training state to continue from.
 
-    A new run refuses a directory that already holds a run; a resumed run refuses a
-    config that differs from the directory's in what is studied (model, data, masking,
-    optimizer); budget and runtime fields may change. Nothing is written.
+    A new run refuses a directory that already holds a run (unless `restart`); a resumed
+    run continues the config stored in its checkpoint, refusing a change to a field of
+    what is studied (model, data, masking, optimizer), by name; budget, evaluation and
+    runtime fields may change (see `mlmkit.train.run_state`). Nothing is written.
     """
     overrides = dict(overrides or {})
     if resume is None:
@@ -328,26 +354,20 @@ def prepare_run(config: PretrainConfig | None, resume: str | Path | None,
         if config.run_dir is None:
             config = config.replace(run_dir=str(free_run_dir(DEFAULT_RUN_DIR)))
         run_dir = Path(config.run_dir)
-        if holds_run(run_dir):
-            raise MlmkitError(f"run directory {str(run_dir)!r} already holds a run: continue "
-                              f"it with --resume {run_dir}, or choose another --run-dir")
+        if holds_run(run_dir) and not restart:
+            raise RunError(f"run directory {str(run_dir)!r} already holds a run: continue "
+                           f"it with --resume {run_dir}, start it over with --restart, or "
+                           "choose another --run-dir")
         return config, run_dir, None
+    if restart:
+        raise InvalidArgument("give --resume or --restart, not both: --restart starts the "
+                              "run over, --resume continues it")
     run_dir = Path(resume)
-    saved_path = run_dir / "config.yaml"
-    if not saved_path.is_file():
-        raise MlmkitError(f"--resume {str(run_dir)!r}: no config.yaml there; it is not a run "
-                          "directory of mlmkit pretrain")
-    saved = load_config(saved_path)
-    wanted = (config.replace(**overrides) if config is not None
-              else saved.replace(**overrides))
-    differences = [f"{flag(k)}: {saved.studied()[k]!r} in the run, {v!r} now"
-                   for k, v in wanted.studied().items() if saved.studied()[k] != v]
-    if differences:
-        raise MlmkitError(f"--resume {str(run_dir)!r} was trained with a different config ("
-                          + "; ".join(differences) + f"); only {STUDIED!r} fields must match: "
-                          "start a new run with another --run-dir instead")
+    if not (run_dir / "config.yaml").is_file() and not list_states(run_dir):
+        raise RunError(f"--resume {str(run_dir)!r}: no config.yaml there; it is not a run "
+                       "directory of mlmkit pretrain")
     state, _ = load_latest_state(run_dir)
-    config = wanted.replace(run_dir=str(run_dir))
+    config = resume_config(stored_config(state, run_dir), config, overrides, run_dir)
     return config, run_dir, state
 
 
@@ -401,12 +421,13 @@ def _continuation(saved: dict, config: PretrainConfig, run_dir: Path) -> tuple[d
 
 
 def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None = None,
-              overrides: dict | None = None, runtime: Runtime | None = None) -> Run:
+              overrides: dict | None = None, runtime: Runtime | None = None,
+              restart: bool = False) -> Run:
     """The run `config` describes (or the run in `resume`, continued), ready to step.
 
     Every check happens here, before anything is written to the run directory.
     """
-    config, run_dir, saved = prepare_run(config, resume, overrides)
+    config, run_dir, saved = prepare_run(config, resume, overrides, restart)
     runtime = runtime or build_runtime_from_env(config.device, config.precision,
                                                 config.threads)
     check_config(config, runtime.world_size)
@@ -425,8 +446,12 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
                                   f"{config.init!r} allows ({limit} positions)")
     if not runtime.is_main:  # distributed: rank 0 trains the tokenizer and fills the caches
         runtime.barrier()
-    tokenizer = resolve_tokenizer(config, show_progress=show)
+    # a resumed run reads the tokenizer it stored (older runs: resolved as they were)
+    tokenizer = (run_tokenizer(run_dir) if saved is not None else None) or \
+        resolve_tokenizer(config, show_progress=show)
     data = build_data(config, tokenizer, show_progress=show)
+    if saved is not None:
+        check_fingerprints(saved, fingerprints(tokenizer, data), config, run_dir)
     if runtime.is_main:
         runtime.barrier()
     objective = build_objective(config, tokenizer, runtime, init_model=init_model)
@@ -441,10 +466,11 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
               validation=eval_blocks(data, config.eval_blocks, config.batch_size),
               objective=objective, optimizer=optimizer,
               order=BlockOrder(len(data.train), seed=config.seed),
-              budget=Budget.from_config(config), schedule=schedule)
+              budget=Budget.from_config(config), schedule=schedule, restart=restart)
     if saved is not None:  # continue exactly where the saved state stopped
         run.load_state_dict(saved)
         run.schedule = schedule
+        run.last_saved = run.state.step
     else:
         torch.manual_seed(config.seed)  # dropout; the model was initialised from the seed
     return run
