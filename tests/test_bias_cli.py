@@ -192,6 +192,15 @@ def test_bad_report_suffix_and_benchmark(tiny_mlm, crows_csv, tmp_path):
         audit(tiny_mlm("bert"), "winobias", crows_csv)
 
 
+def test_too_few_replicates_give_no_interval_and_say_so(tiny_mlm, crows_csv):
+    result = audit(tiny_mlm("bert"), "crows", crows_csv, n_boot=20, seed=0)
+    metric = result.get("metric score")
+    assert metric.low is None and metric.high is None
+    assert metric.note.startswith("20 resamples < 40: too few")
+    enough = audit(tiny_mlm("bert"), "crows", crows_csv, n_boot=40, seed=0)
+    assert enough.get("metric score").low is not None
+
+
 def test_aul_honours_precision(tiny_mlm, crows_csv):
     mlm = tiny_mlm("bert")
     fp32 = audit(mlm, "aul", crows_csv, n_boot=0, precision="fp32")
@@ -212,7 +221,7 @@ def test_aul_honours_precision(tiny_mlm, crows_csv):
 
 @pytest.mark.parametrize("flags, message", [
     (["--bootstrap", "-1"], "n_boot=-1"),
-    (["--bootstrap", "20"], "too few replicates"),
+    (["--limit", "-2"], "limit=-2"),
     (["--limit", "0"], "limit=0"),
     (["--seed", "-3"], "seed=-3"),
     (["--measure", "seat"], "measure='seat'"),

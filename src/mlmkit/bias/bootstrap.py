@@ -9,8 +9,8 @@ An interval is only given where it means something: the score must rest on at le
 `MIN_INTERVAL_ITEMS` items (its `n`, e.g. the non-neutral stereo pairs of a bias type for
 the stereotype score); with fewer, `low`/`high` are None and `note` says why, rather than
 printing a degenerate [x, x]. When every resample gives the same value the interval is
-[x, x] by construction and `note` says so. `n_boot` must leave at least one replicate in
-each tail of the interval (40 for 95%), or be 0 for no intervals.
+[x, x] by construction and `note` says so. Fewer replicates than leave one in each tail of
+the interval (40 for 95%) give no intervals either, with a note saying so.
 """
 
 from __future__ import annotations
@@ -130,11 +130,15 @@ def check_bootstrap(n_boot, level: float = 0.95, seed=0) -> None:
     probability("level", level, closed_low=False)
     count("seed", seed, 0)
     count("n_boot", n_boot, 0)
+
+
+def too_few_replicates(n_boot: int, level: float) -> str | None:
+    """Why `n_boot` replicates give no `level` interval (None: they give one)."""
     least = min_replicates(level)
     if 0 < n_boot < least:
-        raise InvalidArgument(f"n_boot={n_boot} (--bootstrap) is too few replicates for a "
-                              f"{level:.0%} interval: use at least {least} (1000 is the "
-                              "default), or 0 for no intervals")
+        return (f"{n_boot} resamples < {least}: too few for a {level:.0%} interval "
+                "(--bootstrap)")
+    return None
 
 
 
@@ -154,7 +158,7 @@ def bootstrap(
             store.append(statistic.fn(weights))
     scores = []
     for statistic, value, store in zip(statistics, values, replicates, strict=True):
-        note = too_few(statistic.n)
+        note = too_few_replicates(n_boot, level) or too_few(statistic.n)
         low, high = (None, None) if note else _interval(np.concatenate(store), level)
         scores.append(Score(statistic.name, statistic.group, value, low, high, statistic.n,
                             note or spread_note(low, high)))
@@ -178,7 +182,7 @@ def paired_bootstrap(
     result = []
     for (a, b), (va, vb), store in zip(pairs, point, replicates, strict=True):
         n = None if a.n is None or b.n is None else min(a.n, b.n)
-        note = too_few(n) if store else None
+        note = (too_few_replicates(n_boot, level) or too_few(n)) if store else None
         low, high = (None, None) if note or not store else _interval(np.concatenate(store),
                                                                       level)
         result.append(Difference(a.name, a.group, va, vb, va - vb, low, high, n,

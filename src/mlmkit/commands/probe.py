@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, PRECISION, THREADS
+from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, PRECISION, SEED, THREADS
 
 PROBE_HELP = ("Probe a masked LM with its MLM head as is: cloze classification (PET), "
               "plausibility ranking of statements, LAMA-style knowledge probes.")
@@ -55,13 +55,19 @@ def _stdout():
 
 
 def _start(model: str, inputs: list, output: str, device: str, precision: str, threads,
-           batch_tokens):
-    """Check the output and the runtime options before any work, then load the model."""
+           batch_tokens, seed: int):
+    """Check the output and the runtime options before any work, then load the model.
+
+    The probes draw nothing at random; `--seed` still fixes torch's generator, as on every
+    command that runs a model.
+    """
+    from mlmkit.commands.score import seed_everything
     from mlmkit.probe.prepare import check_batch_tokens, prepare_model
     from mlmkit.runtime.output import check_output_path
 
     check_output_path(output, inputs=inputs)
     check_batch_tokens(batch_tokens)
+    seed_everything(seed)
     return prepare_model(model, device=device, precision=precision, threads=threads)
 
 
@@ -100,6 +106,7 @@ def classify_command(
     device: str = DEVICE,
     precision: str = PRECISION,
     threads: int = THREADS,
+    seed: int = SEED,
 ) -> None:
     """Zero-shot classification with a cloze prompt and a verbalizer (PET, Schick & Schütze).
 
@@ -118,7 +125,8 @@ def classify_command(
     choice("aggregate", aggregate, AGGREGATES)
     words = parse_verbalizer(verbalizer, "--verbalizer") if verbalizer else None
     texts, gold = read_labelled_texts(data, text_field, label_field)
-    mlm, precision = _start(model, [data], output, device, precision, threads, batch_tokens)
+    mlm, precision = _start(model, [data], output, device, precision, threads, batch_tokens,
+                            seed)
     result = cloze_classify(mlm, texts, template, words, gold=gold, aggregate=aggregate,
                             batch_tokens=batch_tokens, precision=precision)
     if _emit(result.to_dict(), as_json, output, [data]):
@@ -158,6 +166,7 @@ def rank_command(
     device: str = DEVICE,
     precision: str = PRECISION,
     threads: int = THREADS,
+    seed: int = SEED,
 ) -> None:
     """Rank each item's candidate statements by PLL; the best one is the answer.
 
@@ -174,7 +183,8 @@ def rank_command(
     choice("normalize", normalize, NORMALIZATIONS)
     choice("scope", scope, SCOPES)
     loaded = read_items(items)
-    mlm, precision = _start(model, [items], output, device, precision, threads, batch_tokens)
+    mlm, precision = _start(model, [items], output, device, precision, threads, batch_tokens,
+                            seed)
     result = rank_statements(mlm, loaded, metric=metric, normalize=normalize, scope=scope,
                              batch_tokens=batch_tokens, precision=precision)
     if _emit(result.to_dict(), as_json, output, [items]):
@@ -215,6 +225,7 @@ def facts_command(
     device: str = DEVICE,
     precision: str = PRECISION,
     threads: int = THREADS,
+    seed: int = SEED,
 ) -> None:
     """LAMA-style knowledge probe: where the gold object ranks over the vocabulary.
 
@@ -231,7 +242,8 @@ def facts_command(
     count("top_k", top_k, 1)
     loaded = read_facts(facts, read_templates(relations) if relations else None)
     inputs = [facts, relations]
-    mlm, precision = _start(model, inputs, output, device, precision, threads, batch_tokens)
+    mlm, precision = _start(model, inputs, output, device, precision, threads, batch_tokens,
+                            seed)
     result = knowledge_probe(mlm, loaded, top_k=top_k, exclude_special=not include_special,
                              batch_tokens=batch_tokens, precision=precision)
     if _emit(result.to_dict(), as_json, output, inputs):
