@@ -87,8 +87,11 @@ class Objective(ABC):
         """The loss of one micro-batch (`Prepared.rows`) divided by the step's `totals`."""
 
     def after_step(self, step: int) -> None:
-        """Called after each optimizer step (e.g. to update loss-based masking statistics)."""
-        return None
+        """Called after each optimizer step on every process: ends the masking policy's
+        step (loss-based weights learn once per step, from all micro-batches and ranks)."""
+        weights = getattr(getattr(self, "policy", None), "weights", None)
+        if hasattr(weights, "end_step"):
+            weights.end_step()
 
     @abstractmethod
     def evaluate(self, blocks: list, sentences: list[list[int]]) -> dict[str, float]:
