@@ -164,7 +164,7 @@ def reference_run(tmp_path_factory, tokenizer_path):
     return pretrain(tiny_config(run_dir, tokenizer_path, eval_every=6))
 
 
-def test_tiny_run_learns_and_saves_a_plain_hf_model(reference_run):
+def test_tiny_run_learns_and_saves_a_plain_hf_model(reference_run, tokenizer_path):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     result = reference_run
@@ -187,7 +187,10 @@ def test_tiny_run_learns_and_saves_a_plain_hf_model(reference_run):
     assert {p.name for p in (run / "plots").glob("*.png")} == {"loss.png", "accuracy.png",
                                                                "lr.png"}
     assert list((run / "tensorboard").glob("events.*"))
-    assert PretrainConfig(**__import__("yaml").safe_load((run / "config.yaml").read_text()))
+    from mlmkit.train.config import load_config
+
+    # config.yaml holds the run's config, field for field (and loads back with --config)
+    assert load_config(run / "config.yaml") == tiny_config(run, tokenizer_path, eval_every=6)
     from mlmkit.models import MLM
     from mlmkit.train.examples import fill_mask_examples
 
@@ -323,8 +326,11 @@ def test_cli_help_documents_the_fields():
     result = CliRunner().invoke(app, ["pretrain", "--help"], terminal_width=200)
     assert result.exit_code == 0
     for text in ("--seq-len", "--masking", "--time", "--resume", "--config", "--precision",
-                 "mlmkit pretrain --resume"):
+                 "--device", "--threads", "--seed", "--batch-tokens", "--json",
+                 "mlmkit pretrain --resume", "mlmkit pretrain --model tiny --steps 20"):
         assert text in result.output
+    assert result.output.lstrip().startswith("Usage") and "Pretrain a masked LM" in \
+        result.output
 
 
 def test_gradient_accumulation_matches_one_big_batch(tmp_path, tokenizer_path):
@@ -411,3 +417,100 @@ def test_default_model_is_modernbert_mini_and_electra_mini_for_electra(tmp_path,
     assert reference_run_config(result.run_dir)["model"] == "modernbert-tiny"
     model = AutoModelForMaskedLM.from_pretrained(result.final_dir)
     assert model.config.model_type == "modernbert"
+
+
+# ---- extending a run: the learning-rate schedule continues
+
+
+def train_lrs(history) -> list[float]:
+    return [r["lr"] for r in history if r["split"] == "train"]
+
+
+def test_extending_a_run_continues_the_linear_schedule_without_a_jump(tmp_path,
+                                                                      tokenizer_path):
+    config = tiny_config(tmp_path / "run", tokenizer_path, steps=12, log_every=1,
+                         halt_after=6, pppl_sentences=0, eval_blocks=1)
+    pretrain(config)
+    extended = pretrain(resume=tmp_path / "run", overrides={"halt_after": None, "steps": 24})
+    lrs = train_lrs(extended.history)
+    assert len(lrs) == 24 and extended.summary["steps"] == 24
+    peak = config.lr
+    # the step after the extension uses the rate the 12-step run would have used there
+    assert lrs[6] == pytest.approx(peak * lr_factor(6 / 12, schedule="linear", warmup=0.1))
+    decay = np.diff(lrs[2:])  # after the warmup: never up (no sawtooth), no jump down
+    assert (decay <= 1e-12).all(), lrs
+    assert abs(decay[4:]).max() <= abs(decay[:4]).max() + 1e-12  # the rest, stretched
+    assert lrs[-1] < 0.1 * peak  # and it still decays to the end of the new budget
+
+
+def test_extending_a_finished_run(tmp_path, tokenizer_path):
+    base = dict(steps=6, log_every=1, pppl_sentences=0, eval_blocks=1)
+    pretrain(tiny_config(tmp_path / "zero", tokenizer_path, **base))
+    before = (tmp_path / "zero" / "config.yaml").read_text()
+    with pytest.raises(MlmkitError, match="already decayed to 0"):
+        pretrain(resume=tmp_path / "zero", overrides={"steps": 12})
+    assert (tmp_path / "zero" / "config.yaml").read_text() == before  # nothing written
+    # with a floor (--min-lr) the extra steps continue at it
+    config = tiny_config(tmp_path / "floor", tokenizer_path, min_lr=0.1, **base)
+    pretrain(config)
+    extended = pretrain(resume=tmp_path / "floor", overrides={"steps": 9})
+    lrs = train_lrs(extended.history)
+    assert len(lrs) == 9 and lrs[6:] == pytest.approx([0.1 * config.lr] * 3)
+
+
+def test_extending_a_wsd_run_continues_its_stable_phase_then_decays_anew(tmp_path,
+                                                                         tokenizer_path):
+    config = tiny_config(tmp_path / "run", tokenizer_path, steps=10, schedule="wsd",
+                         decay=0.2, warmup=0.1, log_every=1, pppl_sentences=0,
+                         eval_blocks=1)
+    first = pretrain(config)
+    first_lrs = train_lrs(first.history)
+    assert first_lrs[7] == config.lr and first_lrs[9] < config.lr  # steps 9-10 decayed
+    stable = list_states(tmp_path / "run" / "wsd-stable")
+    assert [int(p.name[6:14]) for p in stable] == [8]  # kept where the decay began
+    extended = pretrain(resume=tmp_path / "run", overrides={"steps": 20})
+    lrs = train_lrs(extended.history)
+    assert len(lrs) == 20  # continued from step 8: the old decay is not in its history
+    assert lrs[:8] == first_lrs[:8]
+    assert lrs[8:17] == [config.lr] * 9  # the stable phase goes on, no jump
+    assert (np.diff(lrs[16:]) < 0).all() and lrs[-1] < 0.5 * config.lr  # a new decay
+    assert [int(p.name[6:14]) for p in list_states(tmp_path / "run" / "wsd-stable")] == [16]
+
+
+def test_schedule_extension_keeps_the_current_rate():
+    from mlmkit.train.schedule import Schedule
+
+    for kind in ("linear", "cosine"):
+        old = Schedule(kind, warmup=0.1, min_lr=0.05)
+        new = old.extended(0.4, 0.2)  # the budget doubled at 40% of it
+        assert new.factor(0.2) == pytest.approx(old.factor(0.4))
+        assert new.factor(1.0) == pytest.approx(0.05)
+        again = new.extended(0.6, 0.3)  # extended twice
+        assert again.factor(0.3) == pytest.approx(new.factor(0.6))
+    warm = Schedule("linear", warmup=0.5).extended(0.25, 0.125)  # during warmup
+    assert warm.warmup == 0.25 and warm.factor(0.125) == pytest.approx(0.5)
+
+
+# ---- the command line
+
+
+def test_cli_writes_status_to_stderr_and_the_summary_to_stdout(tmp_path, tokenizer_path):
+    run_dir = tmp_path / "run"
+    base = [sys.executable, "-m", "mlmkit", "pretrain", "--model", "tiny", "--tokenizer",
+            tokenizer_path, "--seq-len", "32", "--steps", "2", "--eval-blocks", "2",
+            "--pppl-sentences", "0", "--fill-mask-examples", "0", "--threads", "1",
+            "--precision", "fp32", "--seed", "3"]
+    command = [*base, "--batch-tokens", "256", "--run-dir", str(run_dir), "--json"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)  # standard output holds the result only
+    assert summary["status"] == "finished" and summary["steps"] == 2
+    assert "data:" in done.stderr and "model saved to" in done.stderr
+    assert "\x1b[" not in done.stderr  # no colours or cursor codes into a pipe
+    saved = reference_run_config(run_dir)
+    assert saved["batch_size"] == 8 and saved["seed"] == 3 and saved["threads"] == 1
+    bad = subprocess.run([*base, "--batch-tokens", "100", "--run-dir", str(tmp_path / "x")],
+                         capture_output=True, text=True, timeout=600)
+    assert bad.returncode == 1 and bad.stderr.startswith("error: ")
+    assert "--batch-tokens" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "x").exists()

