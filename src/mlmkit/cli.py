@@ -74,6 +74,12 @@ class _Group(TyperGroup):
         except PermissionError as error:
             raise _user_error(f"{error.filename or error}: permission denied; choose a path "
                               "you can read or write") from None
+        except NotADirectoryError as error:
+            raise _user_error(f"{error.filename or error}: a part of this path is a file, not "
+                              "a directory; choose another path") from None
+        except FileExistsError as error:
+            raise _user_error(f"{error.filename or error} already exists and is in the way; "
+                              "choose another path or remove it") from None
 
 app = typer.Typer(
     name="mlmkit",
