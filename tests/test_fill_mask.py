@@ -201,13 +201,13 @@ def test_cli_fill_json_file_and_joint(saved_tiny_mlm, tmp_path):
     runner = CliRunner()
     out = runner.invoke(app, ["fill", str(path), SINGLE, "--top-k", "3", "--json"])
     assert out.exit_code == 0, out.output
-    data = json.loads(out.stdout)
+    data = [json.loads(line) for line in out.stdout.splitlines()]
     assert len(data) == 1 and len(data[0]["masks"][0]["candidates"]) == 3
     inputs = tmp_path / "inputs.txt"
     inputs.write_text(f"{SINGLE}\n{MULTI}\n", encoding="utf-8")
     out = runner.invoke(app, ["fill", str(path), "--file", str(inputs), "--joint", "--json"])
     assert out.exit_code == 0, out.output
-    data = json.loads(out.stdout)
+    data = [json.loads(line) for line in out.stdout.splitlines()]
     assert [d["mode"] for d in data] == ["joint", "joint"]
     assert sorted(m["step"] for m in data[1]["masks"]) == [0, 1, 2]
     out = runner.invoke(app, ["fill", str(path), MULTI, "--top-k", "2"])

@@ -7,7 +7,6 @@ import json
 from typer.testing import CliRunner
 
 from mlmkit.cli import app
-from mlmkit.errors import MlmkitError
 
 runner = CliRunner()
 
@@ -30,7 +29,8 @@ def test_generate_json_trace_and_prompts_file(saved_tiny_mlm, tmp_path):
     result = runner.invoke(app, ["generate", model, "--prompts-file", str(prompts), "--length",
                                  "4", "--sampler", "ancestral", "--json"])
     assert result.exit_code == 0, result.output
-    assert [r["prompt"] for r in json.loads(result.stdout)] == ["Return the", "A list of"]
+    assert [json.loads(line)["prompt"] for line in result.stdout.splitlines()] == \
+        ["Return the", "A list of"]
 
 
 def test_generate_show_and_plain_output(saved_tiny_mlm):
@@ -49,8 +49,7 @@ def test_infill_command(saved_tiny_mlm):
     record = json.loads(result.stdout)
     assert len(record["candidates"]) == 2 and record["text"].endswith("of the list.")
     result = runner.invoke(app, ["infill", model, "No mask here."])
-    assert isinstance(result.exception, MlmkitError)
-    assert "no mask span" in str(result.exception)
+    assert result.exit_code == 1 and "no mask span" in result.stderr
 
 
 def test_eval_elbo_command(saved_tiny_mlm, tmp_path):
@@ -62,18 +61,89 @@ def test_eval_elbo_command(saved_tiny_mlm, tmp_path):
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert [r["line"] for r in records] == [1, 3]
     assert all(r["nats_per_token"] > 0 and r["perplexity_bound"] > 1 for r in records)
+    assert all(r["parameterization"] == "subs" for r in records)
+    assert "2 blank line(s)" not in result.stderr and "1 blank line(s)" in result.stderr
     result = runner.invoke(app, ["eval", "elbo", model, str(texts), "--samples", "4"])
     assert result.exit_code == 0 and "ppl bound" in result.stdout
 
 
 def test_bad_cli_input(saved_tiny_mlm, tmp_path):
     model = str(saved_tiny_mlm("bert"))
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n\n")
+    latin = tmp_path / "latin.txt"
+    latin.write_bytes(b"Return the value.\ncaf\xe9 au lait\n")
+    latin_masks = tmp_path / "latin-masks.txt"
+    latin_masks.write_bytes(b"A [MASK] here.\ncaf\xe9 [MASK]\n")
     for args, message in [
-        (["generate", model, "--length", "0"], "--length 0"),
-        (["generate", model, "--steps", "0"], "--steps 0"),
+        (["generate", model, "--length", "0"], "length=0 (--length)"),
+        (["generate", model, "--steps", "0"], "steps=0 (--steps)"),
+        (["generate", model, "--length", "4", "--steps", "9"], "steps=9 (--steps) is more than 4"),
+        (["generate", model, "--temperature", "nan"], "temperature=nan (--temperature) must be a "
+                                                      "finite number"),
+        (["generate", model, "--temperature", "-1"], "temperature=-1.0"),
+        (["generate", model, "--top-p", "1.5"], "top_p=1.5 (--top-p)"),
+        (["generate", model, "--top-k", "0"], "top_k=0 (--top-k)"),
+        (["generate", model, "--cfg-scale", "inf"], "cfg_scale=inf"),
+        (["generate", model, "--length", "8", "--block-length", "9"], "block_length=9"),
+        (["generate", model, "--length", "100000"], "length=100000 (--length)"),
         (["generate", model, "--fix", "x=the"], "POSITION=TEXT"),
         (["generate", model, "--prompts-file", str(tmp_path / "none.txt")], "does not exist"),
+        (["generate", model, "--prompts-file", str(latin)], "not valid utf-8 at byte offset 21 "
+                                                            "(line 2)"),
+        (["infill", model, "A [MASK] b", "--temperature", "nan"], "temperature=nan"),
+        (["infill", model, "--templates-file", str(latin)], "not valid utf-8"),
+        (["infill", model, "A [MASK:2] b", "--steps", "3"], "steps=3 (--steps) is more than 2"),
+        (["fill", model, "A [MASK].", "--top-k", "0"], "top_k=0 (--top-k)"),
+        (["fill", model, "--file", str(latin_masks)], "not valid utf-8 at byte offset 18"),
+        (["eval", "elbo", model, str(blank)], "has no text (every line is blank)"),
+        (["eval", "elbo", model, str(tmp_path / "empty.txt")], "does not exist"),
+        (["eval", "elbo", model, str(latin)], "not valid utf-8 at byte offset 21"),
+        (["eval", "elbo", model, str(blank), "--samples", "0"], "samples=0 (--samples)"),
+        (["eval", "elbo", model, str(blank), "--parameterization", "x"], "parameterization='x'"),
     ]:
         result = runner.invoke(app, args)
-        assert isinstance(result.exception, MlmkitError), (args, result.output)
-        assert message in str(result.exception)
+        assert result.exit_code == 1, (args, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, result.stderr)
+        assert message in lines[0], (args, lines[0])
+        assert "Traceback" not in result.output
+    (tmp_path / "empty.txt").write_text("")
+    result = runner.invoke(app, ["eval", "elbo", model, str(tmp_path / "empty.txt")])
+    assert result.exit_code == 1 and "has no text (it is empty)" in result.stderr
+
+
+def test_show_writes_no_cursor_codes_into_a_pipe(saved_tiny_mlm, tmp_path):
+    import subprocess
+    import sys
+
+    model = str(saved_tiny_mlm("bert"))
+    done = subprocess.run([sys.executable, "-m", "mlmkit", "generate", model, "--prompt",
+                           "Return the", "--length", "4", "--show", "--seed", "3"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout + done.stderr
+    plain = runner.invoke(app, ["generate", model, "--prompt", "Return the", "--length", "4",
+                                "--seed", "3"])
+    assert done.stdout == plain.stdout and done.stdout.startswith("Return the")
+
+
+def test_stdin_and_output_files(saved_tiny_mlm, tmp_path):
+    model = str(saved_tiny_mlm("bert"))
+    out = tmp_path / "out.jsonl"
+    result = runner.invoke(app, ["generate", model, "--prompts-file", "-", "--length", "4",
+                                 "--json", "-o", str(out)], input="Return the\n\nA list\n")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == ""
+    assert [json.loads(line)["prompt"] for line in out.read_text().splitlines()] == \
+        ["Return the", "", "A list"]
+    out = tmp_path / "filled.txt"
+    result = runner.invoke(app, ["infill", model, "--templates-file", "-", "-o", str(out),
+                                 "--temperature", "0"], input="Return the [MASK] value.\n")
+    assert result.exit_code == 0, result.output
+    assert out.read_text().count("\n") == 1 and "value" in out.read_text()
+    texts = tmp_path / "texts.txt"
+    texts.write_text("Return the list.\n")
+    result = runner.invoke(app, ["eval", "elbo", model, str(texts), "-o", str(texts)])
+    assert result.exit_code == 1 and "also an input" in result.stderr
+    assert texts.read_text() == "Return the list.\n"

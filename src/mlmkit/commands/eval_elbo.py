@@ -2,80 +2,99 @@
 
 from __future__ import annotations
 
-import json
 import math
-from dataclasses import asdict
-from pathlib import Path
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, OUTPUT, PRECISION, SEED, THREADS
+from mlmkit.commands.score import ENCODING, ENCODING_ERRORS
+
+SHORT_HELP = "The masked-diffusion ELBO per text: nats/token and a perplexity bound."
 EXAMPLE = """
-Example:
+Examples:
 
   mlmkit eval elbo ./tiny-bert texts.txt --samples 128
+
+  mlmkit eval elbo ./tiny-bert - --json < texts.txt
 """
 
 
 def elbo_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    file: Path = typer.Argument(..., help="Text file, one text per line."),
+    file: str = typer.Argument(..., help="Text file, one text per line (blank lines skipped; "
+                               "JSONL/TSV/CSV: the text field); - reads standard input."),
     samples: int = typer.Option(128, help="Monte-Carlo samples per text."),
     method: str = typer.Option("count", help="count (LLaDA: over the number of masks) or "
                                "time (MDLM: over t); both stratified."),
-    seed: int = typer.Option(0, help="Random seed."),
-    batch_rows: int = typer.Option(64, "--batch-rows", help="Masked copies per model call."),
-    device: str = typer.Option("auto", help="cpu, cuda, ... (auto: cuda when available)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object per text."),
+    parameterization: str = typer.Option("subs", help="subs (MDLM: [MASK] never predicted, "
+                                         "the tighter bound) or softmax (the plain softmax)."),
+    output: str = OUTPUT,
+    as_json: bool = JSON,
+    encoding: str = ENCODING,
+    encoding_errors: str = ENCODING_ERRORS,
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS,
+    seed: int = SEED,
 ) -> None:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    from mlmkit.commands.generate import read_lines
+    from mlmkit.errors import InvalidData
     from mlmkit.generate import elbo
-    from mlmkit.models import load_mlm
+    from mlmkit.generate.elbo import MAX_SAMPLES, METHODS, PARAMETERIZATIONS
+    from mlmkit.generate.setup import open_model
+    from mlmkit.runtime import checks
+    from mlmkit.runtime.batching import check_budget
+    from mlmkit.runtime.output import check_output_path, open_output
+    from mlmkit.runtime.progress import warn
+    from mlmkit.runtime.records import check_input_file, display_name, read_texts
+    from mlmkit.runtime.results import dumps
 
-    lines = read_lines(file, "texts")
-    numbered = [(number, line) for number, line in enumerate(lines, 1) if line.strip()]
-    mlm = load_mlm(model, device=device)
-    err = Console(stderr=True)
-    results = []
-    columns = (TextColumn("elbo"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[rate]} texts/s"), TimeRemainingColumn())
-    with Progress(*columns, console=err, transient=True) as progress:
-        task = progress.add_task("elbo", total=len(numbered), rate="-")
-        for done, (number, line) in enumerate(numbered, 1):
-            results.append((number, elbo(mlm, line, samples=samples, method=method,
-                                         seed=seed + number)))
-            elapsed = progress.tasks[0].elapsed or 1e-9
-            progress.update(task, advance=1, rate=f"{done / elapsed:.1f}")
+    checks.count("samples", samples, 1, MAX_SAMPLES)
+    checks.choice("method", method, METHODS)
+    checks.choice("parameterization", parameterization, PARAMETERIZATIONS)
+    checks.count("seed", seed, 0, 2**63 - 1)
+    check_budget(batch_tokens)
+    check_input_file(file, "texts file")
+    check_output_path(output, inputs=[file])
+    lines = list(read_texts(file, encoding=encoding, errors=encoding_errors))
+    numbered = [(number, text) for number, text in lines if text.strip()]
+    if not numbered:
+        raise InvalidData(f"{display_name(file)} has no text ("
+                          f"{'every line is blank' if lines else 'it is empty'}): write one "
+                          "text per line")
+    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+    results = elbo(mlm, [text for _, text in numbered], samples=samples, method=method,
+                   parameterization=parameterization, seed=seed, batch_tokens=batch_tokens,
+                   precision=precision)
     skipped = len(lines) - len(numbered)
     if skipped:
-        err.print(f"[yellow]{skipped} blank line(s) of {file} skipped[/yellow]")
-    if as_json:
-        for number, result in results:
-            record = dict(asdict(result), line=number, nats_per_token=result.nats_per_token,
-                          perplexity_bound=result.perplexity_bound)
-            typer.echo(json.dumps(record, ensure_ascii=False))
-        return
-    table = Table(title=f"masked-diffusion ELBO ({method}, {samples} samples)")
-    for column in ("line", "tokens", "NELBO nats", "± s.e.", "nats/token", "ppl bound"):
-        table.add_column(column, justify="right")
-    for number, r in results:
-        table.add_row(str(number), str(r.n_tokens), f"{r.nats:.2f}", f"{r.stderr:.2f}",
-                      f"{r.nats_per_token:.4f}", f"{r.perplexity_bound:.2f}")
-    tokens = sum(r.n_tokens for _, r in results)
-    nats = math.fsum(r.nats for _, r in results)
-    table.add_row("all", str(tokens), f"{nats:.2f}",
-                  f"{math.sqrt(math.fsum(r.stderr ** 2 for _, r in results)):.2f}",
-                  f"{nats / tokens:.4f}", f"{math.exp(nats / tokens):.2f}", style="bold")
-    Console().print(table)
+        warn(f"{skipped} blank line(s) of {display_name(file)} skipped")
+    with open_output(output, inputs=[file]) as handle:
+        if as_json:
+            for (number, _), result in zip(numbered, results, strict=True):
+                handle.write(dumps(dict(result.to_dict(), line=number)) + "\n")
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=f"masked-diffusion ELBO ({parameterization}, {method}, {samples} "
+                            "samples)")
+        for column in ("line", "tokens", "NELBO nats", "± s.e.", "nats/token", "ppl bound"):
+            table.add_column(column, justify="right")
+        for (number, _), r in zip(numbered, results, strict=True):
+            table.add_row(str(number), str(r.n_tokens), f"{r.nats:.2f}", f"{r.stderr:.2f}",
+                          f"{r.nats_per_token:.4f}", f"{r.perplexity_bound:.2f}")
+        tokens = sum(r.n_tokens for r in results)
+        nats = math.fsum(r.nats for r in results)
+        stderr = math.sqrt(math.fsum(r.stderr ** 2 for r in results)) if samples > 1 \
+            else math.nan
+        try:
+            bound = f"{math.exp(nats / tokens):.2f}"
+        except OverflowError:
+            bound = "inf"
+        table.add_row("all", str(tokens), f"{nats:.2f}", f"{stderr:.2f}",
+                      f"{nats / tokens:.4f}", bound, style="bold")
+        Console(file=handle, highlight=False).print(table)
 
 
 def register(app: typer.Typer) -> None:
@@ -83,6 +102,8 @@ def register(app: typer.Typer) -> None:
 
     eval_app.command(
         "elbo",
-        help="The masked-diffusion ELBO per text (nats/token and a perplexity bound), "
-        "Monte-Carlo over masks, stratified, float64; works with any MLM." + EXAMPLE,
+        short_help=SHORT_HELP,
+        help=SHORT_HELP + "\n\nMonte-Carlo over masks, stratified, in float64; MDLM's SUBS "
+        "parameterisation by default; works with any MLM. Prints a table (--json: one JSON "
+        "object per text, with its line number)." + EXAMPLE,
     )(elbo_command)

@@ -1,33 +1,51 @@
-"""`mlmkit generate`: continue prompts by iterative unmasking (diffusion samplers)."""
+"""`mlmkit generate`: continue prompts by iterative unmasking (diffusion samplers).
+
+The sampler flags (`STEPS` ... `CACHE`) are shared with `mlmkit infill`; together they are
+`mlmkit.generate.options.SamplerOptions`, built (and checked) before the model loads.
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
-from pathlib import Path
-
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from mlmkit.errors import MlmkitError
+from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, OUTPUT, PRECISION, SEED, THREADS
+from mlmkit.commands.score import ENCODING, ENCODING_ERRORS
+from mlmkit.errors import InvalidArgument
 
+SHORT_HELP = "Continue prompts by iterative unmasking (MDLM / LLaDA samplers), any MLM."
 EXAMPLE = """
-Example:
+Examples:
 
   mlmkit generate ./tiny-bert --prompt "Return the" --length 16 --steps 16 --sampler confidence
+
+  mlmkit generate ./tiny-bert --prompts-file - --length 8 --json < prompts.txt
 """
 
-
-def read_lines(path: Path, what: str) -> list[str]:
-    """The lines of a prompts/templates file (an error when it is missing or empty)."""
-    if not path.is_file():
-        raise MlmkitError(f"{what} file {str(path)!r} does not exist: give a text file, "
-                          f"one per line")
-    lines = path.read_text(encoding="utf-8").splitlines()
-    if not lines:
-        raise MlmkitError(f"{what} file {str(path)!r} is empty: write one per line")
-    return lines
+PANEL = "Sampling"
+STEPS = typer.Option(None, "--steps", help="Sampler steps in all (default: one token per "
+                     "step). confidence/random: at most one per mask; ancestral: ≤ 10,000.",
+                     rich_help_panel=PANEL)
+SAMPLER = typer.Option("confidence", "--sampler", help="ancestral (MDLM), confidence (LLaDA) "
+                       "or random.", rich_help_panel=PANEL)
+CONFIDENCE = typer.Option("prob", "--confidence", help="Confidence sampler: prob, margin or "
+                          "entropy.", rich_help_panel=PANEL)
+TEMPERATURE = typer.Option(1.0, "--temperature", help="≥ 0: 0 = argmax; 1 = the model's "
+                           "distribution; higher is flatter.", rich_help_panel=PANEL)
+TOP_K = typer.Option(None, "--top-k", help="Sample among the k likeliest tokens.",
+                     rich_help_panel=PANEL)
+TOP_P = typer.Option(None, "--top-p", help="Nucleus sampling mass, in (0, 1].",
+                     rich_help_panel=PANEL)
+BLOCK_LENGTH = typer.Option(None, "--block-length", help="Semi-autoregressive blocks of this "
+                            "many masks, left to right (the last may be shorter).",
+                            rich_help_panel=PANEL)
+CFG_SCALE = typer.Option(0.0, "--cfg-scale", help="Classifier-free guidance weight ≥ 0 "
+                         "(prompt masking).", rich_help_panel=PANEL)
+CACHE = typer.Option(True, "--cache/--no-cache", help="Skip the model call when a step "
+                     "revealed nothing (exact).", rich_help_panel=PANEL)
+SHOW = typer.Option(False, "--show", help="Redraw the canvas on stderr at each step (when "
+                    "stderr is a terminal; otherwise only the final text is printed).")
+TRACE = typer.Option(None, "--trace", help="Write every step's canvas as JSON lines to this "
+                     "file.")
 
 
 def parse_fixes(fixes: list[str]) -> dict[int, str]:
@@ -36,85 +54,131 @@ def parse_fixes(fixes: list[str]) -> dict[int, str]:
     for fix in fixes:
         position, sep, text = fix.partition("=")
         if not sep or not position.strip().isdigit() or not text:
-            raise MlmkitError(f"--fix {fix!r} is not POSITION=TEXT: write e.g. --fix 3=the "
-                              f"(position 0 is the first generated token)")
+            raise InvalidArgument(f"--fix {fix!r} is not POSITION=TEXT: write e.g. --fix 3=the "
+                                  f"(position 0 is the first generated token)")
         constraints[int(position)] = text
     return constraints
 
 
-def generate_command(
-    model: str = typer.Argument(..., help="Model directory or hub name."),
-    prompt: str = typer.Option("", help="Text to continue (may be empty)."),
-    prompts_file: Path = typer.Option(None, "--prompts-file",
-                                      help="One prompt per line (batch generation)."),
-    length: int = typer.Option(64, help="Tokens to generate."),
-    steps: int = typer.Option(None, help="Sampler steps (default: --length)."),
-    sampler: str = typer.Option("confidence", help="ancestral, confidence or random."),
-    confidence: str = typer.Option("prob", help="Confidence sampler: prob, margin or entropy."),
-    temperature: float = typer.Option(1.0, help="0 = argmax; 1 = the model's distribution."),
-    top_k: int = typer.Option(None, "--top-k", help="Sample among the k likeliest tokens."),
-    top_p: float = typer.Option(None, "--top-p", help="Nucleus sampling mass."),
-    block_length: int = typer.Option(None, "--block-length",
-                                     help="Semi-autoregressive blocks of this many tokens."),
-    cfg_scale: float = typer.Option(0.0, "--cfg-scale",
-                                    help="Classifier-free guidance weight (prompt masking)."),
-    fix: list[str] = typer.Option([], "--fix", help="POSITION=TEXT: fix generated tokens."),
-    seed: int = typer.Option(0, help="Random seed (same seed, same output)."),
-    cache: bool = typer.Option(True, help="Reuse predictions when a step reveals nothing."),
-    batch_size: int = typer.Option(16, "--batch-size", help="Prompts per batch."),
-    device: str = typer.Option("auto", help="cpu, cuda, ... (auto: cuda when available)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the generations as JSON."),
-    show: bool = typer.Option(False, "--show", help="Show the canvas as it is unmasked."),
-    trace: Path = typer.Option(None, "--trace", help="Write every step's canvas as JSON lines."),
-) -> None:
-    from mlmkit.generate import generate
-    from mlmkit.generate.live import LiveView
-    from mlmkit.generate.trace import TraceRecorder
-    from mlmkit.models import load_mlm
+def read_inputs(path: str, what: str, encoding: str, errors: str,
+                keep_blank: bool) -> list[str]:
+    """The lines of a prompts/templates file (`-`: standard input); an empty file is an
+    error. Blank lines are kept (an empty prompt) or dropped."""
+    from mlmkit.errors import InvalidData
+    from mlmkit.runtime.records import display_name, read_lines
 
-    prompts = read_lines(prompts_file, "prompts") if prompts_file else [prompt]
-    mlm = load_mlm(model, device=device)
-    hooks = []
-    recorder = TraceRecorder(mlm.tokenizer) if trace else None
-    if recorder:
-        hooks.append(recorder)
-    view = LiveView(mlm.tokenizer, len(prompts)) if show else None
-    if view:
-        hooks.append(view)
+    lines = [line for _, line in read_lines(path, encoding, errors)
+             if keep_blank or line.strip()]
+    if not lines:
+        raise InvalidData(f"{what} file {display_name(path)} is empty: write one per line")
+    return lines
+
+
+def step_hooks(tokenizer, n_rows: int, show: bool, trace):
+    """(the live view or None, the trace recorder or None, one on_step callback or None).
+
+    The live view draws only when stderr is a terminal: no cursor codes in a pipe or log.
+    """
+    from mlmkit.runtime.progress import console, stderr_is_terminal
+
+    view = recorder = None
+    if show and stderr_is_terminal():
+        from mlmkit.generate.live import LiveView
+
+        view = LiveView(tokenizer, n_rows, console=console())
+    if trace is not None:
+        from mlmkit.generate.trace import TraceRecorder
+
+        recorder = TraceRecorder(tokenizer)
+    hooks = [hook for hook in (view, recorder) if hook is not None]
+    if not hooks:
+        return view, recorder, None
 
     def on_step(event):
         for hook in hooks:
             hook(event)
 
+    return view, recorder, on_step
+
+
+def generate_command(
+    model: str = typer.Argument(..., help="Model directory or hub name."),
+    prompt: str = typer.Option("", help="Text to continue (may be empty)."),
+    prompts_file: str = typer.Option(None, "--prompts-file", help="One prompt per line "
+                                     "(batch generation); - reads standard input."),
+    length: int = typer.Option(64, help="Tokens to generate."),
+    steps: int = STEPS,
+    sampler: str = SAMPLER,
+    confidence: str = CONFIDENCE,
+    temperature: float = TEMPERATURE,
+    top_k: int = TOP_K,
+    top_p: float = TOP_P,
+    block_length: int = BLOCK_LENGTH,
+    cfg_scale: float = CFG_SCALE,
+    cache: bool = CACHE,
+    fix: list[str] = typer.Option([], "--fix", help="POSITION=TEXT: fix generated tokens."),
+    output: str = OUTPUT,
+    as_json: bool = JSON,
+    show: bool = SHOW,
+    trace: str = TRACE,
+    encoding: str = ENCODING,
+    encoding_errors: str = ENCODING_ERRORS,
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS,
+    seed: int = SEED,
+) -> None:
+    from mlmkit.generate import generate
+    from mlmkit.generate.options import SamplerOptions
+    from mlmkit.generate.setup import open_model
+    from mlmkit.runtime import checks
+    from mlmkit.runtime.batching import check_budget
+    from mlmkit.runtime.output import check_output_path, open_output
+    from mlmkit.runtime.records import check_input_file
+    from mlmkit.runtime.results import dumps
+
+    SamplerOptions(steps=steps, sampler=sampler, confidence=confidence, temperature=temperature,
+                   top_k=top_k, top_p=top_p, block_length=block_length, cfg_scale=cfg_scale,
+                   seed=seed, cache=cache)
+    checks.count("length", length, 1)
+    check_budget(batch_tokens)
+    constraints = parse_fixes(fix)
+    if prompts_file is not None and prompt:
+        raise InvalidArgument("give --prompt or --prompts-file, not both")
+    inputs = [prompts_file] if prompts_file is not None else []
+    if prompts_file is not None:
+        check_input_file(prompts_file, "prompts file")
+    check_output_path(output, inputs=inputs)
+    if trace is not None:
+        check_output_path(trace, inputs=inputs, what="trace")
+    prompts = read_inputs(prompts_file, "prompts", encoding, encoding_errors,
+                          keep_blank=True) if prompts_file is not None else [prompt]
+    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+    view, recorder, on_step = step_hooks(mlm.tokenizer, len(prompts), show, trace)
     kwargs = dict(length=length, steps=steps, sampler=sampler, confidence=confidence,
                   temperature=temperature, top_k=top_k, top_p=top_p, block_length=block_length,
-                  cfg_scale=cfg_scale, constraints=parse_fixes(fix), seed=seed, cache=cache,
-                  batch_size=batch_size, on_step=on_step if hooks else None)
-    if view:
+                  cfg_scale=cfg_scale, constraints=constraints, seed=seed, cache=cache,
+                  batch_tokens=batch_tokens, precision=precision,
+                  progress=False if show else None, on_step=on_step)
+    if view is not None:
         with view:
             results = generate(mlm, prompts, **kwargs)
     else:
         results = generate(mlm, prompts, **kwargs)
-    if recorder:
-        recorder.save(trace)
-    console = Console()
-    if as_json:
-        records = [asdict(r) for r in results]
-        typer.echo(json.dumps(records if prompts_file else records[0], ensure_ascii=False))
-        return
-    for result in results:
-        head, full = result.prompt, result.full_text
-        if head and full.startswith(head):
-            console.print(f"[bold]{escape(head)}[/bold]{escape(full[len(head):])}")
-        else:
-            console.print(escape(full))
-    if trace:
-        Console(stderr=True).print(f"[dim]trace written to {trace}[/dim]")
+    if recorder is not None:
+        recorder.save(trace, inputs=inputs)
+    with open_output(output, inputs=inputs) as handle:
+        for result in results:
+            handle.write((dumps(result) if as_json else result.full_text) + "\n")
 
 
 def register(app: typer.Typer) -> None:
     app.command(
         "generate",
-        help="Continue a prompt by iterative unmasking (MDLM / LLaDA samplers) with any "
-        "masked LM." + EXAMPLE,
+        short_help=SHORT_HELP,
+        help=SHORT_HELP + "\n\nA canvas of [MASK] tokens after the prompt is revealed over "
+        "--steps steps by the chosen sampler, optionally in blocks, with guidance and fixed "
+        "positions; a generated [SEP]/EOS ends the text. Prints one text per prompt (--json: "
+        "one JSON object per prompt)." + EXAMPLE,
     )(generate_command)

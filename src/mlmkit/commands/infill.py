@@ -2,94 +2,122 @@
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict
-from pathlib import Path
-
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from mlmkit.commands.generate import read_lines
+from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, OUTPUT, PRECISION, SEED, THREADS
+from mlmkit.commands.generate import (
+    BLOCK_LENGTH,
+    CACHE,
+    CFG_SCALE,
+    CONFIDENCE,
+    SAMPLER,
+    SHOW,
+    STEPS,
+    TEMPERATURE,
+    TOP_K,
+    TOP_P,
+    TRACE,
+    read_inputs,
+    step_hooks,
+)
+from mlmkit.commands.score import ENCODING, ENCODING_ERRORS
 
+SHORT_HELP = "Fill the [MASK] spans of a template by iterative unmasking."
 EXAMPLE = """
-Example:
+Examples:
 
   mlmkit infill ./tiny-bert "Return the [MASK:2] of the [MASK:1-3]." --temperature 0
+
+  mlmkit infill ./tiny-bert --templates-file - --json < templates.txt
 """
 
 
 def infill_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     template: str = typer.Argument(None, help="Text with [MASK], [MASK:n] or [MASK:a-b] spans."),
-    templates_file: Path = typer.Option(None, "--templates-file",
-                                        help="One template per line."),
-    steps: int = typer.Option(None, help="Sampler steps (default: the number of masks)."),
-    sampler: str = typer.Option("confidence", help="ancestral, confidence or random."),
-    confidence: str = typer.Option("prob", help="Confidence sampler: prob, margin or entropy."),
-    temperature: float = typer.Option(1.0, help="0 = argmax; 1 = the model's distribution."),
-    top_k: int = typer.Option(None, "--top-k", help="Sample among the k likeliest tokens."),
-    top_p: float = typer.Option(None, "--top-p", help="Nucleus sampling mass."),
-    block_length: int = typer.Option(None, "--block-length",
-                                     help="Semi-autoregressive blocks of this many masks."),
-    cfg_scale: float = typer.Option(0.0, "--cfg-scale",
-                                    help="Classifier-free guidance weight (context masking)."),
+    templates_file: str = typer.Option(None, "--templates-file", help="One template per line "
+                                       "(blank lines skipped); - reads standard input."),
+    steps: int = STEPS,
+    sampler: str = SAMPLER,
+    confidence: str = CONFIDENCE,
+    temperature: float = TEMPERATURE,
+    top_k: int = TOP_K,
+    top_p: float = TOP_P,
+    block_length: int = BLOCK_LENGTH,
+    cfg_scale: float = CFG_SCALE,
+    cache: bool = CACHE,
     max_candidates: int = typer.Option(64, "--max-candidates",
                                        help="Most span-length combinations to try."),
-    seed: int = typer.Option(0, help="Random seed (same seed, same output)."),
-    batch_size: int = typer.Option(16, "--batch-size", help="Candidates per batch."),
-    device: str = typer.Option("auto", help="cpu, cuda, ... (auto: cuda when available)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON."),
-    show: bool = typer.Option(False, "--show", help="Show the canvas as it is unmasked."),
-    trace: Path = typer.Option(None, "--trace", help="Write every step's canvas as JSON lines."),
+    output: str = OUTPUT,
+    as_json: bool = JSON,
+    show: bool = SHOW,
+    trace: str = TRACE,
+    encoding: str = ENCODING,
+    encoding_errors: str = ENCODING_ERRORS,
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS,
+    seed: int = SEED,
 ) -> None:
-    from mlmkit.errors import MlmkitError
+    from mlmkit.errors import InvalidArgument
     from mlmkit.generate import infill
-    from mlmkit.generate.live import LiveView
-    from mlmkit.generate.trace import TraceRecorder
-    from mlmkit.models import load_mlm
+    from mlmkit.generate.options import SamplerOptions
+    from mlmkit.generate.setup import open_model
+    from mlmkit.runtime import checks
+    from mlmkit.runtime.batching import check_budget
+    from mlmkit.runtime.output import check_output_path, open_output
+    from mlmkit.runtime.progress import status
+    from mlmkit.runtime.records import check_input_file
+    from mlmkit.runtime.results import dumps
 
+    SamplerOptions(steps=steps, sampler=sampler, confidence=confidence, temperature=temperature,
+                   top_k=top_k, top_p=top_p, block_length=block_length, cfg_scale=cfg_scale,
+                   seed=seed, cache=cache)
+    checks.count("max_candidates", max_candidates, 1, 10_000)
+    check_budget(batch_tokens)
     if (template is None) == (templates_file is None):
-        raise MlmkitError("give either a TEMPLATE argument or --templates-file, not both "
-                          "or neither")
-    templates = read_lines(templates_file, "templates") if templates_file else [template]
-    mlm = load_mlm(model, device=device)
-    hooks = []
-    recorder = TraceRecorder(mlm.tokenizer) if trace else None
-    view = LiveView(mlm.tokenizer, len(templates)) if show else None
-    hooks = [hook for hook in (recorder, view) if hook is not None]
-
-    def on_step(event):
-        for hook in hooks:
-            hook(event)
-
+        raise InvalidArgument("give either a TEMPLATE argument or --templates-file, not both "
+                              "or neither")
+    inputs = [templates_file] if templates_file is not None else []
+    if templates_file is not None:
+        check_input_file(templates_file, "templates file")
+    check_output_path(output, inputs=inputs)
+    if trace is not None:
+        check_output_path(trace, inputs=inputs, what="trace")
+    templates = read_inputs(templates_file, "templates", encoding, encoding_errors,
+                            keep_blank=False) if templates_file is not None else [template]
+    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+    view, recorder, on_step = step_hooks(mlm.tokenizer, len(templates), show, trace)
     kwargs = dict(steps=steps, sampler=sampler, confidence=confidence, temperature=temperature,
                   top_k=top_k, top_p=top_p, block_length=block_length, cfg_scale=cfg_scale,
-                  seed=seed, max_candidates=max_candidates, batch_size=batch_size,
-                  on_step=on_step if hooks else None)
-    if view:
+                  seed=seed, cache=cache, max_candidates=max_candidates,
+                  batch_tokens=batch_tokens, precision=precision,
+                  progress=False if show else None, on_step=on_step)
+    if view is not None:
         with view:
             results = infill(mlm, templates, **kwargs)
     else:
         results = infill(mlm, templates, **kwargs)
-    if recorder:
-        recorder.save(trace)
-    if as_json:
-        records = [asdict(r) for r in results]
-        typer.echo(json.dumps(records if templates_file else records[0], ensure_ascii=False))
-        return
-    console = Console()
-    for result in results:
-        console.print(escape(result.text))
-        if len(result.candidates) > 1:
-            for candidate in result.candidates:
-                console.print(f"  [dim]lengths {candidate.lengths}: PLL/token "
-                              f"{candidate.score:.3f}  {escape(' | '.join(candidate.spans))}[/dim]")
+    if recorder is not None:
+        recorder.save(trace, inputs=inputs)
+    with open_output(output, inputs=inputs) as handle:
+        for result in results:
+            handle.write((dumps(result) if as_json else result.text) + "\n")
+    if not as_json:  # the candidates of unknown-length spans, for people (stderr)
+        for result in results:
+            if len(result.candidates) > 1:
+                status(f"{result.template}")
+                for candidate in result.candidates:
+                    status(f"  lengths {candidate.lengths}: PLL/token {candidate.score:.3f}  "
+                           f"{' | '.join(candidate.spans)}")
 
 
 def register(app: typer.Typer) -> None:
     app.command(
         "infill",
-        help="Fill the [MASK] spans of a template by iterative unmasking; [MASK:a-b] tries "
-        "each length and keeps the best by PLL per token." + EXAMPLE,
+        short_help=SHORT_HELP,
+        help=SHORT_HELP + "\n\n[MASK] is one token, [MASK:n] n tokens, [MASK:a-b] every "
+        "length from a to b (the best by PLL per token wins). Prints one filled text per "
+        "template (--json: one JSON object per template, with every candidate)." + EXAMPLE,
     )(infill_command)

@@ -20,7 +20,6 @@ sum_masked -log(1 - p([MASK])) per sample; the two agree when p([MASK]) is 0.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -159,25 +158,19 @@ def elbo(
     device=None,
     threads: int | None = None,
     progress: bool | None = None,
-    batch_rows: int | None = None,
 ) -> Elbo | list[Elbo]:
     """The masked-diffusion NELBO of `texts` (a text, or a list), by stratified Monte-Carlo.
 
     Works on any MLM (`model`: an MLM, a name/path, or a (model, tokenizer) pair).
     `parameterization`: "subs" (MDLM, the default: [MASK] never predicted) or "softmax"
     (the plain softmax; see the module docstring). The masks of text i are drawn after
-    those of texts 0..i-1 from one generator seeded with `seed`. `batch_rows` is
-    deprecated (batches are cut by `batch_tokens`).
+    those of texts 0..i-1 from one generator seeded with `seed`. `batch_tokens` bounds the
+    padded tokens of a batch of masked copies (default: sized for the model).
     """
     checks.count("samples", samples, 1, MAX_SAMPLES)
     checks.choice("method", method, METHODS)
     checks.choice("parameterization", parameterization, PARAMETERIZATIONS)
     checks.count("seed", seed, 0, 2**63 - 1)
-    if batch_rows is not None:
-        checks.count("batch_rows", batch_rows, 1)
-        warnings.warn("elbo(batch_rows=...) is deprecated and has no effect: batches are cut "
-                      "by batch_tokens (padded tokens per batch)", DeprecationWarning,
-                      stacklevel=2)
     single = isinstance(texts, str)
     texts = [texts] if single else list(texts)
     if not texts:

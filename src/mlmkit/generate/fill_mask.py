@@ -79,7 +79,8 @@ def accepted_spellings(tokenizer=None) -> str:
     return " or ".join(dict.fromkeys((*MASK_SPELLINGS, *own)))
 
 
-def read_fill_inputs(path: str | Path, tokenizer=None, encoding: str = "utf-8") -> list[str]:
+def read_fill_inputs(path: str | Path, tokenizer=None, encoding: str = "utf-8",
+                     errors: str = "strict") -> list[str]:
     """The non-blank texts of an inputs file (`-`: standard input; text, or JSONL/TSV/CSV
     with a `text` field); a line without a mask is an error naming it."""
     from mlmkit.runtime.records import display_name, read_texts
@@ -87,7 +88,7 @@ def read_fill_inputs(path: str | Path, tokenizer=None, encoding: str = "utf-8") 
     pattern = mask_pattern(tokenizer) if tokenizer is not None else re.compile(
         "|".join(re.escape(s) for s in MASK_SPELLINGS))
     texts = []
-    for number, text in read_texts(path, encoding=encoding):
+    for number, text in read_texts(path, encoding=encoding, errors=errors):
         if not text.strip():
             continue
         if not pattern.search(text):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mlmkit.cache import atomic_write_text
 from mlmkit.generate.unmask import StepEvent
 
 
@@ -32,5 +31,9 @@ class TraceRecorder:
                 "revealed": event.revealed[row][content].tolist(),
             }, ensure_ascii=False))
 
-    def save(self, path: str | Path) -> None:
-        atomic_write_text(path, "".join(line + "\n" for line in self.lines))
+    def save(self, path: str | Path, inputs=()) -> None:
+        """Write the lines atomically (`-`: standard output); refuses to overwrite an input."""
+        from mlmkit.runtime.output import write_text
+
+        write_text(path, "".join(line + "\n" for line in self.lines), inputs=inputs,
+                   what="trace")
