@@ -443,19 +443,22 @@ def test_extending_a_run_continues_the_linear_schedule_without_a_jump(tmp_path,
     assert lrs[-1] < 0.1 * peak  # and it still decays to the end of the new budget
 
 
-def test_extending_a_finished_run(tmp_path, tokenizer_path):
+def test_extending_a_finished_run_continues_its_decay(tmp_path, tokenizer_path, capsys):
     base = dict(steps=6, log_every=1, pppl_sentences=0, eval_blocks=1)
-    pretrain(tiny_config(tmp_path / "zero", tokenizer_path, **base))
-    before = (tmp_path / "zero" / "config.yaml").read_text()
-    with pytest.raises(MlmkitError, match="already decayed to 0"):
-        pretrain(resume=tmp_path / "zero", overrides={"steps": 12})
-    assert (tmp_path / "zero" / "config.yaml").read_text() == before  # nothing written
-    # with a floor (--min-lr) the extra steps continue at it
+    config = tiny_config(tmp_path / "zero", tokenizer_path, **base)
+    pretrain(config)
+    extended = pretrain(resume=tmp_path / "zero", overrides={"steps": 12})
+    assert "schedule had finished" in capsys.readouterr().err  # says what it does
+    lrs = train_lrs(extended.history)
+    assert len(lrs) == 12 and lrs[6] == pytest.approx(lrs[5])  # from the last step's rate
+    assert (np.diff(lrs[5:]) <= 1e-12).all() and lrs[-1] < lrs[5] / 4  # down, no sawtooth
+    # with a floor (--min-lr) the decay ends at it
     config = tiny_config(tmp_path / "floor", tokenizer_path, min_lr=0.1, **base)
     pretrain(config)
     extended = pretrain(resume=tmp_path / "floor", overrides={"steps": 9})
     lrs = train_lrs(extended.history)
-    assert len(lrs) == 9 and lrs[6:] == pytest.approx([0.1 * config.lr] * 3)
+    assert len(lrs) == 9 and lrs[6] == pytest.approx(lrs[5])
+    assert (np.diff(lrs[6:]) < 0).all() and lrs[-1] > 0.1 * config.lr
 
 
 def test_extending_a_wsd_run_continues_its_stable_phase_then_decays_anew(tmp_path,
@@ -489,6 +492,8 @@ def test_schedule_extension_keeps_the_current_rate():
         assert again.factor(0.3) == pytest.approx(new.factor(0.6))
     warm = Schedule("linear", warmup=0.5).extended(0.25, 0.125)  # during warmup
     assert warm.warmup == 0.25 and warm.factor(0.125) == pytest.approx(0.5)
+    done = Schedule("cosine", warmup=0.1).extended(1.0, 0.5, last_progress=0.9)  # finished
+    assert done.factor(0.5) == pytest.approx(Schedule("cosine", warmup=0.1).factor(0.9))
 
 
 # ---- the command line

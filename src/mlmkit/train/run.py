@@ -24,6 +24,7 @@ from mlmkit.cache import atomic_write_text
 from mlmkit.corpus.packing import BlockOrder
 from mlmkit.errors import InvalidArgument, MlmkitError, RunError
 from mlmkit.objectives import OBJECTIVES, build_objective
+from mlmkit.runtime.progress import warn
 from mlmkit.train.budget import Budget
 from mlmkit.train.checkpoint import (
     list_states,
@@ -391,7 +392,8 @@ def _budget_changed(saved: dict, config: PretrainConfig) -> bool:
     return any(old.get(k, getattr(config, k)) != getattr(config, k) for k in BUDGET_FIELDS)
 
 
-def _continuation(saved: dict, config: PretrainConfig, run_dir: Path) -> tuple[dict, Schedule]:
+def _continuation(saved: dict, config: PretrainConfig, run_dir: Path,
+                  is_main: bool = True) -> tuple[dict, Schedule]:
     """The state to continue from and its schedule; when the budget changed, the schedule
     extended from there (WSD: from the state kept at the end of the stable phase)."""
     old_config = PretrainConfig(**{**config.to_dict(), **{k: saved["config"][k]
@@ -414,7 +416,15 @@ def _continuation(saved: dict, config: PretrainConfig, run_dir: Path) -> tuple[d
         counters = saved["counters"]
         at = (counters["step"], counters["tokens"], counters["elapsed"])
         saved["counters"] = {**counters, "stable_step": None}
-    extended = schedule.extended(old_budget.progress(*at), new_budget.progress(*at))
+    old_progress = old_budget.progress(*at)
+    last = old_progress * (at[0] - 1) / at[0] if at[0] > 0 else None  # the last step's
+    extended = schedule.extended(old_progress, new_budget.progress(*at), last)
+    if old_progress >= 1.0 and extended.kind in ("linear", "cosine") and is_main:
+        warn(f"--resume {str(run_dir)!r} with a larger budget: its {extended.kind} schedule "
+             f"had finished, so the added steps continue the decay from the last step's "
+             f"rate ({config.lr * extended.anchor[1]:.2g}) to --min-lr; to train on at a "
+             "higher rate, use --schedule wsd (extended from its stable phase) or start a "
+             f"new run with --init {run_dir / 'final'}")
     if extended.kind == "wsd":
         saved["counters"] = {**saved["counters"], "stable_step": None}  # a new decay ahead
     return saved, extended
@@ -433,7 +443,7 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
     check_config(config, runtime.world_size)
     schedule = Schedule.from_config(config)
     if saved is not None:
-        saved, schedule = _continuation(saved, config, run_dir)
+        saved, schedule = _continuation(saved, config, run_dir, runtime.is_main)
     show = config.progress and runtime.is_main
     init_model = None
     if config.init:

@@ -81,30 +81,27 @@ class Schedule:
         """WSD: whether `progress` is in the final decay (the stable phase has ended)."""
         return self.kind == "wsd" and self.decay > 0 and progress >= 1.0 - self.decay
 
-    def extended(self, old_progress: float, new_progress: float) -> Schedule:
+    def extended(self, old_progress: float, new_progress: float,
+                 last_progress: float | None = None) -> Schedule:
         """This schedule continued under a new budget, from the point where the run is:
         `old_progress` under the old budget, `new_progress` under the new one.
 
         The warmup keeps its length (its share scales with the budget). linear / cosine:
         past the warmup, the decay restarts from the current factor and reaches `min_lr`
         at the new end: no jump, the remaining decay stretched over the remaining budget.
-        A decay already at 0 cannot be continued that way (every new step would have lr 0),
-        which is an error. wsd: the stable phase continues up to the new budget's decay
-        share, then a new decay (the run resumes from its state saved at the end of the
-        stable phase, so the weights never saw the old decay). constant: unchanged.
+        A finished run (old progress 1, where the factor is `min_lr`) continues from the
+        factor of its last step (at `last_progress`), so it goes on decaying from there.
+        wsd: the stable phase continues up to the new budget's decay share, then a new
+        decay (the run resumes from its state saved at the end of the stable phase, so the
+        weights never saw the old decay). constant: unchanged.
         """
         scale = new_progress / old_progress if old_progress > 0 else 1.0
         warmup = min(self.warmup * scale, 1.0)
         if self.kind in ("constant", "wsd") or new_progress < warmup:
             return Schedule(self.kind, warmup, self.decay, self.min_lr, self.anchor)
-        now = self.factor(old_progress)
-        if now <= 0.0 and new_progress < 1.0:
-            raise MlmkitError(
-                f"the run's {self.kind} learning-rate schedule has already decayed to 0, so "
-                "the added steps would not train: give --min-lr > 0 when starting runs you "
-                "mean to extend, use --schedule wsd (extended from its stable phase), or "
-                "start a new run from its final/ model with --init")
-        return Schedule(self.kind, warmup, self.decay, self.min_lr, (new_progress, now))
+        at = old_progress if old_progress < 1.0 or last_progress is None else last_progress
+        return Schedule(self.kind, warmup, self.decay, self.min_lr,
+                        (new_progress, self.factor(at)))
 
     def state_dict(self) -> dict:
         return {"kind": self.kind, "warmup": self.warmup, "decay": self.decay,
