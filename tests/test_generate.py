@@ -319,7 +319,8 @@ def test_deprecated_batch_size_still_batches_by_rows(tiny_mlm):
     mlm = tiny_mlm("bert")
     with pytest.warns(DeprecationWarning, match="batch_tokens"):
         old = generate(mlm, PROMPTS * 2, length=4, batch_size=1, seed=2)
-    again = generate(mlm, PROMPTS * 2, length=4, batch_size=1, seed=2)
+    with pytest.warns(DeprecationWarning):
+        again = generate(mlm, PROMPTS * 2, length=4, batch_size=1, seed=2)
     assert [r.token_ids for r in old] == [r.token_ids for r in again]
     with pytest.raises(MlmkitError, match="not both"):
         generate(mlm, "x", length=4, batch_size=1, batch_tokens=64)

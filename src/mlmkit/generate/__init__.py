@@ -15,10 +15,11 @@ from mlmkit.generate.elbo import Elbo, elbo
 from mlmkit.generate.fill_mask import FillResult, fill_mask
 from mlmkit.generate.generate import Generation, generate
 from mlmkit.generate.infill import Infilled, infill
+from mlmkit.generate.options import SamplerOptions
 from mlmkit.generate.samplers import SAMPLERS
 
-__all__ = ["CONFIDENCES", "SAMPLERS", "Elbo", "FillResult", "Generation", "Infilled", "elbo",
-           "fill_mask", "generate", "infill"]
+__all__ = ["CONFIDENCES", "SAMPLERS", "Elbo", "FillResult", "Generation", "Infilled",
+           "SamplerOptions", "elbo", "fill_mask", "generate", "infill"]
 
 
 class _CallablePackage(types.ModuleType):
