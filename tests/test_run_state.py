@@ -223,6 +223,12 @@ def test_restart_starts_over_in_the_same_directory(corpus_file, tmp_path):
     assert again.summary["steps"] == 3
     assert not (run_dir / "step-4").exists() and (run_dir / "notes.txt").read_text() == "mine"
     assert [r["step"] for r in _rows(run_dir) if r["split"] == "train"] == [1, 2, 3]
+    # a trained model keeps the presets' positions, and its tokenizer says so (not --seq-len)
+    assert json.loads((run_dir / "final" / "config.json").read_text())[
+        "max_position_embeddings"] == 512
+    config = json.loads((run_dir / "final" / "tokenizer_config.json").read_text())
+    assert config["model_max_length"] == 512
+    assert config["tokenizer_class"] == "PreTrainedTokenizerFast"
 
 
 def test_every_checkpoint_damaged_then_restart(corpus_file, tmp_path):

@@ -23,8 +23,9 @@ from mlmkit.cache import cache_dir
 from mlmkit.corpus.packing import PackedBlocks
 from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_corpus
 from mlmkit.errors import MlmkitError
+from mlmkit.models.presets import PRESET_POSITIONS
 
-TOKENIZER_FORMAT = 1
+TOKENIZER_FORMAT = 2  # 2: model_max_length is the model's positions, not --seq-len
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 
 
@@ -115,7 +116,8 @@ def _trained_tokenizer(config, show_progress: bool):
     staging = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}."))
     try:
         train_tokenizer(documents(), staging, kind=config.tokenizer_kind,
-                        vocab_size=config.vocab_size, model_max_length=config.seq_len,
+                        vocab_size=config.vocab_size,
+                        model_max_length=PRESET_POSITIONS,  # the model's, not --seq-len
                         show_progress=show_progress)
         try:
             os.replace(staging, final)
