@@ -21,10 +21,7 @@ import torch
 from mlmkit.bias.crows import is_uncased
 from mlmkit.bias.crows_data import CrowsPair
 from mlmkit.bias.pairs import PairScores
-from mlmkit.errors import MlmkitError
-from mlmkit.models import masked_log_probs
-
-DEFAULT_BATCH_TOKENS = 4096
+from mlmkit.errors import InvalidData, ModelError
 
 
 @contextlib.contextmanager
@@ -40,28 +37,6 @@ def eager_attention(model):
     finally:
         if switched:
             model.set_attn_implementation(previous)
-
-
-def _batches(lengths: np.ndarray, batch_tokens: int):
-    """Length-sorted index batches whose padded size stays within `batch_tokens`."""
-    order = np.argsort(lengths, kind="stable")
-    start = 0
-    while start < len(order):
-        end = start + 1
-        while end < len(order) and (end + 1 - start) * lengths[order[end]] <= batch_tokens:
-            end += 1
-        yield order[start:end]
-        start = end
-
-
-def _pad(sequences: list[list[int]], pad_id: int, device):
-    width = max(len(s) for s in sequences)
-    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, seq in enumerate(sequences):
-        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
-        mask[row, : len(seq)] = 1
-    return ids.to(device), mask.to(device)
 
 
 def received_attention(attentions, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -83,51 +58,55 @@ def aul_sentence_scores(
     the log-probabilities and their means stay float64.
     """
     from mlmkit.probe.prepare import prepare_model
-    from mlmkit.runtime.devices import autocast
-    from mlmkit.runtime.progress import Progress
+    from mlmkit.runtime.batching import TokenJobs, pick, run_jobs
 
     mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
                                    batch_tokens=batch_tokens)
-    batch_tokens = batch_tokens or DEFAULT_BATCH_TOKENS
     tokenizer, net = mlm.tokenizer, mlm.model
     encoded = [tokenizer.encode(t.lower() if lowercase else t, add_special_tokens=True)
                for t in texts]
     for text, ids in zip(texts, encoded, strict=True):
         if len(ids) < 3:
-            raise MlmkitError(f"the sentence {text!r} has no token besides its special tokens")
+            raise InvalidData(f"the sentence {text!r} has no token besides its special tokens")
         if len(ids) > mlm.max_length:
-            raise MlmkitError(f"the sentence {text!r} has {len(ids)} tokens, more than the "
+            raise InvalidData(f"the sentence {text!r} has {len(ids)} tokens, more than the "
                               f"model's {mlm.max_length}: AUL scores whole sentences")
-    lengths = np.array([len(ids) for ids in encoded], dtype=np.int64)
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    scores = np.zeros(len(encoded), dtype=np.float64)
+    # every token but the first and the last ([CLS] … [SEP]) is read
+    jobs = TokenJobs(encoded, [range(1, len(ids) - 1) for ids in encoded])
+
+    def values_per_row(batch, per_position: torch.Tensor) -> torch.Tensor:
+        """[b, L] float64, the read positions' values in place, zeros elsewhere."""
+        rows, cols = batch.positions[:, 0], batch.positions[:, 1]
+        values = torch.zeros(batch.input_ids.shape, dtype=torch.float64,
+                             device=batch.input_ids.device)
+        values[rows, cols] = per_position
+        return values
+
+    def aul(batch, log_probs: torch.Tensor) -> torch.Tensor:
+        values = values_per_row(batch, pick(log_probs, batch.tokens_at_positions()))
+        return values.sum(1) / torch.as_tensor(jobs.reads[batch.index],
+                                               device=values.device).double()
+
+    def aula(batch, _) -> torch.Tensor:
+        ids, mask = batch.input_ids, batch.attention_mask
+        output = net(input_ids=ids, attention_mask=mask, output_attentions=True)
+        if not output.attentions:
+            raise ModelError(f"{mlm.name!r} returned no attention weights: AULA needs a model "
+                             "that supports output_attentions")
+        log_probs = torch.log_softmax(output.logits.float(), dim=-1)
+        token_lp = log_probs.gather(2, ids.unsqueeze(2)).squeeze(2).double()
+        weights = received_attention(output.attentions, mask)
+        read = values_per_row(batch, torch.ones(len(batch.positions), dtype=torch.float64,
+                                                device=ids.device)) > 0
+        values = torch.where(read, token_lp * weights, 0.0)
+        return values.sum(1) / read.sum(1).double()
+
     context = eager_attention(net) if attention else contextlib.nullcontext()
-    with torch.inference_mode(), context, autocast(precision, mlm.device), \
-            Progress("AULA" if attention else "AUL", len(encoded), "sentences",
-                     enabled=progress) as bar:
-        for batch in _batches(lengths, batch_tokens):
-            ids, mask = _pad([encoded[i] for i in batch], pad, mlm.device)
-            n = torch.as_tensor(lengths[batch], device=mlm.device)
-            column = torch.arange(ids.shape[1], device=mlm.device)[None, :]
-            scored = (column >= 1) & (column < n[:, None] - 1)  # [CLS] … [SEP] left out
-            if attention:
-                output = net(input_ids=ids, attention_mask=mask, output_attentions=True)
-                if not output.attentions:
-                    raise MlmkitError(f"{mlm.name!r} returned no attention weights: AULA "
-                                      f"needs a model that supports output_attentions")
-                log_probs = torch.log_softmax(output.logits.float(), dim=-1)
-                token_lp = log_probs.gather(2, ids.unsqueeze(2)).squeeze(2).double()
-                weights = received_attention(output.attentions, mask)
-                values = torch.where(scored, token_lp * weights, 0.0)
-            else:
-                log_probs = masked_log_probs(net, ids, mask, scored)
-                picked = log_probs.gather(1, ids[scored].unsqueeze(1)).squeeze(1).double()
-                values = torch.zeros(ids.shape, dtype=torch.float64, device=mlm.device)
-                values[scored] = picked
-            means = values.sum(1) / scored.sum(1).double()
-            scores[batch] = means.cpu().numpy()
-            bar.advance(len(batch))
-    return scores
+    with context:
+        return run_jobs(mlm, jobs, aula if attention else aul, batch_tokens=batch_tokens,
+                        precision=precision, progress=progress,
+                        description="AULA" if attention else "AUL", unit="sentences",
+                        call=None if attention else "log_probs")
 
 
 def score_aul(

@@ -1,7 +1,7 @@
-"""One forward per prompt, the MLM head only at its mask, in padded-token-budget batches.
+"""One forward per prompt, the MLM head only at its mask, through the one batching layer.
 
-Prompts are sorted by length so batches carry little padding, and the number of rows
-per batch is bounded so the [rows, V] head output stays small; each batch's
+`mlmkit.runtime.batching.run_jobs` sorts the prompts by length, cuts token-budget batches
+(whose [rows, V] head output stays bounded) and runs the primitive; each batch's
 log-probabilities go to a callback, so no [n_prompts, V] array is ever held.
 """
 
@@ -12,13 +12,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from mlmkit.models import masked_log_probs
-from mlmkit.scoring.engine import (
-    PRECISIONS,
-    cut_batches,
-    default_batch_tokens,
-    max_rows_for_head,
-)
+from mlmkit.errors import InvalidData
 
 
 def for_each_mask_batch(
@@ -36,45 +30,21 @@ def for_each_mask_batch(
 
     A prompt longer than the model accepts is an error (named by `names(i)`), never cut.
     """
-    from mlmkit.errors import MlmkitError
+    from mlmkit.runtime.batching import TokenJobs, run_jobs
 
-    if precision not in PRECISIONS:
-        raise MlmkitError(f"unknown precision {precision!r}: use one of {list(PRECISIONS)}")
     if not ids:
         return
-    model, tokenizer = mlm.model, mlm.tokenizer
     lengths = np.array([len(x) for x in ids], dtype=np.int64)
     too_long = np.nonzero(lengths > mlm.max_length)[0]
     if len(too_long):
         i = int(too_long[0])
         name = names(i) if names is not None else f"prompt {i}"
-        raise MlmkitError(f"{name}: the prompt has {lengths[i]} tokens, more than the model's "
+        raise InvalidData(f"{name}: the prompt has {lengths[i]} tokens, more than the model's "
                           f"{mlm.max_length}: shorten the input text (it is not truncated)")
-    order = np.argsort(lengths, kind="stable")
-    budget = int(batch_tokens or default_batch_tokens(model, int(lengths.max())))
-    if budget < 1:
-        raise MlmkitError(f"batch_tokens {budget} must be positive")
-    vocab = int(getattr(model.config, "vocab_size", len(tokenizer)))
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.int64)
-    flat = np.concatenate([np.concatenate([np.asarray(x, dtype=np.int64) for x in ids]), [pad]])
-    autocast = torch.autocast(device_type=mlm.device.type, dtype=torch.bfloat16,
-                              enabled=precision == "bf16")
-    from mlmkit.runtime.progress import Progress
+    jobs = TokenJobs(ids, [[int(c)] for c in mask_column])
 
-    with torch.inference_mode(), autocast, Progress("probing", len(ids), "prompts",
-                                                    enabled=progress) as bar:
-        for lo, hi in cut_batches(lengths[order], budget, max_rows_for_head(vocab)):
-            batch = order[lo:hi]
-            k = np.arange(int(lengths[batch].max()), dtype=np.int64)[None, :]
-            valid = k < lengths[batch][:, None]
-            grid = flat[np.where(valid, offsets[batch][:, None] + k, len(flat) - 1)]
-            attention = valid.astype(np.int64)
-            positions = np.stack([np.arange(len(batch)), mask_column[batch]], axis=1)
-            device = mlm.device
-            log_probs = masked_log_probs(
-                model, torch.from_numpy(grid).to(device), torch.from_numpy(attention).to(device),
-                torch.from_numpy(positions).to(device),
-            )
-            consume(batch, log_probs)
-            bar.advance(len(batch))
+    def reduce(batch, log_probs: torch.Tensor) -> None:
+        consume(batch.index, log_probs)  # one read per row: row k is prompt batch.index[k]
+
+    run_jobs(mlm, jobs, reduce, batch_tokens=batch_tokens, precision=precision,
+             progress=progress, description="probing", unit="prompts")
