@@ -133,3 +133,22 @@ def test_shard_cache_removes_a_dead_builders_staging(tmp_path, wordpiece_tokeniz
     assert not dead.exists() and other_host.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         [shards.path.name, other_host.name])
+
+
+def test_a_run_directory_follows_the_umask(tmp_path, umask_022, fixture_dir,
+                                           wordpiece_tokenizer):
+    from mlmkit.train import PretrainConfig, pretrain
+
+    run_dir = tmp_path / "run"
+    pretrain(PretrainConfig(model="tiny", tokenizer=str(fixture_dir / "tok-wordpiece"),
+                            seq_len=32, batch_size=4, steps=2, eval_every=0, eval_blocks=1,
+                            pppl_sentences=0, save_every=1, log_every=1, progress=False,
+                            fill_mask_examples=0, threads=1, precision="fp32",
+                            run_dir=str(run_dir)))
+    modes = {str(p.relative_to(run_dir)): p.stat().st_mode & 0o777
+             for p in run_dir.rglob("*") if "tensorboard" not in p.parts}
+    assert "final/model.safetensors" in modes and "summary.json" in modes
+    assert "config.yaml" in modes and "tokenizer/tokenizer.json" in modes
+    wrong = {k: oct(v) for k, v in modes.items() if v not in (0o644, 0o755)}
+    assert not wrong, wrong  # nothing owner-only
+    assert not list(run_dir.rglob(".*"))  # no temporary files left

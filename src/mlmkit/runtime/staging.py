@@ -1,8 +1,8 @@
 """Files and folders written whole or not at all, durably, and no debris of killed writers.
 
 A writer builds `.NAME.HOST-PID.staging` (a folder) or `.NAME.HOST-PID.tmp` (a file) next
-to its target, fsyncs it, renames it into place and fsyncs the parent folder. Both are
-created with the process's umask (not owner-only, as `tempfile` would). A writer killed
+to its target, fsyncs it, renames it into place and fsyncs the parent folder. Both get
+the process's umask (not owner-only, as `tempfile` or safetensors would make them). A writer killed
 half-way leaves its staging entry behind; `remove_leftovers` (called when a run or a cache
 lookup starts) removes those whose process is gone, and the random-suffix leftovers of
 older versions (`tempfile.mkstemp` / `mkdtemp` names) once they are `legacy_age` old.
@@ -45,6 +45,34 @@ def staging_dir(target: str | Path) -> Path:
     return path
 
 
+def process_umask() -> int:
+    """The process's umask (read without changing it where /proc tells it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def apply_umask(path: str | Path) -> None:
+    """Give every file under `path` mode 0o666 and every folder 0o777, less the umask, as
+    if created by open()/mkdir(): some writers (tempfile, safetensors) create owner-only
+    files, which other users of a shared run or model folder could not read."""
+    mask = process_umask()
+    for root, dirs, files in os.walk(path):
+        for name in dirs:
+            os.chmod(Path(root) / name, 0o777 & ~mask)
+        for name in files:
+            target = Path(root) / name
+            if not target.is_symlink():
+                os.chmod(target, 0o666 & ~mask)
+    os.chmod(path, 0o777 & ~mask)
+
+
 def fsync_tree(path: str | Path) -> None:
     """fsync every file under `path`, then every folder (deepest first), then `path`."""
     path = Path(path)
@@ -64,6 +92,7 @@ def fsync_tree(path: str | Path) -> None:
 def publish_dir(staging: Path, target: str | Path) -> Path:
     """Make the filled `staging` folder `target`, durably, replacing an older `target`."""
     target = Path(target)
+    apply_umask(staging)
     fsync_tree(staging)
     if target.exists():
         old = staging_path(target, "old")

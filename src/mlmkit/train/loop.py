@@ -16,8 +16,8 @@ from pathlib import Path
 
 import torch
 
-from mlmkit.cache import atomic_write_text
 from mlmkit.runtime.results import Result
+from mlmkit.runtime.staging import write_text as atomic_write_text  # fsynced, umask
 from mlmkit.train.config import PretrainConfig
 from mlmkit.train.plots import plot_history
 from mlmkit.train.progress import TrainProgress

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import torch
 
-from mlmkit.cache import atomic_write_text
 from mlmkit.corpus.packing import BlockOrder
 from mlmkit.errors import InvalidArgument, MlmkitError, RunError
 from mlmkit.objectives import OBJECTIVES, build_objective
 from mlmkit.runtime.progress import warn
+from mlmkit.runtime.staging import write_text as atomic_write_text  # fsynced, umask
 from mlmkit.train.budget import Budget
 from mlmkit.train.checkpoint import (
     list_states,
