@@ -8,10 +8,16 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from mlmkit.cli_options import SEED
 from mlmkit.errors import MlmkitError
+from mlmkit.runtime.progress import status
 
-mask_app = typer.Typer(help="Masking policies: corpus statistics and previews.",
-                       no_args_is_help=True)
+mask_app = typer.Typer(help="""Masking policies: corpus statistics and previews.
+
+Example:
+
+  mlmkit mask preview ./tok "Return the number of items." --policy span --seed 1
+""", short_help="Masking policies: corpus statistics and previews.", no_args_is_help=True)
 
 STATS_EXAMPLE = """
 Example:
@@ -42,7 +48,9 @@ def load_tokenizer(name: str):
 
 
 @mask_app.command("stats", help="Compute token, document, n-gram PMI and informativeness "
-                  "statistics of a corpus for a tokenizer, and save them." + STATS_EXAMPLE)
+                  "statistics of a corpus for a tokenizer, and save them." + STATS_EXAMPLE,
+                  short_help="Corpus statistics for informed masking (pmi, frequency, "
+                  "tfidf, informask).")
 def stats_command(
     corpus: str = typer.Argument(..., help="python-docs, a file, a directory or a glob."),
     tokenizer: str = typer.Argument(..., help="Tokenizer directory or hub name."),
@@ -55,30 +63,21 @@ def stats_command(
     window: int = typer.Option(5, help="InforMask: context window on each side, in tokens."),
     show: int = typer.Option(15, help="Print this many top collocations."),
 ) -> None:
-    from rich.progress import Progress, TextColumn, TimeElapsedColumn
     from rich.table import Table
 
     from mlmkit.corpus import read_corpus
     from mlmkit.masking.stats import compute_stats, save_stats
+    from mlmkit.runtime.progress import Progress
 
     tok = load_tokenizer(tokenizer)
     console = Console()
-    with Progress(TextColumn("tokenizing {task.completed:,} documents"),
-                  TextColumn("{task.fields[rate]} docs/s"), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("stats", total=None, rate="-")
-
-        def advance(done: int) -> None:
-            bar.advance(task, done)
-            elapsed = bar.tasks[0].elapsed or 1e-9
-            bar.update(task, rate=f"{bar.tasks[0].completed / elapsed:,.0f}")
-
+    with Progress("tokenizing", total=None, unit="docs") as bar:
         stats = compute_stats(read_corpus(corpus, field=field), tok, max_n=max_n,
                               min_count=min_count, min_pmi=min_pmi, max_ngrams=max_ngrams,
-                              window=window, progress=advance)
+                              window=window, progress=bar.advance)
     save_stats(stats, output)
-    console.print(f"[green]wrote[/] {output}: {stats.n_docs:,} documents, {stats.n_tokens:,} "
-                  f"tokens, {len(stats.ngram_pmi):,} collocations")
+    status(f"wrote {output}: {stats.n_docs:,} documents, {stats.n_tokens:,} tokens, "
+           f"{len(stats.ngram_pmi):,} collocations")
     if show > 0 and len(stats.ngram_pmi):
         table = Table(title="top collocations by PMI")
         for column in ("n-gram", "PMI", "count"):
@@ -89,12 +88,13 @@ def stats_command(
 
 
 @mask_app.command("preview", help="Mask a text with a policy and show the result and the "
-                  "labels." + PREVIEW_EXAMPLE)
+                  "labels." + PREVIEW_EXAMPLE,
+                  short_help="Mask a text with a policy and show the result and the labels.")
 def preview_command(
     tokenizer: str = typer.Argument(..., help="Tokenizer directory or hub name."),
     text: str = typer.Argument(..., help="The text to mask."),
     policy: str = typer.Option("bert", help="Preset name, inline YAML mapping or a YAML file."),
-    seed: int = typer.Option(0, help="Seed of the masking."),
+    seed: int = SEED,
     step: int = typer.Option(0, help="Training step (schedules, per-step randomness)."),
     stats: Path = typer.Option(None, help="Statistics from `mlmkit mask stats` (pmi, "
                                "frequency, tfidf, informask need them)."),

@@ -61,13 +61,17 @@ def _field_options() -> list[inspect.Parameter]:
         text = f.metadata["help"]
         if f.name == "steps":
             default = "1000; on a CPU without native bf16 (fp32): 600 or --time 10m"
-        if f.name in SHARED:
-            text = getattr(cli_options, SHARED[f.name]).help.rstrip(".")
-        option = typer.Option(None, *decls, help=f"{text} (default: {default})",
+        annotation, flag_default = _annotation(hints[f.name]), None
+        if f.name in SHARED:  # the shared flag: its help, its default
+            shared = getattr(cli_options, SHARED[f.name])
+            text, flag_default = shared.help.rstrip("."), shared.default
+            if flag_default is not None:
+                annotation = type(flag_default)
+        option = typer.Option(flag_default, *decls, help=f"{text} (default: {default})",
                               rich_help_panel=f"Config: {f.metadata['group']}",
                               show_default=False, min=1 if f.name == "threads" else None)
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option,
-                                        annotation=_annotation(hints[f.name])))
+                                        annotation=annotation))
     return params
 
 
@@ -211,9 +215,17 @@ def _build():
                                                "JSON on standard output"),
                           annotation=bool),
     ]
-    params = extra + _field_options()
+    context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY,
+                                annotation=typer.Context)
+    params = [context, *extra, *_field_options()]
 
-    def command(**values):
+    def command(ctx: typer.Context, **values):
+        from typer._click.core import ParameterSource
+
+        for name in SHARED:  # a shared flag left at its default does not override --config
+            if ctx.get_parameter_source(name) not in (ParameterSource.COMMANDLINE,
+                                                      ParameterSource.ENVIRONMENT):
+                values[name] = None
         pretrain_command(**values)
 
     command.__signature__ = inspect.Signature(params)
