@@ -352,8 +352,9 @@ def prepare_run(config: PretrainConfig | None, resume: str | Path | None,
             config = PretrainConfig(**overrides)
         elif overrides:
             config = config.replace(**overrides)
-        if config.run_dir is None:
-            config = config.replace(run_dir=str(free_run_dir(DEFAULT_RUN_DIR)))
+        if config.run_dir is None:  # --restart: the default directory itself
+            config = config.replace(run_dir=str(DEFAULT_RUN_DIR if restart
+                                                else free_run_dir(DEFAULT_RUN_DIR)))
         run_dir = Path(config.run_dir)
         if holds_run(run_dir) and not restart:
             raise RunError(f"run directory {str(run_dir)!r} already holds a run: continue "
