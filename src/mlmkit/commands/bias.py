@@ -59,13 +59,15 @@ def _fmt(value, digits: int = 2) -> str:
 
 
 def _interval(score, digits: int = 2) -> str:
-    """'[low, high]', or why there is none (too few items, no spread), or '' (no bootstrap)."""
-    from mlmkit.bias.bootstrap import NO_SPREAD
+    """'[low, high]', or in a few words why there is none, or '' (no bootstrap)."""
+    from mlmkit.bias.bootstrap import MIN_INTERVAL_ITEMS, NO_SPREAD
 
     if score.note == NO_SPREAD:
-        return f"no spread ({_fmt(score.low, digits)} in every resample)"
+        return f"{_fmt(score.low, digits)} (no spread)"
+    if score.note and "resamples" in score.note:
+        return "– (too few resamples)"
     if score.note:
-        return score.note
+        return f"– (n < {MIN_INTERVAL_ITEMS})"
     if score.low is None:
         return ""
     return f"[{_fmt(score.low, digits)}, {_fmt(score.high, digits)}]"
