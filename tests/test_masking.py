@@ -191,3 +191,27 @@ def test_top_per_row_takes_exactly_the_largest_keys(spread):
     for row in range(32):
         expected = key[row].topk(int(count[row])).indices
         assert set(chosen[row].nonzero().squeeze(1).tolist()) == set(expected.tolist())
+
+
+def test_one_parser_of_masking_options(tmp_path):
+    """`pretrain --masking`, `mask preview --policy` and a run's `masking` field all go
+    through masking.config.parse_masking_option."""
+    from mlmkit.masking.config import check_masking, parse_masking_option
+    from mlmkit.objectives.mlm import resolve_masking
+
+    assert parse_masking_option("span") == "span"
+    assert parse_masking_option("{units: whole_word, rate: 0.4}") == {"units": "whole_word",
+                                                                      "rate": 0.4}
+    path = tmp_path / "policy.yaml"
+    path.write_text("units: span\nrate: 0.2\n", encoding="utf-8")
+    assert parse_masking_option(str(path)) == {"units": "span", "rate": 0.2}
+    assert resolve_masking(str(path)) == {"units": "span", "rate": 0.2}  # a run's field too
+    with pytest.raises(MlmkitError, match="--policy .*not valid YAML"):
+        parse_masking_option("{units: [", "--policy")
+    with pytest.raises(MlmkitError, match="--masking .*does not exist"):
+        parse_masking_option(str(tmp_path / "missing.yaml"))
+    assert check_masking("span")["units"]["name"] == "span"
+    with pytest.raises(MlmkitError, match=r"units 'span' has no parameter\(s\) \['q'\]"):
+        check_masking({"units": {"name": "span", "q": 0.1}})
+    with pytest.raises(MlmkitError, match="unknown masking weights 'nope'"):
+        check_masking({"weights": "nope"})
