@@ -519,3 +519,30 @@ def test_cli_writes_status_to_stderr_and_the_summary_to_stdout(tmp_path, tokeniz
     assert bad.returncode == 1 and bad.stderr.startswith("error: ")
     assert "--batch-tokens" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_the_default_budget_is_capped_in_time_where_training_runs_fp32(monkeypatch):
+    from mlmkit.train.budget import default_budget
+
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx512_bf16": False})
+    assert default_budget("cpu") == {"steps": 1000, "time": "10m"}
+    assert default_budget("cpu", "bf16") == {"steps": 1000}  # asked for: no cap
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"amx_bf16": True})
+    assert default_budget("cpu") == {"steps": 1000}
+    assert default_budget("cpu", "fp32") == {"steps": 1000, "time": "10m"}
+
+
+def test_training_threads_leave_the_cores_other_processes_keep_busy(monkeypatch):
+    from mlmkit.train import runtime
+
+    monkeypatch.delenv("MLMKIT_THREADS", raising=False)
+    monkeypatch.setattr(runtime, "available_cores", lambda: 4)
+    monkeypatch.setattr(runtime.os, "getloadavg", lambda: (0.2, 0.0, 0.0))
+    assert runtime.training_threads() == 4
+    monkeypatch.setattr(runtime.os, "getloadavg", lambda: (2.6, 0.0, 0.0))
+    assert runtime.training_threads() == 1
+    monkeypatch.setattr(runtime.os, "getloadavg", lambda: (9.0, 0.0, 0.0))
+    assert runtime.training_threads() == 1  # at least one
+    assert runtime.training_threads(3) == 3  # --threads wins
+    monkeypatch.setenv("MLMKIT_THREADS", "2")
+    assert runtime.training_threads() == 2

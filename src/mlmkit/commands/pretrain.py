@@ -14,7 +14,7 @@ import typer
 
 HELP = """Pretrain a masked LM on a corpus and save it in Hugging Face format.
 
-With no arguments: a mini ModernBERT on the built-in python-docs corpus, sized for the machine (1,000 steps, about 5 minutes on 2 CPU cores with native bf16; on a CPU without bf16, 600 steps or 10 minutes of training, under 15 minutes in all), then evaluation, the saved model in runs/pretrain/final and a few fill-mask examples. Status lines and the progress bar go to standard error; the summary (or --json) to standard output.
+With no arguments: a mini ModernBERT on the built-in python-docs corpus, sized for the machine (1,000 steps, about 5 minutes on 2 CPU cores with native bf16; on a CPU without bf16 at most 10 minutes of training, under 15 minutes in all), then evaluation, the saved model in runs/pretrain/final and a few fill-mask examples. Status lines and the progress bar go to standard error; the summary (or --json) to standard output.
 
 [bold]Examples[/]
 
@@ -60,7 +60,7 @@ def _field_options() -> list[inspect.Parameter]:
         decls = (f"{name}/--no-{f.name.replace('_', '-')}",) if hints[f.name] is bool else (name,)
         text = f.metadata["help"]
         if f.name == "steps":
-            default = "1000; on a CPU without native bf16 (fp32): 600 or --time 10m"
+            default = "1000; on a CPU without native bf16 (fp32) also --time 10m"
         annotation, flag_default = _annotation(hints[f.name]), None
         if f.name in SHARED:  # the shared flag: its help, its default
             shared = getattr(cli_options, SHARED[f.name])
@@ -133,14 +133,14 @@ def pretrain_command(**values) -> None:
         overrides["masking"] = parse_masking_option(overrides["masking"])
     if config_path is None and resume is None and not {"steps", "tokens", "time"} & set(
             overrides):  # no budget given: one sized for this machine
-        from mlmkit.train.budget import DEFAULT_STEPS, default_budget
+        from mlmkit.train.budget import default_budget
 
         budget = default_budget(overrides.get("device"), overrides.get("precision"))
         overrides.update(budget)
-        if budget.get("steps") != DEFAULT_STEPS:
-            status(f"budget: {budget['steps']} steps or {budget['time']} of training, the "
-                   f"default on a CPU without native bf16 ({DEFAULT_STEPS} steps where bf16 "
-                   "is native); give --steps, --tokens or --time to choose")
+        if "time" in budget:
+            status(f"budget: {budget['steps']} steps or {budget['time']} of training, "
+                   "whichever comes first: the default on a CPU without native bf16; give "
+                   "--steps, --tokens or --time to choose")
     config = load_config(config_path, **overrides) if config_path else None
     result = pretrain(config, resume=resume, overrides=None if config else overrides,
                       restart=restart)
