@@ -39,7 +39,11 @@ import torch  # noqa: E402
 from mlmkit.models import build_mlm  # noqa: E402
 from mlmkit.objectives.metrics import masked_token_metrics  # noqa: E402
 from mlmkit.objectives.mlm import set_dropout  # noqa: E402
-from mlmkit.runtime.devices import resolve_precision  # noqa: E402
+from mlmkit.runtime.devices import (  # noqa: E402
+    available_cores,
+    resolve_precision,
+    set_threads,
+)
 from mlmkit.train import PretrainConfig, pretrain  # noqa: E402
 from mlmkit.train.data import build_data, resolve_tokenizer  # noqa: E402
 
@@ -195,6 +199,7 @@ def main() -> None:
                         help="trainer: mlmkit vs HF Trainer; objectives: ELECTRA / diffusion "
                              "vs MLM and 1- vs 2-process scaling (issue 6)")
     args = parser.parse_args()
+    set_threads()  # the cores this process may use (or $MLMKIT_THREADS), as mlmkit does
 
     masking = args.masking or {"units": "tokens", "rate": MASK_RATE}
     base = PretrainConfig(model=args.model, seq_len=args.seq_len, batch_size=args.batch_size,
@@ -303,14 +308,14 @@ def run_torchrun(base: PretrainConfig, work: Path, processes: int, steps: int) -
 
     run_dir = work / f"torchrun-{processes}"
     shutil.rmtree(run_dir, ignore_errors=True)
-    threads = max(1, (os.cpu_count() or 2) // processes)
+    threads = max(1, available_cores() // processes)
     masking = json.dumps(base.masking) if isinstance(base.masking, dict) else str(base.masking)
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
                f"--nproc_per_node={processes}", "-m", "mlmkit", "pretrain",
                "--model", base.model, "--seq-len", str(base.seq_len),
                "--batch-size", str(base.batch_size), "--lr", str(base.lr),
                "--masking", masking, "--steps", str(steps), "--log-every", "1",
-               "--eval-every", "0", "--save-every", "0", "--eval-blocks", "0",
+               "--eval-every", "0", "--save-every", "0", "--eval-blocks", "1",
                "--pppl-sentences", "0", "--fill-mask-examples", "0", "--no-progress",
                "--threads", str(threads), "--run-dir", str(run_dir)]
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
@@ -333,7 +338,7 @@ def objective_figures(args, base: PretrainConfig, work: Path) -> dict:
     scaling = {n: run_torchrun(base, work, n, steps) for n in (1, 2)}
     print(f"torchrun 1 process  {scaling[1]:8.0f} tokens/s")
     print(f"torchrun 2 processes {scaling[2]:7.0f} tokens/s ({scaling[2] / scaling[1]:.2f} × "
-          f"1 process; {os.cpu_count()} CPU cores, gloo)")
+          f"1 process; {available_cores()} CPU cores, gloo)")
     return {"tokens_per_s": rates, "relative_to_mlm": {k: v / rates["mlm"]
                                                        for k, v in rates.items()},
             "torchrun_tokens_per_s": scaling, "scaling_2_vs_1": scaling[2] / scaling[1]}
