@@ -16,7 +16,18 @@ from mlmkit.errors import InvalidData, PathError
 
 REQUIRED_COLUMNS = ("sent_more", "sent_less", "stereo_antistereo", "bias_type")
 DIRECTIONS = ("stereo", "antistereo")
-DEFAULT_CROWS_PATH = Path("../shared/data/crows_pairs/crows_pairs_anonymized.csv")
+_SHARED_CSV = Path("shared/data/crows_pairs/crows_pairs_anonymized.csv")
+
+
+def _default_crows_path() -> Path:
+    """`../shared/data/...` from the working directory (the repository root, as the README
+    runs), else from the repository this package sits in (a run from another directory)."""
+    here = Path("..") / _SHARED_CSV
+    beside_repo = Path(__file__).resolve().parents[3].parent / _SHARED_CSV
+    return here if here.is_file() or not beside_repo.is_file() else beside_repo
+
+
+DEFAULT_CROWS_PATH = _default_crows_path()
 
 
 @dataclass(frozen=True)
