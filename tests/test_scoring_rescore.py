@@ -99,3 +99,57 @@ def test_bad_minimal_pair_file(tmp_path):
     path.write_text('{"sentence_good": "a", "sentence_bad": "b"}\n{"sentence_good": "a"}\n')
     with pytest.raises(MlmkitError, match="line 2"):
         read_pairs(path)
+
+
+@pytest.mark.parametrize("weight", [float("nan"), float("inf"), -float("inf"), 1e9, "0.3", None])
+def test_a_non_finite_or_huge_weight_is_refused_before_scoring(tiny_mlm, tmp_path, weight,
+                                                               monkeypatch):
+    import sys
+
+    from mlmkit.errors import InvalidArgument
+
+    module = sys.modules["mlmkit.scoring.rescore"]
+
+    mlm = tiny_mlm("bert")
+    path, _ = _constructed_nbest(mlm, tmp_path)
+    monkeypatch.setattr(module, "score", lambda *a, **k: pytest.fail("scored before checks"))
+    with pytest.raises(InvalidArgument, match="weight"):
+        rescore(mlm, read_nbest(path), weight=weight)
+    with pytest.raises(InvalidArgument, match="weight_grid"):
+        rescore(mlm, read_nbest(path), tune_weight=True, weight_grid=(0.1, float("nan")))
+    with pytest.raises(InvalidArgument, match="batch_tokens"):
+        rescore(mlm, read_nbest(path), batch_tokens=0)
+    with pytest.raises(InvalidArgument, match="metric"):
+        rescore(mlm, read_nbest(path), metric="ppl")
+
+
+@pytest.mark.parametrize("score", ["NaN", "Infinity", "-Infinity"])
+def test_non_finite_am_scores_are_refused_with_their_place(tmp_path, score):
+    from mlmkit.errors import InvalidData
+
+    path = tmp_path / "nbest.json"
+    path.write_text('{"u1": {"hyp_1": {"score": ' + score + ', "text": "a b"}}}')
+    with pytest.raises(InvalidData, match="'u1'/'hyp_1'.*finite"):
+        read_nbest(path)
+    tsv = tmp_path / "nbest.tsv"
+    tsv.write_text(f"u1\t-1\ta b\nu1\t{score.lower()}\tc d\n")
+    with pytest.raises(InvalidData, match="line 2.*finite"):
+        read_nbest(tsv)
+
+
+def test_non_utf8_nbest_names_the_byte_offset(tmp_path):
+    from mlmkit.errors import InvalidData
+
+    tsv = tmp_path / "latin1.tsv"
+    tsv.write_bytes("u1\t-1\tcafé\n".encode("latin-1"))
+    with pytest.raises(InvalidData, match="byte offset 9 .*--encoding"):
+        read_nbest(tsv)
+    assert read_nbest(tsv, encoding="latin-1")[0].hypotheses[0].text == "café"
+
+
+def test_rescore_result_is_valid_json_with_tuned_weights(tiny_mlm, tmp_path):
+    mlm = tiny_mlm("bert")
+    path, _ = _constructed_nbest(mlm, tmp_path)
+    result = rescore(mlm, read_nbest(path), tune_weight=True, weight_grid=(0.0, 0.5))
+    data = json.loads(result.to_json())
+    assert set(data["tuned_on_dev"]) == {"0.0", "0.5"} and data["n_utterances"] == 4

@@ -2,69 +2,89 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from mlmkit.cache import atomic_write_text
+from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, PRECISION, SEED, THREADS
+from mlmkit.commands.score import ENCODING, ENCODING_ERRORS, seed_everything
 
+SHORT_HELP = "Minimal-pair accuracy (BLiMP): per paradigm, per field and overall."
 EXAMPLE = """
-Example:
+Examples:
 
-  mlmkit eval blimp ./tiny-bert --data ../shared/data/blimp --limit 50 --json-out blimp.json
+  mlmkit eval blimp ./tiny-bert --data ../shared/data/blimp --limit 50 -o blimp.json
+
+  mlmkit eval blimp ./tiny-bert --data ../shared/data/blimp --paradigm passive_1 --json
 """
 
 
 def blimp_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    data: Path = typer.Option(..., help="A jsonl file or a folder of them "
-                              "(sentence_good, sentence_bad, UID, field)."),
+    data: str = typer.Option(..., help="A jsonl file or a folder of them (sentence_good, "
+                             "sentence_bad, UID, field); - reads standard input."),
     metric: str = typer.Option("pll", help="pll or pll_word_l2r."),
-    limit: int = typer.Option(None, help="At most this many pairs per paradigm."),
+    limit: int = typer.Option(None, help="At most this many pairs per paradigm (≥ 1)."),
     paradigm: list[str] = typer.Option([], "--paradigm", help="Only these paradigms (UIDs)."),
-    precision: str = typer.Option("fp32", help="fp32 or bf16 (autocast)."),
-    batch_tokens: int = typer.Option(None, "--batch-tokens", help="Padded tokens per batch."),
-    device: str = typer.Option("auto", help="cpu, cuda, ... (auto: cuda when available)."),
-    json_out: Path = typer.Option(None, "--json-out", help="Also write the results as JSON."),
-    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of tables."),
+    skip_unk: bool = typer.Option(False, "--skip-unk", help="Leave [UNK] tokens out of the "
+                                  "PLL (by default they are scored, as minicons does)."),
+    output: str = typer.Option(None, "-o", "--output", help="Also write the results as JSON "
+                               "here (- for standard output)."),
+    encoding: str = ENCODING,
+    encoding_errors: str = ENCODING_ERRORS,
+    allow_untrained_head: bool = typer.Option(False, "--allow-untrained-head", help="Accept a "
+                                              "checkpoint whose MLM head is random."),
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS,
+    seed: int = SEED,
+    as_json: bool = JSON,
 ) -> None:
-    from mlmkit.models import load_mlm
+    """Minimal-pair accuracy (BLiMP or any jsonl with sentence_good/sentence_bad): per
+    paradigm, per field and overall; a pair is right when score(good) > score(bad)."""
+    from mlmkit.models import prepare_mlm
+    from mlmkit.runtime.devices import prepare
+    from mlmkit.runtime.output import check_output_path, write_text
+    from mlmkit.runtime.progress import console
     from mlmkit.scoring import evaluate_pairs, read_pairs
+    from mlmkit.scoring.text_scores import check_score_options
 
-    pairs = read_pairs(data, limit=limit, paradigms=paradigm or None)
-    mlm = load_mlm(model, device=device)
-    result = evaluate_pairs(mlm, pairs, metric=metric, precision=precision,
-                            batch_tokens=batch_tokens, progress=True)
-    if json_out:
-        atomic_write_text(json_out, json.dumps(result.to_dict(), indent=1) + "\n")
+    unk = "skip" if skip_unk else "score"
+    check_score_options(metric, unk, 1, batch_tokens)
+    check_output_path(output, inputs=[data])
+    seed_everything(seed)
+    prepare(device, precision, threads)  # a bad device, precision or thread count: now
+    pairs = read_pairs(data, limit=limit, paradigms=paradigm or None, encoding=encoding,
+                       errors=encoding_errors)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads,
+                                 allow_untrained_head=allow_untrained_head)
+    result = evaluate_pairs(mlm, pairs, metric=metric, unk=unk, precision=precision,
+                            batch_tokens=batch_tokens)
+    if output:
+        write_text(output, result.to_json(indent=1) + "\n", inputs=[data])
     if as_json:
-        typer.echo(json.dumps(result.to_dict()))
+        if output != "-":
+            print(result.to_json(), flush=True)
         return
-    console = Console()
+    from rich.console import Console
+    from rich.table import Table
+
+    out = console() if output == "-" else Console(highlight=False, soft_wrap=True)
     table = Table(title=f"minimal pairs: {result.n_pairs} pairs, metric {metric}")
     for column in ("paradigm", "field", "pairs", "accuracy"):
         table.add_column(column, justify="right" if column in ("pairs", "accuracy") else "left")
     for name, row in result.by_paradigm.items():
         table.add_row(name, row["field"], str(row["n"]), f"{100 * row['accuracy']:.1f}%")
-    console.print(table)
+    out.print(table)
     fields = Table(title="by field")
     for column in ("field", "pairs", "accuracy"):
         fields.add_column(column)
     for name, row in result.by_field.items():
         fields.add_row(name, str(row["n"]), f"{100 * row['accuracy']:.1f}%")
     fields.add_row("overall", str(result.n_pairs), f"{100 * result.overall:.1f}%", style="bold")
-    console.print(fields)
+    out.print(fields)
 
 
 def register(app: typer.Typer) -> None:
     from mlmkit.commands.eval import eval_app
 
-    eval_app.command(
-        "blimp",
-        help="Minimal-pair accuracy (BLiMP or any jsonl with sentence_good/sentence_bad): per "
-        "paradigm, per field and overall; a pair is right when score(good) > score(bad)."
-        + EXAMPLE,
-    )(blimp_command)
+    eval_app.command("blimp", short_help=SHORT_HELP, epilog=EXAMPLE)(blimp_command)

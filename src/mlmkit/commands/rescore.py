@@ -2,56 +2,100 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import typer
-from rich.console import Console
-from rich.table import Table
 
+from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, PRECISION, SEED, THREADS
+from mlmkit.commands.score import ENCODING, ENCODING_ERRORS, seed_everything
+
+SHORT_HELP = "Rerank ASR/MT n-best lists with a masked LM's PLL; WER before/after."
 EXAMPLE = """
-Example:
+Examples:
 
   mlmkit rescore ./tiny-bert nbest.json --weight 0.3 -o rescored.json --one-best best.tsv
 
-  mlmkit rescore ./tiny-bert nbest.tsv --refs refs.tsv --tune-weight
+  mlmkit rescore ./tiny-bert nbest.tsv --refs refs.tsv --tune-weight --json
 """
 
 
 def rescore_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    nbest: Path = typer.Argument(..., help="ESPnet-style JSON or TSV (utt, am_score, text)."),
-    weight: float = typer.Option(0.3, help="LM weight: combined = am_score + weight × PLL."),
+    nbest: str = typer.Argument(..., help="ESPnet-style JSON or TSV (utt, am_score, text); - "
+                                "reads standard input."),
+    weight: float = typer.Option(0.3, help="LM weight: combined = am_score + weight × PLL "
+                                 "(finite, |weight| ≤ 1e6)."),
     normalize: bool = typer.Option(False, "--normalize",
                                    help="Divide each PLL by its number of tokens."),
-    refs: Path = typer.Option(None, "--refs", help="utt_id<TAB>reference (for TSV input)."),
+    refs: str = typer.Option(None, "--refs", help="utt_id<TAB>reference (for TSV input)."),
     tune_weight: bool = typer.Option(False, "--tune-weight",
                                      help="Search the weight on a dev half of the references."),
     metric: str = typer.Option("pll", help="pll or pll_word_l2r."),
-    output: Path = typer.Option(None, "-o", "--output", help="Write the rescored n-best JSON."),
-    one_best: Path = typer.Option(None, "--one-best", help="Write utt_id<TAB>1-best text."),
-    precision: str = typer.Option("fp32", help="fp32 or bf16 (autocast)."),
-    batch_tokens: int = typer.Option(None, "--batch-tokens", help="Padded tokens per batch."),
-    device: str = typer.Option("auto", help="cpu, cuda, ... (auto: cuda when available)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
+    skip_unk: bool = typer.Option(False, "--skip-unk", help="Leave [UNK] tokens out of the "
+                                  "PLL (by default they are scored, as minicons does)."),
+    output: str = typer.Option(None, "-o", "--output", help="Write the rescored n-best JSON "
+                               "here (- for standard output)."),
+    one_best: str = typer.Option(None, "--one-best", help="Write utt_id<TAB>1-best text here "
+                                 "(- for standard output)."),
+    encoding: str = ENCODING,
+    encoding_errors: str = ENCODING_ERRORS,
+    allow_untrained_head: bool = typer.Option(False, "--allow-untrained-head", help="Accept a "
+                                              "checkpoint whose MLM head is random."),
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS,
+    seed: int = SEED,
+    as_json: bool = JSON,
 ) -> None:
-    from mlmkit.models import load_mlm
+    """Rescore ASR/MT n-best lists with a masked LM (Salazar et al. 2020): writes the
+    rescored n-best and the 1-best, and reports WER before/after when references are
+    present. The summary goes to standard output, or to standard error when an output
+    is standard output."""
+    from mlmkit.errors import InvalidArgument
+    from mlmkit.models import prepare_mlm
+    from mlmkit.runtime.devices import prepare
+    from mlmkit.runtime.output import check_output_path
+    from mlmkit.runtime.progress import console
     from mlmkit.scoring import read_nbest, rescore
     from mlmkit.scoring.nbest import write_nbest_json, write_one_best
+    from mlmkit.scoring.rescore import check_weight
+    from mlmkit.scoring.text_scores import check_score_options
 
-    utterances = read_nbest(nbest, refs)
-    mlm = load_mlm(model, device=device)
-    result = rescore(mlm, utterances, weight, normalize=normalize, metric=metric,
-                     tune_weight=tune_weight, precision=precision, batch_tokens=batch_tokens,
-                     progress=True)
+    unk = "skip" if skip_unk else "score"
+    check_weight("weight", weight)
+    check_score_options(metric, unk, 1, batch_tokens)
+    if output == "-" and one_best == "-":
+        raise InvalidArgument("-o - and --one-best - both write standard output: send one of "
+                              "them to a file")
+    inputs = [nbest, refs]
+    for path, what in ((output, "-o/--output"), (one_best, "--one-best")):
+        check_output_path(path, inputs=inputs, what=what)
+    if output is not None and output == one_best and output != "-":
+        raise InvalidArgument(f"-o and --one-best are both {output!r}: give two paths")
+    seed_everything(seed)
+    prepare(device, precision, threads)  # a bad device, precision or thread count: now
+    utterances = read_nbest(nbest, refs, encoding=encoding, errors=encoding_errors)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads,
+                                 allow_untrained_head=allow_untrained_head)
+    result = rescore(mlm, utterances, weight=weight, normalize=normalize, metric=metric,
+                     tune_weight=tune_weight, unk=unk, precision=precision,
+                     batch_tokens=batch_tokens)
     if output:
-        write_nbest_json(output, result.utterances)
+        write_nbest_json(output, result.utterances, inputs=inputs)
     if one_best:
-        write_one_best(one_best, result.best)
+        write_one_best(one_best, result.best, inputs=inputs)
+    stdout_taken = "-" in (output, one_best)
     if as_json:
-        typer.echo(json.dumps(result.to_dict()))
+        text = result.to_json()
+        if stdout_taken:
+            from mlmkit.runtime.progress import status
+
+            status(text)
+        else:
+            print(text, flush=True)
         return
-    table = Table(title=f"n-best rescoring of {nbest}")
+    from rich.table import Table
+
+    table = Table(title=f"n-best rescoring of {'standard input' if nbest == '-' else nbest}")
     table.add_column("")
     table.add_column("value", justify="right")
     table.add_row("utterances", str(len(result.utterances)))
@@ -60,13 +104,13 @@ def rescore_command(
         split = " (test half)" if tune_weight else ""
         table.add_row(f"WER before{split}", f"{100 * result.wer_before:.2f}%")
         table.add_row(f"WER after{split}", f"{100 * result.wer_after:.2f}%")
-    Console().print(table)
+    if stdout_taken:
+        console().print(table)
+    else:
+        from rich.console import Console
+
+        Console(highlight=False, soft_wrap=True).print(table)
 
 
 def register(app: typer.Typer) -> None:
-    app.command(
-        "rescore",
-        help="Rescore ASR/MT n-best lists with a masked LM (Salazar et al. 2020): writes the "
-        "rescored n-best and the 1-best, and reports WER before/after when references "
-        "are present." + EXAMPLE,
-    )(rescore_command)
+    app.command("rescore", short_help=SHORT_HELP, epilog=EXAMPLE)(rescore_command)

@@ -1,83 +1,127 @@
-"""`mlmkit score`: pseudo-log-likelihoods of a file of texts, streamed to jsonl."""
+"""`mlmkit score`: pseudo-log-likelihoods of a file of texts, streamed to JSON lines."""
 
 from __future__ import annotations
 
-import warnings
-from pathlib import Path
-
 import typer
-from rich.console import Console
 
+from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, OUTPUT, PRECISION, SEED, THREADS
+
+SHORT_HELP = "Score texts with a masked LM: PLL, PLL-word-l2r, pseudo-perplexity."
 EXAMPLE = """
-Example:
+Examples:
 
   mlmkit score ./tiny-bert sentences.txt -o scores.jsonl --metric pll_word_l2r --per-word
 
-Under torchrun the lines are split across ranks and merged back in order:
+  mlmkit score ./tiny-bert - < sentences.txt | head -n 3
+
+A killed run resumes where it stopped when started again with the same input and flags
+(--no-resume starts over). Under torchrun the lines are split across ranks and merged back
+in order:
 
   torchrun --standalone --nproc_per_node 2 -m mlmkit score ./tiny-bert sentences.txt -o scores.jsonl
 """
 
+# Input decoding options, shared by the commands that read text files of their own.
+ENCODING = typer.Option("utf-8", "--encoding", help="Text encoding of the input file.")
+ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", help="strict (stop at the "
+                               "first undecodable byte), replace or ignore.")
+
+
+def seed_everything(seed: int) -> None:
+    """Commands that draw nothing at random still fix torch's generator with --seed."""
+    import torch
+
+    from mlmkit.runtime import checks
+
+    checks.count("seed", seed, 0, 2**63 - 1)
+    torch.manual_seed(seed)
+
 
 def score_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    input_file: Path = typer.Argument(..., help="A text per line, or jsonl (see --field)."),
-    output: Path = typer.Option(..., "-o", "--output", help="Where to write the jsonl scores."),
-    field: str = typer.Option(None, help="jsonl input: the field holding the text."),
+    input_file: str = typer.Argument(..., help="A text per line, JSONL (see --field) or "
+                                     "TSV/CSV with a header; - reads standard input."),
+    output: str = OUTPUT,
+    field: str = typer.Option(None, help="JSONL/TSV/CSV input: the field holding the text "
+                              "(default: text)."),
     metric: str = typer.Option("pll", help="pll or pll_word_l2r."),
     per_token: bool = typer.Option(False, "--per-token", help="Add each token's score."),
     per_word: bool = typer.Option(False, "--per-word", help="Add each word's score."),
-    precision: str = typer.Option("fp32", help="fp32 or bf16 (autocast)."),
-    batch_tokens: int = typer.Option(None, "--batch-tokens",
-                                     help="Padded tokens per batch (default: fits ~2 GB)."),
+    skip_unk: bool = typer.Option(False, "--skip-unk", help="Leave [UNK] tokens out of the "
+                                  "PLL (mlmkit 0.1); by default they are masked and scored "
+                                  "as minicons does, and counted in n_unk."),
     stride: int = typer.Option(1, help="Long texts: windows start at multiples of this."),
-    chunk_texts: int = typer.Option(2048, "--chunk-texts", help="Texts read per chunk."),
-    device: str = typer.Option("auto", help="cpu, cuda, ... (auto: cuda when available)."),
+    chunk_texts: int = typer.Option(2048, "--chunk-texts", help="Texts read and written per "
+                                    "chunk (the unit a killed run resumes from)."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the partial "
+                                "output of a killed run with the same input and flags."),
+    encoding: str = ENCODING,
+    encoding_errors: str = ENCODING_ERRORS,
+    allow_untrained_head: bool = typer.Option(False, "--allow-untrained-head", help="Score "
+                                              "with a checkpoint whose MLM head is random "
+                                              "(its scores are noise)."),
+    device: str = DEVICE,
+    precision: str = PRECISION,
+    threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS,
+    seed: int = SEED,
+    as_json: bool = JSON,
 ) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    """Score texts with a masked LM: sentence PLL (or PLL-word-l2r), pseudo-perplexity,
+    optional token and word scores with character offsets, one JSON record per input line.
+    Streams any file size; long texts use sliding windows; empty lines get a null score."""
+    import warnings
 
     from mlmkit.models import load_mlm
-    from mlmkit.scoring.distributed import current_shard, device_for, finish
-    from mlmkit.scoring.stream import count_lines, read_texts, score_file
+    from mlmkit.runtime import distributed
+    from mlmkit.runtime.devices import resolve_precision, set_threads
+    from mlmkit.runtime.output import check_output_path
+    from mlmkit.runtime.progress import status, warn
+    from mlmkit.runtime.records import check_input_file
+    from mlmkit.runtime.results import dumps
+    from mlmkit.scoring.stream import score_file
+    from mlmkit.scoring.text_scores import check_score_options
 
-    if not input_file.is_file():
-        next(read_texts(input_file, field), None)  # raises the named error
-    shard = current_shard()
+    unk = "skip" if skip_unk else "score"
+    check_score_options(metric, unk, stride, batch_tokens)
+    check_input_file(input_file)
+    check_output_path(output, inputs=[input_file])
+    set_threads(threads)
+    seed_everything(seed)
+    group, rank_device = distributed.init(device)
+    resolve_precision(precision, rank_device)
     try:
-        mlm = load_mlm(model, device=device_for(shard, device))
-        total = count_lines(input_file)
-        err = Console(stderr=True)
-        columns = (TextColumn("scoring"), BarColumn(), MofNCompleteColumn(),
-                   TextColumn("{task.fields[rate]} texts/s"))
-        with Progress(*columns, console=err, transient=True,
-                      disable=not shard.is_main) as bar:
-            task = bar.add_task("score", total=-(-total // shard.world), rate="-")
-
-            def advance(done: int) -> None:
-                elapsed = bar.tasks[0].elapsed or 1e-9
-                bar.update(task, completed=done, rate=f"{done / elapsed:,.1f}")
-
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
-                summary = score_file(
-                    mlm, input_file, output, field=field, metric=metric, per_token=per_token,
-                    per_word=per_word, batch_tokens=batch_tokens, precision=precision,
-                    stride=stride, chunk_texts=chunk_texts, shard=shard, on_progress=advance,
-                )
+        mlm = load_mlm(model, device=rank_device, allow_untrained_head=allow_untrained_head)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            summary = score_file(
+                mlm, input_file, output, field=field, metric=metric, per_token=per_token,
+                per_word=per_word, unk=unk, stride=stride, chunk_texts=chunk_texts,
+                resume=resume, encoding=encoding, encoding_errors=encoding_errors,
+                batch_tokens=batch_tokens, precision=precision, threads=threads, group=group,
+            )
+        if not group.is_main:
+            return
         for warning in caught:
-            err.print(f"[yellow]warning: {warning.message}[/yellow]")
-        if shard.is_main:
-            err.print(f"scored {total} line(s) of {input_file} → {output} "
-                      f"({summary.texts_per_second:,.1f} texts/s"
-                      + (f" per rank, {shard.world} ranks" if shard.world > 1 else "") + ")")
+            warn(str(warning.message))
+        if as_json:
+            line = dumps({**summary.to_dict(), "texts_per_second": summary.texts_per_second,
+                          "ranks": group.world})
+            if output == "-":
+                status(line)  # standard output holds the records
+            else:
+                print(line, flush=True)
+            return
+        source = "standard input" if input_file == "-" else input_file
+        target = "standard output" if output == "-" else output
+        resumed = (f", {summary.resumed_lines} line(s) resumed from a partial output"
+                   if summary.resumed_lines else "")
+        status(f"scored {summary.texts} line(s) of {source} → {target} "
+               f"({summary.texts_per_second:,.1f} texts/s"
+               + (f", {group.world} ranks" if group.world > 1 else "") + f"{resumed})")
     finally:
-        finish(shard)
+        group.finish()
 
 
 def register(app: typer.Typer) -> None:
-    app.command(
-        "score",
-        help="Score texts with a masked LM: sentence PLL (or PLL-word-l2r), pseudo-perplexity, "
-        "optional token and word scores with character offsets. Streams any file size; long "
-        "texts use sliding windows; empty lines get a null score." + EXAMPLE,
-    )(score_command)
+    app.command("score", short_help=SHORT_HELP, epilog=EXAMPLE)(score_command)

@@ -165,13 +165,14 @@ def _check_trained(name: str, model, info: dict, allow_untrained_head: bool) -> 
 
 
 def load_mlm(
-    name_or_path: str | Path,
+    model: str | Path,
     device: str | torch.device | None = "auto",
     dtype: str | torch.dtype | None = None,
     *,
     allow_untrained_head: bool = False,
 ) -> MLM:
-    """Load a masked LM and its tokenizer (`bert-base-uncased`, `./runs/x/final`, ...).
+    """Load a masked LM and its tokenizer: `model` is a hub name or a directory
+    (`bert-base-uncased`, `./runs/x/final`, ...).
 
     Errors (`mlmkit.errors.ModelError`, `DeviceError`, `PathError`) name what is wrong: a
     missing path, a device this machine lacks, a checkpoint that is not a masked LM (with
@@ -183,7 +184,7 @@ def load_mlm(
     from mlmkit.runtime.devices import resolve_device as resolve
 
     target = resolve(device)
-    name = str(name_or_path)
+    name = str(model)
     path = Path(name).expanduser()
     looks_local = path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
     if looks_local and not path.exists():
@@ -213,16 +214,16 @@ def load_mlm(
         kwargs["dtype"] = resolve_dtype(dtype)
     try:
         with _quiet_loading():
-            model, info = transformers.AutoModelForMaskedLM.from_pretrained(
+            net, info = transformers.AutoModelForMaskedLM.from_pretrained(
                 name, config=config, output_loading_info=True, **kwargs)
     except Exception as error:  # noqa: BLE001 - safetensors, pickle, torch and OS errors
         files = _weight_files(path)
         where = ", ".join(repr(str(f)) for f in files) if files else f"the weights of {name!r}"
         raise ModelError(f"cannot read {where} ({_first_line(error)}): the file is damaged or "
                          "truncated; re-download or re-export the model") from error
-    _check_trained(name, model, info, allow_untrained_head)
-    model.to(target).eval()
-    return MLM(model=model, tokenizer=tokenizer, name=str(name_or_path))
+    _check_trained(name, net, info, allow_untrained_head)
+    net.to(target).eval()
+    return MLM(model=net, tokenizer=tokenizer, name=str(model))
 
 
 def _check_head(model, name: str) -> None:
@@ -232,7 +233,8 @@ def _check_head(model, name: str) -> None:
                          "(AutoModelForMaskedLM), not an encoder or a discriminator")
 
 
-def as_mlm(model, tokenizer=None, *, device=None, **load_kwargs) -> MLM:
+def as_mlm(model, tokenizer=None, *, device=None, dtype=None,
+           allow_untrained_head: bool = False) -> MLM:
     """Accept an `MLM`, a name or path (loaded with `load_mlm`), or a model with its tokenizer.
 
     `device` (None: where it is; 'auto' or a name) loads a name there, and moves a given
@@ -241,7 +243,8 @@ def as_mlm(model, tokenizer=None, *, device=None, **load_kwargs) -> MLM:
     if isinstance(model, MLM):
         mlm = model
     elif isinstance(model, (str, Path)):
-        return load_mlm(model, device=device if device is not None else "auto", **load_kwargs)
+        return load_mlm(model, device=device if device is not None else "auto", dtype=dtype,
+                        allow_untrained_head=allow_untrained_head)
     else:
         if isinstance(model, tuple) and len(model) == 2:
             model, tokenizer = model
@@ -265,7 +268,7 @@ def as_mlm(model, tokenizer=None, *, device=None, **load_kwargs) -> MLM:
 
 
 def prepare_mlm(model, *, device=None, precision: str | None = "auto", threads=None,
-                tokenizer=None, **load_kwargs) -> tuple[MLM, str]:
+                tokenizer=None, allow_untrained_head: bool = False) -> tuple[MLM, str]:
     """What an inference entry point does first: (MLM, resolved precision).
 
     Resolves the device (a `DeviceError` listing this machine's devices), loads or moves
@@ -279,5 +282,5 @@ def prepare_mlm(model, *, device=None, precision: str | None = "auto", threads=N
         resolve(device)
     resolve_precision(precision, torch.device("cpu"))  # a bad name fails before the load
     set_threads(threads)
-    mlm = as_mlm(model, tokenizer, device=device, **load_kwargs)
+    mlm = as_mlm(model, tokenizer, device=device, allow_untrained_head=allow_untrained_head)
     return mlm, resolve_precision(precision, mlm.device, "inference")

@@ -1,16 +1,24 @@
 """Scoring text with a masked LM: PLL, PLL-word-l2r, pseudo-perplexity, rescoring, minimal pairs.
 
-`score` turns texts into sentence scores (with token and word breakdowns); `rescore`
-reranks n-best lists; `evaluate_pairs` runs minimal-pair benchmarks such as BLiMP; all
-of them run on `mlmkit.scoring.engine.score_token_ids`.
+`score` turns texts into sentence scores (with token and word breakdowns); `score_file`
+streams a file of texts to JSON lines (resumable); `rescore` reranks n-best lists;
+`evaluate_pairs` runs minimal-pair benchmarks such as BLiMP; all of them run on
+`mlmkit.scoring.engine.score_token_ids`, which batches through `mlmkit.runtime.batching`.
 """
 
 from mlmkit.scoring.engine import score_token_ids
-from mlmkit.scoring.minimal_pairs import evaluate_pairs, read_pairs
-from mlmkit.scoring.nbest import read_nbest
+from mlmkit.scoring.minimal_pairs import (
+    MinimalPair,
+    MinimalPairResult,
+    evaluate_pairs,
+    read_pairs,
+)
+from mlmkit.scoring.nbest import Hypothesis, Utterance, read_nbest
 from mlmkit.scoring.rescore import RescoreResult, rescore
 from mlmkit.scoring.results import TextScore, TokenScore, WordScore
+from mlmkit.scoring.stream import FileSummary, score_file
 from mlmkit.scoring.text_scores import score
 
-__all__ = ["RescoreResult", "TextScore", "TokenScore", "WordScore", "evaluate_pairs",
-           "read_nbest", "read_pairs", "rescore", "score", "score_token_ids"]
+__all__ = ["FileSummary", "Hypothesis", "MinimalPair", "MinimalPairResult", "RescoreResult",
+           "TextScore", "TokenScore", "Utterance", "WordScore", "evaluate_pairs",
+           "read_nbest", "read_pairs", "rescore", "score", "score_file", "score_token_ids"]

@@ -71,8 +71,23 @@ def _target_log_prob(batch, log_probs):
     return pick(log_probs, batch.extra["targets"])
 
 
+UNK_MODES = ("score", "skip")
+
+
+def unscored_ids(tokenizer, unk: str = "score") -> np.ndarray:
+    """Token ids never scored: the special tokens ([CLS], [SEP], [PAD], ...), and [UNK] only
+    with `unk="skip"`. minicons and Salazar et al. mask and score [UNK] like any token."""
+    from mlmkit.runtime.checks import choice
+
+    choice("unk", unk, UNK_MODES)
+    ids = set(tokenizer.all_special_ids)
+    if unk == "score" and tokenizer.unk_token_id is not None:
+        ids.discard(tokenizer.unk_token_id)
+    return np.array(sorted(ids), dtype=np.int64)
+
+
 def score_token_ids(
-    mlm,
+    model,
     token_ids: list[list[int]],
     targets: list[list[int]] | None = None,
     *,
@@ -83,11 +98,13 @@ def score_token_ids(
     progress: bool | None = False,
     max_length: int | None = None,
     stride: int = 1,
+    unk: str = "score",
 ) -> list[np.ndarray]:
     """float64 log P(token | masked context) for each target of each sequence.
 
     `token_ids` are full sequences with their special tokens; `targets` the positions to
-    score in each (None: every non-special position). `metric="pll"` masks each target
+    score in each (None: every position but the special tokens; [UNK] is scored, as in
+    minicons, unless `unk="skip"`). `metric="pll"` masks each target
     alone (Salazar et al. 2020); `"pll_word_l2r"` also masks the later subwords of the
     target's word (Kauf & Ivanova 2023; needs `word_ids`). Sequences longer than
     `max_length` (default: the model's) are scored in windows starting at multiples of
@@ -95,12 +112,12 @@ def score_token_ids(
     sequence, in the order of its targets. Batching (token budget, length buckets,
     precision, progress) is `mlmkit.runtime.batching.run_jobs`.
     """
-    mlm = as_mlm(mlm)
+    mlm = as_mlm(model)
     tokenizer = mlm.tokenizer
     if tokenizer.mask_token_id is None:
         raise MlmkitError(f"the tokenizer of {mlm.name!r} has no mask token: PLL needs one")
     sequences = [np.asarray(ids, dtype=np.int64).reshape(-1) for ids in token_ids]
-    special_ids = np.array(sorted(set(tokenizer.all_special_ids)), dtype=np.int64)
+    special_ids = unscored_ids(tokenizer, unk)
     if targets is None:
         chosen = [np.nonzero(~np.isin(ids, special_ids))[0] for ids in sequences]
     else:

@@ -7,13 +7,15 @@ sentence of every pair is scored in one engine run.
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.errors import MlmkitError
-from mlmkit.scoring.text_scores import score
+from mlmkit.errors import InvalidArgument, InvalidData, PathError
+from mlmkit.runtime import checks
+from mlmkit.runtime.records import display_name, read_json_objects
+from mlmkit.runtime.results import Result, jsonable
+from mlmkit.scoring.text_scores import check_score_options, score
 
 
 @dataclass
@@ -25,7 +27,7 @@ class MinimalPair:
 
 
 @dataclass
-class MinimalPairResult:
+class MinimalPairResult(Result):
     """Accuracies per paradigm, per field and overall (a pair is right when good > bad)."""
 
     overall: float
@@ -35,57 +37,72 @@ class MinimalPairResult:
     metric: str
 
     def to_dict(self) -> dict:
-        return {"metric": self.metric, "overall": self.overall, "n_pairs": self.n_pairs,
-                "by_field": self.by_field, "by_paradigm": self.by_paradigm}
+        return jsonable({"metric": self.metric, "overall": self.overall,
+                         "n_pairs": self.n_pairs, "by_field": self.by_field,
+                         "by_paradigm": self.by_paradigm})
 
 
-def read_pairs(path: str | Path, limit: int | None = None,
-               paradigms: list[str] | None = None) -> list[MinimalPair]:
-    """Pairs from a jsonl file or every `*.jsonl` in a folder; `limit` pairs per paradigm."""
-    path = Path(path)
-    if not path.exists():
-        raise MlmkitError(f"minimal-pair data {str(path)!r} does not exist: pass a jsonl file "
-                          "or a folder of them (e.g. ../shared/data/blimp)")
-    files = sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+def read_pairs(path, limit: int | None = None, paradigms: list[str] | None = None, *,
+               encoding: str = "utf-8", errors: str = "strict") -> list[MinimalPair]:
+    """Pairs from a jsonl file (`-`: standard input) or every `*.jsonl` in a folder;
+    at most `limit` pairs per paradigm."""
+    if limit is not None:
+        limit = checks.count("limit", limit, 1)
+    path = Path(path) if str(path) != "-" else "-"
+    if path != "-" and not path.exists():
+        raise PathError(f"minimal-pair data {str(path)!r} does not exist: pass a jsonl file "
+                        "or a folder of them (e.g. ../shared/data/blimp)")
+    files = sorted(path.glob("*.jsonl")) if path != "-" and path.is_dir() else [path]
     if not files:
-        raise MlmkitError(f"{path} holds no *.jsonl files")
+        raise PathError(f"{str(path)!r} holds no *.jsonl files: pass a jsonl file or a folder "
+                        "of them")
+    is_folder = path != "-" and path.is_dir()
     wanted = set(paradigms) if paradigms else None
     pairs, counts = [], defaultdict(int)
     for file in files:
-        if wanted is not None and file.stem not in wanted and path.is_dir():
+        stem = "-" if file == "-" else file.stem
+        if wanted is not None and stem not in wanted and is_folder:
             continue
-        with file.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    good, bad = row["sentence_good"], row["sentence_bad"]
-                except json.JSONDecodeError as error:
-                    raise MlmkitError(f"{file}, line {number}: invalid JSON ({error.msg})") from error
-                except (KeyError, TypeError) as error:
-                    raise MlmkitError(f"{file}, line {number}: needs 'sentence_good' and "
-                                      "'sentence_bad'") from error
-                paradigm = str(row.get("UID", file.stem))
-                if wanted is not None and paradigm not in wanted:
-                    continue
-                if limit is not None and counts[paradigm] >= limit:
-                    continue
-                counts[paradigm] += 1
-                pairs.append(MinimalPair(good, bad, paradigm, str(row.get("field", "-"))))
+        for number, row in read_json_objects(file, encoding, errors, what="minimal-pair"):
+            good, bad = row.get("sentence_good"), row.get("sentence_bad")
+            if not isinstance(good, str) or not isinstance(bad, str):
+                raise InvalidData(f"{display_name(file)} line {number}: needs the text fields "
+                                  "'sentence_good' and 'sentence_bad'")
+            paradigm = str(row.get("UID", stem))
+            if wanted is not None and paradigm not in wanted:
+                continue
+            if limit is not None and counts[paradigm] >= limit:
+                continue
+            counts[paradigm] += 1
+            pairs.append(MinimalPair(good, bad, paradigm, str(row.get("field", "-"))))
     if not pairs:
-        raise MlmkitError(f"no minimal pairs found in {path}"
+        raise InvalidData(f"no minimal pairs found in {display_name(path)}"
                           + (f" for paradigms {sorted(wanted)}" if wanted else ""))
     return pairs
 
 
-def evaluate_pairs(model, pairs: list[MinimalPair], metric: str = "pll", *,
-                   batch_tokens: int | None = None, precision: str = "fp32",
-                   progress: bool = False) -> MinimalPairResult:
-    """Score both sentences of every pair and count how often the good one wins."""
+def evaluate_pairs(
+    model,
+    pairs: list[MinimalPair],
+    *,
+    metric: str = "pll",
+    unk: str = "score",
+    batch_tokens: int | None = None,
+    precision: str = "auto",
+    device: str | None = None,
+    threads: int | None = None,
+    progress: bool | None = None,
+) -> MinimalPairResult:
+    """Score both sentences of every pair (`read_pairs`) and count how often the good one
+    wins (strictly). The keywords: as `mlmkit.score`."""
+    check_score_options(metric, unk, 1, batch_tokens)
+    if not isinstance(pairs, (list, tuple)) or not pairs:
+        raise InvalidData("no minimal pairs to evaluate: read them with read_pairs()")
+    if not all(isinstance(p, MinimalPair) for p in pairs):
+        raise InvalidArgument("pairs must be MinimalPair items, as read_pairs() returns")
     unique = list(dict.fromkeys(s for p in pairs for s in (p.good, p.bad)))
-    results = score(model, unique, metric=metric, batch_tokens=batch_tokens,
-                    precision=precision, progress=progress)
+    results = score(model, unique, metric=metric, unk=unk, batch_tokens=batch_tokens,
+                    precision=precision, device=device, threads=threads, progress=progress)
     pll = {text: r.pll for text, r in zip(unique, results, strict=True)}
     right_p, total_p, right_f, total_f, field_of = (defaultdict(int), defaultdict(int),
                                                      defaultdict(int), defaultdict(int), {})

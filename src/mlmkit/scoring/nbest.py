@@ -8,11 +8,13 @@ for TSV come from an optional `utt_id<TAB>text` file. Errors name the file and l
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from mlmkit.cache import atomic_write_text
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidData
+from mlmkit.runtime.output import write_text
+from mlmkit.runtime.records import check_input_file, decoded_lines, display_name, read_lines
+from mlmkit.runtime.results import jsonable
 
 
 @dataclass
@@ -36,95 +38,111 @@ class Utterance:
     reference: str | None = None
 
 
-def _read_json(path: Path) -> list[Utterance]:
-    text = path.read_text(encoding="utf-8")
+def _am_score(value, where: str) -> float:
+    try:
+        am = float(value)
+    except (TypeError, ValueError) as error:
+        raise InvalidData(f"{where} has a non-numeric score {value!r}") from error
+    if not math.isfinite(am):
+        raise InvalidData(f"{where} has the score {value!r}: scores must be finite numbers")
+    return am
+
+
+def _read_json(path, text: str) -> list[Utterance]:
+    path = display_name(path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as error:
-        raise MlmkitError(f"{path}: invalid JSON at line {error.lineno}, column {error.colno}: "
+        raise InvalidData(f"{path}: invalid JSON at line {error.lineno}, column {error.colno}: "
                           f"{error.msg}; fix the file or pass a TSV n-best list") from error
+    except RecursionError:
+        raise InvalidData(f"{path}: JSON nested too deeply; an n-best file is "
+                          "{utt: {hyp_1: {text, score}, ...}}") from None
     if isinstance(data, dict) and isinstance(data.get("utts"), dict):
         data = data["utts"]
     if not isinstance(data, dict):
-        raise MlmkitError(f"{path}: expected an object {{utt: {{hyp_1: ..., ref: ...}}}}")
+        raise InvalidData(f"{path}: expected an object {{utt: {{hyp_1: ..., ref: ...}}}}")
     utterances = []
     for utt_id, entry in data.items():
         if not isinstance(entry, dict):
-            raise MlmkitError(f"{path}: utterance {utt_id!r} is not an object of hypotheses")
-        utt = Utterance(str(utt_id), reference=entry.get("ref"))
+            raise InvalidData(f"{path}: utterance {utt_id!r} is not an object of hypotheses")
+        reference = entry.get("ref")
+        if reference is not None and not isinstance(reference, str):
+            raise InvalidData(f"{path}: the 'ref' of {utt_id!r} is not text")
+        utt = Utterance(str(utt_id), reference=reference)
         for name, hyp in entry.items():
             if name == "ref":
                 continue
             if not isinstance(hyp, dict) or "text" not in hyp or "score" not in hyp:
-                raise MlmkitError(f"{path}: {utt_id!r}/{name!r} needs 'text' and 'score'")
-            try:
-                am = float(hyp["score"])
-            except (TypeError, ValueError) as error:
-                raise MlmkitError(f"{path}: {utt_id!r}/{name!r} has a non-numeric score "
-                                  f"{hyp['score']!r}") from error
-            utt.hypotheses.append(Hypothesis(str(name), str(hyp["text"]), am))
+                raise InvalidData(f"{path}: {utt_id!r}/{name!r} needs 'text' and 'score'")
+            if not isinstance(hyp["text"], str):
+                raise InvalidData(f"{path}: the 'text' of {utt_id!r}/{name!r} is not text")
+            am = _am_score(hyp["score"], f"{path}: {utt_id!r}/{name!r}")
+            utt.hypotheses.append(Hypothesis(str(name), hyp["text"], am))
         if not utt.hypotheses:
-            raise MlmkitError(f"{path}: utterance {utt_id!r} has no hypotheses")
+            raise InvalidData(f"{path}: utterance {utt_id!r} has no hypotheses")
         utterances.append(utt)
     return utterances
 
 
-def _read_tsv(path: Path) -> list[Utterance]:
+def _read_tsv(path, lines) -> list[Utterance]:
     by_id: dict[str, Utterance] = {}
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.rstrip("\n")
-            if not line.strip():
-                continue
-            parts = line.split("\t")
-            if len(parts) != 3:
-                raise MlmkitError(f"{path}, line {number}: expected utt_id<TAB>am_score<TAB>text, "
-                                  f"found {len(parts)} field(s)")
-            try:
-                am = float(parts[1])
-            except ValueError as error:
-                raise MlmkitError(f"{path}, line {number}: am_score {parts[1]!r} is not a "
-                                  "number") from error
-            utt = by_id.setdefault(parts[0], Utterance(parts[0]))
-            utt.hypotheses.append(Hypothesis(f"hyp_{len(utt.hypotheses) + 1}", parts[2], am))
+    for number, line in lines:
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) != 3:
+            raise InvalidData(f"{display_name(path)} line {number}: expected "
+                              f"utt_id<TAB>am_score<TAB>text, found {len(parts)} field(s)")
+        am = _am_score(parts[1], f"{display_name(path)} line {number}")
+        utt = by_id.setdefault(parts[0], Utterance(parts[0]))
+        utt.hypotheses.append(Hypothesis(f"hyp_{len(utt.hypotheses) + 1}", parts[2], am))
     return list(by_id.values())
 
 
-def read_references(path: str | Path) -> dict[str, str]:
+def read_references(path, encoding: str = "utf-8",
+                    errors: str = "strict") -> dict[str, str]:
     """`utt_id<TAB>reference text` per line."""
-    path = Path(path)
-    if not path.is_file():
-        raise MlmkitError(f"references file {str(path)!r} does not exist")
+    check_input_file(path, "references file")
     refs = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in read_lines(path, encoding, errors):
         if not line.strip():
             continue
         utt_id, tab, text = line.partition("\t")
         if not tab:
-            raise MlmkitError(f"{path}, line {number}: expected utt_id<TAB>reference")
+            raise InvalidData(f"{display_name(path)} line {number}: expected "
+                              "utt_id<TAB>reference")
         refs[utt_id] = text
     return refs
 
 
-def read_nbest(path: str | Path, references: str | Path | None = None) -> list[Utterance]:
-    """Read an n-best file (JSON by its content, else TSV), with optional references."""
-    path = Path(path)
-    if not path.is_file():
-        raise MlmkitError(f"n-best file {str(path)!r} does not exist")
-    with path.open(encoding="utf-8") as handle:
-        head = handle.read(4096).lstrip()
-    utterances = _read_json(path) if head.startswith("{") else _read_tsv(path)
-    if not utterances:
-        raise MlmkitError(f"{path}: no hypotheses found")
+def read_nbest(path, references=None, *, encoding: str = "utf-8",
+               errors: str = "strict") -> list[Utterance]:
+    """Read an n-best file (JSON by its content, else TSV; `-` is standard input), with
+    optional references (`utt_id<TAB>text` per line)."""
+    check_input_file(path, "n-best file")
     if references is not None:
-        refs = read_references(references)
+        check_input_file(references, "references file")
+    lines = [(n, line.rstrip("\n").rstrip("\r")) for n, line in
+             decoded_lines(path, encoding, errors)]
+    first = next((line for _, line in lines if line.strip()), "")
+    if first.lstrip().startswith("{"):
+        utterances = _read_json(path, "\n".join(line for _, line in lines))
+    else:
+        utterances = _read_tsv(path, lines)
+    if not utterances:
+        raise InvalidData(f"{display_name(path)}: no hypotheses found; an n-best file is "
+                          "ESPnet-style JSON or utt_id<TAB>am_score<TAB>text lines")
+    if references is not None:
+        refs = read_references(references, encoding, errors)
         for utt in utterances:
             utt.reference = refs.get(utt.utt_id, utt.reference)
     return utterances
 
 
-def write_nbest_json(path: str | Path, utterances: list[Utterance]) -> None:
-    """The rescored n-best, hypotheses best first, in ESPnet-style JSON (atomic write)."""
+def write_nbest_json(path, utterances: list[Utterance], inputs=()) -> None:
+    """The rescored n-best, hypotheses best first, in ESPnet-style JSON (atomic write;
+    `-` is standard output)."""
     out = {}
     for utt in utterances:
         ranked = sorted(utt.hypotheses, key=lambda h: -(h.combined if h.combined is not None
@@ -135,9 +153,11 @@ def write_nbest_json(path: str | Path, utterances: list[Utterance]) -> None:
         if utt.reference is not None:
             entry["ref"] = utt.reference
         out[utt.utt_id] = entry
-    atomic_write_text(path, json.dumps(out, indent=1, ensure_ascii=False) + "\n")
+    write_text(path, json.dumps(jsonable(out), indent=1, ensure_ascii=False, allow_nan=False)
+               + "\n", inputs=inputs, what="rescored n-best output")
 
 
-def write_one_best(path: str | Path, best: dict[str, str]) -> None:
+def write_one_best(path, best: dict[str, str], inputs=()) -> None:
     """`utt_id<TAB>text` of the chosen hypothesis per utterance (atomic write)."""
-    atomic_write_text(path, "".join(f"{u}\t{t}\n" for u, t in best.items()))
+    write_text(path, "".join(f"{u}\t{t}\n" for u, t in best.items()), inputs=inputs,
+               what="--one-best output")

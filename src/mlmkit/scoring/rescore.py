@@ -10,16 +10,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument, InvalidData
+from mlmkit.runtime import checks
+from mlmkit.runtime.results import Result, jsonable
 from mlmkit.scoring.nbest import Utterance
-from mlmkit.scoring.text_scores import score
+from mlmkit.scoring.text_scores import check_score_options, score
 from mlmkit.scoring.wer import word_error_rate
 
 DEFAULT_WEIGHT_GRID = tuple(np.round(np.linspace(0.0, 2.0, 41), 3))
 
 
 @dataclass
-class RescoreResult:
+class RescoreResult(Result):
     """The rescored utterances, the 1-best per utterance, and WERs when references exist."""
 
     utterances: list[Utterance]
@@ -31,10 +33,11 @@ class RescoreResult:
     tuned_on_dev: dict[float, float] | None = None  # weight -> dev WER
 
     def to_dict(self) -> dict:
-        return {"weight": self.weight, "wer_before": self.wer_before,
-                "wer_after": self.wer_after, "n_utterances": len(self.utterances),
-                "dev_utterances": len(self.dev_utterances),
-                "tuned_on_dev": self.tuned_on_dev}
+        """The summary (weight, WERs, counts); the rescored lists are `utterances`."""
+        return jsonable({"weight": self.weight, "wer_before": self.wer_before,
+                         "wer_after": self.wer_after, "n_utterances": len(self.utterances),
+                         "dev_utterances": len(self.dev_utterances),
+                         "tuned_on_dev": self.tuned_on_dev})
 
 
 def _lm_term(h, normalize: bool) -> float:
@@ -56,31 +59,61 @@ def _wer(utterances: list[Utterance], best: dict[str, str]) -> float:
     return word_error_rate([u.reference for u in utterances], [best[u.utt_id] for u in utterances])
 
 
+MAX_WEIGHT = 1e6
+
+
+def check_weight(name: str, value) -> float:
+    """A finite LM weight in [-1e6, 1e6] (a NaN would write invalid JSON and pick at random)."""
+    checks.finite(name, value)
+    if abs(value) > MAX_WEIGHT:
+        raise InvalidArgument(f"{name}={value!r} (--{name.replace('_', '-')}) must be between "
+                              f"-{MAX_WEIGHT:g} and {MAX_WEIGHT:g}")
+    return float(value)
+
+
 def rescore(
     model,
     utterances: list[Utterance],
-    weight: float = 0.3,
     *,
+    weight: float = 0.3,
     normalize: bool = False,
     metric: str = "pll",
     tune_weight: bool = False,
     weight_grid: tuple[float, ...] = DEFAULT_WEIGHT_GRID,
+    unk: str = "score",
     batch_tokens: int | None = None,
-    precision: str = "fp32",
-    progress: bool = False,
+    precision: str = "auto",
+    device: str | None = None,
+    threads: int | None = None,
+    progress: bool | None = None,
 ) -> RescoreResult:
-    """Rescore n-best lists with a masked LM's PLL.
+    """Rescore n-best lists (`read_nbest`) with a masked LM's PLL: am_score + weight × PLL.
 
     With `tune_weight`, the weight minimising WER on a dev split (every other utterance
     with a reference, in id order) is chosen from `weight_grid`; `wer_before` and
     `wer_after` are then reported on the remaining (test) utterances. `normalize` divides
-    each PLL by its number of tokens.
+    each PLL by its number of tokens. `unk` and the runtime keywords: as `mlmkit.score`.
     """
-    if not utterances:
-        raise MlmkitError("no utterances to rescore")
+    weight = check_weight("weight", weight)
+    grid = tuple(weight_grid)
+    if tune_weight and not grid:
+        raise InvalidArgument("weight_grid is empty: give the weights to try with tune_weight")
+    grid = tuple(check_weight("weight_grid", w) for w in grid)
+    check_score_options(metric, unk, 1, batch_tokens)
+    if not isinstance(utterances, (list, tuple)) or not utterances:
+        raise InvalidData("no utterances to rescore: read an n-best file with read_nbest()")
+    for utt in utterances:
+        if not isinstance(utt, Utterance):
+            raise InvalidArgument(f"utterances holds a {type(utt).__name__}: pass the "
+                                  "Utterance list read_nbest() returns")
+        for h in utt.hypotheses:
+            if not np.isfinite(h.am_score):
+                raise InvalidData(f"utterance {utt.utt_id!r}, {h.name}: am_score {h.am_score!r} "
+                                  "is not a finite number")
     hyps = [h for u in utterances for h in u.hypotheses]
-    results = score(model, [h.text for h in hyps], metric=metric, batch_tokens=batch_tokens,
-                    precision=precision, progress=progress)
+    results = score(model, [h.text for h in hyps], metric=metric, unk=unk,
+                    batch_tokens=batch_tokens, precision=precision, device=device,
+                    threads=threads, progress=progress)
     for h, r in zip(hyps, results, strict=True):
         h.pll, h.n_tokens = r.pll, r.n_tokens
     referenced = sorted((u for u in utterances if u.reference is not None),
@@ -88,10 +121,10 @@ def rescore(
     evaluated, dev, tuned = referenced, [], None
     if tune_weight:
         if len(referenced) < 2:
-            raise MlmkitError("--tune-weight needs references for at least 2 utterances "
+            raise InvalidData("--tune-weight needs references for at least 2 utterances "
                               "(a dev and a test split)")
         dev, evaluated = referenced[0::2], referenced[1::2]
-        tuned = {float(w): _wer(dev, choose(dev, float(w), normalize)) for w in weight_grid}
+        tuned = {float(w): _wer(dev, choose(dev, float(w), normalize)) for w in grid}
         weight = min(tuned, key=lambda w: (tuned[w], w))
     for h in hyps:
         h.combined = h.am_score + weight * _lm_term(h, normalize)

@@ -1,147 +1,307 @@
-"""Score a file of texts in constant memory: read a chunk, score it, append its jsonl lines.
+"""Score a file of texts in constant memory: read a chunk, score it, append its JSONL lines.
 
-Input is a text per line, or jsonl (`field` names the text). The output has one record
-per input line, in input order, empty lines included (with a null score). It is written
-to a temporary file renamed into place at the end, so a crash never leaves half a file.
-Under torchrun each rank scores its share of the lines (see `distributed`).
+Input is a text per line, JSONL (`field` names the text) or TSV/CSV, read by
+`mlmkit.runtime.records` (`-` is standard input). The output has one record per input
+line, in input order, empty lines included (with a null score); `-` is standard output.
+
+A file output is written progressively to `.NAME.<fingerprint>.partial` beside it and
+renamed into place when complete, so a crash never leaves half a file under the real
+name. The fingerprint covers the input file, the model's weights and tokenizer and every
+setting that changes a score; a run killed part-way (kill -9, power loss) resumes from the
+last complete chunk of its partial file when started again with the same input and
+settings, and ends with a file byte-identical to an uninterrupted run (chunks are scored
+exactly as they would have been). Partial files of other settings for the same output are
+removed at the start, so debris never blocks a rerun. Under torchrun each rank scores its
+share of the lines and rank 0 merges them (`scoring.distributed`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
 import time
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.errors import MlmkitError
-from mlmkit.scoring.distributed import Shard, barrier, merge_parts
+from mlmkit.errors import PathError
+from mlmkit.runtime import checks
+from mlmkit.runtime.output import check_output_path, fsync_directory
+from mlmkit.runtime.records import STDIN, check_input_file
+from mlmkit.runtime.records import read_texts as _read_texts
+from mlmkit.runtime.results import Result
 from mlmkit.scoring.results import TextScore
-from mlmkit.scoring.text_scores import score
+from mlmkit.scoring.text_scores import check_score_options, score
+
+FORMAT_VERSION = 1  # bump when the record layout changes: old partial files are not resumed
 
 
 @dataclass
-class FileSummary:
+class FileSummary(Result):
+    """What a file scoring run did."""
+
     texts: int
+    """Input lines (each has one output record)."""
     empty: int
     seconds: float
     first_empty_line: int | None = None
+    resumed_lines: int = 0
+    """Lines taken from the partial output of an earlier, interrupted run."""
+    output: str = "-"
 
     @property
     def texts_per_second(self) -> float:
         return self.texts / self.seconds if self.seconds > 0 else 0.0
 
 
-def read_texts(path: str | Path, field: str | None = None) -> Iterator[tuple[int, str]]:
-    """(line number, text) per line; jsonl when `field` is given or the file ends in .jsonl."""
-    path = Path(path)
-    if not path.is_file():
-        raise MlmkitError(f"input file {str(path)!r} does not exist")
-    as_json = field is not None or path.suffix == ".jsonl"
-    field = field or "text"
-    with path.open(encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.rstrip("\n").rstrip("\r")
-            if not as_json:
-                yield number, line
-                continue
-            if not line.strip():
-                yield number, ""
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise MlmkitError(f"{path}, line {number}: invalid JSON ({error.msg})") from error
-            if not isinstance(row, dict) or field not in row:
-                raise MlmkitError(f"{path}, line {number}: no field {field!r}; pass --field "
-                                  "with the name of the text field")
-            value = row[field]
-            if not isinstance(value, str):
-                raise MlmkitError(f"{path}, line {number}: field {field!r} is not a string")
-            yield number, value
+def read_texts(path, field: str | None = None, encoding: str = "utf-8",
+               errors: str = "strict"):
+    """(line number, text) per input line (`mlmkit.runtime.records.read_texts`)."""
+    return _read_texts(path, field, encoding, errors)
 
 
-def count_lines(path: str | Path) -> int:
+def count_lines(path) -> int:
     """Number of lines (a last line without a newline counts), read in constant memory."""
-    with Path(path).open("rb") as handle:
-        return sum(1 for _ in handle)
+    check_input_file(path)
+    count, last = 0, b"\n"
+    with open(Path(path).expanduser(), "rb") as handle:
+        while block := handle.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
+def _model_identity(mlm) -> dict:
+    """The model's weights and tokenizer, by content: a retrained model is another model."""
+    import torch
+
+    with torch.no_grad():
+        sums = [p.detach().double().sum().cpu() for p in mlm.model.parameters()]
+    sums = torch.stack(sums) if sums else torch.zeros(1, dtype=torch.float64)
+    tokenizer = mlm.tokenizer
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    vocabulary = backend.to_str() if backend is not None else json.dumps(
+        sorted(tokenizer.get_vocab().items()))
+    return {"weights": hashlib.sha256(sums.numpy().tobytes()).hexdigest(),
+            "tokenizer": hashlib.sha256(vocabulary.encode("utf-8")).hexdigest(),
+            "class": type(mlm.model).__name__}
+
+
+def fingerprint(input_path, mlm, settings: dict) -> str:
+    """A short hash of everything an output depends on (input file, model, settings)."""
+    stat = Path(input_path).expanduser().stat()
+    key = {"input": [str(Path(input_path).expanduser().resolve()), stat.st_size,
+                     stat.st_mtime_ns],
+           "model": _model_identity(mlm), "settings": settings, "format": FORMAT_VERSION}
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def partial_path(output: Path, key: str) -> Path:
+    return output.with_name(f".{output.name}.{key}.partial")
+
+
+def _lock(handle) -> bool:
+    """An exclusive lock on an open file (False: another process holds it)."""
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks on this platform
+        return True
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def remove_stale_partials(output: Path, keep: Path | None = None) -> int:
+    """Delete partial files of `output` left by killed runs with other settings (not the
+    one to resume, nor one another live run is writing); returns how many went."""
+    removed = 0
+    for path in output.parent.glob(f".{output.name}.*.partial"):
+        if keep is not None and path == keep:
+            continue
+        try:
+            with open(path, "rb") as handle:
+                if not _lock(handle):
+                    continue
+                path.unlink()
+                removed += 1
+        except OSError:
+            continue
+    return removed
+
+
+def _complete_prefix(path: Path, chunk_texts: int) -> tuple[int, int]:
+    """(lines, bytes) of the longest prefix of whole chunks in a partial output file."""
+    offsets = [0]
+    with open(path, "rb") as handle:
+        position = 0
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break  # a line cut by the kill
+            position += len(raw)
+            offsets.append(position)
+    lines = (len(offsets) - 1) // chunk_texts * chunk_texts
+    return lines, offsets[lines]
+
+
+def _record(line: int, result: TextScore) -> str:
+    return json.dumps({"line": line, **result.to_dict()}, ensure_ascii=False,
+                      allow_nan=False) + "\n"
 
 
 def score_file(
     model,
-    input_path: str | Path,
-    output_path: str | Path,
+    input_path,
+    output_path="-",
     *,
     field: str | None = None,
     metric: str = "pll",
     per_token: bool = False,
     per_word: bool = False,
-    batch_tokens: int | None = None,
-    precision: str = "fp32",
+    unk: str = "score",
     stride: int = 1,
     chunk_texts: int = 2048,
-    shard: Shard | None = None,
-    on_progress=None,
+    resume: bool = True,
+    encoding: str = "utf-8",
+    encoding_errors: str = "strict",
+    batch_tokens: int | None = None,
+    precision: str = "auto",
+    device=None,
+    threads: int | None = None,
+    progress: bool | None = None,
+    group=None,
 ) -> FileSummary:
-    """Score every line of `input_path` into `output_path` (jsonl), streaming by chunks.
+    """Score every line of `input_path` (`-`: standard input) into `output_path` (JSONL;
+    `-`: standard output), streaming by chunks of `chunk_texts` lines.
 
-    `on_progress(texts_done)` is called after each chunk (the CLI draws its bar with it).
+    `resume`: continue from the partial output an interrupted run with the same input,
+    model and settings left (the result is byte-identical to an uninterrupted run); False
+    starts over. `group`: the torchrun process group (`mlmkit.runtime.distributed.init`):
+    each rank scores every world-th line, rank 0 merges. The other keywords are those of
+    `mlmkit.score` and the runtime options (docs/API.md).
     """
-    shard = shard or Shard()
-    output_path = Path(output_path)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    part = shard.part_path(output_path) if shard.world > 1 else output_path.with_name(
-        f".{output_path.name}.partial")
-    began, total, empty, first_empty, n_lines = time.perf_counter(), 0, 0, None, 0
+    from mlmkit.models import prepare_mlm
+    from mlmkit.runtime.progress import Progress
+    from mlmkit.scoring.distributed import merge_parts, owns, part_path
+
+    check_score_options(metric, unk, stride, batch_tokens)
+    chunk_texts = checks.count("chunk_texts", chunk_texts, 1)
+    check_input_file(input_path)
+    to_stdout = str(output_path) == "-"
+    world = group.world if group is not None else 1
+    rank = group.rank if group is not None else 0
+    if not to_stdout:
+        check_output_path(output_path, inputs=[input_path])
+    elif world > 1:
+        raise PathError("sharded scoring writes a file: pass -o PATH (standard output is "
+                        "for a single process)")
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
+    options = dict(metric=metric, per_token=per_token, per_word=per_word, unk=unk,
+                   stride=stride, batch_tokens=batch_tokens, precision=precision)
+    began = time.perf_counter()
+    output = None if to_stdout else Path(output_path).expanduser()
+    resumable = output is not None and world == 1 and str(input_path) != STDIN
+    partial, skip = None, 0
+    if output is not None:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        if resumable:
+            settings = {**options, "field": field, "chunk_texts": chunk_texts,
+                        "encoding": encoding, "encoding_errors": encoding_errors,
+                        "device": mlm.device.type}
+            partial = partial_path(output, fingerprint(input_path, mlm, settings))
+            remove_stale_partials(output, keep=partial)
+            if not resume:
+                with contextlib.suppress(FileNotFoundError):
+                    partial.unlink()
+        else:
+            partial = part_path(output, rank, world) if world > 1 else output.with_name(
+                f".{output.name}.{os.getpid()}.partial")
+    total = count_lines(input_path) if str(input_path) != STDIN else None
+    n_lines = empty = 0
+    first_empty = None
 
     def flush(chunk: list[tuple[int, str]], out) -> None:
-        nonlocal total
         live = [(n, t) for n, t in chunk if t.strip()]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # empties are counted and reported once
-            scored = score(model, [t for _, t in live], metric=metric, per_token=per_token,
-                           per_word=per_word, batch_tokens=batch_tokens, precision=precision,
-                           stride=stride) if live else []
+            scored = score(mlm, [t for _, t in live], **options, progress=False) if live else []
         by_line = {n: r for (n, _), r in zip(live, scored, strict=True)}
-        for n, text in chunk:
-            result = by_line.get(n) or TextScore(text=text, pll=None, n_tokens=0, n_words=0,
-                                                 metric=metric)
-            out.write(json.dumps({"line": n, **result.to_dict()}, ensure_ascii=False) + "\n")
-        total += len(chunk)
-        if on_progress is not None:
-            on_progress(total)
+        out.write("".join(_record(n, by_line.get(n) or TextScore(
+            text=text, pll=None, n_tokens=0, n_words=0, metric=metric)) for n, text in chunk))
+        out.flush()
 
+    handle = None
+    if output is not None:
+        handle = open(partial, "a+", encoding="utf-8", newline="\n")  # noqa: SIM115
+        if not _lock(handle):
+            handle.close()  # that run's file: left as it is
+            raise PathError(f"another mlmkit score is writing {str(output)!r} with the same "
+                            "input and settings: wait for it, or choose another output")
     try:
-        with part.open("w", encoding="utf-8") as out:
+        if output is None:
+            import sys
+
+            out = sys.stdout
+        else:
+            if resumable and resume and os.path.getsize(partial):
+                skip, size = _complete_prefix(partial, chunk_texts)
+                handle.truncate(size)
+            else:
+                handle.truncate(0)
+            handle.seek(0, os.SEEK_END)
+            out = handle
+        description = "scoring" if not skip else f"scoring (resumed at line {skip + 1})"
+        with Progress(description, total=total, unit="texts",
+                      enabled=progress if rank == 0 else False) as bar:
+            bar.update(skip)
             chunk: list[tuple[int, str]] = []
-            for index, (number, text) in enumerate(read_texts(input_path, field)):
+            for index, (number, text) in enumerate(read_texts(input_path, field, encoding,
+                                                              encoding_errors)):
                 n_lines = index + 1
-                if not shard.owns(index):
-                    continue
                 if not text.strip():
                     empty += 1
                     first_empty = first_empty or number
+                if index < skip or not owns(index, rank, world):
+                    continue
                 chunk.append((number, text))
                 if len(chunk) >= chunk_texts:
                     flush(chunk, out)
+                    bar.advance(len(chunk) * world)
                     chunk = []
             if chunk:
                 flush(chunk, out)
-    except BaseException:
-        if shard.world == 1:
-            part.unlink(missing_ok=True)
+                bar.advance(len(chunk) * world)
+        if handle is not None:
+            handle.flush()
+            os.fsync(handle.fileno())
+    except KeyboardInterrupt:
+        if handle is not None:
+            handle.close()  # kept: the next run with the same settings resumes from it
+            if not resumable:
+                partial.unlink(missing_ok=True)
         raise
-    barrier(shard)
-    if shard.world > 1:
-        if shard.is_main:
-            os.replace(merge_parts(shard, output_path, n_lines), output_path)
-        barrier(shard)
-    else:
-        os.replace(part, output_path)
+    except BaseException:
+        if handle is not None:
+            handle.close()
+            partial.unlink(missing_ok=True)
+        raise
+    if handle is not None:
+        handle.close()
+    if world > 1:
+        group.barrier()
+        if group.is_main:
+            os.replace(merge_parts(output, world, n_lines), output)
+            fsync_directory(output.parent)
+        group.barrier()
+    elif output is not None:
+        os.replace(partial, output)
+        fsync_directory(output.parent)
     if empty:
         warnings.warn(f"{empty} empty or whitespace-only line(s) got a null score "
                       f"(first: line {first_empty})", stacklevel=2)
-    return FileSummary(texts=total, empty=empty, seconds=time.perf_counter() - began,
-                       first_empty_line=first_empty)
+    return FileSummary(texts=n_lines, empty=empty, seconds=time.perf_counter() - began,
+                       first_empty_line=first_empty, resumed_lines=skip,
+                       output=str(output_path))

@@ -6,9 +6,10 @@ import warnings
 
 import numpy as np
 
-from mlmkit.errors import MlmkitError
-from mlmkit.models import as_mlm
-from mlmkit.scoring.engine import score_token_ids
+from mlmkit.errors import InvalidArgument, ModelError
+from mlmkit.models import prepare_mlm
+from mlmkit.runtime import checks
+from mlmkit.scoring.engine import score_token_ids, unscored_ids
 from mlmkit.scoring.results import TextScore, TokenScore, WordScore
 from mlmkit.scoring.texts import EncodedText, encode_texts, span_targets
 
@@ -41,56 +42,101 @@ def _tokens(tokenizer, encoded: EncodedText, positions: list[int], values: np.nd
     return out
 
 
+def check_score_options(metric: str, unk: str, stride, batch_tokens) -> None:
+    """The checks every scoring entry point runs before any work (InvalidArgument)."""
+    from mlmkit.runtime.batching import check_budget
+    from mlmkit.scoring.engine import UNK_MODES
+    from mlmkit.scoring.jobs import METRICS
+
+    checks.choice("metric", metric, METRICS)
+    checks.choice("unk", unk, UNK_MODES)
+    checks.count("stride", stride, 1)
+    check_budget(batch_tokens)
+
+
+def _check_spans(spans, texts) -> None:
+    if spans is None:
+        return
+    if len(spans) != len(texts):
+        raise InvalidArgument(f"spans has {len(spans)} entries for {len(texts)} texts: give one "
+                              "(start, end) or None per text")
+    for i, span in enumerate(spans):
+        if span is None:
+            continue
+        ok = (isinstance(span, (tuple, list)) and len(span) == 2
+              and all(isinstance(x, int) and not isinstance(x, bool) for x in span))
+        if not ok or not 0 <= span[0] <= span[1]:
+            raise InvalidArgument(f"spans[{i}]={span!r} must be a (start, end) pair of character "
+                                  "offsets with 0 ≤ start ≤ end, or None")
+
+
 def score(
     model,
     texts: str | list[str],
-    metric: str = "pll",
     *,
+    metric: str = "pll",
     per_token: bool = False,
     per_word: bool = False,
     spans: list[tuple[int, int] | None] | None = None,
-    batch_tokens: int | None = None,
-    precision: str = "fp32",
+    unk: str = "score",
     stride: int = 1,
-    progress: bool = False,
+    batch_tokens: int | None = None,
+    precision: str = "auto",
+    device: str | None = None,
+    threads: int | None = None,
+    progress: bool | None = None,
 ) -> list[TextScore] | TextScore:
     """Pseudo-log-likelihood of each text under a masked LM, one `TextScore` per text.
 
-    `metric`: "pll" (Salazar et al. 2020) or "pll_word_l2r" (Kauf & Ivanova 2023).
-    `spans`: per text a character range (start, end) to score, the rest being context
-    (conditional scoring), or None for the whole text. Texts longer than the model's
-    maximum length are scored with sliding windows (`stride`); empty or whitespace-only
-    texts get `pll=None` and a warning. A single string in gives a single result out.
+    `model`: an `MLM`, a name or path, or a (model, tokenizer) pair. `metric`: "pll"
+    (Salazar et al. 2020) or "pll_word_l2r" (Kauf & Ivanova 2023). `spans`: per text a
+    character range (start, end) to score, the rest being context (conditional scoring),
+    or None for the whole text. `unk`: "score" masks and scores [UNK] tokens like any other
+    (as minicons and Salazar et al.; `n_unk` counts them), "skip" leaves them out of the
+    PLL (mlmkit ≤ 0.1). Texts longer than the model's maximum length are scored with
+    sliding windows (`stride`); empty or whitespace-only texts get `pll=None` and a
+    warning. `batch_tokens`, `precision` (auto = fp32), `device`, `threads`, `progress`:
+    the runtime options of every entry point (docs/API.md). A single string in gives a
+    single result out, e.g. `mlmkit.score("./tiny-bert", "Return the items.").pll`.
     """
     single = isinstance(texts, str)
+    if not single and not isinstance(texts, (list, tuple)):
+        raise InvalidArgument(f"texts is a {type(texts).__name__}: pass a string or a list of "
+                              "strings")
     texts = [texts] if single else list(texts)
-    if spans is not None and len(spans) != len(texts):
-        raise MlmkitError(f"spans has {len(spans)} entries for {len(texts)} texts")
-    mlm = as_mlm(model)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidArgument(f"texts[{i}] is a {type(text).__name__}, not a string")
+    check_score_options(metric, unk, stride, batch_tokens)
+    _check_spans(spans, texts)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     tokenizer = mlm.tokenizer
-    special_ids = set(tokenizer.all_special_ids)
-    live = [i for i, text in enumerate(texts) if isinstance(text, str) and text.strip()]
+    never = set(unscored_ids(tokenizer, unk).tolist())
+    unk_id = tokenizer.unk_token_id
+    live = [i for i, text in enumerate(texts) if text.strip()]
     for i in sorted(set(range(len(texts))) - set(live)):
-        if not isinstance(texts[i], str):
-            raise MlmkitError(f"text {i} is a {type(texts[i]).__name__}, not a string")
         warnings.warn(f"text {i} is empty or whitespace only: its score is None",
                       stacklevel=2)
     encoded = encode_texts(tokenizer, [texts[i] for i in live])
     if (metric == "pll_word_l2r" or per_word) and any(e.word_ids is None for e in encoded):
-        raise MlmkitError(f"metric {metric!r} / per-word scores need a fast tokenizer "
-                          "(word ids); load the model with its tokenizer.json")
-    targets = [span_targets(e, special_ids, spans[i] if spans else None)
-               for i, e in zip(live, encoded, strict=True)]
+        raise ModelError(f"metric {metric!r} / per-word scores need a fast tokenizer "
+                         "(word ids); load the model with its tokenizer.json")
+    candidates = [span_targets(e, never - {unk_id}, spans[i] if spans else None)
+                  for i, e in zip(live, encoded, strict=True)]
+    n_unk = [sum(1 for t in c if e.ids[t] == unk_id) if unk_id is not None else 0
+             for e, c in zip(encoded, candidates, strict=True)]
+    targets = candidates if unk == "score" else [
+        [t for t in c if e.ids[t] != unk_id] for e, c in zip(encoded, candidates, strict=True)]
     values = score_token_ids(
         mlm, [e.ids for e in encoded], targets, metric=metric,
         word_ids=[e.word_ids for e in encoded] if metric == "pll_word_l2r" else None,
         batch_tokens=batch_tokens, precision=precision, progress=progress, stride=stride,
+        unk=unk,
     )
     results: list[TextScore] = [
-        TextScore(text=t if isinstance(t, str) else "", pll=None, n_tokens=0, n_words=0,
-                  metric=metric) for t in texts
+        TextScore(text=t, pll=None, n_tokens=0, n_words=0, metric=metric) for t in texts
     ]
-    for i, e, positions, v in zip(live, encoded, targets, values, strict=True):
+    for i, e, positions, v, unknown in zip(live, encoded, targets, values, n_unk, strict=True):
         word_of = e.word_ids or []
         n_words = len({word_of[t] for t in positions}) if e.word_ids is not None else len(positions)
         results[i] = TextScore(
@@ -98,5 +144,6 @@ def score(
             n_words=n_words, metric=metric,
             tokens=_tokens(tokenizer, e, positions, v) if per_token else None,
             words=_words(texts[i], e, positions, v) if per_word else None,
+            n_unk=unknown,
         )
     return results[0] if single else results
