@@ -17,7 +17,7 @@ from mlmkit.bias.distributional import (
     kl_gaussian,
 )
 from mlmkit.bias.pairs import PairScores
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument
 
 
 def _numeric_kl(mp, sp, mq, sq):
@@ -60,7 +60,7 @@ def test_js_of_known_gaussians_matches_numeric_integration(params):
 def test_js_bounds():
     assert float(js_gaussian(0, 1, 0, 1)) == pytest.approx(0.0, abs=1e-12)
     assert float(js_gaussian(0, 1, 100, 1)) == pytest.approx(math.log(2), rel=1e-6)
-    with pytest.raises(MlmkitError):
+    with pytest.raises(InvalidArgument, match="two Gaussians with std > 0"):
         js_gaussian(0, 0, 1, 1)
 
 
@@ -72,7 +72,7 @@ def test_fitted_divergences_recover_the_generating_gaussians():
     assert d.anti.std == pytest.approx(3, abs=0.05)
     assert d.kl_stereo_anti == pytest.approx(float(kl_gaussian(-10, 2, -12, 3)), abs=0.01)
     assert d.js == pytest.approx(_numeric_js(-10, 2, -12, 3), abs=0.01)
-    with pytest.raises(MlmkitError):
+    with pytest.raises(InvalidArgument, match="at least 2 scores, got 1"):
         fit_gaussian([1.0])
 
 
@@ -117,7 +117,7 @@ def test_bootstrap_is_seeded():
     assert a == b and a != c
     (none,) = bootstrap([_mean_statistic(x)], 40, n_boot=0)
     assert none.low is None and none.value == pytest.approx(x.mean())
-    with pytest.raises(MlmkitError):
+    with pytest.raises(InvalidArgument, match=r"n_boot=-1 \(--bootstrap\) must be a whole number"):
         bootstrap([_mean_statistic(x)], 40, n_boot=-1)
 
 

@@ -129,7 +129,10 @@ def check_bootstrap(n_boot, level: float = 0.95, seed=0) -> None:
 
     probability("level", level, closed_low=False)
     count("seed", seed, 0)
-    count("n_boot", n_boot, 0)
+    whole = isinstance(n_boot, (int, np.integer)) and not isinstance(n_boot, bool)
+    if not whole or n_boot < 0:
+        raise InvalidArgument(f"n_boot={n_boot!r} (--bootstrap) must be a whole number ≥ 0 "
+                              "(0: no intervals)")
 
 
 def too_few_replicates(n_boot: int, level: float) -> str | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mlmkit.bias.bootstrap import Statistic
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument
 
 GRID_POINTS = 2001  # per component: the mixture is resolved at each Gaussian's own scale
 GRID_WIDTH = 12.0  # standard deviations either side of each mean
@@ -31,7 +31,7 @@ def fit_gaussian(values) -> Gaussian:
     """Maximum-likelihood Gaussian of `values` (at least two, not all equal)."""
     x = np.asarray(values, dtype=np.float64)
     if x.size < 2:
-        raise MlmkitError(f"a Gaussian fit needs at least 2 scores, got {x.size}")
+        raise InvalidArgument(f"a Gaussian fit needs at least 2 scores, got {x.size}")
     return Gaussian(float(x.mean()), float(x.std()))
 
 
@@ -59,7 +59,7 @@ def js_gaussian(mean_p, std_p, mean_q, std_q):
     mean_p, std_p, mean_q, std_q = np.broadcast_arrays(
         *(np.asarray(a, np.float64) for a in (mean_p, std_p, mean_q, std_q)))
     if np.any(std_p <= 0) or np.any(std_q <= 0):
-        raise MlmkitError("the Jensen-Shannon divergence needs two Gaussians with std > 0 "
+        raise InvalidArgument("the Jensen-Shannon divergence needs two Gaussians with std > 0 "
                           "(the scores of one set are all equal)")
     unit = np.linspace(-GRID_WIDTH, GRID_WIDTH, GRID_POINTS)
     x = np.sort(np.concatenate([mean_p[..., None] + std_p[..., None] * unit,
@@ -108,7 +108,7 @@ def divergence_statistics(stereo_scores, anti_scores, group: str = "overall") ->
     s = np.asarray(stereo_scores, np.float64)
     a = np.asarray(anti_scores, np.float64)
     if s.shape != a.shape:
-        raise MlmkitError("the stereotypical and anti-stereotypical scores must be paired")
+        raise InvalidArgument("the stereotypical and anti-stereotypical scores must be paired")
     shift = np.concatenate([s, a]).mean() if s.size else 0.0  # KL/JS are shift-invariant
     s, a = s - shift, a - shift
 
