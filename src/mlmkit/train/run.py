@@ -420,7 +420,7 @@ def _continuation(saved: dict, config: PretrainConfig, run_dir: Path,
     old_progress = old_budget.progress(*at)
     last = old_progress * (at[0] - 1) / at[0] if at[0] > 0 else None  # the last step's
     extended = schedule.extended(old_progress, new_budget.progress(*at), last)
-    if old_progress >= 1.0 and extended.kind in ("linear", "cosine") and is_main:
+    if old_progress >= 1.0 and extended.anchor is not None and is_main:
         warn(f"--resume {str(run_dir)!r} with a larger budget: its {extended.kind} schedule "
              f"had finished, so the added steps continue the decay from the last step's "
              f"rate ({config.lr * extended.anchor[1]:.2g}) to --min-lr; to train on at a "
