@@ -242,3 +242,18 @@ def test_torchrun_two_ranks_merge_in_order(saved_tiny_mlm, texts_file, tmp_path)
         if a["pll"] is not None:
             assert a["pll"] == pytest.approx(b["pll"], abs=1e-5)
     assert not list(tmp_path.glob(".sharded.jsonl*"))
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_score_an_input_without_text_is_an_error_and_writes_nothing(saved_tiny_mlm, tmp_path,
+                                                                    content):
+    model = str(saved_tiny_mlm("bert"))
+    blank = tmp_path / "blank.txt"
+    blank.write_text(content)
+    out = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(app, ["score", model, str(blank), "-o", str(out)])
+    _one_line_error(result, "holds no text")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blank.txt"]
+    piped = CliRunner().invoke(app, ["score", model, "-"], input=content)
+    _one_line_error(piped, "standard input holds no text")
+    assert piped.stdout == ""

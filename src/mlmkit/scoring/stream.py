@@ -26,7 +26,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.errors import PathError
+from mlmkit.errors import InvalidData, PathError
 from mlmkit.runtime import checks
 from mlmkit.runtime.output import check_output_path, fsync_directory
 from mlmkit.runtime.records import STDIN, check_input_file
@@ -223,15 +223,23 @@ def score_file(
     n_lines = empty = 0
     first_empty = None
 
+    held: list[str] = []  # records of blank lines before the first text: held until one
+    seen_text = False
+
     def flush(chunk: list[tuple[int, str]], out) -> None:
+        nonlocal seen_text
         live = [(n, t) for n, t in chunk if t.strip()]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # empties are counted and reported once
             scored = score(mlm, [t for _, t in live], **options, progress=False) if live else []
         by_line = {n: r for (n, _), r in zip(live, scored, strict=True)}
-        out.write("".join(_record(n, by_line.get(n) or TextScore(
+        held.append("".join(_record(n, by_line.get(n) or TextScore(
             text=text, pll=None, n_tokens=0, n_words=0, metric=metric)) for n, text in chunk))
-        out.flush()
+        seen_text = seen_text or bool(live)
+        if seen_text:  # an input of blank lines only is an error: nothing is written for it
+            out.write("".join(held))
+            out.flush()
+            held.clear()
 
     handle = None
     if output is not None:
@@ -274,6 +282,14 @@ def score_file(
             if chunk:
                 flush(chunk, out)
                 bar.advance(len(chunk) * world)
+            if n_lines == empty:
+                where = "standard input" if str(input_path) == STDIN else repr(str(input_path))
+                raise InvalidData(f"{where} holds no text ({n_lines} line(s), all blank): give "
+                                  "one text per line" + (f" (--field {field!r})" if field
+                                                         else ""))
+            if held:
+                seen_text = True
+                flush([], out)
         if handle is not None:
             handle.flush()
             os.fsync(handle.fileno())
