@@ -6,6 +6,12 @@ The model is called lazily: a step that reveals nothing (frequent with the ances
 sampler and many steps) costs no model call, and predictions on an unchanged canvas are
 reused (MDLM's cache, valid because an MLM has no time conditioning). With `cache=False`
 the model runs at every step, the straightforward loop; the outputs are identical.
+
+`unmask_rows` is the one entry point of `generate` and `infill`: rows of segments in,
+canvases built and checked, batches unmasked with per-batch seeds. Everything it may vary
+is a field of `SamplerOptions`; a new reveal policy (threshold, entropy bound,
+remasking) is a field there and a rule in `mlmkit.generate.samplers`, seen by `unmask`
+through `StepContext` — neither caller changes.
 """
 
 from __future__ import annotations
