@@ -25,7 +25,8 @@ Example:
   mlmkit model init bert-tiny --tokenizer ./tok -o ./tiny-bert
 """
 
-model_app = typer.Typer(help="Create models.", no_args_is_help=True)
+model_app = typer.Typer(help="Create a random masked LM from a preset, saved with its "
+                             "tokenizer.\n" + EXAMPLE, no_args_is_help=True)
 
 
 @model_app.command(
@@ -92,5 +93,5 @@ def init_command(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(model_app, name="model",
-                  help="Create a random model from a preset, e.g. mlmkit model init bert-tiny "
-                       "--tokenizer ./tok -o ./tiny-bert")
+                  short_help="Create a random model from a preset, e.g. mlmkit model init "
+                             "bert-tiny --tokenizer ./tok -o ./tiny-bert")

@@ -16,7 +16,8 @@ Example:
   mlmkit tokenizer train ./data/*.jsonl --field body -o ./tok-bpe --kind bpe --vocab-size 16000
 """
 
-tokenizer_app = typer.Typer(help="Train tokenizers.", no_args_is_help=True)
+tokenizer_app = typer.Typer(help="Train WordPiece, byte-BPE or Unigram tokenizers that "
+                                 "AutoTokenizer loads.\n" + EXAMPLE, no_args_is_help=True)
 
 
 @tokenizer_app.command(
@@ -78,5 +79,5 @@ def train_command(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(tokenizer_app, name="tokenizer",
-                  help="Train WordPiece/BPE/Unigram tokenizers, e.g. mlmkit tokenizer train "
-                       "python-docs -o ./tok --vocab-size 8192")
+                  short_help="Train WordPiece/BPE/Unigram tokenizers, e.g. mlmkit tokenizer "
+                             "train python-docs -o ./tok --vocab-size 8192")
