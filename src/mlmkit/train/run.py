@@ -23,7 +23,6 @@ import torch
 from mlmkit.corpus.packing import BlockOrder
 from mlmkit.errors import InvalidArgument, MlmkitError, RunError
 from mlmkit.objectives import OBJECTIVES, build_objective
-from mlmkit.runtime.progress import warn
 from mlmkit.runtime.staging import write_text as atomic_write_text  # fsynced, umask
 from mlmkit.train.budget import Budget
 from mlmkit.train.checkpoint import (
@@ -37,6 +36,7 @@ from mlmkit.train.checkpoint import (
 from mlmkit.train.config import PretrainConfig
 from mlmkit.train.data import build_data, eval_blocks, resolve_tokenizer
 from mlmkit.train.distributed import build_runtime_from_env
+from mlmkit.train.extension import STABLE_DIR, continuation
 from mlmkit.train.metrics_log import MetricsLog
 from mlmkit.train.objective import Objective
 from mlmkit.train.optimizer import build_optimizer
@@ -54,8 +54,6 @@ from mlmkit.train.runtime import Runtime
 from mlmkit.train.schedule import Schedule
 
 DEFAULT_RUN_DIR = Path("runs/pretrain")
-STABLE_DIR = "wsd-stable"  # WSD: the state at the end of the stable phase (for extensions)
-BUDGET_FIELDS = ("steps", "tokens", "time")
 
 
 @dataclass
@@ -388,49 +386,6 @@ def check_config(config: PretrainConfig, world_size: int) -> None:
         check_masking(config.masking, flag_name="--masking")
 
 
-def _budget_changed(saved: dict, config: PretrainConfig) -> bool:
-    old = saved.get("config") or {}
-    return any(old.get(k, getattr(config, k)) != getattr(config, k) for k in BUDGET_FIELDS)
-
-
-def _continuation(saved: dict, config: PretrainConfig, run_dir: Path,
-                  is_main: bool = True) -> tuple[dict, Schedule]:
-    """The state to continue from and its schedule; when the budget changed, the schedule
-    extended from there (WSD: from the state kept at the end of the stable phase)."""
-    old_config = PretrainConfig(**{**config.to_dict(), **{k: saved["config"][k]
-                                                           for k in BUDGET_FIELDS}}) \
-        if "config" in saved else config
-    schedule = (Schedule.from_state(saved["schedule"]) if "schedule" in saved
-                else Schedule.from_config(old_config))
-    if not _budget_changed(saved, config):
-        return saved, schedule
-    old_budget, new_budget = Budget.from_config(old_config), Budget.from_config(config)
-    counters = saved["counters"]
-    at = (counters["step"], counters["tokens"], counters["elapsed"])
-    if schedule.in_decay(old_budget.progress(*at)):
-        stable_dir = run_dir / STABLE_DIR
-        if not list_states(stable_dir):
-            raise MlmkitError(f"--resume {str(run_dir)!r} with a new budget: the WSD decay "
-                              "has begun and the run kept no state from the end of its "
-                              "stable phase; start a new run from its final/ with --init")
-        saved, _ = load_latest_state(stable_dir)
-        counters = saved["counters"]
-        at = (counters["step"], counters["tokens"], counters["elapsed"])
-        saved["counters"] = {**counters, "stable_step": None}
-    old_progress = old_budget.progress(*at)
-    last = old_progress * (at[0] - 1) / at[0] if at[0] > 0 else None  # the last step's
-    extended = schedule.extended(old_progress, new_budget.progress(*at), last)
-    if old_progress >= 1.0 and extended.anchor is not None and is_main:
-        warn(f"--resume {str(run_dir)!r} with a larger budget: its {extended.kind} schedule "
-             f"had finished, so the added steps continue the decay from the last step's "
-             f"rate ({config.lr * extended.anchor[1]:.2g}) to --min-lr; to train on at a "
-             "higher rate, use --schedule wsd (extended from its stable phase) or start a "
-             f"new run with --init {run_dir / 'final'}")
-    if extended.kind == "wsd":
-        saved["counters"] = {**saved["counters"], "stable_step": None}  # a new decay ahead
-    return saved, extended
-
-
 def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None = None,
               overrides: dict | None = None, runtime: Runtime | None = None,
               restart: bool = False) -> Run:
@@ -444,7 +399,7 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
     check_config(config, runtime.world_size)
     schedule = Schedule.from_config(config)
     if saved is not None:
-        saved, schedule = _continuation(saved, config, run_dir, runtime.is_main)
+        saved, schedule = continuation(saved, config, run_dir, runtime.is_main)
     show = config.progress and runtime.is_main
     init_model = None
     if config.init:
