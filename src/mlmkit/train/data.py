@@ -12,10 +12,8 @@ import hashlib
 import os
 import re
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
@@ -24,6 +22,7 @@ from mlmkit.corpus.packing import PackedBlocks
 from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_corpus
 from mlmkit.errors import MlmkitError
 from mlmkit.models.presets import PRESET_POSITIONS
+from mlmkit.runtime.staging import remove_leftovers, staging_dir
 
 TOKENIZER_FORMAT = 2  # 2: model_max_length is the model's positions, not --seq-len
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -113,7 +112,8 @@ def _trained_tokenizer(config, show_progress: bool):
     final = base / key
     if (final / "tokenizer.json").exists():
         return AutoTokenizer.from_pretrained(str(final))
-    staging = Path(tempfile.mkdtemp(dir=base, prefix=f".{key}."))
+    remove_leftovers(base, legacy_age=86400)  # tokenizers of killed trainings
+    staging = staging_dir(final)  # named by this process, umask permissions
     try:
         train_tokenizer(documents(), staging, kind=config.tokenizer_kind,
                         vocab_size=config.vocab_size,
