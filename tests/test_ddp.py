@@ -156,3 +156,29 @@ def test_a_two_process_run_resumes_on_one_process(runs):
     final_one, final_resumed = _final_state(runs["single"]), _final_state(resumed.run_dir)
     for key in final_one:
         assert torch.allclose(final_one[key], final_resumed[key], atol=1e-4, rtol=0), key
+
+
+def test_one_process_group_set_up_without_torchrun(monkeypatch):
+    """runtime.distributed: rank 0 of 1 and nothing started without torchrun; bad
+    environment values are one-line errors naming the variable."""
+    from mlmkit.errors import InvalidArgument
+    from mlmkit.runtime import distributed
+
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MLMKIT_DIST_TIMEOUT"):
+        monkeypatch.delenv(name, raising=False)
+    group, device = distributed.init("cpu")
+    assert (group.rank, group.world, group.is_main, group.distributed) == (0, 1, True, False)
+    assert device == torch.device("cpu") and group.backend is None
+    group.barrier()
+    group.finish()  # no-ops for a single process
+    assert distributed.timeout_seconds() == distributed.DEFAULT_TIMEOUT_S
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(InvalidArgument, match="WORLD_SIZE='two'"):
+        distributed.init("cpu")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "5")
+    with pytest.raises(InvalidArgument, match="RANK=5 is not below WORLD_SIZE=2"):
+        distributed.init("cpu")
+    monkeypatch.setenv("MLMKIT_DIST_TIMEOUT", "-3")
+    with pytest.raises(InvalidArgument, match="MLMKIT_DIST_TIMEOUT"):
+        distributed.timeout_seconds()
