@@ -187,11 +187,9 @@ class ElectraObjective(Objective):
         return {"electra": self.pair}
 
     def _mask(self, batch, step: int, seed: int, device=None) -> dict[str, torch.Tensor]:
-        out = self.policy(batch.input_ids, batch.attention_mask, step=step, seed=seed,
-                          word_starts=batch.word_starts, document_ids=batch.document_ids)
-        tensors = {"input_ids": out.input_ids, "attention_mask": batch.attention_mask,
-                   "mask": out.mask, "original": batch.input_ids}
-        return {k: v.to(device) for k, v in tensors.items()} if device is not None else tensors
+        from mlmkit.objectives.mlm import mask_blocks
+
+        return mask_blocks(self.policy, batch, step, seed, device, targets="original")
 
     def prepare(self, batch, step: int) -> Prepared:
         # replacements are sampled from a stream seeded by (seed, step, rank): exact on

@@ -49,6 +49,19 @@ def build_masking_policy(config, tokenizer):
                         stats=config.masking_stats)
 
 
+def mask_blocks(policy, batch, step: int, seed: int, device=None,
+                targets: str = "labels") -> dict[str, torch.Tensor]:
+    """A `BlockBatch` corrupted by a masking policy, as the tensors an objective trains on:
+    the corrupted `input_ids`, `attention_mask`, the chosen positions `mask`, and `labels`
+    (the policy's) or `original` (the uncorrupted ids); on `device` when given."""
+    out = policy(batch.input_ids, batch.attention_mask, step=step, seed=seed,
+                 word_starts=batch.word_starts, document_ids=batch.document_ids)
+    tensors = {"input_ids": out.input_ids, "attention_mask": batch.attention_mask,
+               "mask": out.mask,
+               targets: out.labels if targets == "labels" else batch.input_ids}
+    return {k: v.to(device) for k, v in tensors.items()} if device is not None else tensors
+
+
 DROPOUT_FIELDS = ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout",
                   "attention_dropout", "embedding_dropout", "mlp_dropout", "seq_classif_dropout")
 
@@ -116,11 +129,7 @@ class MLMObjective(Objective):
         self._loss_fn = torch.compile(sparse_mlm_loss, dynamic=True)
 
     def _mask(self, batch, step: int, seed: int, device=None) -> dict[str, torch.Tensor]:
-        out = self.policy(batch.input_ids, batch.attention_mask, step=step, seed=seed,
-                          word_starts=batch.word_starts, document_ids=batch.document_ids)
-        tensors = {"input_ids": out.input_ids, "attention_mask": batch.attention_mask,
-                   "mask": out.mask, "labels": out.labels}
-        return {k: v.to(device) for k, v in tensors.items()} if device is not None else tensors
+        return mask_blocks(self.policy, batch, step, seed, device, targets="labels")
 
     def prepare(self, batch, step: int) -> Prepared:
         # The policy derives its randomness from (seed, step): the masks of a resumed run
