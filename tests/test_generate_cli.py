@@ -147,3 +147,16 @@ def test_stdin_and_output_files(saved_tiny_mlm, tmp_path):
     result = runner.invoke(app, ["eval", "elbo", model, str(texts), "-o", str(texts)])
     assert result.exit_code == 1 and "also an input" in result.stderr
     assert texts.read_text() == "Return the list.\n"
+
+
+def test_undecodable_bytes_in_arguments_are_one_line_errors(saved_tiny_mlm):
+    """An argument with bytes that are not UTF-8 reaches Python with lone surrogates."""
+    model = str(saved_tiny_mlm("bert"))
+    bad = b"caf\xe9".decode("utf-8", "surrogateescape")
+    for args in (["generate", model, "--prompt", bad, "--length", "4"],
+                 ["generate", model, "--fix", f"1={bad}", "--length", "4"],
+                 ["infill", model, f"{bad} [MASK]"],
+                 ["fill", model, f"{bad} [MASK]"]):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, (args, result.output)
+        assert "not valid UTF-8 (byte 0xe9 at character 3)" in result.stderr, args

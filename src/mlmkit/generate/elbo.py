@@ -29,7 +29,7 @@ import torch
 from mlmkit.errors import InvalidArgument
 from mlmkit.generate.canvas import special_wrap, text_ids
 from mlmkit.generate.samplers import top_per_row
-from mlmkit.generate.setup import open_model
+from mlmkit.generate.setup import check_texts, open_model
 from mlmkit.runtime import checks
 from mlmkit.runtime.results import Result
 
@@ -177,6 +177,7 @@ def elbo(
         raise InvalidArgument("no texts given: pass a text or a list of texts")
     if not all(isinstance(t, str) for t in texts):
         raise InvalidArgument("elbo takes a text or a list of texts (str)")
+    check_texts(texts, "text")
     mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
     prefix, suffix = special_wrap(mlm.tokenizer)
     generator = torch.Generator().manual_seed(seed)

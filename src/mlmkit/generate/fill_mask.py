@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from mlmkit.errors import InvalidArgument, InvalidData
-from mlmkit.generate.setup import open_model
+from mlmkit.generate.setup import check_texts, open_model
 from mlmkit.models import MASK_SPELLINGS, masked_log_probs
 from mlmkit.runtime import checks
 from mlmkit.runtime.results import Result
@@ -220,6 +220,7 @@ def fill_mask(
     texts = [texts] if single else list(texts)
     if not all(isinstance(text, str) for text in texts):
         raise InvalidArgument("fill_mask takes a text or a list of texts (str)")
+    check_texts(texts, "text")
     if tokenizer is not None and not isinstance(model, tuple):
         model = (model, tokenizer)
     mlm, precision = open_model(model, device=device, precision=precision, threads=threads)

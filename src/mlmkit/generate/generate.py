@@ -15,7 +15,7 @@ from mlmkit.errors import InvalidArgument
 from mlmkit.generate.canvas import FIXED, MASK, PROMPT, Segment, end_ids, text_ids
 from mlmkit.generate.eos import pad_after_end
 from mlmkit.generate.options import SamplerOptions
-from mlmkit.generate.setup import open_model
+from mlmkit.generate.setup import check_texts, open_model
 from mlmkit.generate.unmask import StepEvent, unmask_rows
 from mlmkit.runtime import checks
 from mlmkit.runtime.results import Result
@@ -54,6 +54,7 @@ def _generated_segments(tokenizer, length: int, constraints: Mapping[int, str | 
             checks.count("constraint token id", value, 0, len(tokenizer) - 1)
             tokens = [value]
         else:
+            check_texts([str(value)], f"constraint at position {position}")
             tokens = text_ids(tokenizer, str(value))
         if not tokens:
             raise InvalidArgument(f"constraint at position {position} is empty: give a token")
@@ -130,6 +131,7 @@ def generate(
         raise InvalidArgument("no prompts given: pass a prompt (it may be empty) or a list")
     if not all(isinstance(p, str) for p in prompts):
         raise InvalidArgument("prompt must be a string or a list of strings")
+    check_texts(prompts, "prompt")
     mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
     tokenizer = mlm.tokenizer
     generated_segments = _generated_segments(tokenizer, length, constraints, mlm.max_length)

@@ -16,7 +16,7 @@ from mlmkit.generate.canvas import MASK, PROMPT, Segment, text_ids
 from mlmkit.generate.generate import rows_per_batch
 from mlmkit.generate.options import SamplerOptions
 from mlmkit.generate.pll import token_pll
-from mlmkit.generate.setup import open_model
+from mlmkit.generate.setup import check_texts, open_model
 from mlmkit.generate.template import Span, parse_template
 from mlmkit.generate.unmask import StepEvent, unmask_rows
 from mlmkit.runtime import checks
@@ -110,6 +110,7 @@ def infill(
         raise InvalidArgument("no templates given: pass a template with a [MASK] span")
     if not all(isinstance(t, str) for t in templates):
         raise InvalidArgument("template must be a string or a list of strings")
+    check_texts(templates, "template")
     parsed = [parse_template(text, where=f"template {index + 1}")
               for index, text in enumerate(templates)]
     combos_of = []
