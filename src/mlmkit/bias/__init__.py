@@ -3,6 +3,11 @@
 Each benchmark scores a model as its official script does, then every score gets a
 seeded bootstrap interval; two models can be compared with a paired bootstrap, and any
 audit can be written as an HTML or Markdown report with a bar chart per bias type.
+
+Entry points take the model first, then the benchmark and its data, then the keywords
+spelled as everywhere in mlmkit: `batch_tokens`, `precision`, `device`, `threads`, `seed`
+(the bootstrap's), `progress`; each reaches the scorer (none is dropped). Results are
+dataclasses with `to_dict()`.
 """
 
 from mlmkit.bias.audit import BENCHMARKS, BiasAudit, audit, audit_result, score_model
@@ -21,6 +26,7 @@ from mlmkit.bias.distributional import (
 from mlmkit.bias.pairs import PairScores, PairSummary
 from mlmkit.bias.report import render
 from mlmkit.bias.stereoset import (
+    SentenceScores,
     StereoSetResult,
     read_stereoset,
     score_stereoset,
@@ -29,7 +35,7 @@ from mlmkit.bias.stereoset import (
 
 __all__ = [
     "BENCHMARKS", "BiasAudit", "BiasComparison", "CrowsPair", "Difference", "Divergences",
-    "PairScores", "PairSummary", "Score", "Statistic", "StereoSetResult", "audit",
+    "PairScores", "PairSummary", "Score", "SentenceScores", "Statistic", "StereoSetResult", "audit",
     "audit_result", "aul_sentence_scores", "bootstrap", "compare", "compare_results",
     "divergences", "fit_gaussian", "is_uncased", "js_gaussian", "kl_gaussian",
     "paired_bootstrap", "read_crows_pairs", "read_stereoset", "render", "score_aul",
