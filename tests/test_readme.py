@@ -1,0 +1,182 @@
+"""The README runs: its ```bash and ```python blocks, in order, as a new user would run them.
+
+Each `##` section is one example group: its blocks run in order in a fresh temporary
+directory and a fresh process (two sections at a time), the Python blocks of a section in
+one shared namespace, the bash blocks through `bash -e -o pipefail` with this virtualenv's
+`bin` first on PATH.
+Markers in the README (an HTML comment on the lines right before a block; see
+docs/DEVELOPING.md, "The README is tested"):
+
+    <!-- test: skip REASON -->        the block is not run (REASON says why, e.g. a download)
+    <!-- test: replace OLD => NEW --> run the block with OLD replaced by NEW (tiny sizes, few
+                                      steps); OLD must occur in the block
+
+The paths `../shared/data` and `tests/data/` are the repository's (the README is written
+from its root), so they are made absolute.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import subprocess
+import sys
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+SHARED = REPO.parent / "shared" / "data"
+FENCE = re.compile(r"^```(\S*)\s*$")
+MARKER = re.compile(r"^<!--\s*test:\s*(.*?)\s*-->\s*$")
+RUN = {"bash", "python"}
+
+
+@dataclass
+class Block:
+    language: str
+    code: str
+    line: int  # of the opening fence in README.md
+    skip: str | None = None
+    replace: list[tuple[str, str]] = field(default_factory=list)
+
+    def source(self) -> str:
+        code = self.code
+        for old, new in self.replace:
+            assert old in code, f"README.md:{self.line}: 'replace {old} => {new}' matches nothing"
+            code = code.replace(old, new)
+        code = code.replace("../shared/data", str(SHARED))
+        return re.sub(r"(?<![\w/.])tests/data/", str(REPO / "tests" / "data") + "/", code)
+
+
+def parse(text: str) -> dict[str, list[Block]]:
+    """The runnable blocks of each `##` section, in order, with their markers."""
+    sections: dict[str, list[Block]] = {}
+    section, markers, block = "(top)", [], None
+    for number, line in enumerate(text.splitlines(), 1):
+        if block is not None:
+            if line.startswith("```"):
+                if block.language in RUN:
+                    sections.setdefault(section, []).append(block)
+                block = None
+            else:
+                block.code += line + "\n"
+            continue
+        fence, marker = FENCE.match(line), MARKER.match(line)
+        if fence:
+            block = Block(fence.group(1), "", number)
+            for kind, _, rest in (m.partition(" ") for m in markers):
+                if kind == "skip":
+                    block.skip = rest or "no reason given"
+                elif kind == "replace" and " => " in rest:
+                    block.replace.append(tuple(rest.split(" => ", 1)))
+                else:
+                    raise AssertionError(f"README.md:{number}: unknown marker 'test: {kind} "
+                                         f"{rest}' (skip REASON | replace OLD => NEW)")
+            markers = []
+        elif marker:
+            markers.append(marker.group(1))
+        else:
+            if markers and line.strip():
+                raise AssertionError(f"README.md:{number}: a test marker must come right "
+                                     "before a code block")
+            if line.startswith("## "):
+                section = line[3:].strip()
+    return sections
+
+
+SECTIONS = parse(README.read_text(encoding="utf-8"))
+
+
+def _environment() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env.update(MLMKIT_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false", COLUMNS="100", PYTHONUNBUFFERED="1")
+    return env
+
+
+def _run_bash(block: Block, cwd: Path) -> None:
+    done = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", block.source()], cwd=cwd,
+                          env=_environment(), capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SystemExit(f"README.md:{block.line} (bash) exited {done.returncode}\n"
+                         f"--- stdout\n{done.stdout[-3000:]}\n"
+                         f"--- stderr\n{done.stderr[-3000:]}")
+
+
+def _run_python(block: Block, namespace: dict) -> None:
+    code = compile(block.source(), f"README.md:{block.line}", "exec")
+    with contextlib.redirect_stdout(io.StringIO()):
+        exec(code, namespace)  # noqa: S102 - the README's own examples
+
+
+def run_section(section: str, workdir: Path) -> None:
+    """Run one section's blocks in order in `workdir` (called in a fresh process)."""
+    os.chdir(workdir)
+    os.environ.update({k: v for k, v in _environment().items() if k != "PATH"})
+    namespace: dict = {"__name__": "__readme__"}
+    for block in SECTIONS[section]:
+        if block.skip:
+            continue
+        if block.language == "bash":
+            _run_bash(block, workdir)
+        else:
+            try:
+                _run_python(block, namespace)
+            except Exception:
+                raise SystemExit(f"README.md:{block.line} (python) failed\n"
+                                 + traceback.format_exc(limit=-6)) from None
+
+
+def _launch(section: str, workdir: Path) -> subprocess.CompletedProcess:
+    names = list(SECTIONS)
+    return subprocess.run([sys.executable, __file__, str(names.index(section)), str(workdir)],
+                          env=_environment(), capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def section_runs(request, tmp_path_factory):
+    """The selected sections, started in README order, two at a time (one per core of a
+    2-core CI machine; each section is mostly one-threaded)."""
+    selected = {item.callspec.params["section"] for item in request.session.items
+                if item.originalname == "test_readme_section_runs"}
+    pool = ThreadPoolExecutor(max_workers=2)
+    futures = {}
+    for section, blocks in SECTIONS.items():
+        if section not in selected or all(b.skip for b in blocks):
+            continue
+        if any("../shared/data" in b.code for b in blocks if not b.skip) and not SHARED.is_dir():
+            continue
+        workdir = tmp_path_factory.mktemp("readme")
+        futures[section] = pool.submit(_launch, section, workdir)
+    yield futures
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+def test_the_readme_has_runnable_blocks_and_markers_parse():
+    blocks = [b for section in SECTIONS.values() for b in section]
+    assert len(blocks) >= 25
+    assert all(b.skip for b in SECTIONS.get("Set-up", [])), "make demo/test must not run here"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("section", list(SECTIONS))
+def test_readme_section_runs(section, section_runs):
+    blocks = SECTIONS[section]
+    if all(b.skip for b in blocks):
+        pytest.skip("every block is marked skip: " + "; ".join(sorted({b.skip for b in blocks})))
+    if section not in section_runs:
+        pytest.skip(f"the shared data sets are not at {SHARED}")
+    done = section_runs[section].result()
+    assert done.returncode == 0, done.stderr[-6000:]
+
+
+if __name__ == "__main__":  # one section, in its own process: test_readme.py INDEX WORKDIR
+    run_section(list(SECTIONS)[int(sys.argv[1])], Path(sys.argv[2]))
