@@ -5,7 +5,14 @@ from __future__ import annotations
 import typer
 
 from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, PRECISION, SEED, THREADS
-from mlmkit.commands.score import ENCODING, ENCODING_ERRORS, seed_everything
+from mlmkit.commands.score import (
+    ALLOW_UNTRAINED_HEAD,
+    ENCODING,
+    ENCODING_ERRORS,
+    METRIC,
+    SKIP_UNK,
+    seed_everything,
+)
 
 SHORT_HELP = "Minimal-pair accuracy (BLiMP): per paradigm, per field and overall."
 EXAMPLE = """
@@ -21,17 +28,15 @@ def blimp_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Option(..., help="A jsonl file or a folder of them (sentence_good, "
                              "sentence_bad, UID, field); - reads standard input."),
-    metric: str = typer.Option("pll", help="pll or pll_word_l2r."),
+    metric: str = METRIC,
     limit: int = typer.Option(None, help="At most this many pairs per paradigm (≥ 1)."),
     paradigm: list[str] = typer.Option([], "--paradigm", help="Only these paradigms (UIDs)."),
-    skip_unk: bool = typer.Option(False, "--skip-unk", help="Leave [UNK] tokens out of the "
-                                  "PLL (by default they are scored, as minicons does)."),
+    skip_unk: bool = SKIP_UNK,
     output: str = typer.Option(None, "-o", "--output", help="Also write the results as JSON "
                                "here (- for standard output)."),
     encoding: str = ENCODING,
     encoding_errors: str = ENCODING_ERRORS,
-    allow_untrained_head: bool = typer.Option(False, "--allow-untrained-head", help="Accept a "
-                                              "checkpoint whose MLM head is random."),
+    allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
     device: str = DEVICE,
     precision: str = PRECISION,
     threads: int = THREADS,

@@ -5,7 +5,14 @@ from __future__ import annotations
 import typer
 
 from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, PRECISION, SEED, THREADS
-from mlmkit.commands.score import ENCODING, ENCODING_ERRORS, seed_everything
+from mlmkit.commands.score import (
+    ALLOW_UNTRAINED_HEAD,
+    ENCODING,
+    ENCODING_ERRORS,
+    METRIC,
+    SKIP_UNK,
+    seed_everything,
+)
 
 SHORT_HELP = "Rerank ASR/MT n-best lists with a masked LM's PLL; WER before/after."
 EXAMPLE = """
@@ -28,17 +35,15 @@ def rescore_command(
     refs: str = typer.Option(None, "--refs", help="utt_id<TAB>reference (for TSV input)."),
     tune_weight: bool = typer.Option(False, "--tune-weight",
                                      help="Search the weight on a dev half of the references."),
-    metric: str = typer.Option("pll", help="pll or pll_word_l2r."),
-    skip_unk: bool = typer.Option(False, "--skip-unk", help="Leave [UNK] tokens out of the "
-                                  "PLL (by default they are scored, as minicons does)."),
+    metric: str = METRIC,
+    skip_unk: bool = SKIP_UNK,
     output: str = typer.Option(None, "-o", "--output", help="Write the rescored n-best JSON "
                                "here (- for standard output)."),
     one_best: str = typer.Option(None, "--one-best", help="Write utt_id<TAB>1-best text here "
                                  "(- for standard output)."),
     encoding: str = ENCODING,
     encoding_errors: str = ENCODING_ERRORS,
-    allow_untrained_head: bool = typer.Option(False, "--allow-untrained-head", help="Accept a "
-                                              "checkpoint whose MLM head is random."),
+    allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
     device: str = DEVICE,
     precision: str = PRECISION,
     threads: int = THREADS,

@@ -21,10 +21,16 @@ in order:
   torchrun --standalone --nproc_per_node 2 -m mlmkit score ./tiny-bert sentences.txt -o scores.jsonl
 """
 
-# Input decoding options, shared by the commands that read text files of their own.
+# The options the scoring commands (score, rescore, eval blimp) share, defined once.
 ENCODING = typer.Option("utf-8", "--encoding", help="Text encoding of the input file.")
 ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", help="strict (stop at the "
                                "first undecodable byte), replace or ignore.")
+METRIC = typer.Option("pll", "--metric", help="pll or pll_word_l2r.")
+SKIP_UNK = typer.Option(False, "--skip-unk", help="Leave [UNK] tokens out of the PLL (mlmkit "
+                        "0.1); by default they are masked and scored as minicons does, and "
+                        "counted in n_unk.")
+ALLOW_UNTRAINED_HEAD = typer.Option(False, "--allow-untrained-head", help="Accept a checkpoint "
+                                    "whose MLM head is random (its scores are noise).")
 
 
 def seed_everything(seed: int) -> None:
@@ -44,12 +50,10 @@ def score_command(
     output: str = OUTPUT,
     field: str = typer.Option(None, help="JSONL/TSV/CSV input: the field holding the text "
                               "(default: text)."),
-    metric: str = typer.Option("pll", help="pll or pll_word_l2r."),
+    metric: str = METRIC,
     per_token: bool = typer.Option(False, "--per-token", help="Add each token's score."),
     per_word: bool = typer.Option(False, "--per-word", help="Add each word's score."),
-    skip_unk: bool = typer.Option(False, "--skip-unk", help="Leave [UNK] tokens out of the "
-                                  "PLL (mlmkit 0.1); by default they are masked and scored "
-                                  "as minicons does, and counted in n_unk."),
+    skip_unk: bool = SKIP_UNK,
     stride: int = typer.Option(1, help="Long texts: windows start at multiples of this."),
     chunk_texts: int = typer.Option(2048, "--chunk-texts", help="Texts read and written per "
                                     "chunk (the unit a killed run resumes from)."),
@@ -57,9 +61,7 @@ def score_command(
                                 "output of a killed run with the same input and flags."),
     encoding: str = ENCODING,
     encoding_errors: str = ENCODING_ERRORS,
-    allow_untrained_head: bool = typer.Option(False, "--allow-untrained-head", help="Score "
-                                              "with a checkpoint whose MLM head is random "
-                                              "(its scores are noise)."),
+    allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
     device: str = DEVICE,
     precision: str = PRECISION,
     threads: int = THREADS,
