@@ -236,6 +236,8 @@ def test_bad_input_gives_clear_errors(tiny_mlm):
         generate(mlm, "x", length=4, constraints={9: "the"})
     with pytest.raises(MlmkitError, match="combinations"):
         infill(mlm, "[MASK:1-9] and [MASK:1-9]", max_candidates=10)
+    with pytest.raises(MlmkitError, match="more masks than the model's 128 positions"):
+        infill(mlm, "A [MASK:999999999] b")  # refused before a billion masks are built
 
 
 def test_infill_scores_are_the_candidates_pll(tiny_mlm):

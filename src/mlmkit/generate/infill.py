@@ -126,6 +126,13 @@ def infill(
         combos_of.append(combos)
     mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
     tokenizer = mlm.tokenizer
+    for index, (text, pieces) in enumerate(zip(templates, parsed, strict=True)):
+        spans = [p for p in pieces if isinstance(p, Span)]
+        if max(s.longest for s in spans) > mlm.max_length or \
+                sum(s.shortest for s in spans) > mlm.max_length:
+            raise InvalidArgument(
+                f"template {index + 1} {text[:60]!r} asks for more masks than the model's "
+                f"{mlm.max_length} positions: use shorter [MASK:n] / [MASK:a-b] spans")
     jobs = [(index, lengths, _rows(tokenizer, pieces, lengths))
             for index, (pieces, combos) in enumerate(zip(parsed, combos_of, strict=True))
             for lengths in combos]
