@@ -159,3 +159,24 @@ def test_a_partial_being_written_is_not_touched(corpus, saved_tiny_mlm, tmp_path
             with pytest.raises(PathError, match="another mlmkit score"):
                 score_file(mlm, corpus, out, chunk_texts=CHUNK, device="cpu", progress=False)
         assert other.exists() and mine.exists()
+
+
+def test_the_fingerprint_follows_the_model_and_the_settings(corpus, tiny_mlm):
+    import copy
+
+    import torch
+
+    from mlmkit.models import MLM
+    from mlmkit.scoring.stream import fingerprint
+
+    mlm = tiny_mlm("bert")
+    settings = {"metric": "pll", "chunk_texts": CHUNK}
+    key = fingerprint(corpus, mlm, settings)
+    assert key == fingerprint(corpus, mlm, dict(settings))
+    retrained = copy.deepcopy(mlm.model)
+    with torch.no_grad():
+        for parameter in retrained.parameters():
+            parameter.add_(1e-3)
+    assert fingerprint(corpus, MLM(retrained, mlm.tokenizer), settings) != key
+    assert fingerprint(corpus, tiny_mlm("electra"), settings) != key
+    assert fingerprint(corpus, mlm, {**settings, "metric": "pll_word_l2r"}) != key
