@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.bias.bootstrap import Score, bootstrap
+from mlmkit.bias.bootstrap import Score, bootstrap, find
 from mlmkit.bias.crows_data import DEFAULT_CROWS_PATH, read_crows_pairs
 from mlmkit.bias.pairs import PairScores
 from mlmkit.bias.stereoset import StereoSetResult, read_stereoset
@@ -100,10 +100,7 @@ class BiasAudit(Result):
     level: float
 
     def get(self, name: str, group: str = "overall") -> Score:
-        for score in self.scores:
-            if score.name == name and score.group == group:
-                return score
-        raise KeyError((name, group))
+        return find(self.scores, name, group)
 
     def groups(self) -> list[str]:
         return self.result.groups()

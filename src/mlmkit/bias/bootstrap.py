@@ -71,6 +71,14 @@ class Difference(Result):
     note: str | None = None
 
 
+def find(scores, name: str, group: str = "overall"):
+    """The Score (or Difference) called `name` in `group`; KeyError when there is none."""
+    for score in scores:
+        if score.name == name and score.group == group:
+            return score
+    raise KeyError((name, group))
+
+
 def too_few(n: int | None) -> str | None:
     """Why a score on `n` items gets no interval (None: it gets one)."""
     if n is not None and n < MIN_INTERVAL_ITEMS:

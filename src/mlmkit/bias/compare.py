@@ -18,7 +18,7 @@ from mlmkit.bias.audit import (
     read_benchmark,
     score_model,
 )
-from mlmkit.bias.bootstrap import Difference, check_bootstrap, paired_bootstrap
+from mlmkit.bias.bootstrap import Difference, check_bootstrap, find, paired_bootstrap
 from mlmkit.errors import InvalidArgument
 from mlmkit.runtime.results import Result, jsonable
 
@@ -36,10 +36,7 @@ class BiasComparison(Result):
     differences: list[Difference]
 
     def get(self, name: str, group: str = "overall") -> Difference:
-        for d in self.differences:
-            if d.name == name and d.group == group:
-                return d
-        raise KeyError((name, group))
+        return find(self.differences, name, group)
 
     def groups(self) -> list[str]:
         return self.audit_a.groups()

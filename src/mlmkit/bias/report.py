@@ -19,6 +19,7 @@ from pathlib import Path
 
 from mlmkit.bias.audit import BiasAudit, benchmark
 from mlmkit.bias.compare import BiasComparison
+from mlmkit.bias.formatting import digits_for, interval, number
 from mlmkit.errors import InvalidArgument
 from mlmkit.runtime.output import write_text
 
@@ -32,30 +33,6 @@ class _Table:
     title: str
     header: list[str]
     rows: list[list[str]]
-
-
-def _num(value, digits: int = 2) -> str:
-    """Fixed decimals; digits = 0 means 3 significant digits (divergences can be tiny)."""
-    if value is None or value != value:
-        return "–"
-    return f"{value:.3g}" if digits == 0 else f"{value:.{digits}f}"
-
-
-def _interval(score, digits: int = 2) -> str:
-    """'[low, high]', or why there is none (too few items, no spread, no bootstrap)."""
-    from mlmkit.bias.bootstrap import NO_SPREAD
-
-    if score.note == NO_SPREAD:
-        return f"no spread ({_num(score.low, digits)} in every resample)"
-    if score.note:
-        return score.note
-    if score.low is None or score.high is None:
-        return "–"
-    return f"[{_num(score.low, digits)}, {_num(score.high, digits)}]"
-
-
-def _digits(name: str) -> int:
-    return 0 if name.startswith(("KL", "JS")) else 2
 
 
 def _slug(group: str) -> str:
@@ -106,8 +83,8 @@ def _count(report, group: str) -> int:
 def _audit_tables(audit: BiasAudit) -> dict[str, _Table]:
     tables = {}
     for group in audit.groups():
-        rows = [[s.name, _num(s.value, _digits(s.name)), "–" if s.n is None else str(s.n),
-                 _interval(s, _digits(s.name))]
+        rows = [[s.name, number(s.value, digits_for(s.name)), "–" if s.n is None else str(s.n),
+                 interval(s, digits_for(s.name))]
                 for s in audit.scores if s.group == group]
         tables[group] = _Table(f"{group} ({_count(audit, group)} items)",
                                ["score", "value", "n", f"{audit.level:.0%} interval"], rows)
@@ -117,9 +94,9 @@ def _audit_tables(audit: BiasAudit) -> dict[str, _Table]:
 def _comparison_tables(comparison: BiasComparison) -> dict[str, _Table]:
     tables = {}
     for group in comparison.groups():
-        rows = [[d.name, _num(d.a, _digits(d.name)), _num(d.b, _digits(d.name)),
-                 _num(d.diff, _digits(d.name)), "–" if d.n is None else str(d.n),
-                 _interval(d, _digits(d.name))]
+        rows = [[d.name, number(d.a, digits_for(d.name)), number(d.b, digits_for(d.name)),
+                 number(d.diff, digits_for(d.name)), "–" if d.n is None else str(d.n),
+                 interval(d, digits_for(d.name))]
                 for d in comparison.differences if d.group == group]
         tables[group] = _Table(f"{group} ({_count(comparison, group)} items)",
                                ["score", "A", "B", "A − B", "n",
@@ -184,7 +161,7 @@ def _header_lines(report) -> list[str]:
              f"Bootstrap: {report.n_boot} replicates, seed {report.seed}"]
     if report.benchmark != "stereoset":
         s = report.result.summary()
-        lines.append(f"Neutral pairs: {s.neutral} ({_num(s.neutral_percent)}%)")
+        lines.append(f"Neutral pairs: {s.neutral} ({number(s.neutral_percent)}%)")
     return lines
 
 

@@ -52,29 +52,28 @@ def _stdout():
 
 
 def _fmt(value, digits: int = 2) -> str:
-    """Fixed decimals; digits = 0 means 3 significant digits (divergences can be tiny)."""
-    if value is None or value != value:
-        return "–"
-    return f"{value:.3g}" if digits == 0 else f"{value:.{digits}f}"
+    from mlmkit.bias.formatting import number
+
+    return number(value, digits)
 
 
 def _interval(score, digits: int = 2) -> str:
-    """'[low, high]', or in a few words why there is none, or '' (no bootstrap)."""
-    from mlmkit.bias.bootstrap import MIN_INTERVAL_ITEMS, NO_SPREAD
+    """'[low, high]', in a few words why there is none, or '' (no bootstrap)."""
+    from mlmkit.bias.formatting import interval
 
-    if score.note == NO_SPREAD:
-        return f"{_fmt(score.low, digits)} (no spread)"
-    if score.note and "resamples" in score.note:
-        return "– (too few resamples)"
-    if score.note:
-        return f"– (n < {MIN_INTERVAL_ITEMS})"
-    if score.low is None:
-        return ""
-    return f"[{_fmt(score.low, digits)}, {_fmt(score.high, digits)}]"
+    return interval(score, digits, short=True, none="")
 
 
-def _digits(name: str) -> int:
-    return 0 if name.startswith(("KL", "JS")) else 2
+def _check_options(bootstrap: int, seed: int, batch_tokens, limit) -> None:
+    """The numeric options every bias command shares, checked before any work."""
+    from mlmkit.bias.bootstrap import check_bootstrap
+    from mlmkit.probe.prepare import check_batch_tokens
+    from mlmkit.runtime.checks import count
+
+    check_bootstrap(bootstrap, 0.95, seed)
+    check_batch_tokens(batch_tokens)
+    if limit is not None:
+        count("limit", limit, 1)
 
 
 def _check_outputs(output: str, inputs: list, pairs_csv: Path | None = None) -> None:
@@ -195,17 +194,12 @@ def crows_command(
     measures; every score has a seeded bootstrap interval.
     """
     from mlmkit.bias.audit import audit, benchmark, read_benchmark
-    from mlmkit.bias.bootstrap import check_bootstrap
     from mlmkit.models.load import prepare_mlm
-    from mlmkit.probe.prepare import check_batch_tokens
-    from mlmkit.runtime.checks import choice, count
+    from mlmkit.runtime.checks import choice
     from mlmkit.runtime.progress import status
 
     choice("measure", measure, ("crows", "aul", "aula"))
-    check_bootstrap(bootstrap, 0.95, seed)
-    check_batch_tokens(batch_tokens)
-    if limit is not None:
-        count("limit", limit, 1)
+    _check_options(bootstrap, seed, batch_tokens, limit)
     inputs = [data if data is not None else benchmark(measure).default_data]
     _check_outputs(output, inputs, pairs_csv)
     items = read_benchmark(measure, data)  # bad data fails before the model loads
@@ -240,15 +234,9 @@ def stereoset_command(
 ) -> None:
     """StereoSet intrasentence: SS, LM and ICAT per domain, as the official evaluation.py."""
     from mlmkit.bias.audit import audit, read_benchmark
-    from mlmkit.bias.bootstrap import check_bootstrap
     from mlmkit.models.load import prepare_mlm
-    from mlmkit.probe.prepare import check_batch_tokens
-    from mlmkit.runtime.checks import count
 
-    check_bootstrap(bootstrap, 0.95, seed)
-    check_batch_tokens(batch_tokens)
-    if limit is not None:
-        count("limit", limit, 1)
+    _check_options(bootstrap, seed, batch_tokens, limit)
     _check_outputs(output, [data])
     items = read_benchmark("stereoset", data)
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
@@ -288,17 +276,12 @@ def compare_command(
     from rich.table import Table
 
     from mlmkit.bias.audit import benchmark, read_benchmark
-    from mlmkit.bias.bootstrap import check_bootstrap
     from mlmkit.bias.compare import compare
+    from mlmkit.bias.formatting import digits_for
     from mlmkit.models.load import prepare_mlm
-    from mlmkit.probe.prepare import check_batch_tokens
-    from mlmkit.runtime.checks import count
 
     spec = benchmark(benchmark_name)
-    check_bootstrap(bootstrap, 0.95, seed)
-    check_batch_tokens(batch_tokens)
-    if limit is not None:
-        count("limit", limit, 1)
+    _check_options(bootstrap, seed, batch_tokens, limit)
     inputs = [data if data is not None else spec.default_data]
     _check_outputs(output, inputs)
     items = read_benchmark(benchmark_name, data)
@@ -317,7 +300,7 @@ def compare_command(
         table.add_column(column, justify="left" if column in ("group", "score") else "right")
     previous = None
     for d in result.differences:
-        digits = _digits(d.name)
+        digits = digits_for(d.name)
         group = "" if d.group == previous else f"{d.group} ({result.count(d.group)})"
         previous = d.group
         table.add_row(escape(group), escape(d.name), "–" if d.n is None else str(d.n),
