@@ -57,7 +57,10 @@ def special_wrap(tokenizer) -> tuple[list[int], list[int]]:
 
 def text_ids(tokenizer, text: str) -> list[int]:
     """Token ids of `text` without special tokens."""
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"]) if text else []
+    if not text:
+        return []
+    # verbose=False: a text longer than the model is reported by mlmkit, in one line
+    return list(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
 
 def build_canvas(tokenizer, rows: list[list[Segment]], max_length: int, what: str,

@@ -190,8 +190,8 @@ def elbo(
         ids = torch.tensor(prefix + content + suffix)
         if len(ids) > mlm.max_length:
             raise InvalidArgument(
-                f"text {index + 1} has {len(ids)} tokens but the model takes at most "
-                f"{mlm.max_length}: split it into shorter texts"
+                f"text {index + 1} ({one[:40]!r}) has {len(ids)} tokens but the model takes at "
+                f"most {mlm.max_length}: split it into shorter texts"
             )
         masked, weights = draw_masks(len(content), samples, method, generator)
         wrapped.append(ids)

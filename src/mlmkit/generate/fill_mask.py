@@ -116,7 +116,7 @@ def _encode(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
                                   "predicted")
         rewritten.append(new_text)
         counts.append(count)
-    encoded = tokenizer(rewritten, add_special_tokens=True)["input_ids"]
+    encoded = tokenizer(rewritten, add_special_tokens=True, verbose=False)["input_ids"]
     mask_id = tokenizer.mask_token_id
     for i, ids in enumerate(encoded):
         if len(ids) > max_length:
