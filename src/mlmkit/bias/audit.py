@@ -153,6 +153,20 @@ def check_items(items: list, limit: int | None) -> list:
     return items
 
 
+def checked_items(benchmark_name: str, data, *, n_boot, level, seed, batch_tokens,
+                  limit) -> list:
+    """Check the options an audit or a comparison takes, then read its (first `limit`)
+    items: every bad value fails before the data is read or a model loaded."""
+    from mlmkit.bias.bootstrap import check_bootstrap
+    from mlmkit.probe.prepare import check_batch_tokens
+
+    benchmark(benchmark_name)
+    check_bootstrap(n_boot, level, seed)
+    check_batch_tokens(batch_tokens)
+    check_items([], limit)
+    return check_items(read_benchmark(benchmark_name, data), limit)
+
+
 def audit(model, benchmark_name: str = "crows", data: str | Path | list | None = None, *,
           n_boot: int = 1000, seed: int = 0, level: float = 0.95, limit: int | None = None,
           lowercase: bool | None = None, batch_tokens: int | None = None,
@@ -164,15 +178,8 @@ def audit(model, benchmark_name: str = "crows", data: str | Path | list | None =
     items already read, or None for the benchmark's default file. `n_boot` replicates
     (0: no intervals) seeded by `seed`, `level` the interval's coverage.
     """
-    from mlmkit.bias.bootstrap import check_bootstrap
-    from mlmkit.probe.prepare import check_batch_tokens
-
-    benchmark(benchmark_name)
-    check_bootstrap(n_boot, level, seed)
-    check_batch_tokens(batch_tokens)
-    if limit is not None:
-        check_items([], limit)
-    items = check_items(read_benchmark(benchmark_name, data), limit)
+    items = checked_items(benchmark_name, data, n_boot=n_boot, level=level, seed=seed,
+                          batch_tokens=batch_tokens, limit=limit)
     result = score_model(model, benchmark_name, items, lowercase=lowercase,
                          batch_tokens=batch_tokens, precision=precision, device=device,
                          threads=threads, progress=progress)

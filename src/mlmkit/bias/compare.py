@@ -10,15 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.bias.audit import (
-    BiasAudit,
-    audit_result,
-    benchmark,
-    check_items,
-    read_benchmark,
-    score_model,
-)
-from mlmkit.bias.bootstrap import Difference, check_bootstrap, find, paired_bootstrap
+from mlmkit.bias.audit import BiasAudit, audit_result, checked_items, score_model
+from mlmkit.bias.bootstrap import Difference, find, paired_bootstrap
 from mlmkit.errors import InvalidArgument
 from mlmkit.runtime.results import Result, jsonable
 
@@ -81,14 +74,8 @@ def compare(model_a, model_b, benchmark_name: str = "crows",
             threads: int | None = None, progress: bool | None = None) -> BiasComparison:
     """Score both models on the same data and compare every score (the models first, then
     the benchmark and its data; the keywords as `audit`)."""
-    from mlmkit.probe.prepare import check_batch_tokens
-
-    benchmark(benchmark_name)
-    check_bootstrap(n_boot, level, seed)
-    check_batch_tokens(batch_tokens)
-    if limit is not None:
-        check_items([], limit)
-    items = check_items(read_benchmark(benchmark_name, data), limit)
+    items = checked_items(benchmark_name, data, n_boot=n_boot, level=level, seed=seed,
+                          batch_tokens=batch_tokens, limit=limit)
     kwargs = dict(lowercase=lowercase, batch_tokens=batch_tokens, precision=precision,
                   device=device, threads=threads, progress=progress)
     result_a = score_model(model_a, benchmark_name, items, **kwargs)

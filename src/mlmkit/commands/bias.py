@@ -64,18 +64,6 @@ def _interval(score, digits: int = 2) -> str:
     return interval(score, digits, short=True, none="")
 
 
-def _check_options(bootstrap: int, seed: int, batch_tokens, limit) -> None:
-    """The numeric options every bias command shares, checked before any work."""
-    from mlmkit.bias.bootstrap import check_bootstrap
-    from mlmkit.probe.prepare import check_batch_tokens
-    from mlmkit.runtime.checks import count
-
-    check_bootstrap(bootstrap, 0.95, seed)
-    check_batch_tokens(batch_tokens)
-    if limit is not None:
-        count("limit", limit, 1)
-
-
 def _check_outputs(output: str, inputs: list, pairs_csv: Path | None = None) -> None:
     """Refuse a bad output before any work: unknown suffix, a directory, an input."""
     from mlmkit.runtime.output import check_output_path
@@ -193,16 +181,16 @@ def crows_command(
     Prints what metric.py prints, then a table per bias type and the distributional
     measures; every score has a seeded bootstrap interval.
     """
-    from mlmkit.bias.audit import audit, benchmark, read_benchmark
+    from mlmkit.bias.audit import audit, benchmark, checked_items
     from mlmkit.models.load import prepare_mlm
     from mlmkit.runtime.checks import choice
     from mlmkit.runtime.progress import status
 
     choice("measure", measure, ("crows", "aul", "aula"))
-    _check_options(bootstrap, seed, batch_tokens, limit)
     inputs = [data if data is not None else benchmark(measure).default_data]
     _check_outputs(output, inputs, pairs_csv)
-    items = read_benchmark(measure, data)  # bad data fails before the model loads
+    items = checked_items(measure, data, n_boot=bootstrap, level=0.95, seed=seed,
+                          batch_tokens=batch_tokens, limit=limit)  # before the model loads
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     began = time.perf_counter()
     result = audit(mlm, measure, items, n_boot=bootstrap, seed=seed, limit=limit,
@@ -233,12 +221,12 @@ def stereoset_command(
     seed: int = SEED,
 ) -> None:
     """StereoSet intrasentence: SS, LM and ICAT per domain, as the official evaluation.py."""
-    from mlmkit.bias.audit import audit, read_benchmark
+    from mlmkit.bias.audit import audit, checked_items
     from mlmkit.models.load import prepare_mlm
 
-    _check_options(bootstrap, seed, batch_tokens, limit)
     _check_outputs(output, [data])
-    items = read_benchmark("stereoset", data)
+    items = checked_items("stereoset", data, n_boot=bootstrap, level=0.95, seed=seed,
+                          batch_tokens=batch_tokens, limit=limit)
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     result = audit(mlm, "stereoset", items, n_boot=bootstrap, seed=seed, limit=limit,
                    batch_tokens=batch_tokens, precision=precision)
@@ -275,16 +263,15 @@ def compare_command(
     from rich.markup import escape
     from rich.table import Table
 
-    from mlmkit.bias.audit import benchmark, read_benchmark
+    from mlmkit.bias.audit import benchmark, checked_items
     from mlmkit.bias.compare import compare
     from mlmkit.bias.formatting import digits_for
     from mlmkit.models.load import prepare_mlm
 
-    spec = benchmark(benchmark_name)
-    _check_options(bootstrap, seed, batch_tokens, limit)
-    inputs = [data if data is not None else spec.default_data]
+    inputs = [data if data is not None else benchmark(benchmark_name).default_data]
     _check_outputs(output, inputs)
-    items = read_benchmark(benchmark_name, data)
+    items = checked_items(benchmark_name, data, n_boot=bootstrap, level=0.95, seed=seed,
+                          batch_tokens=batch_tokens, limit=limit)
     mlm_a, precision_a = prepare_mlm(model_a, device=device, precision=precision,
                                      threads=threads)
     mlm_b, _ = prepare_mlm(model_b, device=device, precision=precision, threads=threads)
