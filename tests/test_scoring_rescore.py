@@ -153,3 +153,20 @@ def test_rescore_result_is_valid_json_with_tuned_weights(tiny_mlm, tmp_path):
     result = rescore(mlm, read_nbest(path), tune_weight=True, weight_grid=(0.0, 0.5))
     data = json.loads(result.to_json())
     assert set(data["tuned_on_dev"]) == {"0.0", "0.5"} and data["n_utterances"] == 4
+
+
+def test_references_that_are_empty_or_match_nothing_are_errors(tmp_path):
+    from mlmkit.errors import InvalidData
+
+    tsv = tmp_path / "nbest.tsv"
+    tsv.write_text("u1\t-1\ta b\nu2\t-2\tc d\n")
+    for content in ("", "\n \n"):
+        refs = tmp_path / "refs.tsv"
+        refs.write_text(content)
+        with pytest.raises(InvalidData, match="holds no references"):
+            read_nbest(tsv, refs)
+    refs.write_text("x1\ta b\n")
+    with pytest.raises(InvalidData, match="none of the 1 utterance ids"):
+        read_nbest(tsv, refs)
+    refs.write_text("u2\tc d\n")
+    assert [u.reference for u in read_nbest(tsv, refs)] == [None, "c d"]

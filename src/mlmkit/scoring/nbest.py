@@ -113,6 +113,9 @@ def read_references(path, encoding: str = "utf-8",
             raise InvalidData(f"{display_name(path)} line {number}: expected "
                               "utt_id<TAB>reference")
         refs[utt_id] = text
+    if not refs:
+        raise InvalidData(f"references file {display_name(path)} holds no references: write "
+                          "utt_id<TAB>reference text, one per line")
     return refs
 
 
@@ -135,6 +138,11 @@ def read_nbest(path, references=None, *, encoding: str = "utf-8",
                           "ESPnet-style JSON or utt_id<TAB>am_score<TAB>text lines")
     if references is not None:
         refs = read_references(references, encoding, errors)
+        if not any(utt.utt_id in refs for utt in utterances):
+            raise InvalidData(f"none of the {len(refs)} utterance ids of references file "
+                              f"{display_name(references)} is in the n-best list (e.g. "
+                              f"{next(iter(refs))!r} vs {utterances[0].utt_id!r}): check that "
+                              "the ids match")
         for utt in utterances:
             utt.reference = refs.get(utt.utt_id, utt.reference)
     return utterances
