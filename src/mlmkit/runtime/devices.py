@@ -12,6 +12,7 @@ import os
 from mlmkit.errors import DeviceError, InvalidArgument
 
 PRECISIONS = ("auto", "fp32", "bf16")
+MAX_THREADS = 1024  # far above any machine's cores; larger counts only exhaust the OS
 
 
 def available_cores() -> int:
@@ -32,14 +33,16 @@ def resolve_threads(threads: int | None = None) -> int:
             except ValueError:
                 raise InvalidArgument(f"MLMKIT_THREADS={env!r}: set it to a whole number of "
                                       "threads ≥ 1, or unset it") from None
-            if threads < 1:
+            if not 1 <= threads <= MAX_THREADS:
                 raise InvalidArgument(f"MLMKIT_THREADS={env!r}: set it to a whole number of "
-                                      "threads ≥ 1, or unset it")
+                                      f"threads from 1 to {MAX_THREADS}, or unset it")
             return threads
         return available_cores()
-    if isinstance(threads, bool) or not isinstance(threads, int) or threads < 1:
-        raise InvalidArgument(f"threads={threads!r}: use a whole number ≥ 1 (--threads), or "
-                              "leave it unset to use the cores this process may run on")
+    if isinstance(threads, bool) or not isinstance(threads, int) \
+            or not 1 <= threads <= MAX_THREADS:
+        raise InvalidArgument(f"threads={threads!r}: use a whole number from 1 to "
+                              f"{MAX_THREADS} (--threads), or leave it unset to use the cores "
+                              "this process may run on")
     return threads
 
 
