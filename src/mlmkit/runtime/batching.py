@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlmkit.errors import InvalidArgument, MlmkitError
+from mlmkit.errors import InvalidArgument, InvalidData
 
 WORKING_MEMORY_BYTES = 1 << 30  # activations of one batch; the model and results come on top
 HEAD_MEMORY_BYTES = 384 << 20  # the [positions, V] logits and log-probs of one batch
@@ -279,7 +279,7 @@ def run_jobs(
         if len(too_long):
             i = int(too_long[0])
             name = name_of(i) if name_of is not None else f"input {i}"
-            raise MlmkitError(f"{name} has {lengths[i]} tokens, more than the model's "
+            raise InvalidData(f"{name} has {lengths[i]} tokens, more than the model's "
                               f"{max_length}: shorten it (inputs are never truncated)")
     if total == 0:
         return np.zeros(0, dtype=np.float64)

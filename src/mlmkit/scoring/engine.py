@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument, ModelError
 from mlmkit.models import as_mlm, masked_log_probs
 from mlmkit.runtime.batching import (  # noqa: F401  (re-exported for older imports)
     BatchArrays,
@@ -115,17 +115,17 @@ def score_token_ids(
     mlm = as_mlm(model)
     tokenizer = mlm.tokenizer
     if tokenizer.mask_token_id is None:
-        raise MlmkitError(f"the tokenizer of {mlm.name!r} has no mask token: PLL needs one")
+        raise ModelError(f"the tokenizer of {mlm.name!r} has no mask token: PLL needs one")
     sequences = [np.asarray(ids, dtype=np.int64).reshape(-1) for ids in token_ids]
     special_ids = unscored_ids(tokenizer, unk)
     if targets is None:
         chosen = [np.nonzero(~np.isin(ids, special_ids))[0] for ids in sequences]
     else:
         if len(targets) != len(sequences):
-            raise MlmkitError(f"targets has {len(targets)} entries for {len(sequences)} sequences")
+            raise InvalidArgument(f"targets has {len(targets)} entries for {len(sequences)} sequences")
         chosen = [np.asarray(t, dtype=np.int64).reshape(-1) for t in targets]
     if word_ids is not None and len(word_ids) != len(sequences):
-        raise MlmkitError(f"word_ids has {len(word_ids)} entries for {len(sequences)} sequences")
+        raise InvalidArgument(f"word_ids has {len(word_ids)} entries for {len(sequences)} sequences")
     limit = int(max_length or mlm.max_length)
     jobs = build_jobs(sequences, chosen, special_ids, limit, metric, word_ids, stride)
     scores = np.zeros(len(jobs), dtype=np.float64)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument, InvalidData
 
 METRICS = ("pll", "pll_word_l2r")
 
@@ -88,23 +88,23 @@ def build_jobs(
 ) -> Jobs:
     """Flatten every (sequence, target) into a job, windowing sequences over `max_length`."""
     if metric not in METRICS:
-        raise MlmkitError(f"unknown metric {metric!r}: use one of {list(METRICS)}")
+        raise InvalidArgument(f"unknown metric {metric!r}: use one of {list(METRICS)}")
     if metric == "pll_word_l2r" and word_ids is None:
-        raise MlmkitError("metric 'pll_word_l2r' needs word_ids (encoding.word_ids() per text)")
+        raise InvalidArgument("metric 'pll_word_l2r' needs word_ids (encoding.word_ids() per text)")
     if stride < 1:
-        raise MlmkitError(f"stride {stride} must be at least 1")
+        raise InvalidArgument(f"stride={stride} (--stride) must be at least 1")
     parts = {k: [] for k in ("seq", "start", "width", "prefix", "content", "column", "token",
                              "length")}
     extra_lengths, extra_columns, counts = [], [], []
     for i, (ids, pos) in enumerate(zip(sequences, targets, strict=True)):
         n = len(ids)
         if len(pos) and (pos.min() < 0 or pos.max() >= n):
-            raise MlmkitError(f"sequence {i}: a target position is outside 0..{n - 1}")
+            raise InvalidArgument(f"sequence {i}: a target position is outside 0..{n - 1}")
         prefix, suffix = special_runs(ids, special_ids)
         n_content = n - prefix - suffix
         room = max_length - prefix - suffix
         if n > max_length and room < 1:
-            raise MlmkitError(f"sequence {i}: max_length {max_length} leaves no room for text")
+            raise InvalidData(f"sequence {i}: max_length {max_length} leaves no room for text")
         in_content = (pos >= prefix) & (pos < prefix + n_content)
         if n <= max_length:
             start = np.zeros(len(pos), dtype=np.int64)

@@ -52,9 +52,9 @@ def span_targets(encoded: EncodedText, special_ids: set[int], span: tuple[int, i
     if span is None:
         return positions
     if encoded.offsets is None:
-        from mlmkit.errors import MlmkitError
+        from mlmkit.errors import ModelError
 
-        raise MlmkitError("conditional scoring (spans) needs a fast tokenizer with offsets")
+        raise ModelError("conditional scoring (spans) needs a fast tokenizer with offsets")
     lo, hi = span
     return [t for t in positions
             if lo <= encoded.offsets[t][0] < hi and encoded.offsets[t][1] <= hi]
