@@ -136,8 +136,7 @@ def run_section(section: str, workdir: Path) -> None:
 
 
 def _launch(section: str, workdir: Path) -> subprocess.CompletedProcess:
-    names = list(SECTIONS)
-    return subprocess.run([sys.executable, __file__, str(names.index(section)), str(workdir)],
+    return subprocess.run([sys.executable, __file__, section, str(workdir)],
                           env=_environment(), capture_output=True, text=True, timeout=900)
 
 
@@ -178,5 +177,5 @@ def test_readme_section_runs(section, section_runs):
     assert done.returncode == 0, done.stderr[-6000:]
 
 
-if __name__ == "__main__":  # one section, in its own process: test_readme.py INDEX WORKDIR
-    run_section(list(SECTIONS)[int(sys.argv[1])], Path(sys.argv[2]))
+if __name__ == "__main__":  # one section, in its own process: test_readme.py SECTION WORKDIR
+    run_section(sys.argv[1], Path(sys.argv[2]))
