@@ -21,3 +21,35 @@ OUTPUT = typer.Option("-", "-o", "--output", help="Where to write the results (-
                       "standard output).")
 JSON = typer.Option(False, "--json", help="Print machine-readable JSON on standard output.")
 
+ENCODING = typer.Option("utf-8", "--encoding", help="Text encoding of the input file.")
+ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", help="strict (stop at the "
+                               "first undecodable byte), replace or ignore.")
+
+# name -> (type, option): what `shared_options` gives a command's bare keyword parameters.
+SHARED = {
+    "device": (str, DEVICE), "precision": (str, PRECISION), "threads": (int, THREADS),
+    "batch_tokens": (int, BATCH_TOKENS), "seed": (int, SEED), "output": (str, OUTPUT),
+    "as_json": (bool, JSON), "encoding": (str, ENCODING),
+    "encoding_errors": (str, ENCODING_ERRORS),
+}
+
+
+def shared_options(command=None, *, extra: dict | None = None):
+    """Give a command's bare keyword-only parameters named in SHARED (or `extra`, a table of
+    the same form for a family of commands) their shared option, so a command declares
+    `*, device, precision, threads, seed` in one line."""
+    import inspect
+
+    if command is None:
+        return lambda function: shared_options(function, extra=extra)
+    table = {**SHARED, **(extra or {})}
+    signature = inspect.signature(command)
+    parameters = []
+    for parameter in signature.parameters.values():
+        if (parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.name in table
+                and parameter.default is inspect.Parameter.empty):
+            kind, option = table[parameter.name]
+            parameter = parameter.replace(default=option, annotation=kind)
+        parameters.append(parameter)
+    command.__signature__ = signature.replace(parameters=parameters)
+    return command

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, PRECISION, SEED, THREADS
+from mlmkit.cli_options import shared_options
 from mlmkit.errors import InvalidArgument
 
 BIAS_HELP = ("Audit social bias in a masked LM: CrowS-Pairs, AUL/AULA, StereoSet, with "
@@ -155,6 +155,7 @@ def _print_stereoset_audit(audit) -> None:
 
 @bias_app.command("crows", epilog=CROWS_EXAMPLE,
                   short_help="CrowS-Pairs as the official metric.py, or AUL / AULA.")
+@shared_options
 def crows_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Option(None, help="crows_pairs_anonymized.csv, - for standard input "
@@ -163,18 +164,13 @@ def crows_command(
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
     pairs_csv: Path = typer.Option(None, "--pairs-csv", help="Also write every pair's scores "
                                    "here (CSV, the official output's columns)."),
-    as_json: bool = JSON,
     bootstrap: int = typer.Option(1000, help="Bootstrap replicates for the 95% intervals "
                                   "(0: none; at least 40 otherwise)."),
     limit: int = typer.Option(None, help="Score only the first N pairs (quick checks)."),
     lowercase: bool = typer.Option(None, "--lowercase/--no-lowercase",
                                    help="Lowercase the sentences (default: when the "
                                    "tokenizer is uncased, as metric.py)."),
-    batch_tokens: int = BATCH_TOKENS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    seed: int = SEED,
+    *, as_json, batch_tokens, device, precision, threads, seed,
 ) -> None:
     """Score CrowS-Pairs exactly as the official metric.py (or AUL / AULA), with intervals.
 
@@ -205,20 +201,16 @@ def crows_command(
 
 @bias_app.command("stereoset", epilog=STEREOSET_EXAMPLE,
                   short_help="StereoSet intrasentence: SS, LM and ICAT per domain.")
+@shared_options
 def stereoset_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Option(..., help="A StereoSet file in the official dev.json format "
                              "(- for standard input)."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
-    as_json: bool = JSON,
     bootstrap: int = typer.Option(1000, help="Bootstrap replicates (0: none; at least 40 "
                                   "otherwise)."),
     limit: int = typer.Option(None, help="Score only the first N examples."),
-    batch_tokens: int = BATCH_TOKENS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    seed: int = SEED,
+    *, as_json, batch_tokens, device, precision, threads, seed,
 ) -> None:
     """StereoSet intrasentence: SS, LM and ICAT per domain, as the official evaluation.py."""
     from mlmkit.bias.audit import audit, checked_items
@@ -236,6 +228,7 @@ def stereoset_command(
 
 @bias_app.command("compare", epilog=COMPARE_EXAMPLE,
                   short_help="Compare two models on one benchmark (paired bootstrap of A − B).")
+@shared_options
 def compare_command(
     model_a: str = typer.Argument(..., help="First model (A)."),
     model_b: str = typer.Argument(..., help="Second model (B)."),
@@ -245,15 +238,10 @@ def compare_command(
                              "(CrowS-Pairs: default "
                              "../shared/data/crows_pairs/crows_pairs_anonymized.csv)."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
-    as_json: bool = JSON,
     bootstrap: int = typer.Option(1000, help="Paired bootstrap replicates (0: none; at least "
                                   "40 otherwise)."),
     limit: int = typer.Option(None, help="Score only the first N items."),
-    batch_tokens: int = BATCH_TOKENS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    seed: int = SEED,
+    *, as_json, batch_tokens, device, precision, threads, seed,
 ) -> None:
     """Compare two models on one benchmark: both scores and the paired-bootstrap A − B.
 

@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, PRECISION, SEED, THREADS
+from mlmkit.cli_options import shared_options
 from mlmkit.commands.score import (
     ALLOW_UNTRAINED_HEAD,
-    ENCODING,
-    ENCODING_ERRORS,
     METRIC,
     SKIP_UNK,
     seed_everything,
@@ -24,6 +22,7 @@ Examples:
 """
 
 
+@shared_options
 def blimp_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Option(..., help="A jsonl file or a folder of them (sentence_good, "
@@ -34,15 +33,8 @@ def blimp_command(
     skip_unk: bool = SKIP_UNK,
     output: str = typer.Option(None, "-o", "--output", help="Also write the results as JSON "
                                "here (- for standard output)."),
-    encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS,
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    batch_tokens: int = BATCH_TOKENS,
-    seed: int = SEED,
-    as_json: bool = JSON,
+    *, encoding, encoding_errors, device, precision, threads, batch_tokens, seed, as_json,
 ) -> None:
     """Minimal-pair accuracy (BLiMP or any jsonl with sentence_good/sentence_bad): per
     paradigm, per field and overall; a pair is right when score(good) > score(bad)."""

@@ -6,8 +6,7 @@ import math
 
 import typer
 
-from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, OUTPUT, PRECISION, SEED, THREADS
-from mlmkit.commands.score import ENCODING, ENCODING_ERRORS
+from mlmkit.cli_options import shared_options
 
 SHORT_HELP = "The masked-diffusion ELBO per text: nats/token and a perplexity bound."
 EXAMPLE = """
@@ -19,6 +18,7 @@ Examples:
 """
 
 
+@shared_options
 def elbo_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     file: str = typer.Argument(..., help="Text file, one text per line (blank lines skipped; "
@@ -28,15 +28,7 @@ def elbo_command(
                                "time (MDLM: over t); both stratified."),
     parameterization: str = typer.Option("subs", help="subs (MDLM: [MASK] never predicted, "
                                          "the tighter bound) or softmax (the plain softmax)."),
-    output: str = OUTPUT,
-    as_json: bool = JSON,
-    encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    batch_tokens: int = BATCH_TOKENS,
-    seed: int = SEED,
+    *, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
     from mlmkit.errors import InvalidData
     from mlmkit.generate import elbo

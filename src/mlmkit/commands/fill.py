@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, OUTPUT, PRECISION, SEED, THREADS
-from mlmkit.commands.score import ENCODING, ENCODING_ERRORS
+from mlmkit.cli_options import shared_options
 
 SHORT_HELP = "Top-k tokens at each [MASK] / <mask>, independently or jointly."
 EXAMPLE = """
@@ -42,6 +41,7 @@ def _table(result, joint: bool):
     return table
 
 
+@shared_options
 def fill_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     texts: list[str] = typer.Argument(None, help="Texts with [MASK] or <mask> (either spelling "
@@ -52,15 +52,7 @@ def fill_command(
     top_k: int = typer.Option(5, "--top-k", help="Candidates per mask."),
     joint: bool = typer.Option(False, "--joint", help="Fill masks one at a time, most confident "
                                                       "first, each seeing the ones filled."),
-    output: str = OUTPUT,
-    as_json: bool = JSON,
-    encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    batch_tokens: int = BATCH_TOKENS,
-    seed: int = SEED,
+    *, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
     from mlmkit.commands.score import seed_everything
     from mlmkit.errors import InvalidArgument

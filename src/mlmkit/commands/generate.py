@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, OUTPUT, PRECISION, SEED, THREADS
-from mlmkit.commands.score import ENCODING, ENCODING_ERRORS
+from mlmkit.cli_options import shared_options
 from mlmkit.errors import InvalidArgument
 
 SHORT_HELP = "Continue prompts by iterative unmasking (MDLM / LLaDA samplers), any MLM."
@@ -46,6 +45,14 @@ SHOW = typer.Option(False, "--show", help="Redraw the canvas on stderr at each s
                     "stderr is a terminal; otherwise only the final text is printed).")
 TRACE = typer.Option(None, "--trace", help="Write every step's canvas as JSON lines to this "
                      "file.")
+
+# The sampler's options, shared by generate and infill (see cli_options.shared_options).
+SAMPLER_OPTIONS = {
+    "steps": (int, STEPS), "sampler": (str, SAMPLER), "confidence": (str, CONFIDENCE),
+    "temperature": (float, TEMPERATURE), "top_k": (int, TOP_K), "top_p": (float, TOP_P),
+    "block_length": (int, BLOCK_LENGTH), "cfg_scale": (float, CFG_SCALE),
+    "cache": (bool, CACHE), "show": (bool, SHOW), "trace": (str, TRACE),
+}
 
 
 def parse_fixes(fixes: list[str]) -> dict[int, str]:
@@ -101,33 +108,16 @@ def step_hooks(tokenizer, n_rows: int, show: bool, trace):
     return view, recorder, on_step
 
 
+@shared_options(extra=SAMPLER_OPTIONS)
 def generate_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     prompt: str = typer.Option("", help="Text to continue (may be empty)."),
     prompts_file: str = typer.Option(None, "--prompts-file", help="One prompt per line "
                                      "(batch generation); - reads standard input."),
     length: int = typer.Option(64, help="Tokens to generate."),
-    steps: int = STEPS,
-    sampler: str = SAMPLER,
-    confidence: str = CONFIDENCE,
-    temperature: float = TEMPERATURE,
-    top_k: int = TOP_K,
-    top_p: float = TOP_P,
-    block_length: int = BLOCK_LENGTH,
-    cfg_scale: float = CFG_SCALE,
-    cache: bool = CACHE,
     fix: list[str] = typer.Option([], "--fix", help="POSITION=TEXT: fix generated tokens."),
-    output: str = OUTPUT,
-    as_json: bool = JSON,
-    show: bool = SHOW,
-    trace: str = TRACE,
-    encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    batch_tokens: int = BATCH_TOKENS,
-    seed: int = SEED,
+    *, steps, sampler, confidence, temperature, top_k, top_p, block_length, cfg_scale, cache,
+    show, trace, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
     from mlmkit.generate import generate
     from mlmkit.generate.options import SamplerOptions

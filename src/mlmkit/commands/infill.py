@@ -4,23 +4,8 @@ from __future__ import annotations
 
 import typer
 
-from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, OUTPUT, PRECISION, SEED, THREADS
-from mlmkit.commands.generate import (
-    BLOCK_LENGTH,
-    CACHE,
-    CFG_SCALE,
-    CONFIDENCE,
-    SAMPLER,
-    SHOW,
-    STEPS,
-    TEMPERATURE,
-    TOP_K,
-    TOP_P,
-    TRACE,
-    read_inputs,
-    step_hooks,
-)
-from mlmkit.commands.score import ENCODING, ENCODING_ERRORS
+from mlmkit.cli_options import shared_options
+from mlmkit.commands.generate import SAMPLER_OPTIONS, read_inputs, step_hooks
 
 SHORT_HELP = "Fill the [MASK] spans of a template by iterative unmasking."
 EXAMPLE = """
@@ -32,33 +17,16 @@ Examples:
 """
 
 
+@shared_options(extra=SAMPLER_OPTIONS)
 def infill_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     template: str = typer.Argument(None, help="Text with [MASK], [MASK:n] or [MASK:a-b] spans."),
     templates_file: str = typer.Option(None, "--templates-file", help="One template per line "
                                        "(blank lines skipped); - reads standard input."),
-    steps: int = STEPS,
-    sampler: str = SAMPLER,
-    confidence: str = CONFIDENCE,
-    temperature: float = TEMPERATURE,
-    top_k: int = TOP_K,
-    top_p: float = TOP_P,
-    block_length: int = BLOCK_LENGTH,
-    cfg_scale: float = CFG_SCALE,
-    cache: bool = CACHE,
     max_candidates: int = typer.Option(64, "--max-candidates",
                                        help="Most span-length combinations to try."),
-    output: str = OUTPUT,
-    as_json: bool = JSON,
-    show: bool = SHOW,
-    trace: str = TRACE,
-    encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    batch_tokens: int = BATCH_TOKENS,
-    seed: int = SEED,
+    *, steps, sampler, confidence, temperature, top_k, top_p, block_length, cfg_scale, cache,
+    show, trace, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
     from mlmkit.errors import InvalidArgument
     from mlmkit.generate import infill

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, PRECISION, SEED, THREADS
+from mlmkit.cli_options import shared_options
 
 PROBE_HELP = ("Probe a masked LM with its MLM head as is: cloze classification (PET), "
               "plausibility ranking of statements, LAMA-style knowledge probes.")
@@ -88,6 +88,7 @@ def _emit(payload: dict, as_json: bool, output: str, inputs: list) -> bool:
 
 @probe_app.command("classify", epilog=CLASSIFY_EXAMPLE,
                    short_help="Zero-shot classification with a cloze prompt and a verbalizer.")
+@shared_options
 def classify_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Argument(..., help="JSONL of texts, optionally with gold labels "
@@ -101,12 +102,7 @@ def classify_command(
     text_field: str = typer.Option("text", "--text-field", help="Field holding the text."),
     label_field: str = typer.Option("label", "--label-field", help="Field of the gold label."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
-    as_json: bool = JSON,
-    batch_tokens: int = BATCH_TOKENS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    seed: int = SEED,
+    *, as_json, batch_tokens, device, precision, threads, seed,
 ) -> None:
     """Zero-shot classification with a cloze prompt and a verbalizer (PET, Schick & Schütze).
 
@@ -152,6 +148,7 @@ def classify_command(
 
 @probe_app.command("rank", epilog=RANK_EXAMPLE,
                    short_help="Rank candidate statements by PLL (multiple choice, COPA).")
+@shared_options
 def rank_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     items: str = typer.Argument(..., help="JSONL of multiple-choice items (- for standard "
@@ -161,12 +158,7 @@ def rank_command(
     scope: str = typer.Option("statement", help="statement (every token) or shared (only the "
                               "tokens all candidates share, Tamborrino et al.)."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
-    as_json: bool = JSON,
-    batch_tokens: int = BATCH_TOKENS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    seed: int = SEED,
+    *, as_json, batch_tokens, device, precision, threads, seed,
 ) -> None:
     """Rank each item's candidate statements by PLL; the best one is the answer.
 
@@ -210,6 +202,7 @@ def rank_command(
 
 @probe_app.command("facts", epilog=FACTS_EXAMPLE,
                    short_help="LAMA-style knowledge probe: P@1, P@10 and MRR of cloze facts.")
+@shared_options
 def facts_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     facts: str = typer.Argument(..., help="JSONL of cloze facts (- for standard input)."),
@@ -220,12 +213,7 @@ def facts_command(
     include_special: bool = typer.Option(False, "--include-special",
                                          help="Let special tokens compete as answers."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
-    as_json: bool = JSON,
-    batch_tokens: int = BATCH_TOKENS,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    seed: int = SEED,
+    *, as_json, batch_tokens, device, precision, threads, seed,
 ) -> None:
     """LAMA-style knowledge probe: where the gold object ranks over the vocabulary.
 

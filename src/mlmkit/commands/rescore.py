@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import typer
 
-from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, PRECISION, SEED, THREADS
+from mlmkit.cli_options import shared_options
 from mlmkit.commands.score import (
     ALLOW_UNTRAINED_HEAD,
-    ENCODING,
-    ENCODING_ERRORS,
     METRIC,
     SKIP_UNK,
     seed_everything,
@@ -24,6 +22,7 @@ Examples:
 """
 
 
+@shared_options
 def rescore_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     nbest: str = typer.Argument(..., help="ESPnet-style JSON or TSV (utt, am_score, text); - "
@@ -41,15 +40,8 @@ def rescore_command(
                                "here (- for standard output)."),
     one_best: str = typer.Option(None, "--one-best", help="Write utt_id<TAB>1-best text here "
                                  "(- for standard output)."),
-    encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS,
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    batch_tokens: int = BATCH_TOKENS,
-    seed: int = SEED,
-    as_json: bool = JSON,
+    *, encoding, encoding_errors, device, precision, threads, batch_tokens, seed, as_json,
 ) -> None:
     """Rescore ASR/MT n-best lists with a masked LM (Salazar et al. 2020): writes the
     rescored n-best and the 1-best, and reports WER before/after when references are

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from mlmkit.cli_options import BATCH_TOKENS, DEVICE, JSON, OUTPUT, PRECISION, SEED, THREADS
+from mlmkit.cli_options import shared_options
 
 SHORT_HELP = "Score texts with a masked LM: PLL, PLL-word-l2r, pseudo-perplexity."
 EXAMPLE = """
@@ -22,9 +22,6 @@ in order:
 """
 
 # The options the scoring commands (score, rescore, eval blimp) share, defined once.
-ENCODING = typer.Option("utf-8", "--encoding", help="Text encoding of the input file.")
-ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", help="strict (stop at the "
-                               "first undecodable byte), replace or ignore.")
 METRIC = typer.Option("pll", "--metric", help="pll or pll_word_l2r.")
 SKIP_UNK = typer.Option(False, "--skip-unk", help="Leave [UNK] tokens out of the PLL (mlmkit "
                         "0.1); by default they are masked and scored as minicons does, and "
@@ -43,11 +40,11 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+@shared_options
 def score_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     input_file: str = typer.Argument(..., help="A text per line, JSONL (see --field) or "
                                      "TSV/CSV with a header; - reads standard input."),
-    output: str = OUTPUT,
     field: str = typer.Option(None, help="JSONL/TSV/CSV input: the field holding the text "
                               "(default: text)."),
     metric: str = METRIC,
@@ -59,15 +56,8 @@ def score_command(
                                     "chunk (the unit a killed run resumes from)."),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the partial "
                                 "output of a killed run with the same input and flags."),
-    encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS,
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
-    device: str = DEVICE,
-    precision: str = PRECISION,
-    threads: int = THREADS,
-    batch_tokens: int = BATCH_TOKENS,
-    seed: int = SEED,
-    as_json: bool = JSON,
+    *, output, encoding, encoding_errors, device, precision, threads, batch_tokens, seed, as_json,
 ) -> None:
     """Score texts with a masked LM: sentence PLL (or PLL-word-l2r), pseudo-perplexity,
     optional token and word scores with character offsets, one JSON record per input line.

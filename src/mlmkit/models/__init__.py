@@ -1,12 +1,24 @@
-"""The model layer: loading, presets, adapters and the `masked_log_probs` primitive."""
+"""The model layer: loading, presets, adapters and the `masked_log_probs` primitive.
 
-from mlmkit.models.adapters import ADAPTERS, SUPPORTED_ARCHITECTURES, adapter_for
-from mlmkit.models.load import MASK_SPELLINGS, MLM, as_mlm, load_mlm, prepare_mlm, resolve_device
-from mlmkit.models.presets import FAMILIES, SIZES, build_mlm, parse_preset, preset_config
-from mlmkit.models.primitive import masked_log_probs, masked_logits
+Names are imported lazily, so reading a constant of one module (e.g. the preset table for
+`--help`) does not import torch.
+"""
 
-__all__ = [
-    "ADAPTERS", "FAMILIES", "MASK_SPELLINGS", "MLM", "SIZES", "SUPPORTED_ARCHITECTURES",
-    "adapter_for", "as_mlm", "build_mlm", "load_mlm", "masked_log_probs", "masked_logits",
-    "parse_preset", "prepare_mlm", "preset_config", "resolve_device",
-]
+import importlib
+
+_EXPORTS = {
+    "ADAPTERS": "adapters", "SUPPORTED_ARCHITECTURES": "adapters", "adapter_for": "adapters",
+    "MASK_SPELLINGS": "load", "MLM": "load", "as_mlm": "load", "load_mlm": "load",
+    "prepare_mlm": "load", "resolve_device": "load",
+    "FAMILIES": "presets", "SIZES": "presets", "build_mlm": "presets",
+    "parse_preset": "presets", "preset_config": "presets",
+    "masked_log_probs": "primitive", "masked_logits": "primitive",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"mlmkit.models.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'mlmkit.models' has no attribute {name!r}")

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import transformers
-
 from mlmkit.errors import InvalidArgument
 
 
@@ -64,13 +62,15 @@ def parse_preset(preset: str) -> tuple[str, Size]:
 
 
 
-def preset_config(preset: str, tokenizer, max_length: int = PRESET_POSITIONS) -> transformers.PretrainedConfig:
+def preset_config(preset: str, tokenizer, max_length: int = PRESET_POSITIONS):
     """The Hugging Face config of a preset, with vocabulary and special ids from `tokenizer`.
 
     `max_length` is the longest input (position embeddings); pretraining keeps the
     presets' `PRESET_POSITIONS` whatever its --seq-len, so a trained model can be used or
     trained further on longer inputs.
     """
+    import transformers  # here, not at import: --help must not load it
+
     family, s = parse_preset(preset)
     if isinstance(max_length, bool) or not isinstance(max_length, int) or not (
             1 <= max_length <= MAX_POSITIONS):
@@ -131,6 +131,7 @@ def preset_config(preset: str, tokenizer, max_length: int = PRESET_POSITIONS) ->
 def build_mlm(preset: str, tokenizer, max_length: int = PRESET_POSITIONS, seed: int = 0):
     """A fresh masked LM (transformers model, random weights seeded by `seed`) for `preset`."""
     import torch
+    import transformers  # here, not at import: --help must not load it
 
     config = preset_config(preset, tokenizer, max_length=max_length)
     with torch.random.fork_rng(devices=[]):
