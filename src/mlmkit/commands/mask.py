@@ -66,9 +66,15 @@ def stats_command(
     from rich.table import Table
 
     from mlmkit.corpus import read_corpus
+    from mlmkit.errors import PathError
     from mlmkit.masking.stats import compute_stats, save_stats
+    from mlmkit.runtime import checks
     from mlmkit.runtime.progress import Progress
 
+    checks.count("show", show, 0)
+    if output.exists() and not output.is_dir():
+        raise PathError(f"output {str(output)!r} is a file: mask stats writes a directory; "
+                        "choose another path")
     tok = load_tokenizer(tokenizer)
     console = Console()
     with Progress("tokenizing", total=None, unit="docs") as bar:

@@ -22,6 +22,10 @@ def preview_masking(policy, tokenizer, text: str, *, seed: int = 0, step: int = 
     plus the `MaskedBatch`."""
     if not text.strip():
         raise MlmkitError("the text to preview is empty")
+    from mlmkit.runtime import checks
+
+    checks.count("step", step, 0)
+    checks.count("seed", seed, 0, 2**63 - 1)
     encoded = tokenizer(text, return_tensors="pt")
     ids = encoded["input_ids"]
     words = encoded.word_ids(0) if getattr(encoded, "encodings", None) else None

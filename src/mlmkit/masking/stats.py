@@ -191,6 +191,12 @@ def compute_stats(texts: Iterable[str], tokenizer, *, max_n: int = 5, min_count:
         raise MlmkitError(f"--max-n {max_n} must be between 2 and {ngrams.MAX_N}")
     if min_count < 1:
         raise MlmkitError(f"--min-count {min_count} must be at least 1")
+    from mlmkit.runtime import checks
+
+    checks.finite("min_pmi", min_pmi)
+    checks.count("max_ngrams", max_ngrams, 1)
+    checks.count("window", window, 1)
+    checks.count("batch_size", batch_size, 1)
     vocab_size = len(tokenizer)
     ids, docs, starts, n_docs = _tokenize(texts, tokenizer, batch_size, progress)
     if len(ids) and ids.max() >= vocab_size:
