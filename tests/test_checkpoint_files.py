@@ -55,7 +55,7 @@ def test_a_failed_model_save_leaves_no_folder(tmp_path):
         (folder / "half").write_bytes(b"x")
         raise OSError("disk full")
 
-    with pytest.raises(OSError):
+    with pytest.raises(OSError, match="disk full"):
         save_model_dir(broken, tmp_path / "step-5")
     assert list(tmp_path.iterdir()) == []
 

@@ -152,15 +152,27 @@ def test_eos_pads_the_rest():
 
 
 def test_a_generated_end_token_ends_the_text(tiny_mlm):
+    import copy
+
+    from mlmkit.models import MLM
+
     mlm = tiny_mlm("bert")
-    results = generate(mlm, [""] * 8, length=12, seed=0, temperature=2.0)
     sep, pad = mlm.tokenizer.sep_token_id, mlm.tokenizer.pad_token_id
+    # A model that favours [SEP] strongly, so the end token is certainly generated.
+    model = copy.deepcopy(mlm.model)
+    with torch.no_grad():
+        model.get_output_embeddings().bias[sep] += 8.0
+    eager = MLM(model=model, tokenizer=mlm.tokenizer, name="sep-eager")
+    results = generate(eager, [""] * 4, length=12, seed=0, temperature=1.0)
+    assert all(sep in result.token_ids for result in results)
     for result in results:
-        if sep in result.token_ids:
-            at = result.token_ids.index(sep)
-            assert result.ended and all(t == pad for t in result.token_ids[at + 1:])
-        else:
-            assert not result.ended
+        at = result.token_ids.index(sep)
+        assert result.ended
+        assert all(t == pad for t in result.token_ids[at + 1:])
+    assert any(result.token_ids.index(sep) < 11 for result in results)  # text cut short
+    # And the untouched model: `ended` says exactly whether [SEP] was generated.
+    for result in generate(mlm, [""] * 4, length=12, seed=0, temperature=2.0):
+        assert result.ended == (sep in result.token_ids)
 
 
 def test_python_api_is_reachable_from_the_top_package(tiny_mlm):
