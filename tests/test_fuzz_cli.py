@@ -12,6 +12,7 @@ in the working directory and every input file unchanged.
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 import typing
 from pathlib import Path
@@ -253,7 +254,9 @@ def cases(w: dict) -> list[tuple[str, list[str], str | None]]:
     return _sample(generated)
 
 
-PER_COMMAND = 22  # cases drawn per command (seeded), so the whole run stays under a minute
+# Cases drawn per command (seeded), so the whole run stays under a minute; set
+# MLMKIT_FUZZ_PER_COMMAND=100000 to run every generated case.
+PER_COMMAND = int(os.environ.get("MLMKIT_FUZZ_PER_COMMAND", "22"))
 
 
 def _sample(generated: list[tuple]) -> list[tuple]:
@@ -275,8 +278,6 @@ def test_fuzz_every_command(world, capfd):
     assert len(all_cases) >= 300, f"only {len(all_cases)} cases were generated"
     before = _snapshot(root)
     failures = []
-    import os
-
     cwd = os.getcwd()
     os.chdir(root)
     try:
@@ -303,6 +304,7 @@ def test_fuzz_every_command(world, capfd):
                 failures.append(f"{case}: {'; '.join(problems)}")
     finally:
         os.chdir(cwd)
+    print(f"{len(all_cases)} bad inputs, {len(failures)} failed")
     assert not failures, f"{len(failures)} of {len(all_cases)} cases failed:\n" + \
         "\n".join(failures)
 
@@ -321,8 +323,6 @@ def _restore(root: Path, before: dict[str, str]) -> None:
 
 def test_base_invocations_succeed(world):
     """The mutations start from invocations that work, so each failure is the mutation's."""
-    import os
-
     runner = CliRunner()
     cwd = os.getcwd()
     os.chdir(world["root"])
