@@ -65,21 +65,23 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except MlmkitError as error:
             raise _user_error(str(error)) from None
-        except IsADirectoryError as error:
-            raise _user_error(f"{error.filename or error} is a directory: pass a file "
-                              "path") from None
-        except FileNotFoundError as error:
-            raise _user_error(f"{error.filename or error}: no such file or directory; "
-                              "check the path") from None
-        except PermissionError as error:
-            raise _user_error(f"{error.filename or error}: permission denied; choose a path "
-                              "you can read or write") from None
-        except NotADirectoryError as error:
-            raise _user_error(f"{error.filename or error}: a part of this path is a file, not "
-                              "a directory; choose another path") from None
-        except FileExistsError as error:
-            raise _user_error(f"{error.filename or error} already exists and is in the way; "
-                              "choose another path or remove it") from None
+        except OSError as error:
+            for kind, message in PATH_ERRORS:
+                if isinstance(error, kind):
+                    raise _user_error(f"{error.filename or error}{message}") from None
+            raise
+
+
+# Path errors that escape a command, as one line (the path, then what to do).
+PATH_ERRORS = (
+    (IsADirectoryError, " is a directory: pass a file path"),
+    (FileNotFoundError, ": no such file or directory; check the path"),
+    (PermissionError, ": permission denied; choose a path you can read or write"),
+    (NotADirectoryError, ": a part of this path is a file, not a directory; choose another "
+                         "path"),
+    (FileExistsError, " already exists and is in the way; choose another path or remove it"),
+)
+
 
 app = typer.Typer(
     name="mlmkit",

@@ -22,6 +22,7 @@ import numpy as np
 
 from mlmkit.cache import atomic_write_text, cache_dir
 from mlmkit.errors import MlmkitError
+from mlmkit.runtime.progress import Progress
 from mlmkit.runtime.staging import fsync_tree, remove_leftovers, staging_dir
 
 FORMAT_VERSION = 1  # bump when the shard layout or the tokenization rules change
@@ -120,39 +121,21 @@ def _write_shards(
     lengths: list[np.ndarray] = []
     n_tokens = 0
     started = time.perf_counter()
-    progress = None
-    if show_progress:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeRemainingColumn,
-        )
-
-        progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                            MofNCompleteColumn(), TextColumn("docs · {task.fields[rate]}"),
-                            TimeRemainingColumn(), transient=True)
-        progress.start()
-        task = progress.add_task(description, total=total, rate="")
-    try:
-        with open(target / "tokens.bin", "wb") as tok_file, \
-                open(target / "word_starts.bin", "wb") as ws_file:
-            for batch in _batches(documents, BATCH_DOCUMENTS):
-                encodings = backend.encode_batch(batch, add_special_tokens=False)
-                ids = [np.asarray(e.ids, dtype=dtype) for e in encodings]
-                starts = [_word_starts(e.word_ids) for e in encodings]
-                tok_file.write(np.concatenate(ids).tobytes())
-                ws_file.write(np.concatenate(starts).tobytes())
-                batch_lengths = np.array([len(i) for i in ids], dtype=np.int64)
-                lengths.append(batch_lengths)
-                n_tokens += int(batch_lengths.sum())
-                if progress is not None:
-                    rate = n_tokens / max(time.perf_counter() - started, 1e-9)
-                    progress.update(task, advance=len(batch), rate=f"{rate:,.0f} tokens/s")
-    finally:
-        if progress is not None:
-            progress.stop()
+    # stderr only, and a bar only on a terminal (the shared progress layer)
+    bar = Progress(description, total=total, unit="docs",
+                   enabled=None if show_progress else False)
+    with bar, open(target / "tokens.bin", "wb") as tok_file, \
+            open(target / "word_starts.bin", "wb") as ws_file:
+        for batch in _batches(documents, BATCH_DOCUMENTS):
+            encodings = backend.encode_batch(batch, add_special_tokens=False)
+            ids = [np.asarray(e.ids, dtype=dtype) for e in encodings]
+            starts = [_word_starts(e.word_ids) for e in encodings]
+            tok_file.write(np.concatenate(ids).tobytes())
+            ws_file.write(np.concatenate(starts).tobytes())
+            batch_lengths = np.array([len(i) for i in ids], dtype=np.int64)
+            lengths.append(batch_lengths)
+            n_tokens += int(batch_lengths.sum())
+            bar.advance(len(batch))
     all_lengths = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
     all_lengths = all_lengths[all_lengths > 0]  # a document of only whitespace has no tokens
     if len(all_lengths) == 0:
