@@ -21,7 +21,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 
 test: lint
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -n auto
 
 demo: $(STAMP)
 	$(VENV)/bin/mlmkit pretrain
