@@ -142,21 +142,39 @@ def _launch(section: str, workdir: Path) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def section_runs(request, tmp_path_factory):
-    """The selected sections, started in README order, two at a time (one per core of a
-    2-core CI machine; each section is mostly one-threaded)."""
-    selected = {item.callspec.params["section"] for item in request.session.items
-                if item.originalname == "test_readme_section_runs"}
-    pool = ThreadPoolExecutor(max_workers=2)
+    """A function giving a section's finished run. Alone, pytest starts the selected sections
+    in README order, two at a time (one per core of a 2-core CI machine; each section is
+    mostly one-threaded). Under pytest-xdist (`make test`), every worker collects every
+    test, so each section runs when its own test does and the workers give the parallelism.
+    """
     futures = {}
-    for section, blocks in SECTIONS.items():
-        if section not in selected or all(b.skip for b in blocks):
-            continue
-        if any("../shared/data" in b.code for b in blocks if not b.skip) and not SHARED.is_dir():
-            continue
-        workdir = tmp_path_factory.mktemp("readme")
-        futures[section] = pool.submit(_launch, section, workdir)
-    yield futures
-    pool.shutdown(wait=True, cancel_futures=True)
+    pool = None
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        selected = {item.callspec.params["section"] for item in request.session.items
+                    if item.originalname == "test_readme_section_runs"}
+        pool = ThreadPoolExecutor(max_workers=2)
+        for section in SECTIONS:
+            if section in selected and runnable(section):
+                futures[section] = pool.submit(_launch, section,
+                                               tmp_path_factory.mktemp("readme"))
+
+    def result(section: str) -> subprocess.CompletedProcess:
+        if section in futures:
+            return futures[section].result()
+        return _launch(section, tmp_path_factory.mktemp("readme"))
+
+    yield result
+    if pool is not None:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def runnable(section: str) -> bool:
+    """Whether a section has blocks to run here (not all skipped, its data present)."""
+    blocks = SECTIONS[section]
+    if all(b.skip for b in blocks):
+        return False
+    return not (any("../shared/data" in b.code for b in blocks if not b.skip)
+                and not SHARED.is_dir())
 
 
 def test_the_readme_has_runnable_blocks_and_markers_parse():
@@ -171,9 +189,9 @@ def test_readme_section_runs(section, section_runs):
     blocks = SECTIONS[section]
     if all(b.skip for b in blocks):
         pytest.skip("every block is marked skip: " + "; ".join(sorted({b.skip for b in blocks})))
-    if section not in section_runs:
+    if not runnable(section):
         pytest.skip(f"the shared data sets are not at {SHARED}")
-    done = section_runs[section].result()
+    done = section_runs(section)
     assert done.returncode == 0, done.stderr[-6000:]
 
 
