@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import csv
 import glob
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from mlmkit.errors import MlmkitError
 from mlmkit.runtime.records import decoded_lines as _decoded_lines
+from mlmkit.runtime.records import parse_json_line, text_field
 
 BUILTIN = "python-docs"
 TEXT_SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv")
@@ -115,23 +115,7 @@ def _read_jsonl(path, *, field, encoding, encoding_errors, **_) -> Iterator[str]
     for number, line in _decoded_lines(path, encoding, encoding_errors):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise MlmkitError(f"{str(path)!r} line {number}: invalid JSON ({error.msg} at "
-                              f"column {error.colno}); each line must be one JSON "
-                              f"object") from error
-        if not isinstance(record, dict):
-            raise MlmkitError(f"{str(path)!r} line {number}: a JSON {type(record).__name__}, "
-                              f"not an object; each line must be one JSON object")
-        if field not in record:
-            raise MlmkitError(f"{str(path)!r} line {number} has no field {field!r} (its "
-                              f"fields are {sorted(record)}): choose the text field with --field")
-        text = record[field]
-        if not isinstance(text, str):
-            raise MlmkitError(f"{str(path)!r} line {number}: field {field!r} holds a "
-                              f"{type(text).__name__}, not text: choose the text field "
-                              f"with --field")
+        text = text_field(path, number, parse_json_line(path, number, line, "corpus"), field)
         if text.strip():
             yield text
 

@@ -201,17 +201,17 @@ def read_texts(path, field: str | None = None, encoding: str = "utf-8",
     name = field or "text"
     if delimiter is not None:
         for number, row in read_table(path, encoding, errors, what="text"):
-            yield number, _text_field(path, number, row, name)
+            yield number, text_field(path, number, row, name)
         return
     for number, line in decoded_lines(path, encoding, errors):
         if not line.strip():
             yield number, ""
             continue
         row = parse_json_line(path, number, line, "text")
-        yield number, _text_field(path, number, row, name)
+        yield number, text_field(path, number, row, name)
 
 
-def _text_field(path, number: int, row: dict, name: str) -> str:
+def text_field(path, number: int, row: dict, name: str) -> str:
     if name not in row:
         raise InvalidData(f"{display_name(path)} line {number} has no field {name!r} (its "
                           f"fields are {sorted(row)}): choose the text field with --field")
