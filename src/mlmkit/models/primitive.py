@@ -12,6 +12,7 @@ import logging
 import torch
 
 from mlmkit.models.adapters import adapter_for
+from mlmkit.models.sparse_last_layer import sparse_hidden
 
 logger = logging.getLogger(__name__)
 _warned_fallback: set[str] = set()
@@ -48,11 +49,12 @@ def masked_logits(
     """MLM logits [n_positions, vocab] at `positions`, in row-major order.
 
     `positions` is a bool mask [B, L] or a LongTensor [n, 2] of (row, col) pairs.
+    `attention_mask` None: every position is a token (a batch of one length, no padding:
+    the attention runs without a mask). The last transformer layer runs only at
+    `positions` where the architecture allows it (`sparse_last_layer_supported`).
     Differentiable (it is the training loss path) and usable under inference_mode.
     An architecture without an adapter falls back to the full model's logits.
     """
-    if attention_mask is None:
-        attention_mask = torch.ones_like(input_ids)
     adapter = adapter_for(model)
     index = _flat_index(positions.to(input_ids.device), input_ids.shape)
     if adapter is None:
@@ -66,8 +68,11 @@ def masked_logits(
             )
         logits = model(input_ids=input_ids, attention_mask=attention_mask).logits
         return logits.reshape(-1, logits.shape[-1]).index_select(0, index)
-    hidden = adapter.encode(model, input_ids, attention_mask)
-    selected = hidden.reshape(-1, hidden.shape[-1]).index_select(0, index)
+    length = input_ids.shape[1]
+    selected = sparse_hidden(model, input_ids, attention_mask, index // length, index % length)
+    if selected is None:  # an architecture whose last layer runs in full
+        hidden = adapter.encode(model, input_ids, attention_mask)
+        selected = hidden.reshape(-1, hidden.shape[-1]).index_select(0, index)
     return adapter.head(model, selected)
 
 

@@ -1,0 +1,267 @@
+"""The last transformer layer computed only at the positions whose output is read.
+
+Every layer but the last needs its output at every position (the next layer attends to
+all of them). The last one does not: its keys and values come from every position, but
+its queries, attention output, feed-forward block and final norm are needed only where
+the MLM head reads (one column of a PLL copy, the masked 15–40% of a training block).
+This module runs the Hugging Face encoder up to the input of its last layer (a pre-hook
+captures that input, with the attention mask and rotary embeddings the model built for
+it, and stops the forward), then computes the last layer with queries at the chosen
+(row, column) pairs only. The result equals the full forward's hidden states at those
+positions within float tolerance (tests/test_sparse_last_layer.py, every family).
+
+Families: BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, ALBERT, ModernBERT.
+Others (DeBERTa-v2's relative attention, architectures without an adapter) keep the full
+last layer: `sparse_last_layer_supported(model)` says which.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+class _Captured(Exception):
+    """Raised by the pre-hook once the last layer's input is captured: stops the forward."""
+
+
+@dataclass(frozen=True)
+class SparseFamily:
+    """Where an architecture's last layer is and how to run it at a few positions."""
+
+    base: str
+    """Attribute of the masked-LM model holding the base (encoder) model."""
+    last_layer: Callable[[torch.nn.Module], tuple[torch.nn.Module, int]]
+    """(base model) -> (the last layer module, how many times it runs per forward)."""
+    forward: Callable[..., torch.Tensor]
+    """(layer, hidden [B, L, d], mask, rows [n], cols [n], inputs) -> hidden [n, d]."""
+    final: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None
+    """(base model, hidden [n, d]) -> what the base model returns (a final norm), if any."""
+
+
+def _argument(args: tuple, kwargs: dict, index: int, name: str):
+    if name in kwargs:
+        return kwargs[name]
+    return args[index] if len(args) > index else None
+
+
+def _slots(rows: torch.Tensor, batch: int) -> tuple[torch.Tensor, int]:
+    """The rank of each read among the reads of its row, and the most reads of any row."""
+    if rows.numel() == 0:
+        return rows, 0
+    counts = torch.bincount(rows, minlength=batch)
+    order = torch.argsort(rows, stable=True)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.empty_like(rows)
+    slot[order] = torch.arange(rows.numel(), device=rows.device) - starts[rows[order]]
+    return slot, int(counts.max())
+
+
+def _attend(query, key, value, mask, rows, cols, *, scaling: float, dropout: float):
+    """Attention of `query` [n, H, dh] (one per read (row, col)) over its row's `key` and
+    `value` [B, H, L, dh] under the model's `mask` ([B|1, h, 1|L, L] bool or additive, or
+    None). Reads are laid out [B, m, ...] (m: most reads of a row) so one batched SDPA runs
+    them all; the padding slots are computed and dropped. Returns [n, H * dh]."""
+    batch, heads, _, head_dim = key.shape
+    n = query.shape[0]
+    slot, most = _slots(rows, batch)
+    if most == 1 and n == batch and torch.equal(rows, torch.arange(batch, device=rows.device)):
+        q = query.unsqueeze(2)  # one read per row, in row order (PLL copies): no scatter
+        slot = None
+    else:
+        q = query.new_zeros(batch, most, heads, head_dim)
+        q = q.index_put((rows, slot), query).transpose(1, 2)
+    if mask is not None:
+        mask = mask.expand(batch, -1, -1, -1)
+        if mask.shape[-2] != 1:  # a mask per query (ModernBERT's sliding window): its rows
+            picked = mask[rows, :, cols, :]  # [n, h, L]
+            if slot is None:
+                mask = picked.unsqueeze(2)
+            else:
+                fill = True if mask.dtype == torch.bool else 0.0
+                padded = mask.new_full((batch, mask.shape[1], most, mask.shape[-1]), fill)
+                padded[rows, :, slot, :] = picked
+                mask = padded
+    out = F.scaled_dot_product_attention(q, key, value, attn_mask=mask, dropout_p=dropout,
+                                         scale=scaling)  # [B, H, m, dh]
+    out = out.transpose(1, 2)
+    out = out[:, 0] if slot is None else out[rows, slot]
+    return out.reshape(n, heads * head_dim)
+
+
+def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
+    """[B, L, d] -> [B, H, L, d / H]."""
+    b, length, d = x.shape
+    return x.view(b, length, heads, d // heads).transpose(1, 2)
+
+
+def _p(dropout: torch.nn.Module | float, training: bool) -> float:
+    p = dropout.p if isinstance(dropout, torch.nn.Module) else float(dropout)
+    return p if training else 0.0
+
+
+def _bert_layer(layer, hidden, mask, rows, cols, inputs):
+    """BertLayer and its copies (RoBERTa, XLM-R, CamemBERT, ELECTRA)."""
+    att = layer.attention.self
+    x = hidden[rows, cols]
+    heads = att.num_attention_heads
+    context = _attend(att.query(x).view(len(x), heads, -1),
+                      _heads(att.key(hidden), heads), _heads(att.value(hidden), heads),
+                      mask, rows, cols, scaling=att.scaling,
+                      dropout=_p(att.dropout, att.training))
+    attended = layer.attention.output(context, x)
+    return layer.output(layer.intermediate(attended), attended)
+
+
+def _distilbert_layer(layer, hidden, mask, rows, cols, inputs):
+    att = layer.attention
+    x = hidden[rows, cols]
+    heads = att.n_heads
+    context = _attend(att.q_lin(x).view(len(x), heads, -1),
+                      _heads(att.k_lin(hidden), heads), _heads(att.v_lin(hidden), heads),
+                      mask, rows, cols, scaling=att.scaling,
+                      dropout=_p(att.dropout, att.training))
+    attended = layer.sa_layer_norm(att.out_lin(context) + x)
+    return layer.output_layer_norm(layer.ffn.ff_chunk(attended) + attended)
+
+
+def _albert_layer(layer, hidden, mask, rows, cols, inputs):
+    att = layer.attention
+    x = hidden[rows, cols]
+    heads = att.num_attention_heads
+    context = _attend(att.query(x).view(len(x), heads, -1),
+                      _heads(att.key(hidden), heads), _heads(att.value(hidden), heads),
+                      mask, rows, cols, scaling=att.scaling,
+                      dropout=_p(att.attention_dropout, att.training))
+    attended = att.LayerNorm(x + att.output_dropout(att.dense(context)))
+    return layer.full_layer_layer_norm(layer.ff_chunk(attended) + attended)
+
+
+def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding as ModernBERT applies it (in float32, back to x's dtype)."""
+    half = x.shape[-1] // 2
+    xf = x.float()
+    rotated = torch.cat((-xf[..., half:], xf[..., :half]), dim=-1)
+    return (xf * cos + rotated * sin).to(x.dtype)
+
+
+def _modernbert_layer(layer, hidden, mask, rows, cols, inputs):
+    att = layer.attn
+    cos, sin = inputs["position_embeddings"]  # [B|1, L, dh]
+    batch, length, d = hidden.shape
+    heads = d // att.head_dim
+    normed = layer.attn_norm(hidden)
+    weight, bias = att.Wqkv.weight, att.Wqkv.bias
+    key_value = F.linear(normed, weight[d:], None if bias is None else bias[d:])
+    key_value = key_value.view(batch, length, 2, heads, att.head_dim)
+    key = key_value[:, :, 0].transpose(1, 2)
+    value = key_value[:, :, 1].transpose(1, 2)
+    key = _rotate(key, cos.unsqueeze(1), sin.unsqueeze(1))
+    x = hidden[rows, cols]
+    query = F.linear(normed[rows, cols], weight[:d], None if bias is None else bias[:d])
+    query = query.view(len(x), heads, att.head_dim)
+    at = rows if cos.shape[0] > 1 else torch.zeros_like(rows)
+    query = _rotate(query, cos[at, cols].unsqueeze(1), sin[at, cols].unsqueeze(1))
+    context = _attend(query, key, value, mask, rows, cols, scaling=att.head_dim ** -0.5,
+                      dropout=_p(att.attention_dropout, att.training))
+    x = x + att.out_drop(att.Wo(context))
+    return x + layer.mlp(layer.mlp_norm(x))
+
+
+def _albert_last(base):
+    config = base.config
+    layers, groups = config.num_hidden_layers, config.num_hidden_groups
+    calls = sum(1 for i in range(layers) if int(i / (layers / groups)) == groups - 1)
+    return base.encoder.albert_layer_groups[-1].albert_layers[-1], calls
+
+
+_BERT_LIKE = {"base": None, "last_layer": lambda base: (base.encoder.layer[-1], 1),
+              "forward": _bert_layer}
+
+SPARSE_FAMILIES: dict[str, SparseFamily] = {
+    "bert": SparseFamily(**{**_BERT_LIKE, "base": "bert"}),
+    "roberta": SparseFamily(**{**_BERT_LIKE, "base": "roberta"}),
+    "xlm-roberta": SparseFamily(**{**_BERT_LIKE, "base": "roberta"}),
+    "camembert": SparseFamily(**{**_BERT_LIKE, "base": "roberta"}),
+    "electra": SparseFamily(**{**_BERT_LIKE, "base": "electra"}),
+    "distilbert": SparseFamily("distilbert", lambda base: (base.transformer.layer[-1], 1),
+                               _distilbert_layer),
+    "albert": SparseFamily("albert", _albert_last, _albert_layer),
+    "modernbert": SparseFamily("model", lambda base: (base.layers[-1], 1), _modernbert_layer,
+                               final=lambda base, h: base.final_norm(h)),
+}
+
+
+def _family(model: torch.nn.Module) -> SparseFamily | None:
+    config = getattr(model, "config", None)
+    family = SPARSE_FAMILIES.get(getattr(config, "model_type", None))
+    if family is None or getattr(config, "is_decoder", False) \
+            or getattr(config, "add_cross_attention", False) \
+            or getattr(config, "_attn_implementation", "sdpa") not in ("sdpa", "eager", None):
+        return None
+    if getattr(config, "position_embedding_type", "absolute") not in ("absolute", None):
+        return None
+    return family
+
+
+def sparse_last_layer_supported(model: torch.nn.Module) -> bool:
+    """Whether `masked_logits` computes `model`'s last layer only at the positions read
+    (True for BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, ALBERT, ModernBERT
+    with SDPA or eager attention); False: the full last layer runs (same results)."""
+    return _family(model) is not None
+
+
+def _dropout_active(layer: torch.nn.Module) -> bool:
+    """Whether running `layer` draws random numbers (training with a dropout above 0): then
+    the full layer runs, so a run's random stream, hence its losses, stay those of a full
+    forward."""
+    if not layer.training:
+        return False
+    for module in layer.modules():
+        if isinstance(module, torch.nn.Dropout) and module.p > 0:
+            return True
+        p = getattr(module, "attention_dropout", None)
+        if isinstance(p, float) and p > 0:
+            return True
+    return False
+
+
+def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
+                  attention_mask: torch.Tensor | None, rows: torch.Tensor,
+                  cols: torch.Tensor) -> torch.Tensor | None:
+    """The base model's output hidden states [n, d] at (rows[i], cols[i]), computing the
+    last layer only there; None when this model cannot (the caller runs the full encoder).
+    """
+    family = _family(model)
+    if family is None or torch.compiler.is_compiling():
+        return None
+    base = getattr(model, family.base)
+    layer, calls = family.last_layer(base)
+    if _dropout_active(layer):
+        return None
+    captured: dict = {}
+    seen = [0]
+
+    def capture(module, args, kwargs):
+        seen[0] += 1
+        if seen[0] == calls:
+            captured["args"], captured["kwargs"] = args, kwargs
+            raise _Captured
+
+    handle = layer.register_forward_pre_hook(capture, with_kwargs=True)
+    try:
+        base(input_ids=input_ids, attention_mask=attention_mask)
+    except _Captured:
+        pass
+    finally:
+        handle.remove()
+    if not captured:
+        return None
+    args, kwargs = captured["args"], captured["kwargs"]
+    hidden = _argument(args, kwargs, 0, "hidden_states")
+    mask = _argument(args, kwargs, 1, "attention_mask")
+    out = family.forward(layer, hidden, mask, rows, cols, kwargs)
+    return out if family.final is None else family.final(base, out)
