@@ -59,6 +59,7 @@ ADAPTERS: dict[str, Adapter] = {
     "electra": Adapter(_encoder("electra"), _electra_head),
     "deberta-v2": Adapter(_encoder("deberta"), _deberta_v2_head),
     "modernbert": Adapter(_encoder("model"), _modernbert_head),
+    "eurobert": Adapter(_encoder("model"), lambda m, h: m.lm_head(h)),
 }
 
 SUPPORTED_ARCHITECTURES = tuple(sorted(ADAPTERS))
