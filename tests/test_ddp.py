@@ -46,15 +46,34 @@ def _worker(rank: int, world: int, port: int, config: dict | None, resume: str |
         return captured["objective"]
 
     run.build_objective = capture
+    masks = record_masks(run)
     try:
         result = loop.pretrain(PretrainConfig(**config) if config else None, resume=resume)
         modules = captured["objective"].modules
         torch.save({n: {k: v.detach().clone() for k, v in m.state_dict().items()}
                     for n, m in modules.items()}, Path(out_dir) / f"rank{rank}.pt")
+        torch.save(masks, Path(out_dir) / f"masks{rank}.pt")
         Path(out_dir, f"rank{rank}.json").write_text(json.dumps(result.summary))
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def record_masks(run_module) -> dict:
+    """Record, through `prepare_rows`, which global rows this process read and how it masked
+    them: {(step, global row): (block index, mask, corrupted ids)}."""
+    masks = {}
+    prepare = run_module.prepare_rows
+
+    def recording(objective, blocks, indices, rows, step, seed):
+        prepared, tokens = prepare(objective, blocks, indices, rows, step, seed)
+        for i, row in enumerate(rows):
+            masks[(step, int(row))] = (int(indices[row]), prepared.tensors["mask"][i].clone(),
+                                       prepared.tensors["input_ids"][i].clone())
+        return prepared, tokens
+
+    run_module.prepare_rows = recording
+    return masks
 
 
 def run_processes(world: int, out_dir: Path, config: dict | None = None,
@@ -110,10 +129,17 @@ def assert_close_states(a: dict, b: dict, atol: float) -> None:
 def runs(tmp_path_factory, wordpiece_tokenizer, fixture_dir, corpus_file):
     """One process × batch 8 for 6 steps; two processes × batch 4 each (2 micro-steps of
     2), halted after 3 steps (each rank's weights kept), then resumed on one process."""
+    import mlmkit.train.run as run_module
+
     root = tmp_path_factory.mktemp("ddp")
     tokenizer = str(fixture_dir / "tok-wordpiece")
     single = root / "single"
-    pretrain(PretrainConfig(**ddp_config(single, tokenizer, corpus_file)))
+    prepare = run_module.prepare_rows
+    try:
+        single_masks = record_masks(run_module)
+        pretrain(PretrainConfig(**ddp_config(single, tokenizer, corpus_file)))
+    finally:
+        run_module.prepare_rows = prepare
     halted = root / "halted"
     # two micro-steps per process: gradients are synchronised on the last one only
     states = run_processes(2, root / "out-halted", ddp_config(halted, tokenizer, corpus_file,
@@ -121,7 +147,8 @@ def runs(tmp_path_factory, wordpiece_tokenizer, fixture_dir, corpus_file):
     halted_losses = train_losses(halted)
     resumed = pretrain(resume=str(halted), overrides={"halt_after": None})
     return {"single": single, "halted_losses": halted_losses, "rank_states": states,
-            "resumed": resumed}
+            "resumed": resumed, "single_masks": single_masks,
+            "rank_masks": [torch.load(root / "out-halted" / f"masks{r}.pt") for r in (0, 1)]}
 
 
 def _final_state(run_dir: Path) -> dict:
@@ -136,6 +163,23 @@ def test_two_processes_follow_one_process_with_the_global_batch(runs):
     assert one[0] != one[2]  # it trains
     for a, b in zip(one[:3], two, strict=True):
         assert abs(a - b) < 1e-4, (one, two)
+
+
+def test_each_rank_masks_only_its_rows_exactly_as_one_process_does(runs):
+    """Rank r read and masked global rows r, r + 2, ... only; together the two ranks masked
+    every row of every step exactly as the single process did (same block, same mask, same
+    corrupted ids): masking is a function of (seed, step, global row) alone."""
+    rank0, rank1 = runs["rank_masks"]
+    assert {row for _, row in rank0} == {0, 2, 4, 6}
+    assert {row for _, row in rank1} == {1, 3, 5, 7}
+    assert {step for step, _ in rank0} == {0, 1, 2}
+    single = runs["single_masks"]
+    assert len(single) == 6 * 8
+    assert sum(int(mask.sum()) for _, mask, _ in single.values()) > 0
+    for key, (block, mask, ids) in {**rank0, **rank1}.items():
+        one_block, one_mask, one_ids = single[key]
+        assert block == one_block, key
+        assert torch.equal(mask, one_mask) and torch.equal(ids, one_ids), key
 
 
 def test_every_rank_holds_identical_weights(runs):

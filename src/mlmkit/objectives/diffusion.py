@@ -113,9 +113,9 @@ class DiffusionObjective(Objective):
                 "mask": out.mask, "original": batch.input_ids, "t": out.rate,
                 "maskable": self.policy.maskable(batch.input_ids, batch.attention_mask)}
 
-    def prepare(self, batch, step: int) -> Prepared:
+    def prepare(self, batch, step: int, seed: int | None = None) -> Prepared:
         # randomness from (seed, step) only: a resumed run draws the same times and masks
-        tensors = self.corrupt(batch, step, self.config.seed)
+        tensors = self.corrupt(batch, step, self.config.seed if seed is None else seed)
         return Prepared(tensors=tensors, counts={"tokens": float(tensors["maskable"].sum()),
                                                  "masked": float(tensors["mask"].sum())})
 

@@ -191,12 +191,12 @@ class ElectraObjective(Objective):
 
         return mask_blocks(self.policy, batch, step, seed, device, targets="original")
 
-    def prepare(self, batch, step: int) -> Prepared:
+    def prepare(self, batch, step: int, seed: int | None = None) -> Prepared:
         # replacements are sampled from a stream seeded by (seed, step, rank): exact on
         # resume, independent across processes, untouched by the global RNG (dropout)
         self._sampler = torch.Generator(device=self.runtime.device).manual_seed(
             (self.config.seed * 1_000_003 + step) * 1_009 + self.runtime.rank)
-        tensors = self._mask(batch, step, self.config.seed)
+        tensors = self._mask(batch, step, self.config.seed if seed is None else seed)
         return Prepared(tensors=tensors, counts={
             "masked": float(tensors["mask"].sum()),
             "tokens": float(tensors["attention_mask"].sum())})

@@ -131,10 +131,10 @@ class MLMObjective(Objective):
     def _mask(self, batch, step: int, seed: int, device=None) -> dict[str, torch.Tensor]:
         return mask_blocks(self.policy, batch, step, seed, device, targets="labels")
 
-    def prepare(self, batch, step: int) -> Prepared:
+    def prepare(self, batch, step: int, seed: int | None = None) -> Prepared:
         # The policy derives its randomness from (seed, step): the masks of a resumed run
         # are those of an uninterrupted one.
-        tensors = self._mask(batch, step, self.config.seed)
+        tensors = self._mask(batch, step, self.config.seed if seed is None else seed)
         return Prepared(tensors=tensors, counts={"masked": float(tensors["mask"].sum())})
 
     def loss(self, tensors: dict[str, torch.Tensor], totals: dict[str, float]) -> LossOutput:

@@ -16,9 +16,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from mlmkit.cache import cache_dir
-from mlmkit.corpus.packing import PackedBlocks
+from mlmkit.corpus.packing import BlockBatch, PackedBlocks
 from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_corpus
 from mlmkit.errors import MlmkitError
 from mlmkit.models.presets import PRESET_POSITIONS
@@ -183,3 +184,57 @@ def eval_blocks(data: PretrainData, count: int, batch_size: int) -> list:
     n = min(count, len(data.validation))
     return [data.validation[np.arange(start, min(start + batch_size, n))]
             for start in range(0, n, batch_size)]
+
+
+# ---- each rank's share of a step
+
+_MASK64 = (1 << 64) - 1
+
+
+def row_seed(seed: int, row: int) -> int:
+    """The masking seed of global row `row` of every step (a splitmix64 mix of (seed, row)):
+    with the step, it is all a row's corruption depends on."""
+    value = ((int(seed) & _MASK64) * 0x9E3779B97F4A7C15 + int(row) + 1) & _MASK64
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (value ^ (value >> 31)) & ((1 << 63) - 1)
+
+
+def rank_rows(batch_size: int, rank: int, world_size: int) -> np.ndarray:
+    """The global rows (positions in the step's batch) rank `rank` trains on: rank, rank + W, ..."""
+    return np.arange(rank, batch_size, world_size)
+
+
+def prepare_rows(objective, blocks: PackedBlocks, indices: np.ndarray, rows: np.ndarray,
+                 step: int, seed: int):
+    """Read, mask and collate only `rows` of the step's global batch (`indices`: the block
+    of each global row). Each row is corrupted on its own, from (seed, step, global row), so
+    the masks do not depend on how many processes share the step. Returns a `Prepared`
+    whose counts are this rank's (sum them over ranks for the step's totals)."""
+    from mlmkit.train.objective import Prepared
+
+    batch = blocks[indices[rows]]
+    parts = []
+    for i, row in enumerate(rows):
+        one = BlockBatch(*(t[i:i + 1] for t in (batch.input_ids, batch.attention_mask,
+                                                batch.word_starts, batch.document_ids)))
+        parts.append(objective.prepare(one, step, seed=row_seed(seed, int(row))))
+    tensors = {key: torch.cat([p.tensors[key] for p in parts]) for key in parts[0].tensors}
+    counts = {key: float(sum(p.counts[key] for p in parts)) for key in parts[0].counts}
+    return Prepared(tensors=tensors, counts=counts), batch.n_tokens
+
+
+def global_counts(runtime, counts: dict[str, float], tokens: int) -> tuple[dict, int]:
+    """The step's totals: this rank's counts and tokens summed over every rank (one
+    all-reduce, float64: exact for counts)."""
+    if runtime.world_size <= 1:
+        return counts, tokens
+    import torch.distributed as dist
+
+    keys = sorted(counts)
+    device = runtime.device if dist.get_backend() == "nccl" else torch.device("cpu")
+    values = torch.tensor([counts[k] for k in keys] + [float(tokens)], dtype=torch.float64,
+                          device=device)
+    dist.all_reduce(values)
+    values = values.tolist()
+    return dict(zip(keys, values[:-1], strict=True)), int(values[-1])

@@ -141,6 +141,7 @@ def _summary(run: Run, last_eval: dict, stop_reason: str | None,
         "tokens": state.tokens,
         "train_seconds": round(state.elapsed, 3),
         "tokens_per_s": state.tokens / state.elapsed if state.elapsed else None,
+        "data_seconds": round(run.data_seconds, 3),  # rank 0 reading and masking its rows
         "parameters": sum(p.numel() for p in run.parameters),
         "objective": run.objective.describe(),
         "eval": {k: v for k, v in last_eval.items() if k != "split"},

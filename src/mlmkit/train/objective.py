@@ -5,11 +5,11 @@ nothing else from `mlmkit.train`. An objective receives the run's config, tokeni
 runtime that offers `device`, `precision` and `autocast()` (see `TrainingRuntime`).
 
 The loss is computed in two phases so gradient accumulation and data parallelism stay
-exact: `prepare` corrupts the whole global batch of a step (every micro-step and every
-process; cheap next to the forward pass) and reports its counts (e.g. masked tokens);
-the run slices this process's micro-batches out of it, and `loss` divides by the global
-counts. The masks therefore do not depend on how a step is split, and the summed
-gradients equal those of one big batch on one process.
+exact: the run has `prepare` corrupt each of this process's rows of a step, from (seed,
+step, global row), and sums the counts it reports (e.g. masked tokens) over processes;
+it slices micro-batches out of the rows, and `loss` divides by the global counts. The
+masks therefore do not depend on how a step is split, and the summed gradients equal
+those of one big batch on one process.
 """
 
 from __future__ import annotations
@@ -79,8 +79,9 @@ class Objective(ABC):
         return None
 
     @abstractmethod
-    def prepare(self, batch, step: int) -> Prepared:
-        """Corrupt the global `BlockBatch` of training step `step` (deterministic in seed, step)."""
+    def prepare(self, batch, step: int, seed: int | None = None) -> Prepared:
+        """Corrupt a `BlockBatch` of training step `step`, deterministically from (`seed`,
+        default the config's, and step); the run calls it per row with a row's seed."""
 
     @abstractmethod
     def loss(self, tensors: dict[str, torch.Tensor], totals: dict[str, float]) -> LossOutput:

@@ -34,7 +34,14 @@ from mlmkit.train.checkpoint import (
     save_state,
 )
 from mlmkit.train.config import PretrainConfig
-from mlmkit.train.data import build_data, eval_blocks, resolve_tokenizer
+from mlmkit.train.data import (
+    build_data,
+    eval_blocks,
+    global_counts,
+    prepare_rows,
+    rank_rows,
+    resolve_tokenizer,
+)
 from mlmkit.train.distributed import build_runtime_from_env
 from mlmkit.train.extension import STABLE_DIR, continuation
 from mlmkit.train.metrics_log import MetricsLog
@@ -124,6 +131,7 @@ class Run:
     last_grad_norm: float | None = None
     restart: bool = False  # --restart: the old run in run_dir is removed when it opens
     last_saved: int | None = None  # the step of the newest training state on disk
+    data_seconds: float = 0.0  # this process's time reading and masking its rows
 
     # ---- what the loop asks
     @property
@@ -163,15 +171,21 @@ class Run:
         self.last_lr = lr = self.learning_rate()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        batch = self.data.train[self.order.next_indices(config.batch_size)]
-        prepared = self.objective.prepare(batch, state.step)
-        micro = torch.arange(runtime.rank, config.batch_size, runtime.world_size).split(
-            self.micro_batch)
+        # this rank reads, masks and collates only its rows (train/data.py: prepare_rows)
+        indices = self.order.next_indices(config.batch_size)
+        data_started = time.perf_counter()
+        prepared, n_tokens = prepare_rows(
+            self.objective, self.data.train, indices,
+            rank_rows(config.batch_size, runtime.rank, runtime.world_size), state.step,
+            config.seed)
+        self.data_seconds += time.perf_counter() - data_started
+        totals, n_tokens = global_counts(runtime, prepared.counts, n_tokens)
+        micro = torch.arange(len(prepared.tensors["input_ids"])).split(self.micro_batch)
         for i, rows in enumerate(micro):
             with runtime.no_sync(self.objective, last_micro_step=i == len(micro) - 1):
                 tensors = prepared.rows(rows, runtime.device)
                 with runtime.autocast():
-                    out = self.objective.loss(tensors, prepared.counts)
+                    out = self.objective.loss(tensors, totals)
                 out.loss.backward()
             self.window.add(out.metrics)
         # the gradient norm (the same on every process after DDP's all-reduce) is checked
@@ -185,13 +199,13 @@ class Run:
         self.optimizer.zero_grad(set_to_none=True)
         self.objective.after_step(state.step)
         state.step += 1
-        state.tokens += batch.n_tokens
+        state.tokens += n_tokens
         if state.step % config.log_every == 0 or self.done():
             runtime.synchronize()
         # the slowest process's step time, so that time budgets end on the same step
         seconds = runtime.max(time.perf_counter() - started)
         state.elapsed += seconds
-        self.window.end_step(batch.n_tokens, seconds)
+        self.window.end_step(n_tokens, seconds)
 
     # ---- records
     def record(self, record: dict) -> None:
