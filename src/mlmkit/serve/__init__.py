@@ -1,0 +1,24 @@
+"""`mlmkit serve`: the HTTP API (FastAPI) and the web playground over the library functions.
+
+`create_app(models, config)` builds the application: every model loaded once, requests
+validated and bounded (`ServeConfig`), concurrent score and fill requests gathered into one
+token-budget batch (`mlmkit.serve.worker`, through `mlmkit.runtime.batching`), results as the
+library's own result types (`to_dict()`), errors as 4xx JSON. `run_server` serves it with
+uvicorn. The playground's static files ship in `mlmkit/serve/static/` (no build step, no CDN).
+"""
+
+from mlmkit.serve.config import ServeConfig
+
+__all__ = ["ServeConfig", "create_app", "load_models", "run_server"]
+
+
+def __getattr__(name: str):
+    if name in ("create_app", "load_models"):
+        from mlmkit.serve import app
+
+        return getattr(app, name)
+    if name == "run_server":
+        from mlmkit.serve.run import run_server
+
+        return run_server
+    raise AttributeError(f"module 'mlmkit.serve' has no attribute {name!r}")

@@ -1,0 +1,138 @@
+"""What the playground shows beyond the library's results, computed through its public parts.
+
+- `token_alternatives`: for each token `mlmkit.score` scores, the k likeliest tokens at that
+  position when it is masked (the same masked copies PLL reads; the scores themselves always
+  come from `mlmkit.score`). One `run_jobs` call through the shared batching layer.
+- `StepStream`: an `on_step` hook of `generate` / `infill` that turns each `StepEvent` into a
+  JSON-ready step (tokens, masks, what was revealed) with the model's probability of each
+  revealed token on the canvas before the step (the confidence the view colours by). It
+  also stops the loop when the client has gone (`cancelled`).
+- `word_differences`: the words every compared model scored at the same characters, with
+  each model's log-probability.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+
+def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
+                       batch_tokens=None, precision="auto") -> list[list[list[dict]]]:
+    """Per text, per scored token (in `TextScore.tokens` order): [{token, token_id, prob}]."""
+    import torch
+
+    from mlmkit.runtime.batching import run_jobs
+    from mlmkit.scoring.engine import unscored_ids
+    from mlmkit.scoring.texts import encode_texts, span_targets
+
+    tokenizer = mlm.tokenizer
+    never = set(unscored_ids(tokenizer, unk).tolist()) - {tokenizer.unk_token_id}
+    encoded = encode_texts(tokenizer, texts)
+    jobs, owner = [], []
+    for i, e in enumerate(encoded):
+        positions = span_targets(e, never, None)
+        if unk == "skip":
+            positions = [t for t in positions if e.ids[t] != tokenizer.unk_token_id]
+        for t in positions:
+            row = list(e.ids)
+            row[t] = tokenizer.mask_token_id
+            jobs.append((row, [t]))
+            owner.append(i)
+    out: list[list[list[dict]]] = [[] for _ in texts]
+    if not jobs:
+        return out
+
+    def reduce(batch, log_probs):
+        top = torch.topk(log_probs.float(), k, dim=-1)
+        return [(ids, lp) for ids, lp in zip(top.indices.tolist(), top.values.exp().tolist(),
+                                             strict=True)]
+
+    found = run_jobs(mlm, jobs, reduce, batch_tokens=batch_tokens, precision=precision,
+                     progress=False, description="alternatives")
+    names = {}
+    for ids, _ in found:
+        for t in ids:
+            if t not in names:
+                names[t] = tokenizer.convert_ids_to_tokens(t)
+    for i, (ids, probs) in zip(owner, found, strict=True):
+        out[i].append([{"token": names[t], "token_id": t, "prob": p}
+                       for t, p in zip(ids, probs, strict=True)])
+    return out
+
+
+class Cancelled(Exception):
+    """Raised inside the unmasking loop when its client has gone."""
+
+
+class StepStream:
+    """An `on_step` hook: each step as a dict, handed to `emit` (from the model's thread)."""
+
+    def __init__(self, mlm, emit, confidence: bool = True):
+        self.mlm, self.emit, self.with_confidence = mlm, emit, confidence
+        self.cancelled = threading.Event()
+        self.mask_id = mlm.tokenizer.mask_token_id
+        self.pad_id = mlm.tokenizer.pad_token_id if mlm.tokenizer.pad_token_id is not None \
+            else -1
+
+    def _confidence(self, event):
+        """The model's probability of each revealed token given the canvas before the step."""
+        import torch
+
+        from mlmkit.models import masked_log_probs
+
+        before = event.ids.clone()
+        before[event.masked | event.revealed] = self.mask_id
+        attention = (event.content | (event.ids != self.pad_id)).long()
+        model = self.mlm.model
+        device = self.mlm.device
+        with torch.inference_mode():
+            log_probs = masked_log_probs(model, before.to(device), attention.to(device),
+                                         event.revealed.to(device))
+            tokens = event.ids[event.revealed].to(device)
+            probs = log_probs.float().gather(1, tokens.view(-1, 1)).squeeze(1).exp()
+        out = torch.full(event.ids.shape, float("nan"))
+        out[event.revealed] = probs.cpu()
+        return out
+
+    def __call__(self, event) -> None:
+        if self.cancelled.is_set():
+            raise Cancelled("the client went away")
+        confidence = self._confidence(event) if self.with_confidence and bool(
+            event.revealed.any()) else None
+        rows = []
+        convert = self.mlm.tokenizer.convert_ids_to_tokens
+        for row in range(event.ids.shape[0]):
+            content = event.content[row]
+            values = None
+            if confidence is not None:
+                values = [None if np.isnan(v) else round(float(v), 6)
+                          for v in confidence[row][content].tolist()]
+            rows.append({"row": event.first_row + row,
+                         "tokens": convert(event.ids[row][content].tolist()),
+                         "masked": event.masked[row][content].tolist(),
+                         "revealed": event.revealed[row][content].tolist(),
+                         "confidence": values})
+        self.emit({"step": event.step, "block": event.block, "rows": rows})
+
+
+def word_differences(names: list[str], results: list[dict]) -> list[dict]:
+    """Words that every model scored at the same character span: each model's log-prob, and
+    the difference of each model from the first."""
+    spans = None
+    for result in results:
+        here = {(w["start"], w["end"]): w for w in result.get("words") or []}
+        spans = here.keys() if spans is None else spans & here.keys()
+    out = []
+    for start, end in sorted(spans or []):
+        values = []
+        for result in results:
+            word = next(w for w in result["words"] if (w["start"], w["end"]) == (start, end))
+            values.append(word["logprob"])
+        word = next(w for w in results[0]["words"] if (w["start"], w["end"]) == (start, end))
+        out.append({"word": word["word"], "start": start, "end": end,
+                    "logprobs": dict(zip(names, values, strict=True)),
+                    "difference": {n: v - values[0] for n, v in zip(names[1:], values[1:],
+                                                                    strict=True)}})
+    return out

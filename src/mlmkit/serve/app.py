@@ -1,0 +1,443 @@
+"""The FastAPI application: routes over the library functions, each model behind a worker.
+
+Request and response bodies are the library's result types: `/v1/score` returns
+`[TextScore.to_dict(), ...]` of `mlmkit.score` on the same texts and options, `/v1/fill`
+those of `mlmkit.fill_mask`, and so on, so an HTTP result equals the Python result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import secrets
+import time
+from importlib import resources
+from pathlib import Path
+
+from fastapi import Depends, FastAPI, Request
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+
+from mlmkit import __version__
+from mlmkit.errors import InvalidArgument, MlmkitError
+from mlmkit.serve.adapters import Cancelled, StepStream, token_alternatives, word_differences
+from mlmkit.serve.config import ServeConfig
+from mlmkit.serve.http_errors import BodyGuard, HTTPError, install_handlers
+from mlmkit.serve.schemas import (
+    ClassifyRequest,
+    CompareRequest,
+    FillRequest,
+    GenerateRequest,
+    InfillRequest,
+    ScoreRequest,
+)
+from mlmkit.serve.worker import ModelWorker, Work
+
+STATIC = Path(str(resources.files("mlmkit.serve") / "static"))
+
+
+def load_models(specs: list[str], *, device=None, precision="auto", threads=None) -> dict:
+    """`name=path` or `path` (named by its last part) -> loaded `MLM`s, each loaded once."""
+    from mlmkit.models import prepare_mlm
+
+    if not specs:
+        raise InvalidArgument("no model given: pass one or more model directories or names")
+    models = {}
+    for spec in specs:
+        name, _, path = spec.partition("=") if "=" in spec and not Path(spec).exists() \
+            else ("", "", spec)
+        name = name or Path(path.rstrip("/")).name or path
+        if name in models:
+            raise InvalidArgument(f"two models are named {name!r}: name them, e.g. "
+                                  f"a={path} b=OTHER")
+        mlm, _ = prepare_mlm(path, device=device, precision=precision, threads=threads)
+        models[name] = mlm
+    return models
+
+
+def _as_models(models) -> dict:
+    from mlmkit.models import as_mlm
+
+    if isinstance(models, dict):
+        return {str(k): as_mlm(v) for k, v in models.items()}
+    if isinstance(models, (list, tuple)) and not (len(models) == 2 and not isinstance(
+            models[0], (str, Path)) and hasattr(models[1], "convert_ids_to_tokens")):
+        out = {}
+        for m in models:
+            mlm = as_mlm(m)
+            out[Path(str(mlm.name)).name or f"model{len(out)}"] = mlm
+        return out
+    mlm = as_mlm(models)
+    return {Path(str(mlm.name)).name or "model": mlm}
+
+
+class Server:
+    """The models, their workers and check tokenizers, and the bounds."""
+
+    def __init__(self, models: dict, config: ServeConfig):
+        if not models:
+            raise InvalidArgument("no model given: pass one or more models")
+        self.models, self.config = models, config
+        self.workers = {name: ModelWorker(name, config.batching, config.batch_window_ms,
+                                          config.max_batch_texts) for name in models}
+        # A copy per model, used on the event loop's thread for length checks, so no
+        # tokenizer is ever shared between two threads.
+        self.check_tokenizers = {name: copy.deepcopy(m.tokenizer) for name, m in models.items()}
+        self.started = time.time()
+
+    # --- requests -------------------------------------------------------------------------------
+
+    def model_name(self, name: str | None) -> str:
+        if name is None:
+            return next(iter(self.models))
+        if name not in self.models:
+            raise HTTPError(404, "UnknownModel", f"model {name!r} is not served here: use one "
+                            f"of {', '.join(self.models)} (GET /v1/models)")
+        return name
+
+    def texts(self, value, what: str, *, allow_empty: bool = False) -> list[str]:
+        texts = [value] if isinstance(value, str) else list(value)
+        if not texts:
+            raise HTTPError(400, "InvalidArgument", f"{what} is an empty list: send at least "
+                            "one text")
+        if len(texts) > self.config.max_texts:
+            raise HTTPError(413, "TooLarge", f"{what} has {len(texts)} entries, more than "
+                            f"{self.config.max_texts} (--max-texts): split the request")
+        for i, text in enumerate(texts):
+            name = what if isinstance(value, str) else f"{what}[{i}]"
+            if not allow_empty and not text.strip():
+                raise HTTPError(400, "InvalidArgument", f"{name} is empty: send text to "
+                                "work on")
+            if "\x00" in text:
+                raise HTTPError(400, "InvalidArgument", f"{name} holds a NUL character: send "
+                                "plain text")
+            if len(text) > 20 * self.config.max_tokens:
+                raise HTTPError(413, "TooLarge", f"{name} has {len(text):,} characters, too "
+                                f"many for {self.config.max_tokens} tokens (--max-tokens)")
+        return texts
+
+    def check_tokens(self, name: str, texts: list[str], what: str, single: bool) -> None:
+        tokenizer = self.check_tokenizers[name]
+        lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=True,
+                                                 truncation=False, verbose=False)["input_ids"]]
+        for i, n in enumerate(lengths):
+            if n > self.config.max_tokens:
+                label = what if single else f"{what}[{i}]"
+                raise HTTPError(413, "TooLarge", f"{label} has {n} tokens, more than "
+                                f"{self.config.max_tokens} (--max-tokens): shorten it")
+
+    def count(self, name: str, value, low: int, high: int, flag: str | None = None) -> None:
+        if value is None:
+            return
+        if not low <= value <= high:
+            where = f" ({flag})" if flag else ""
+            raise HTTPError(400 if flag is None else 413, "InvalidArgument" if flag is None
+                            else "TooLarge", f"{name}={value} is outside {low}..{high}{where}")
+
+    async def answer(self, request: Request, name: str, work: Work):
+        """Submit `work` to the model's worker; wait for it, the timeout or the client leaving."""
+        future = self.workers[name].submit(work)
+        deadline = time.monotonic() + self.config.timeout
+        while True:
+            done, _ = await asyncio.wait({future}, timeout=0.05)
+            if done:
+                return future.result()
+            if await request.is_disconnected():
+                future.cancel()
+                raise HTTPError(499, "ClientClosed", "the client closed the connection")
+            if time.monotonic() > deadline:
+                future.cancel()
+                raise HTTPError(504, "Timeout", f"the request took more than "
+                                f"{self.config.timeout:g} s (--timeout): send fewer texts or "
+                                "fewer steps")
+
+    # --- the library calls ----------------------------------------------------------------------
+
+    def score_run(self, name: str, metric, per_token, per_word, unk, alternatives):
+        import mlmkit
+
+        mlm, c = self.models[name], self.config
+
+        def run(texts):
+            results = mlmkit.score(mlm, texts, metric=metric, per_token=per_token,
+                                   per_word=per_word, unk=unk, batch_tokens=c.batch_tokens,
+                                   precision=c.precision, threads=c.threads, progress=False)
+            alts = token_alternatives(mlm, texts, alternatives, unk,
+                                      batch_tokens=c.batch_tokens, precision=c.precision) \
+                if alternatives else [None] * len(texts)
+            return [(r.to_dict(), a) for r, a in zip(results, alts, strict=True)]
+
+        return run
+
+    def fill_run(self, name: str, top_k, mode):
+        import mlmkit
+
+        mlm, c = self.models[name], self.config
+
+        def run(texts):
+            return [r.to_dict() for r in mlmkit.fill_mask(
+                mlm, texts, top_k=top_k, mode=mode, batch_tokens=c.batch_tokens,
+                precision=c.precision, threads=c.threads, progress=False)]
+
+        return run
+
+
+def _sampler_kwargs(body) -> dict:
+    return {k: getattr(body, k) for k in ("steps", "sampler", "confidence", "temperature",
+                                           "top_k", "top_p", "block_length", "cfg_scale",
+                                           "seed")}
+
+
+def _sse(event: str, data) -> bytes:
+    from mlmkit.runtime.results import jsonable
+
+    return f"event: {event}\ndata: {json.dumps(jsonable(data), allow_nan=False)}\n\n".encode()
+
+
+def create_app(models, config: ServeConfig | None = None) -> FastAPI:
+    """The application serving `models` (a dict name -> MLM / name / path, one model, or a
+    list) under `config` (default bounds)."""
+    config = config or ServeConfig()
+    server = Server(_as_models(models), config)
+
+    async def lifespan(app):
+        yield
+        for worker in server.workers.values():
+            await worker.stop()
+
+    app = FastAPI(title="mlmkit", version=__version__, docs_url=None, redoc_url=None,
+                  lifespan=lifespan,
+                  description="Masked language models over HTTP: fill, score, generate, infill, "
+                              "classify and compare. Bodies are mlmkit's result types.")
+    app.state.server = server
+    app.add_middleware(BodyGuard, max_bytes=config.max_body_bytes)
+    install_handlers(app)
+
+    def authorised(request: Request) -> None:
+        key = config.api_key
+        if key is None:
+            return
+        given = request.headers.get("x-api-key")
+        auth = request.headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            given = auth[7:].strip()
+        if given is None or not secrets.compare_digest(given.encode(), key.encode()):
+            raise HTTPError(401, "Unauthorized", "this server needs its API key: send "
+                            "'Authorization: Bearer KEY' or 'X-API-Key: KEY'")
+
+    guard = [Depends(authorised)]
+
+    @app.get("/", include_in_schema=False)
+    async def playground():
+        return FileResponse(STATIC / "index.html")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs():
+        return FileResponse(STATIC / "docs.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/healthz", summary="Liveness: the server answers and its models are loaded")
+    async def healthz():
+        return {"status": "ok", "models": list(server.models),
+                "uptime_s": round(time.time() - server.started, 3)}
+
+    @app.get("/v1/models", dependencies=guard, summary="The served models and the bounds")
+    async def list_models():
+        out = []
+        for name, mlm in server.models.items():
+            net, tok = mlm.model, mlm.tokenizer
+            out.append({"name": name, "source": str(mlm.name),
+                        "model_type": getattr(net.config, "model_type", None),
+                        "max_length": mlm.max_length, "vocab_size": len(tok),
+                        "parameters": sum(p.numel() for p in net.parameters()),
+                        "mask_token": tok.mask_token, "device": str(mlm.device),
+                        "calls": server.workers[name].calls})
+        c = config
+        return {"models": out, "limits": {
+            "max_body_bytes": c.max_body_bytes, "max_texts": c.max_texts,
+            "max_tokens": c.max_tokens, "max_steps": c.max_steps, "max_top_k": c.max_top_k,
+            "timeout": c.timeout, "batching": c.batching, "api_key": c.api_key is not None}}
+
+    @app.post("/v1/fill", dependencies=guard, summary="Top-k tokens at each mask "
+              "(mlmkit.fill_mask)")
+    async def fill(body: FillRequest, request: Request):
+        name = server.model_name(body.model)
+        texts = server.texts(body.texts, "texts")
+        server.count("top_k", body.top_k, 1, config.max_top_k, "--max-top-k")
+        server.check_tokens(name, texts, "texts", isinstance(body.texts, str))
+        work = Work(("fill", body.top_k, body.mode), texts,
+                    server.fill_run(name, body.top_k, body.mode))
+        results = await server.answer(request, name, work)
+        return {"model": name, "results": results}
+
+    @app.post("/v1/score", dependencies=guard, summary="PLL, PLL-word-l2r, PPPL, token and "
+              "word scores (mlmkit.score)")
+    async def score(body: ScoreRequest, request: Request):
+        name = server.model_name(body.model)
+        texts = server.texts(body.texts, "texts")
+        server.count("alternatives", body.alternatives, 0, config.max_top_k, "--max-top-k")
+        if body.alternatives and not body.per_token:
+            raise HTTPError(400, "InvalidArgument", "alternatives needs per_token: true (they "
+                            "are listed per scored token)")
+        server.check_tokens(name, texts, "texts", isinstance(body.texts, str))
+        key = ("score", body.metric, body.per_token, body.per_word, body.unk, body.alternatives)
+        work = Work(key, texts, server.score_run(name, *key[1:]))
+        pairs = await server.answer(request, name, work)
+        out = {"model": name, "results": [r for r, _ in pairs]}
+        if body.alternatives:
+            out["alternatives"] = [a for _, a in pairs]
+        return out
+
+    async def unmask(request: Request, body, name: str, inputs: list[str], what: str,
+                     call):
+        """generate / infill: one call alone (its seeds depend on the call), or a stream."""
+        mlm = server.models[name]
+        if not body.stream:
+            work = Work(None, inputs, lambda items: [r.to_dict() for r in call(items, None)])
+            return {"model": name, "results": await server.answer(request, name, work)}
+        if len(inputs) != 1:
+            raise HTTPError(400, "InvalidArgument", f"stream: true takes one {what}: send a "
+                            f"single {what}, or stream: false for a list")
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue = asyncio.Queue()
+        stream = StepStream(mlm, lambda step: loop.call_soon_threadsafe(
+            events.put_nowait, ("step", step)))
+        work = Work(None, inputs, lambda items: [r.to_dict() for r in call(items, stream)])
+        future = server.workers[name].submit(work)
+        future.add_done_callback(lambda f: events.put_nowait(("done", None)))
+
+        async def body_stream():
+            deadline = time.monotonic() + config.timeout
+            try:
+                while True:
+                    remaining = deadline - time.monotonic()
+                    try:
+                        kind, data = await asyncio.wait_for(events.get(), max(0.0, remaining))
+                    except asyncio.TimeoutError:
+                        yield _sse("error", {"error": {"type": "Timeout", "message": (
+                            f"the request took more than {config.timeout:g} s (--timeout)")}})
+                        return
+                    if kind == "step":
+                        yield _sse("step", data)
+                        continue
+                    if future.cancelled():
+                        return
+                    error = future.exception()
+                    if error is None:
+                        yield _sse("result", {"model": name, "results": future.result()})
+                    elif isinstance(error, MlmkitError):
+                        yield _sse("error", {"error": {"type": type(error).__name__,
+                                                       "message": str(error).splitlines()[0]}})
+                    elif not isinstance(error, Cancelled):
+                        yield _sse("error", {"error": {"type": "InternalError", "message":
+                                                       f"the server failed ({type(error).__name__})"}})
+                    return
+            finally:
+                stream.cancelled.set()
+                future.cancel()
+
+        return StreamingResponse(body_stream(), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
+
+    def check_sampler(body) -> None:
+        server.count("steps", body.steps, 1, config.max_steps, "--max-steps")
+        server.count("seed", body.seed, 0, 2**63 - 1)
+
+    @app.post("/v1/generate", dependencies=guard, summary="Continue prompts by iterative "
+              "unmasking (mlmkit.generate); stream: true sends every step")
+    async def generate(body: GenerateRequest, request: Request):
+        import mlmkit
+
+        name = server.model_name(body.model)
+        prompts = server.texts(body.prompt, "prompt", allow_empty=True)
+        server.count("length", body.length, 1, config.max_tokens, "--max-tokens")
+        check_sampler(body)
+        server.check_tokens(name, prompts, "prompt", isinstance(body.prompt, str))
+        options = _sampler_kwargs(body)
+        mlm = server.models[name]
+
+        def call(items, on_step):
+            return mlmkit.generate(mlm, list(items), length=body.length, **options,
+                                   batch_tokens=config.batch_tokens, precision=config.precision,
+                                   threads=config.threads, progress=False, on_step=on_step)
+
+        return await unmask(request, body, name, prompts, "prompt", call)
+
+    @app.post("/v1/infill", dependencies=guard, summary="Fill the [MASK] spans of a template "
+              "(mlmkit.infill); stream: true sends every step")
+    async def infill(body: InfillRequest, request: Request):
+        import mlmkit
+        from mlmkit.generate.template import Span, parse_template
+
+        name = server.model_name(body.model)
+        templates = server.texts(body.template, "template")
+        check_sampler(body)
+        server.count("max_candidates", body.max_candidates, 1, 256)
+        for i, template in enumerate(templates):
+            spans = [p for p in parse_template(template, where=f"template {i + 1}")
+                     if isinstance(p, Span)]
+            longest = sum(s.longest for s in spans)
+            if longest > config.max_tokens:
+                raise HTTPError(413, "TooLarge", f"template {i + 1} asks for up to {longest} "
+                                f"masks, more than {config.max_tokens} (--max-tokens)")
+        server.check_tokens(name, templates, "template", isinstance(body.template, str))
+        options = _sampler_kwargs(body)
+        mlm = server.models[name]
+
+        def call(items, on_step):
+            return mlmkit.infill(mlm, list(items), **options, max_candidates=body.max_candidates,
+                                 batch_tokens=config.batch_tokens, precision=config.precision,
+                                 threads=config.threads, progress=False, on_step=on_step)
+
+        return await unmask(request, body, name, templates, "template", call)
+
+    @app.post("/v1/classify", dependencies=guard, summary="Zero-shot classification with a "
+              "cloze template and a verbalizer (mlmkit.cloze_classify)")
+    async def classify(body: ClassifyRequest, request: Request):
+        import mlmkit
+
+        name = server.model_name(body.model)
+        texts = server.texts(body.texts, "texts")
+        server.check_tokens(name, [body.template.replace("{text}", t) for t in texts],
+                            "texts", isinstance(body.texts, str))
+        mlm = server.models[name]
+
+        def run(items):
+            result = mlmkit.cloze_classify(mlm, list(items), body.template, body.verbalizer,
+                                           aggregate=body.aggregate,
+                                           batch_tokens=config.batch_tokens,
+                                           precision=config.precision, threads=config.threads,
+                                           progress=False)
+            return [result.to_dict()] + [None] * (len(items) - 1)
+
+        results = await server.answer(request, name, Work(None, texts, run))
+        return {"model": name, "result": results[0]}
+
+    @app.post("/v1/compare", dependencies=guard, summary="One text under several models: token "
+              "and word scores side by side, and the word differences")
+    async def compare(body: CompareRequest, request: Request):
+        names = list(server.models) if body.models is None else \
+            [server.model_name(n) for n in body.models]
+        if len(names) < 2 or len(set(names)) != len(names):
+            raise HTTPError(400, "InvalidArgument", "compare needs two or more different "
+                            "models: list them in models, or serve several (mlmkit serve A B)")
+        if len(names) > 8:
+            raise HTTPError(413, "TooLarge", "compare takes at most 8 models")
+        texts = server.texts(body.text, "text")
+        for name in names:
+            server.check_tokens(name, texts, "text", True)
+        key = ("score", body.metric, True, True, "score", 0)
+        pairs = await asyncio.gather(*(server.answer(request, n, Work(
+            key, texts, server.score_run(n, *key[1:]))) for n in names))
+        results = [p[0][0] for p in pairs]
+        return {"text": body.text, "models": names, "results": results,
+                "words": word_differences(names, results)}
+
+    @app.exception_handler(Cancelled)
+    async def _cancelled(request, error):
+        return JSONResponse({"error": {"type": "ClientClosed", "message": str(error)}},
+                            status_code=499)
+
+    return app

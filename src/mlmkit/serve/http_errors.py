@@ -1,0 +1,151 @@
+"""Every failure as a 4xx (or 5xx) JSON body `{"error": {"type", "message"}}`, never a traceback.
+
+`BodyGuard` reads each request body before FastAPI does: it refuses a body over the size
+bound (413), bytes that are not UTF-8, text that is not JSON, and NaN / Infinity (which
+Python's json module accepts, and which would otherwise reach validation and make FastAPI's
+default handler fail with a 500 while serialising the error) — all as 400 with what was
+wrong. The handlers turn validation errors (422), mlmkit's errors (400), unknown routes
+and models (404) and anything unexpected (500, logged on the server) into the same shape.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from starlette.responses import JSONResponse
+
+from mlmkit.errors import MlmkitError
+
+log = logging.getLogger("mlmkit.serve")
+
+
+class HTTPError(Exception):
+    """An error with its HTTP status, a type name and a one-line message."""
+
+    def __init__(self, status: int, kind: str, message: str):
+        super().__init__(message)
+        self.status, self.kind, self.message = status, kind, message
+
+
+def error_response(status: int, kind: str, message: str, headers=None) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status,
+                        headers=headers)
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not a JSON number: send finite numbers (or null)")
+
+
+def json_problem(body: bytes) -> str | None:
+    """What is wrong with `body` as a JSON request, or None."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return (f"the request body is not UTF-8 (byte 0x{body[error.start]:02x} at offset "
+                f"{error.start}): send JSON encoded as UTF-8")
+    if not text.strip():
+        return "the request body is empty: send a JSON object"
+    try:
+        json.loads(text, parse_constant=_no_constants)
+    except ValueError as error:
+        return f"the request body is not valid JSON: {str(error).splitlines()[0]}"
+    return None
+
+
+class BodyGuard:
+    """ASGI middleware: bounded, UTF-8, JSON bodies (without NaN/Infinity) on POST."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+            return await self.app(scope, receive, send)
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length")
+        limit = f"the request body is larger than {self.max_bytes:,} bytes (--max-body-bytes)"
+        if declared is not None:
+            if not declared.isdigit():
+                return await error_response(400, "BadRequest", "Content-Length is not a "
+                                            "number")(scope, receive, send)
+            if int(declared) > self.max_bytes:
+                return await error_response(413, "TooLarge", limit + ": send fewer or "
+                                            "shorter texts")(scope, receive, send)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                return await error_response(413, "TooLarge", limit + ": send fewer or shorter "
+                                            "texts")(scope, receive, send)
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        problem = json_problem(body)
+        if problem is not None:
+            return await error_response(400, "InvalidJSON", problem)(scope, receive, send)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()  # later: the disconnect, for cancellation
+
+        return await self.app(scope, replay, send)
+
+
+def _where(loc) -> str:
+    parts = [str(p) for p in loc if p != "body"]
+    return ".".join(parts) if parts else "the body"
+
+
+def validation_message(errors) -> str:
+    """One line from pydantic's errors, without echoing the values sent."""
+    first = errors[0] if errors else {}
+    message = f"{_where(first.get('loc', ()))}: {first.get('msg', 'invalid')}"
+    if first.get("type") == "extra_forbidden":
+        message += " (unknown field: see GET /openapi.json for the fields of this endpoint)"
+    if len(errors) > 1:
+        message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+    return message
+
+
+STATUS_OF = {"UnknownModel": 404}
+
+
+def install_handlers(app) -> None:
+    from fastapi.exceptions import RequestValidationError
+    from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request, error):
+        return error_response(422, "InvalidRequest", validation_message(error.errors()))
+
+    @app.exception_handler(HTTPError)
+    async def _http_error(request, error):
+        return error_response(error.status, error.kind, error.message)
+
+    @app.exception_handler(MlmkitError)
+    async def _mlmkit(request, error):
+        lines = str(error).strip().splitlines() or [type(error).__name__]
+        return error_response(400, type(error).__name__, lines[0])
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _starlette(request, error):
+        kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(error.status_code, "HTTPError")
+        message = {404: f"no route {request.url.path}: see GET /openapi.json",
+                   405: f"{request.method} is not allowed on {request.url.path}"}.get(
+            error.status_code, str(error.detail))
+        return error_response(error.status_code, kind, message, getattr(error, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request, error):
+        log.error("request %s %s failed", request.method, request.url.path, exc_info=error)
+        return error_response(500, "InternalError", f"the server failed on this request "
+                              f"({type(error).__name__}); its log has the details")
