@@ -25,6 +25,8 @@ FAMILY_TOKENIZER = {
     "bert": "wordpiece", "distilbert": "wordpiece", "electra": "wordpiece",
     "albert": "unigram", "deberta-v2": "unigram", "xlm-roberta": "unigram",
     "roberta": "bpe", "modernbert": "bpe",
+    "eurobert": "bpe", "ettin": "bpe", "mmbert": "bpe", "neobert": "bpe",
+    "deberta-v3": "unigram",
 }
 
 

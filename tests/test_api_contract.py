@@ -35,7 +35,8 @@ SUBPACKAGES = ["bias", "corpus", "errors", "generate", "masking", "models", "pro
                "runtime", "scoring", "train"]
 PUBLIC_FUNCTIONS = ["score", "fill", "fill_mask", "generate", "infill", "elbo", "rescore",
                     "load_mlm", "build_mlm", "as_mlm", "pretrain", "cloze_classify",
-                    "rank_statements", "knowledge_probe", "audit", "train_tokenizer"]
+                    "rank_statements", "knowledge_probe", "audit", "train_tokenizer",
+                    "model_info"]
 
 
 def entry_point(name: str):

@@ -18,7 +18,7 @@ from mlmkit.models import (
 )
 
 ARCHITECTURES = ["bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra",
-                 "deberta-v2", "modernbert"]
+                 "deberta-v2", "modernbert", "eurobert"]
 
 
 def _batch(tokenizer):

@@ -90,7 +90,7 @@ def test_model_init_help_lists_every_family_and_size():
     text = " ".join(result.output.split())
     for name in (*FAMILIES, *SIZES):
         assert name in text, name
-    assert len(FAMILIES) == 8
+    assert len(FAMILIES) == 13
 
 
 @pytest.mark.parametrize("length", ["-1", "0", "100000", "1e9"])

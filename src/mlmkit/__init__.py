@@ -28,6 +28,7 @@ _FUNCTIONS = {
     "build_mlm": "mlmkit.models",
     "masked_logits": "mlmkit.models",
     "masked_log_probs": "mlmkit.models",
+    "model_info": "mlmkit.models",
     # data
     "train_tokenizer": "mlmkit.tokenizer",
     "python_docs": "mlmkit.corpus.python_docs",

@@ -26,7 +26,8 @@ Example:
 """
 
 model_app = typer.Typer(help="Create a random masked LM from a preset, saved with its "
-                             "tokenizer.\n" + EXAMPLE, no_args_is_help=True)
+                             "tokenizer; list the families; describe a model.\n" + EXAMPLE,
+                        no_args_is_help=True)
 
 
 @model_app.command(
@@ -91,7 +92,62 @@ def init_command(
                     f"{escape(str(output))}")
 
 
+@model_app.command(
+    "list",
+    short_help="List every model family `model init` can build.",
+    help="List every family `mlmkit model init` builds (FAMILY-SIZE presets), the "
+         "transformers classes it uses and whether the installed transformers has them."
+         "\n\nExample:\n\n  mlmkit model list --json\n",
+)
+def list_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    import json
+
+    from mlmkit.models.presets import FAMILY_INFO, family_available
+
+    rows = [{"family": name, "classes": FAMILY_INFO[name].config_class,
+             "available": family_available(name), "description": FAMILY_INFO[name].description}
+            for name in FAMILIES]
+    if as_json:
+        print(json.dumps(rows, indent=1))
+        return
+    console = Console(soft_wrap=True)
+    for row in rows:
+        mark = "" if row["available"] else " [red](not in this transformers)[/red]"
+        console.print(f"[bold]{row['family']}[/bold] ({row['classes']}){mark}: "
+                      f"{escape(row['description'])}")
+
+
+@model_app.command(
+    "info",
+    short_help="Describe a model: family, parameters, positions, head, features.",
+    help="Describe a masked LM: family, parameter counts (embeddings and the rest), "
+         "vocabulary, max positions, position scheme (absolute, relative, RoPE θ, ALiBi), "
+         "attention implementation, whether an MLM head is present and trained, special "
+         "tokens, and which mlmkit features will work on it.\n\nExample:\n\n"
+         "  mlmkit model info ./tiny-bert --json\n",
+)
+def info_command(
+    model: str = typer.Argument(..., help="Model name or directory."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    trust_remote_code: bool = typer.Option(
+        False, "--trust-remote-code", help="Run the model code a checkpoint ships with "
+                                            "(NeoBERT, ...); read it first."),
+) -> None:
+    from mlmkit.models.info import model_info
+
+    info = model_info(model, trust_remote_code=trust_remote_code or None)
+    if as_json:
+        print(info.to_json())
+        return
+    console = Console(soft_wrap=True)
+    console.print(f"[bold]{escape(info.name)}[/bold]")
+    for key, value in info.table():
+        if key == "  score":
+            console.print("features:")
+        console.print(f"{escape(key):<18} {escape(value)}")
+
+
 def register(app: typer.Typer) -> None:
     app.add_typer(model_app, name="model",
-                  short_help="Create a random model from a preset, e.g. mlmkit model init "
-                             "bert-tiny --tokenizer ./tok -o ./tiny-bert")
+                  short_help="Create a random model from a preset, list the families, "
+                             "describe a model, e.g. mlmkit model info ./tiny-bert")

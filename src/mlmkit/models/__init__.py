@@ -10,6 +10,7 @@ _EXPORTS = {
     "ADAPTERS": "adapters", "SUPPORTED_ARCHITECTURES": "adapters", "adapter_for": "adapters",
     "MASK_SPELLINGS": "load", "MLM": "load", "as_mlm": "load", "load_mlm": "load",
     "prepare_mlm": "load", "resolve_device": "load",
+    "ModelInfo": "info", "model_info": "info",
     "FAMILIES": "presets", "SIZES": "presets", "build_mlm": "presets",
     "parse_preset": "presets", "preset_config": "presets",
     "masked_log_probs": "primitive", "masked_logits": "primitive",

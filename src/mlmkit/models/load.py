@@ -22,6 +22,9 @@ class MLM:
     model: transformers.PreTrainedModel
     tokenizer: transformers.PreTrainedTokenizerBase
     name: str = "model"
+    untrained_head: tuple[str, ...] = ()
+    """Head weights the checkpoint lacked (initialised at random on load; see
+    `allow_untrained_head`); empty for a complete masked LM."""
 
     @property
     def device(self) -> torch.device:
@@ -74,6 +77,19 @@ def check_mask_token(tokenizer, name: str) -> None:
         )
 
 
+def complete_special_tokens(tokenizer):
+    """Give a tokenizer without [CLS]/[SEP] roles its <bos>/<eos> in those roles.
+
+    Gemma-style tokenizers (mmBERT's) name only `bos_token`/`eos_token`; mlmkit's packing,
+    scoring and model presets read `cls_token`/`sep_token`. Returns the tokenizer.
+    """
+    if tokenizer.cls_token is None and tokenizer.bos_token is not None:
+        tokenizer.cls_token = tokenizer.bos_token
+    if tokenizer.sep_token is None and tokenizer.eos_token is not None:
+        tokenizer.sep_token = tokenizer.eos_token
+    return tokenizer
+
+
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json",
                    "merges.txt", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model",
                    "spm.model", "sentencepiece.model")
@@ -108,25 +124,54 @@ def _weight_files(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
 
 
-def _load_config(name: str):
+def trust_remote_code_default(trust_remote_code: bool | None) -> bool:
+    """`trust_remote_code`, or (None) whether $MLMKIT_TRUST_REMOTE_CODE is 1/true/yes."""
+    if trust_remote_code is not None:
+        return bool(trust_remote_code)
+    import os
+
+    return os.environ.get("MLMKIT_TRUST_REMOTE_CODE", "").strip().lower() in ("1", "true", "yes")
+
+
+def needs_remote_code(name: str) -> bool:
+    """Whether a local model directory's config.json names code of its own (auto_map)."""
+    import json
+
     try:
-        return transformers.AutoConfig.from_pretrained(name)
-    except (OSError, ValueError, KeyError, TypeError) as error:
+        values = json.loads((Path(name) / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(values, dict) and bool(values.get("auto_map"))
+
+
+def _load_config(name: str, trust_remote_code: bool = False):
+    if not trust_remote_code and needs_remote_code(name):
+        raise ModelError(f"{name!r} ships its own model code (config.json auto_map): read it, "
+                         "then pass --trust-remote-code (trust_remote_code=True, or "
+                         "MLMKIT_TRUST_REMOTE_CODE=1) to run it")
+    try:
+        return transformers.AutoConfig.from_pretrained(name, trust_remote_code=trust_remote_code)
+    except (OSError, ValueError, KeyError, TypeError, ImportError) as error:
+        if "trust_remote_code" in str(error):
+            raise ModelError(f"{name!r} needs its own model code: pass --trust-remote-code "
+                             "(trust_remote_code=True) if you trust it") from error
         raise ModelError(f"cannot read the model config of {name!r} ({_first_line(error)}): "
                          "re-download or re-export the model (save_pretrained writes "
                          "config.json)") from error
 
 
-def _load_tokenizer(name: str, path: Path, config):
+def _load_tokenizer(name: str, path: Path, config, trust_remote_code: bool = False):
     if path.is_dir() and not any((path / f).is_file() for f in TOKENIZER_FILES):
         raise ModelError(f"{name!r} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, "
                          "...): save the tokenizer next to the model "
                          "(tokenizer.save_pretrained(dir)) or pass (model, tokenizer)")
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+        tokenizer = transformers.AutoTokenizer.from_pretrained(
+            name, trust_remote_code=trust_remote_code)
     except Exception as error:  # noqa: BLE001 - tokenizers raise many kinds (Rust panics too)
         raise ModelError(f"cannot load the tokenizer of {name!r} ({_first_line(error)}): "
                          "re-download or re-export the model with its tokenizer") from error
+    complete_special_tokens(tokenizer)
     vocab = getattr(config, "vocab_size", None)
     specials = len(set(tokenizer.all_special_ids))
     if len(tokenizer) <= specials:
@@ -170,6 +215,7 @@ def load_mlm(
     dtype: str | torch.dtype | None = None,
     *,
     allow_untrained_head: bool = False,
+    trust_remote_code: bool | None = None,
 ) -> MLM:
     """Load a masked LM and its tokenizer: `model` is a hub name or a directory
     (`bert-base-uncased`, `./runs/x/final`, ...).
@@ -179,9 +225,12 @@ def load_mlm(
     the supported architectures), a directory without a tokenizer, a damaged weight file,
     a checkpoint whose MLM head is not trained (an ELECTRA discriminator, a DeBERTa-v3
     release; `allow_untrained_head=True` accepts it, e.g. to train the head), a tokenizer
-    without a mask token.
+    without a mask token. A checkpoint that ships its own code (NeoBERT, ...) loads only with
+    `trust_remote_code=True` (or $MLMKIT_TRUST_REMOTE_CODE=1): that code runs on this machine.
     """
     from mlmkit.runtime.devices import resolve_device as resolve
+
+    trust_remote_code = trust_remote_code_default(trust_remote_code)
 
     target = resolve(device)
     name = str(model)
@@ -197,9 +246,10 @@ def load_mlm(
         raise ModelError(f"{name!r} has no config.json: it is not a saved Hugging Face model")
     if path.is_dir():
         name = str(path)
-    config = _load_config(name)
+    config = _load_config(name, trust_remote_code)
     mlm_types = transformers.models.auto.modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
-    if config.model_type not in mlm_types:
+    remote = "AutoModelForMaskedLM" in (getattr(config, "auto_map", None) or {})
+    if config.model_type not in mlm_types and not remote:
         raise ModelError(
             f"{name!r} is a {config.model_type!r} model, which has no masked-LM head in "
             f"transformers; mlmkit's fast path supports {', '.join(SUPPORTED_ARCHITECTURES)}"
@@ -207,9 +257,9 @@ def load_mlm(
     if path.is_dir() and not _weight_files(path):
         raise ModelError(f"{name!r} holds no weight file (model.safetensors): re-download or "
                          "re-export the model")
-    tokenizer = _load_tokenizer(name, path, config)
+    tokenizer = _load_tokenizer(name, path, config, trust_remote_code)
     check_mask_token(tokenizer, name)
-    kwargs = {}
+    kwargs = {"trust_remote_code": trust_remote_code}
     if dtype is not None:
         kwargs["dtype"] = resolve_dtype(dtype)
     try:
@@ -223,7 +273,8 @@ def load_mlm(
                          "truncated; re-download or re-export the model") from error
     _check_trained(name, net, info, allow_untrained_head)
     net.to(target).eval()
-    return MLM(model=net, tokenizer=tokenizer, name=str(model))
+    head, _ = untrained_weights(net, info.get("missing_keys") or ())
+    return MLM(model=net, tokenizer=tokenizer, name=str(model), untrained_head=tuple(head))
 
 
 def _check_head(model, name: str) -> None:

@@ -34,8 +34,9 @@ SIZES: dict[str, Size] = {
 PRESET_POSITIONS = 512
 MAX_POSITIONS = 8192  # `model init --max-length` bound: far above any preset's need
 
-# The three families of the preset table, plus the other architectures the model layer
-# supports, so that every adapter can be exercised on a fresh model.
+# The three families of the preset table, the other architectures the model layer
+# supports (so that every adapter can be exercised on a fresh model), and the encoders of
+# 2024-26 built with the transformers classes that carry their architecture.
 FAMILIES: tuple[str, ...] = (
     "bert",
     "roberta",
@@ -45,7 +46,67 @@ FAMILIES: tuple[str, ...] = (
     "albert",
     "electra",
     "deberta-v2",
+    "eurobert",
+    "ettin",
+    "mmbert",
+    "neobert",
+    "deberta-v3",
 )
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a preset family is built with, and what it stands for."""
+
+    config_class: str  # the transformers config class (checked to be installed)
+    description: str
+
+
+FAMILY_INFO: dict[str, Family] = {
+    "bert": Family("BertConfig", "BERT (Devlin et al. 2019): post-LN, absolute positions"),
+    "roberta": Family("RobertaConfig", "RoBERTa (Liu et al. 2019): BERT's shape, BPE"),
+    "modernbert": Family("ModernBertConfig", "ModernBERT (Warner et al. 2024): pre-LN, RoPE, "
+                                             "GeGLU, local/global attention"),
+    "xlm-roberta": Family("XLMRobertaConfig", "XLM-R (Conneau et al. 2020)"),
+    "distilbert": Family("DistilBertConfig", "DistilBERT (Sanh et al. 2019)"),
+    "albert": Family("AlbertConfig", "ALBERT (Lan et al. 2020): factorised embeddings"),
+    "electra": Family("ElectraConfig", "ELECTRA generator (Clark et al. 2020)"),
+    "deberta-v2": Family("DebertaV2Config", "DeBERTa-v2 (He et al. 2021): relative attention"),
+    "eurobert": Family("EuroBertConfig", "EuroBERT (Boizard et al. 2025): Llama-style "
+                                         "encoder, RoPE, SwiGLU, RMSNorm (native class)"),
+    "ettin": Family("ModernBertConfig", "Ettin encoders (Weller et al. 2025): ModernBERT "
+                                        "classes, [CLS]/[SEP] tokenizers"),
+    "mmbert": Family("ModernBertConfig", "mmBERT (Marone et al. 2025): ModernBERT classes, "
+                                         "Gemma-style <bos>/<eos> tokenizers"),
+    "neobert": Family("EuroBertConfig", "NeoBERT's shape (Le Breton et al. 2025): deeper and "
+                                        "narrower, RoPE, SwiGLU, pre-RMSNorm, built with the "
+                                        "EuroBERT classes (NeoBERT checkpoints load with "
+                                        "--trust-remote-code)"),
+    "deberta-v3": Family("DebertaV2Config", "DeBERTa-v3 (He et al. 2023): DeBERTa-v2 "
+                                            "classes, 256 position buckets; released "
+                                            "checkpoints have no MLM head (trained by RTD)"),
+}
+
+# Families whose model uses rotary position embeddings (a recipe may set their RoPE θ).
+ROPE_FAMILIES = ("modernbert", "ettin", "mmbert", "eurobert", "neobert")
+
+
+def family_available(family: str) -> bool:
+    """Whether the installed transformers has the classes `family` is built with."""
+    import transformers
+
+    return hasattr(transformers, FAMILY_INFO[family].config_class)
+
+
+def check_family(family: str, what: str = "--model") -> None:
+    """A one-line error when the installed transformers lacks `family`'s classes."""
+    if not family_available(family):
+        import transformers
+
+        raise InvalidArgument(
+            f"{what}: family {family!r} needs transformers.{FAMILY_INFO[family].config_class}, "
+            f"which transformers {transformers.__version__} lacks: upgrade transformers "
+            "(pip install -U transformers) or pick another family")
 
 
 def parse_preset(preset: str) -> tuple[str, Size]:
@@ -108,6 +169,8 @@ def preset_config(preset: str, tokenizer, max_length: int = PRESET_POSITIONS):
             global_attn_every_n_layers=min(3, s.layers),
             local_attention=min(128, max_length),
         )
+    if family in ("ettin", "mmbert"):
+        return preset_config(f"modernbert-{size_name(s)}", tokenizer, max_length=max_length)
     if family == "distilbert":
         return transformers.DistilBertConfig(
             **common, dim=s.hidden, n_layers=s.layers, n_heads=s.heads, hidden_dim=s.intermediate,
@@ -122,10 +185,33 @@ def preset_config(preset: str, tokenizer, max_length: int = PRESET_POSITIONS):
         return transformers.ElectraConfig(
             **common, **bert_like, embedding_size=s.hidden, max_position_embeddings=max_length,
         )
+    if family in ("eurobert", "neobert"):
+        check_family(family)
+        # NeoBERT's shape: about twice the depth at the same width (28 × 768 against
+        # BERT-base's 12 × 768); SwiGLU's three projections hold 8/3 × hidden.
+        layers = s.layers * 2 if family == "neobert" else s.layers
+        swiglu = (s.intermediate * 2 // 3 + 7) // 8 * 8
+        return transformers.EuroBertConfig(
+            **common, **ids, mask_token_id=tokenizer.mask_token_id, hidden_size=s.hidden,
+            num_hidden_layers=layers, num_attention_heads=s.heads,
+            num_key_value_heads=s.heads, head_dim=s.hidden // s.heads,
+            intermediate_size=swiglu, max_position_embeddings=max_length,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        )
+    if family == "deberta-v3":
+        return transformers.DebertaV2Config(
+            **common, **bert_like, max_position_embeddings=max_length, relative_attention=True,
+            position_buckets=256, pos_att_type=["p2c", "c2p"], position_biased_input=False,
+            norm_rel_ebd="layer_norm", share_att_key=True, max_relative_positions=-1,
+        )
     return transformers.DebertaV2Config(
         **common, **bert_like, max_position_embeddings=max_length, relative_attention=True,
         position_buckets=64, pos_att_type=["p2c", "c2p"], position_biased_input=False,
     )
+
+
+def size_name(size: Size) -> str:
+    return next(name for name, s in SIZES.items() if s == size)
 
 
 def build_mlm(preset: str, tokenizer, max_length: int = PRESET_POSITIONS, seed: int = 0):
