@@ -58,7 +58,7 @@ _ALIASES = {"fill": "fill_mask"}
 
 # Subpackages and modules reachable as attributes without importing them by name.
 _SUBPACKAGES = ("bias", "corpus", "errors", "generate", "masking", "models", "objectives",
-                "probe", "runtime", "scoring", "tokenizer", "train")
+                "probe", "runtime", "scoring", "tokenizer", "train", "finetune", "evaluation")
 
 __all__ = sorted({*_FUNCTIONS, *_ALIASES, *_SUBPACKAGES})
 
