@@ -1,0 +1,50 @@
+"""Serve an application with uvicorn: bind checks first, then the socket, then requests.
+
+uvicorn handles SIGTERM and Ctrl-C gracefully: it stops accepting connections, lets the
+requests in flight finish (up to the request timeout), then exits.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import sys
+
+from mlmkit.errors import InvalidArgument
+
+
+def check_port(host: str, port: int) -> None:
+    """The port is free on `host` (a clear error now rather than a traceback from uvicorn)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise InvalidArgument(f"cannot listen on {host}:{port} (--host/--port): "
+                                  f"{error.strerror or error}; pick another --port, or 0 for "
+                                  "any free port") from None
+
+
+def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json: bool = False,
+               timeout: float = 60.0, log_level: str = "warning") -> None:
+    """Serve `app` until SIGTERM/SIGINT; announce the URL on stderr (or as JSON on stdout)."""
+    import uvicorn
+
+    if port != 0:
+        check_port(host, port)
+    config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
+                            timeout_graceful_shutdown=max(1, int(timeout) + 1),
+                            access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    sock = config.bind_socket()
+    bound = sock.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{bound}"
+    if announce_json:
+        print(json.dumps({"url": url, "host": host, "port": bound,
+                          "models": list(app.state.server.models)}), flush=True)
+    else:
+        print(f"mlmkit serve: {url}  (playground {url}/ , API {url}/v1/..., OpenAPI "
+              f"{url}/openapi.json; Ctrl-C or SIGTERM stops it)", file=sys.stderr, flush=True)
+    server.run(sockets=[sock])
