@@ -41,6 +41,31 @@ CFG_SCALE = typer.Option(0.0, "--cfg-scale", help="Classifier-free guidance weig
                          "(prompt masking).", rich_help_panel=PANEL)
 CACHE = typer.Option(True, "--cache/--no-cache", help="Skip the model call when a step "
                      "revealed nothing (exact).", rich_help_panel=PANEL)
+FAST = "Fast sampling"
+REVEAL = typer.Option("count", "--reveal", help="Masks revealed per step: count (the fixed "
+                      "--steps schedule), threshold (every prediction above tau, ≥ 1; "
+                      "Fast-dLLM), factor (Fast-dLLM's factor rule) or entropy-bound "
+                      "(EB-sampler). Adaptive ones need --sampler confidence.",
+                      rich_help_panel=FAST)
+THRESHOLD = typer.Option(None, "--threshold", help="tau in (0, 1] of --reveal threshold "
+                         "(default 0.9).", rich_help_panel=FAST)
+FACTOR = typer.Option(None, "--factor", help="f > 0 of --reveal factor (default 1.0).",
+                      rich_help_panel=FAST)
+ENTROPY_BOUND = typer.Option(None, "--entropy-bound", help="gamma ≥ 0 (nats) of --reveal "
+                             "entropy-bound (default 0.1).", rich_help_panel=FAST)
+REMASK = typer.Option(None, "--remask", help="ReMDM remasking of revealed tokens: cap, "
+                      "rescale or loop.", rich_help_panel=FAST)
+SIGMA = typer.Option(None, "--sigma", help="eta in (0, 1] of --remask (defaults: cap 0.04, "
+                     "rescale 0.5, loop 0.1).", rich_help_panel=FAST)
+REMASK_STEPS = typer.Option(None, "--remask-steps", help="--remask loop: loop steps per "
+                            "block (default: half the block's steps).", rich_help_panel=FAST)
+EDIT = typer.Option(None, "--edit", help="Replace a revealed token when the model gives "
+                    "another more than this probability, in (0, 1).", rich_help_panel=FAST)
+MAX_STEPS = typer.Option(None, "--max-steps", help="Cap on all steps with --remask/--edit "
+                         "(default: twice the planned steps).", rich_help_panel=FAST)
+BLOCK_CACHE = typer.Option(False, "--block-cache/--no-block-cache", help="Reuse keys and "
+                           "values outside the active block (approximate; needs "
+                           "--block-length; BERT, RoBERTa, ModernBERT).", rich_help_panel=FAST)
 SHOW = typer.Option(False, "--show", help="Redraw the canvas on stderr at each step (when "
                     "stderr is a terminal; otherwise only the final text is printed).")
 TRACE = typer.Option(None, "--trace", help="Write every step's canvas as JSON lines to this "
@@ -51,8 +76,16 @@ SAMPLER_OPTIONS = {
     "steps": (int, STEPS), "sampler": (str, SAMPLER), "confidence": (str, CONFIDENCE),
     "temperature": (float, TEMPERATURE), "top_k": (int, TOP_K), "top_p": (float, TOP_P),
     "block_length": (int, BLOCK_LENGTH), "cfg_scale": (float, CFG_SCALE),
-    "cache": (bool, CACHE), "show": (bool, SHOW), "trace": (str, TRACE),
+    "cache": (bool, CACHE), "reveal": (str, REVEAL), "threshold": (float, THRESHOLD),
+    "factor": (float, FACTOR), "entropy_bound": (float, ENTROPY_BOUND),
+    "remask": (str, REMASK), "sigma": (float, SIGMA), "remask_steps": (int, REMASK_STEPS),
+    "edit": (float, EDIT), "max_steps": (int, MAX_STEPS), "block_cache": (bool, BLOCK_CACHE),
+    "show": (bool, SHOW), "trace": (str, TRACE),
 }
+
+FAST_FIELDS = ("reveal", "threshold", "factor", "entropy_bound", "remask", "sigma",
+               "remask_steps", "edit", "max_steps", "block_cache")
+"""The fast-sampling flags, passed to generate/infill (and SamplerOptions) by name."""
 
 
 def parse_fixes(fixes: list[str]) -> dict[int, str]:
@@ -117,6 +150,8 @@ def generate_command(
     length: int = typer.Option(64, help="Tokens to generate."),
     fix: list[str] = typer.Option([], "--fix", help="POSITION=TEXT: fix generated tokens."),
     *, steps, sampler, confidence, temperature, top_k, top_p, block_length, cfg_scale, cache,
+    reveal, threshold, factor, entropy_bound, remask, sigma, remask_steps, edit, max_steps,
+    block_cache,
     show, trace, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
     from mlmkit.generate import generate
@@ -130,7 +165,11 @@ def generate_command(
 
     SamplerOptions(steps=steps, sampler=sampler, confidence=confidence, temperature=temperature,
                    top_k=top_k, top_p=top_p, block_length=block_length, cfg_scale=cfg_scale,
-                   seed=seed, cache=cache)
+                   seed=seed, cache=cache, **(fast := dict(
+                       reveal=reveal, threshold=threshold, factor=factor,
+                       entropy_bound=entropy_bound, remask=remask, sigma=sigma,
+                       remask_steps=remask_steps, edit=edit, max_steps=max_steps,
+                       block_cache=block_cache)))
     checks.count("length", length, 1)
     check_budget(batch_tokens)
     constraints = parse_fixes(fix)
@@ -150,7 +189,7 @@ def generate_command(
                   temperature=temperature, top_k=top_k, top_p=top_p, block_length=block_length,
                   cfg_scale=cfg_scale, constraints=constraints, seed=seed, cache=cache,
                   batch_tokens=batch_tokens, precision=precision,
-                  progress=False if show else None, on_step=on_step)
+                  progress=False if show else None, on_step=on_step, **fast)
     if view is not None:
         with view:
             results = generate(mlm, prompts, **kwargs)

@@ -26,6 +26,8 @@ def infill_command(
     max_candidates: int = typer.Option(64, "--max-candidates",
                                        help="Most span-length combinations to try."),
     *, steps, sampler, confidence, temperature, top_k, top_p, block_length, cfg_scale, cache,
+    reveal, threshold, factor, entropy_bound, remask, sigma, remask_steps, edit, max_steps,
+    block_cache,
     show, trace, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
     from mlmkit.errors import InvalidArgument
@@ -41,7 +43,11 @@ def infill_command(
 
     SamplerOptions(steps=steps, sampler=sampler, confidence=confidence, temperature=temperature,
                    top_k=top_k, top_p=top_p, block_length=block_length, cfg_scale=cfg_scale,
-                   seed=seed, cache=cache)
+                   seed=seed, cache=cache, **(fast := dict(
+                       reveal=reveal, threshold=threshold, factor=factor,
+                       entropy_bound=entropy_bound, remask=remask, sigma=sigma,
+                       remask_steps=remask_steps, edit=edit, max_steps=max_steps,
+                       block_cache=block_cache)))
     checks.count("max_candidates", max_candidates, 1, 10_000)
     check_budget(batch_tokens)
     if (template is None) == (templates_file is None):
@@ -61,7 +67,7 @@ def infill_command(
                   top_k=top_k, top_p=top_p, block_length=block_length, cfg_scale=cfg_scale,
                   seed=seed, cache=cache, max_candidates=max_candidates,
                   batch_tokens=batch_tokens, precision=precision,
-                  progress=False if show else None, on_step=on_step)
+                  progress=False if show else None, on_step=on_step, **fast)
     if view is not None:
         with view:
             results = infill(mlm, templates, **kwargs)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.generate.canvas import FIXED, MASK, PROMPT, Segment, end_ids, text_ids
+from mlmkit.generate.cost import Cost
 from mlmkit.generate.eos import pad_after_end
 from mlmkit.generate.options import SamplerOptions
 from mlmkit.generate.setup import check_texts, open_model
@@ -37,6 +38,8 @@ class Generation(Result):
     model_calls: int
     """Encoder passes of the batch this text was generated in."""
     steps: int
+    cost: Cost | None = None
+    """Model calls, tokens per call and wall time (see `mlmkit.generate.cost`)."""
 
 
 def _generated_segments(tokenizer, length: int, constraints: Mapping[int, str | int] | None,
@@ -103,6 +106,16 @@ def generate(
     constraints: Mapping[int, str | int] | None = None,
     seed: int = 0,
     cache: bool = True,
+    reveal: str = "count",
+    threshold: float | None = None,
+    factor: float | None = None,
+    entropy_bound: float | None = None,
+    remask: str | None = None,
+    sigma: float | None = None,
+    remask_steps: int | None = None,
+    edit: float | None = None,
+    max_steps: int | None = None,
+    block_cache: bool = False,
     batch_tokens: int | None = None,
     precision: str = "auto",
     device=None,
@@ -119,11 +132,21 @@ def generate(
     a text. `batch_tokens` bounds the padded tokens of a batch (default: 16 prompts per
     batch); batch k is seeded with `seed + k`, so the same seed and batching give the same
     result. `batch_size` (prompts per batch) is a deprecated alias.
+
+    Fast sampling: `reveal` = threshold / factor / entropy-bound reveals as many masks per
+    step as the predictions allow (`threshold` tau, `factor` f, `entropy_bound` gamma);
+    `remask` (cap, rescale, loop; `sigma`, `remask_steps`) and `edit` let later steps
+    correct earlier ones, within `max_steps`; `block_cache` reuses the keys and values
+    outside the active block (approximate). Each result's `cost` holds its model calls,
+    tokens per call and wall time.
     """
     options = SamplerOptions(steps=steps, sampler=sampler, confidence=confidence,
                              temperature=temperature, top_k=top_k, top_p=top_p,
                              block_length=block_length, cfg_scale=cfg_scale, seed=seed,
-                             cache=cache)
+                             cache=cache, reveal=reveal, threshold=threshold, factor=factor,
+                             entropy_bound=entropy_bound, remask=remask, sigma=sigma,
+                             remask_steps=remask_steps, edit=edit, max_steps=max_steps,
+                             block_cache=block_cache)
     checks.count("length", length, 1)
     batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "generate")
     prompts = [prompt] if isinstance(prompt, str) else list(prompt)
@@ -156,6 +179,6 @@ def generate(
                 text=tokenizer.decode(keep, skip_special_tokens=False),
                 full_text=tokenizer.decode(prompt_ids + keep, skip_special_tokens=False),
                 token_ids=gen, ended=bool(cut[row].any()), model_calls=batch.model_calls,
-                steps=batch.steps,
+                steps=batch.steps, cost=Cost.of(batch, int(canvas.masked[row].sum())),
             ))
     return results[0] if isinstance(prompt, str) else results

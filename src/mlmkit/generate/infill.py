@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.generate.canvas import MASK, PROMPT, Segment, text_ids
+from mlmkit.generate.cost import Cost
 from mlmkit.generate.generate import rows_per_batch
 from mlmkit.generate.options import SamplerOptions
 from mlmkit.generate.pll import token_pll
@@ -44,6 +45,18 @@ class Infilled(Result):
     lengths: tuple[int, ...]
     candidates: list[Candidate]
     model_calls: int
+    cost: Cost | None = None
+    """Model calls, tokens per call and wall time of all this template's candidates."""
+
+
+def _cost(spent: dict) -> Cost:
+    """The cost of one template: the calls and time of every batch holding its candidates
+    (the PLL scoring that ranks candidates of unknown length is not counted)."""
+    parts = [Cost.of(batch, tokens) for batch, tokens in spent.values()]
+    nfe, tokens = sum(p.nfe for p in parts), sum(p.tokens for p in parts)
+    return Cost(nfe=nfe, tokens=tokens, tokens_per_call=tokens / nfe if nfe else 0.0,
+                seconds=sum(p.seconds for p in parts), steps=max(p.steps for p in parts),
+                remasked=sum(p.remasked for p in parts), edited=sum(p.edited for p in parts))
 
 
 def _rows(tokenizer, pieces: list[str | Span], lengths: tuple[int, ...]) -> list[Segment]:
@@ -82,6 +95,16 @@ def infill(
     cfg_scale: float = 0.0,
     seed: int = 0,
     cache: bool = True,
+    reveal: str = "count",
+    threshold: float | None = None,
+    factor: float | None = None,
+    entropy_bound: float | None = None,
+    remask: str | None = None,
+    sigma: float | None = None,
+    remask_steps: int | None = None,
+    edit: float | None = None,
+    max_steps: int | None = None,
+    block_cache: bool = False,
     max_candidates: int = 64,
     batch_tokens: int | None = None,
     precision: str = "auto",
@@ -102,7 +125,10 @@ def infill(
     options = SamplerOptions(steps=steps, sampler=sampler, confidence=confidence,
                              temperature=temperature, top_k=top_k, top_p=top_p,
                              block_length=block_length, cfg_scale=cfg_scale, seed=seed,
-                             cache=cache)
+                             cache=cache, reveal=reveal, threshold=threshold, factor=factor,
+                             entropy_bound=entropy_bound, remask=remask, sigma=sigma,
+                             remask_steps=remask_steps, edit=edit, max_steps=max_steps,
+                             block_cache=block_cache)
     checks.count("max_candidates", max_candidates, 1, 10_000)
     batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "infill")
     templates = [template] if isinstance(template, str) else list(template)
@@ -142,6 +168,7 @@ def infill(
                           batch_tokens=batch_tokens, rows=rows, precision=precision,
                           progress=progress, on_step=on_step)
     filled, calls = [], [0] * len(templates)
+    spent = [{} for _ in templates]  # template -> {batch: tokens of its candidates there}
     for batch in batches:
         canvas = batch.canvas
         for row in range(batch.ids.shape[0]):
@@ -152,6 +179,9 @@ def infill(
                                             [tokenizer.decode(s).strip() for s in spans], None),
                            content.tolist()))
             calls[index] = max(calls[index], batch.model_calls)
+            tokens = int(canvas.masked[row].sum())
+            spent[index][id(batch)] = (batch, spent[index].get(id(batch), (batch, 0))[1]
+                                       + tokens)
     counts = [sum(f[0] == i for f in filled) for i in range(len(templates))]
     to_score = [f for f in filled if counts[f[0]] > 1]
     for (_, candidate, _), pll in zip(to_score, token_pll(mlm, [f[2] for f in to_score],
@@ -167,5 +197,5 @@ def infill(
         best = candidates[0]
         results.append(Infilled(template=text, text=best.text, spans=best.spans,
                                 lengths=best.lengths, candidates=candidates,
-                                model_calls=calls[index]))
+                                model_calls=calls[index], cost=_cost(spent[index])))
     return results[0] if isinstance(template, str) else results

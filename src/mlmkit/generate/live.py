@@ -1,6 +1,8 @@
 """`--show`: the canvas in the terminal as it is unmasked, step by step (rich Live).
 
-Masks show as dim `_`, the tokens revealed this step in bold green, the rest as text.
+Masks show as dim `_`, the tokens revealed this step in bold green, tokens edited this
+step in bold yellow, the rest as text. The title line shows the cost so far: model calls
+(NFE), tokens revealed per call and wall time.
 """
 
 from __future__ import annotations
@@ -42,15 +44,19 @@ class LiveView:
             previous = current
         return pieces
 
-    def render_row(self, ids, masked, revealed) -> Text:
-        """One canvas row as styled text: masks dim, this step's tokens bold green."""
+    def render_row(self, ids, masked, revealed, edited=None) -> Text:
+        """One canvas row as styled text: masks dim, this step's tokens bold green, edited
+        ones bold yellow."""
         text = Text()
-        for piece, is_masked, is_new in zip(self.pieces(ids.tolist()), masked.tolist(),
-                                            revealed.tolist(), strict=True):
+        edited = [False] * len(ids) if edited is None else edited.tolist()
+        for piece, is_masked, is_new, is_edit in zip(self.pieces(ids.tolist()),
+                                                     masked.tolist(), revealed.tolist(),
+                                                     edited, strict=True):
             if is_masked:
                 text.append(" _", style="dim")
             else:
-                text.append(piece, style="bold green" if is_new else "")
+                text.append(piece, style="bold green" if is_new else
+                            "bold yellow" if is_edit else "")
         return text
 
     def __call__(self, event: StepEvent) -> None:
@@ -59,13 +65,22 @@ class LiveView:
             if index >= self.max_rows:
                 continue
             content = event.content[row]
-            self.rows[index] = self.render_row(event.ids[row][content],
-                                               event.masked[row][content],
-                                               event.revealed[row][content])
-        remaining = int(event.masked.sum())
-        self.title = Text(f"step {event.step} · block {event.block} · {remaining} masks left",
-                          style="cyan")
+            self.rows[index] = self.render_row(
+                event.ids[row][content], event.masked[row][content],
+                event.revealed[row][content],
+                None if event.edited is None else event.edited[row][content])
+        self.title = Text(title(event), style="cyan")
         shown = [self.rows[i] for i in sorted(self.rows)]
         if self.n_rows > self.max_rows:
             shown.append(Text(f"... {self.n_rows - self.max_rows} more rows", style="dim"))
         self.live.update(Group(self.title, *shown), refresh=True)
+
+
+def title(event: StepEvent) -> str:
+    """The live view's status line: progress and the cost so far (calls, tokens per call,
+    wall time)."""
+    line = (f"step {event.step} · block {event.block} · {int(event.masked.sum())} masks left"
+            f" · {event.model_calls} calls")
+    if event.model_calls:
+        line += f" · {event.filled / event.model_calls:.2f} tokens/call"
+    return line + f" · {event.seconds:.2f} s"

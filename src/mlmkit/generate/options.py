@@ -22,6 +22,20 @@ MAX_ANCESTRAL_STEPS = 10_000
 """The ancestral sampler may take more steps than masks (most reveal nothing and cost no
 model call), but not without end."""
 
+MAX_TOTAL_STEPS = 10_000
+"""No run of the loop (scheduled, remask-loop and edit steps together) goes past this."""
+
+REVEALS = ("count", "threshold", "factor", "entropy-bound")
+"""How many masks a step of the confidence sampler reveals (see mlmkit.generate.samplers)."""
+
+REVEAL_DEFAULTS = {"threshold": 0.9, "factor": 1.0, "entropy-bound": 0.1}
+"""The setting each adaptive policy uses when its parameter is not given."""
+
+REMASKS = ("cap", "rescale", "loop")
+"""ReMDM's remasking schedules of sigma (see mlmkit.generate.samplers.remask_sigma)."""
+
+REMASK_DEFAULT_SIGMA = {"cap": 0.04, "rescale": 0.5, "loop": 0.1}
+
 
 @dataclass(frozen=True)
 class SamplerOptions:
@@ -50,6 +64,40 @@ class SamplerOptions:
     """Seed of every random choice (batch k of the caller's inputs uses seed + k)."""
     cache: bool = True
     """Skip the model call when the canvas did not change since the last one (exact)."""
+    reveal: str = "count"
+    """How many masks a step reveals: count (the fixed schedule of `steps`), threshold
+    (every prediction whose confidence passes tau, at least one; Fast-dLLM), factor
+    (Fast-dLLM's factor rule) or entropy-bound (the likeliest predictions until their summed
+    entropy passes gamma; EB-sampler). The adaptive ones need the confidence sampler; with
+    them `steps` (when given) is the most steps, each step revealing at least enough to
+    finish its block in time."""
+    threshold: float | None = None
+    """tau in (0, 1] of reveal=threshold (default 0.9): the confidence to pass."""
+    factor: float | None = None
+    """f > 0 of reveal=factor (default 1.0): reveal the n likeliest with (n + 1)(1 - c_n) < f."""
+    entropy_bound: float | None = None
+    """gamma >= 0 of reveal=entropy-bound (default 0.1), in nats."""
+    remask: str | None = None
+    """ReMDM remasking of revealed tokens: cap, rescale or loop (None: never)."""
+    sigma: float | None = None
+    """eta in (0, 1] of the remask schedule: cap sigma_t = min(eta, sigma_max), rescale
+    sigma_t = eta * sigma_max, loop: sigma = eta in the loop steps (defaults 0.04, 0.5,
+    0.1)."""
+    remask_steps: int | None = None
+    """remask=loop: extra steps per block at constant time, after half its steps, where
+    sigma of the revealed tokens are remasked and as many masks revealed (default: half
+    the block's steps, at least 1)."""
+    edit: float | None = None
+    """Edit threshold in (0, 1): a token the sampler revealed in the current block is
+    replaced when the model gives another token more than this probability; after the
+    block's last mask, edit-only steps run until nothing changes (None: never edit)."""
+    block_cache: bool = False
+    """Reuse the keys and values of the positions outside the active block, refreshed once
+    per block (Fast-dLLM's dual cache; approximate; needs --block-length and a BERT,
+    RoBERTa or ModernBERT model)."""
+    max_steps: int | None = None
+    """Cap on all steps of one batch (scheduled, loop and edit-only steps; default: twice
+    the planned steps). Edit-only steps stop at the cap; a plan beyond it is an error."""
 
     def __post_init__(self):
         if self.steps is not None:
@@ -63,6 +111,85 @@ class SamplerOptions:
         if not isinstance(self.cache, bool):
             raise checks.InvalidArgument(f"cache={self.cache!r} must be True or False")
         self.choice  # noqa: B018 (validates temperature, top-k and top-p)
+        self._check_policies()
+
+    def _check_policies(self) -> None:
+        checks.choice("reveal", self.reveal, REVEALS)
+        params = {"threshold": self.threshold, "factor": self.factor,
+                  "entropy-bound": self.entropy_bound}
+        for policy, value in params.items():
+            if value is not None and policy != self.reveal:
+                raise checks.InvalidArgument(
+                    f"--{policy} {value} is a "
+                    f"setting of --reveal {policy}, not of --reveal {self.reveal}: add "
+                    f"--reveal {policy} or drop it")
+        if self.threshold is not None:
+            checks.probability("threshold", self.threshold, closed_low=False, closed_high=True)
+        if self.factor is not None:
+            checks.positive("factor", self.factor)
+        if self.entropy_bound is not None:
+            checks.non_negative("entropy_bound", self.entropy_bound)
+        if self.reveal != "count":
+            if self.sampler != "confidence":
+                raise checks.InvalidArgument(
+                    f"--reveal {self.reveal} ranks predictions by confidence: use --sampler "
+                    f"confidence (not {self.sampler}), or --reveal count")
+            if self.reveal in ("threshold", "factor") and self.confidence == "entropy":
+                raise checks.InvalidArgument(
+                    f"--reveal {self.reveal} compares a confidence in [0, 1]: use "
+                    "--confidence prob or margin (entropy is not a probability)")
+        if self.remask is None:
+            for name in ("sigma", "remask_steps"):
+                if getattr(self, name) is not None:
+                    raise checks.InvalidArgument(
+                        f"--{name.replace('_', '-')} is a setting of --remask: add --remask "
+                        f"{'loop' if name == 'remask_steps' else 'cap'} or drop it")
+        else:
+            checks.choice("remask", self.remask, REMASKS)
+            if self.sigma is not None:
+                checks.probability("sigma", self.sigma, closed_low=False, closed_high=True)
+            if self.remask_steps is not None:
+                if self.remask != "loop":
+                    raise checks.InvalidArgument(
+                        f"--remask-steps is a setting of --remask loop, not --remask "
+                        f"{self.remask}: drop it or use --remask loop")
+                checks.count("remask_steps", self.remask_steps, 1, MAX_TOTAL_STEPS)
+        if self.edit is not None:
+            checks.probability("edit", self.edit, closed_low=False)
+        if not isinstance(self.block_cache, bool):
+            raise checks.InvalidArgument(f"block_cache={self.block_cache!r} must be True or "
+                                         "False")
+        if self.block_cache and self.block_length is None:
+            raise checks.InvalidArgument("--block-cache reuses the keys and values outside the "
+                                         "active block: give --block-length too")
+        if self.max_steps is not None:
+            checks.count("max_steps", self.max_steps, 1, MAX_TOTAL_STEPS)
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether the number of reveals per step follows the predictions."""
+        return self.reveal != "count"
+
+    @property
+    def reveal_parameter(self) -> float | None:
+        """tau, f or gamma of the adaptive policy (its default when not given)."""
+        if not self.adaptive:
+            return None
+        value = {"threshold": self.threshold, "factor": self.factor,
+                 "entropy-bound": self.entropy_bound}[self.reveal]
+        return REVEAL_DEFAULTS[self.reveal] if value is None else value
+
+    @property
+    def remask_sigma(self) -> float | None:
+        """eta of the remask schedule (its default when not given)."""
+        if self.remask is None:
+            return None
+        return REMASK_DEFAULT_SIGMA[self.remask] if self.sigma is None else self.sigma
+
+    @property
+    def plain(self) -> bool:
+        """No adaptive reveal, remasking or editing: the original loop, bit for bit."""
+        return not self.adaptive and self.remask is None and self.edit is None
 
     @cached_property
     def choice(self) -> ChoiceConfig:
@@ -98,6 +225,43 @@ class SamplerOptions:
                     f"steps={steps} (--steps) is fewer than the {blocks} blocks of "
                     f"{self.block_length} masks: every block needs a step; use --steps "
                     f"{blocks} or more, or a longer --block-length")
+            self._check_plan(steps, blocks, most_masks)
         if vocab_size is not None and self.top_k is not None:
             checks.count("top_k", self.top_k, 1, vocab_size)
+        if self.adaptive and self.steps is None:
+            return self  # no step floor: each block runs until its masks are revealed
         return replace(self, steps=steps)
+
+    def planned_steps(self, steps: int, blocks: int, most_masks: int) -> int:
+        """Steps the loop plans (the scheduled ones and remask-loop ones), before edits."""
+        base = most_masks if self.adaptive and self.steps is None else steps
+        if self.remask == "loop":
+            per_block = [steps // blocks + (i < steps % blocks) for i in range(blocks)]
+            base += sum(self.loop_steps(n) for n in per_block)
+        return base
+
+    def loop_steps(self, block_steps: int) -> int:
+        """remask=loop: the loop steps of a block of `block_steps` steps."""
+        if self.remask != "loop":
+            return 0
+        return self.remask_steps if self.remask_steps is not None else max(1, block_steps // 2)
+
+    def step_cap(self, planned: int) -> int:
+        """All steps allowed: `max_steps`, or twice the plan (at most MAX_TOTAL_STEPS)."""
+        if self.max_steps is not None:
+            return self.max_steps
+        return min(MAX_TOTAL_STEPS, 2 * planned) if self.edit is not None else planned
+
+    def _check_plan(self, steps: int, blocks: int, most_masks: int) -> None:
+        if self.remask == "loop" and not (self.adaptive and self.steps is None) and \
+                steps < 2 * blocks:
+            raise checks.InvalidArgument(
+                f"--remask loop runs its loop after half of each block's steps: with "
+                f"{blocks} block(s) it needs --steps {2 * blocks} or more (got {steps})")
+        planned = self.planned_steps(steps, blocks, most_masks)
+        cap = self.max_steps if self.max_steps is not None else MAX_TOTAL_STEPS
+        if planned > cap:
+            raise checks.InvalidArgument(
+                f"the sampler plans {planned:,} steps (--steps and the --remask-steps of each "
+                f"of {blocks} block(s)) but --max-steps allows {cap:,}: lower --remask-steps "
+                f"or --steps, or raise --max-steps")

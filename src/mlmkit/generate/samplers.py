@@ -91,3 +91,82 @@ def get_sampler(name: str) -> Sampler:
     if name not in SAMPLERS:
         raise InvalidArgument(f"unknown --sampler {name!r}: use one of {sorted(SAMPLERS)}")
     return SAMPLERS[name]
+
+
+# Adaptive reveal policies: how many of the step's predictions to reveal, from the
+# predictions themselves. Each returns LongTensor [B] (at least one where a row has an
+# active position); the confidence sampler then reveals that many of the most confident.
+
+def _ranked(scores: torch.Tensor, values: torch.Tensor | None = None):
+    """(active count [B], `values` (default: `scores`) in descending order of `scores`)."""
+    order = torch.sort(scores, dim=1, descending=True, stable=True).indices
+    ranked = (scores if values is None else values).gather(1, order)
+    return torch.isfinite(scores).sum(1), ranked
+
+
+def _prefix_count(holds: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+    """Length of the leading run of True in each row of `holds`, between 1 and `active`."""
+    leading = torch.cumprod(holds.long(), dim=1).sum(1)
+    return torch.minimum(leading.clamp_min(1), active)
+
+
+def threshold_counts(scores: torch.Tensor, tau: float) -> torch.Tensor:
+    """Fast-dLLM's threshold rule: every active position whose confidence exceeds tau, at
+    least one. `scores` is float64 [B, L], -inf where inactive."""
+    active = torch.isfinite(scores).sum(1)
+    passing = (scores > tau).sum(1)
+    return torch.minimum(passing.clamp_min(1), active)
+
+
+def factor_counts(scores: torch.Tensor, factor: float) -> torch.Tensor:
+    """Fast-dLLM's factor rule: the largest n with (n + 1)(1 - c_(n)) < f, c_(n) the n-th
+    highest confidence; at least one."""
+    active, ranked = _ranked(scores)
+    n = torch.arange(1, scores.shape[1] + 1, device=scores.device, dtype=torch.float64)
+    return _prefix_count((n + 1) * (1 - ranked) < factor, active)
+
+
+def entropy_bound_counts(scores: torch.Tensor, entropy: torch.Tensor,
+                         gamma: float) -> torch.Tensor:
+    """EB-sampler: in descending confidence, the longest prefix whose summed entropy minus its
+    largest entropy is at most gamma (so at least one). `entropy` float64 [B, L]."""
+    active, ranked = _ranked(scores, entropy.masked_fill(~torch.isfinite(scores), 0.0))
+    total = torch.cumsum(ranked, dim=1)
+    largest = torch.cummax(ranked, dim=1).values
+    return _prefix_count(total - largest <= gamma, active)
+
+
+def adaptive_counts(policy: str, parameter: float, scores: torch.Tensor,
+                    entropy: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """The reveals per row of the adaptive `policy` (threshold, factor, entropy-bound)."""
+    if policy == "threshold":
+        return threshold_counts(scores, parameter)
+    if policy == "factor":
+        return factor_counts(scores, parameter)
+    if policy == "entropy-bound":
+        return entropy_bound_counts(scores, entropy(), parameter)
+    raise InvalidArgument(f"unknown --reveal {policy!r}")
+
+
+# ReMDM remasking (Wang et al. 2025): on the step t -> s, each revealed token is remasked
+# with probability sigma_t, and each mask revealed with probability
+# (alpha_s - (1 - sigma_t) alpha_t) / (1 - alpha_t), alpha = 1 - t. sigma_t may not exceed
+# sigma_max = min(1, (1 - alpha_s) / alpha_t) = min(1, s / (1 - t)).
+
+def sigma_max(t: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """ReMDM's largest remasking probability on t -> s (0 where nothing is revealed)."""
+    revealed = 1 - t
+    bound = torch.where(revealed > 0, s / revealed.clamp_min(1e-12), torch.zeros_like(s))
+    return bound.clamp(0.0, 1.0)
+
+
+def remask_sigma(schedule: str, eta: float, t: torch.Tensor, s: torch.Tensor,
+                 looping: bool) -> torch.Tensor:
+    """sigma_t of `schedule`: cap = min(eta, sigma_max), rescale = eta * sigma_max, loop =
+    min(eta, sigma_max) in the loop steps and 0 elsewhere (plain MDLM steps)."""
+    top = sigma_max(t, s)
+    if schedule == "rescale":
+        return eta * top
+    if schedule == "loop" and not looping:
+        return torch.zeros_like(top)
+    return torch.minimum(torch.full_like(top, eta), top)

@@ -12,7 +12,8 @@ class TraceRecorder:
     """Collects step events; `save` writes them atomically as JSON lines.
 
     Each line: {"row", "step", "block", "tokens" (content tokens as strings, masks as the
-    mask token), "masked" and "revealed" (bools per content token)}.
+    mask token), "masked" and "revealed" (bools per content token), "remasked" and "edited"
+    with --remask / --edit, and "model_calls" so far}.
     """
 
     def __init__(self, tokenizer):
@@ -29,6 +30,9 @@ class TraceRecorder:
                 "tokens": self.tokenizer.convert_ids_to_tokens(event.ids[row][content].tolist()),
                 "masked": event.masked[row][content].tolist(),
                 "revealed": event.revealed[row][content].tolist(),
+                **{name: getattr(event, name)[row][content].tolist()
+                   for name in ("remasked", "edited") if getattr(event, name) is not None},
+                "model_calls": event.model_calls,
             }, ensure_ascii=False))
 
     def save(self, path: str | Path, inputs=()) -> None:

@@ -16,6 +16,7 @@ through `StepContext` — neither caller changes.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -26,7 +27,13 @@ from mlmkit.generate.choose import choose_tokens
 from mlmkit.generate.confidence import confidence
 from mlmkit.generate.options import SamplerOptions
 from mlmkit.generate.predict import predict_logits
-from mlmkit.generate.samplers import StepContext, get_sampler
+from mlmkit.generate.samplers import (
+    StepContext,
+    adaptive_counts,
+    get_sampler,
+    remask_sigma,
+    top_per_row,
+)
 from mlmkit.generate.schedules import block_index, reveal_counts, split_steps, time_grid
 
 
@@ -43,6 +50,16 @@ class StepEvent:
     """bool [B, L]: the positions between the special tokens (what a view shows)."""
     first_row: int = 0
     """Index of this batch's first row among all the caller's inputs."""
+    remasked: torch.Tensor | None = None
+    """bool [B, L]: tokens turned back into masks this step (--remask; None: off)."""
+    edited: torch.Tensor | None = None
+    """bool [B, L]: revealed tokens replaced this step (--edit; None: off)."""
+    model_calls: int = 0
+    """Model calls of this batch so far (the cost, for the live view)."""
+    seconds: float = 0.0
+    """Wall time of this batch so far."""
+    filled: int = 0
+    """Masks of this batch filled so far (all rows)."""
 
 
 @dataclass
@@ -53,10 +70,16 @@ class UnmaskResult:
     """Encoder passes run (a guided step counts once: both halves are one batch)."""
     steps: int
     """Steps run."""
+    seconds: float = 0.0
+    """Wall time of the loop."""
+    remasked: int = 0
+    """Tokens remasked in all (--remask)."""
+    edited: int = 0
+    """Tokens edited in all (--edit)."""
 
 
 class _Predictor:
-    """Logits at the active positions, computed at most once per canvas state."""
+    """Logits at the asked positions, computed at most once per canvas state."""
 
     def __init__(self, mlm, canvas: Canvas, config: SamplerOptions, suppressed: torch.Tensor):
         self.mlm, self.canvas, self.config, self.suppressed = mlm, canvas, config, suppressed
@@ -65,33 +88,46 @@ class _Predictor:
         self._key = None
         self._logits = None
 
-    def logits(self, ids: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+    def logits(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         fresh = self._key is not None and self._key[0] == self.version and torch.equal(
-            self._key[1], active)
+            self._key[1], positions)
         if not (self.config.cache and fresh):
             self._logits = predict_logits(
-                self.mlm.model, ids, self.canvas.attention_mask, active,
+                self.mlm.model, ids, self.canvas.attention_mask, positions,
                 prompt=self.canvas.prompt, mask_id=self.mlm.tokenizer.mask_token_id,
                 cfg_scale=self.config.cfg_scale, suppressed=self.suppressed,
             )
-            self._key = (self.version, active.clone())
+            self._key = (self.version, positions.clone())
             self.calls += 1
         return self._logits
 
 
 class _Step:
-    """Lazy predictions of one step: tokens drawn once, at all active positions or a subset."""
+    """Lazy predictions of one step: tokens drawn once, at all active positions or a subset.
 
-    def __init__(self, predictor: _Predictor, ids, active, config: SamplerOptions, generator):
+    The model runs at `positions`: the active (masked) positions, plus, when editing, the
+    editable revealed ones (`logits()` is the active rows, `edit_logits()` the others)."""
+
+    def __init__(self, predictor: _Predictor, ids, active, config: SamplerOptions, generator,
+                 positions=None):
         self.predictor, self.ids, self.active = predictor, ids, active
+        self.positions = active if positions is None else positions
         self.config, self.generator = config, generator
         self._tokens = None
         self._logits = None
 
+    def all_logits(self) -> torch.Tensor:
+        return self.predictor.logits(self.ids, self.positions)
+
     def logits(self) -> torch.Tensor:
         if self._logits is None:
-            self._logits = self.predictor.logits(self.ids, self.active)
+            logits = self.all_logits()
+            self._logits = logits if self.positions is self.active else \
+                logits[self.active[self.positions]]
         return self._logits
+
+    def edit_logits(self, editable: torch.Tensor) -> torch.Tensor:
+        return self.all_logits()[editable[self.positions]]
 
     def _all_tokens(self) -> torch.Tensor:
         if self._tokens is None:
@@ -101,11 +137,81 @@ class _Step:
     def confidence(self) -> torch.Tensor:
         return confidence(self.config.confidence, self.logits(), self._all_tokens())
 
+    def entropy(self) -> torch.Tensor:
+        probs = torch.softmax(self.logits().double(), dim=-1)
+        return -torch.special.xlogy(probs, probs).sum(-1)
+
     def tokens_at(self, reveal: torch.Tensor) -> torch.Tensor:
         rows = reveal[self.active]
         if self._tokens is not None:
             return self._tokens[rows]
         return choose_tokens(self.logits()[rows], self.config.choice, self.generator)
+
+
+def _scattered(active: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+    """float64 [B, L]: `values` at the active positions, -inf elsewhere."""
+    scores = torch.full(active.shape, float("-inf"), dtype=torch.float64, device=active.device)
+    scores[active] = values.double()
+    return scores
+
+
+def _block_plan(options: SamplerOptions, n_blocks: int, masked, blocks) -> list[int]:
+    """Steps of each block: the split of `steps`; adaptive without steps: the block's masks."""
+    if options.steps is None:
+        return [int(((blocks == b) & masked).sum(1).max()) for b in range(n_blocks)]
+    return split_steps(options.steps, n_blocks)
+
+
+def _schedule(options: SamplerOptions, block_steps: int) -> list[tuple[int, bool]]:
+    """(scheduled step index, whether a remask-loop step) in order: the loop steps run after
+    half of the block's steps."""
+    plan = [(j, False) for j in range(block_steps)]
+    n_loop = options.loop_steps(block_steps)
+    if n_loop:
+        at = max(1, block_steps // 2)
+        plan[at:at] = [(at - 1, True)] * n_loop
+    return plan
+
+
+class _Corrections:
+    """State of remasking and editing: which tokens the sampler revealed (the only ones that
+    may change again) and the confidence each had when revealed."""
+
+    def __init__(self, options: SamplerOptions, masked: torch.Tensor, mask_id: int):
+        self.options, self.mask_id = options, mask_id
+        self.generated = torch.zeros_like(masked)
+        self.confidence = torch.full(masked.shape, float("-inf"), dtype=torch.float64,
+                                     device=masked.device)
+        self.remasked = 0
+        self.edited = 0
+
+    def sigma(self, t, s, looping) -> torch.Tensor:
+        return remask_sigma(self.options.remask, self.options.remask_sigma, t, s, looping)
+
+    def pick_remask(self, in_block, count: torch.Tensor, generator,
+                    by_confidence: bool) -> torch.Tensor:
+        """The `count[b]` revealed tokens of each row to remask: the least confident (random
+        ones for the random sampler)."""
+        candidates = self.generated & in_block
+        if by_confidence:
+            scores = -self.confidence
+        else:
+            scores = torch.rand(candidates.shape, dtype=torch.float64, generator=generator,
+                                device=candidates.device)
+        scores = scores.masked_fill(~candidates, float("-inf"))
+        return candidates & top_per_row(scores, count)
+
+    def edits(self, step: _Step, ids, editable: torch.Tensor):
+        """(bool [B, L] positions to replace, their new tokens, their probabilities)."""
+        logits = step.edit_logits(editable)
+        probs = torch.softmax(logits.double(), dim=-1)
+        current = ids[editable]
+        probs.scatter_(1, current.unsqueeze(1), -1.0)
+        best_prob, best = probs.max(dim=-1)
+        change = best_prob > self.options.edit
+        where = torch.zeros_like(editable)
+        where[editable] = change
+        return where, best[change], best_prob[change]
 
 
 def unmask(
@@ -119,10 +225,13 @@ def unmask(
 ) -> UnmaskResult:
     """Fill every masked position of `canvas`; nothing else on the canvas changes.
 
-    `options.steps` must be resolved (`SamplerOptions.resolve`); `seed` seeds this canvas.
+    `options.steps` must be resolved (`SamplerOptions.resolve`; None only for an adaptive
+    reveal policy without a step floor); `seed` seeds this canvas. With remasking or editing,
+    only the tokens the sampler revealed may change again, and only in the current block.
     """
-    if options.steps is None:
+    if options.steps is None and not options.adaptive:
         raise ValueError("unmask needs resolved options: call options.resolve(...) first")
+    started = time.perf_counter()
     device = mlm.device
     canvas = canvas.to(device)
     sampler = get_sampler(options.sampler)
@@ -134,37 +243,161 @@ def unmask(
     ids, masked = canvas.ids.clone(), canvas.masked.clone()
     blocks = block_index(masked, options.block_length)
     n_blocks = int(blocks.max()) + 1 if bool(masked.any()) else 0
+    plan = _block_plan(options, n_blocks, masked, blocks) if n_blocks else []
+    cap = options.step_cap(sum(len(_schedule(options, n)) for n in plan))
+    fix = _Corrections(options, masked, mlm.tokenizer.mask_token_id)
+    editing, remasking = options.edit is not None, options.remask is not None
     steps_run = 0
+    total_masks = int(masked.sum())
+
+    def emit(block, reveal, remasked=None, edited=None):
+        if on_step is not None:
+            on_step(StepEvent(step=steps_run, block=block, ids=ids.cpu().clone(),
+                              masked=masked.cpu().clone(), revealed=reveal.cpu(),
+                              content=canvas.content.cpu(),
+                              remasked=None if remasked is None else remasked.cpu(),
+                              edited=None if edited is None else edited.cpu(),
+                              model_calls=predictor.calls,
+                              filled=int(total_masks - masked.sum()),
+                              seconds=time.perf_counter() - started))
+
     with torch.inference_mode():
-        for block, block_steps in enumerate(split_steps(options.steps, n_blocks)
-                                            if n_blocks else []):
+        for block, block_steps in enumerate(plan):
             in_block = blocks == block
-            counts = reveal_counts((masked & in_block).sum(1), block_steps)
+            n_block = (masked & in_block).sum(1)
+            counts = reveal_counts(n_block, block_steps)
             grid = time_grid(block_steps).tolist()
-            for j in range(block_steps):
+            for j, looping in _schedule(options, block_steps):
                 active = masked & in_block
                 if not bool(active.any()):
                     break
-                step = _Step(predictor, ids, active, options, generator)
+                editable = fix.generated & in_block if editing else None
+                step = _Step(predictor, ids, active, options, generator,
+                             positions=None if editable is None else active | editable)
                 if not options.cache:
                     step.logits()
-                if sampler.scheduled and not bool(counts[:, j].any()):
+                if looping:
+                    count = torch.zeros_like(counts[:, j])
+                elif options.adaptive:
+                    scores = _scattered(active, step.confidence())
+                    count = adaptive_counts(options.reveal, options.reveal_parameter, scores,
+                                            lambda a=active, st=step: _scattered(a, st.entropy()))
+                    if options.steps is not None:
+                        left = active.sum(1)
+                        floor = (left + (block_steps - j) - 1) // (block_steps - j)
+                        count = torch.maximum(count, floor)
+                else:
+                    count = counts[:, j]
+                remask = None
+                if remasking:
+                    remask, count, reveal_p = _plan_remask(
+                        fix, sampler, in_block, active, n_block, count, grid, j, looping,
+                        generator)
+                if not sampler.scheduled and remasking:
+                    draws = torch.rand(active.shape, dtype=torch.float64, generator=generator,
+                                       device=device)
+                    reveal = active & (draws < reveal_p.unsqueeze(1))
+                elif sampler.scheduled and not bool(count.any()):
                     reveal = torch.zeros_like(active)
                 else:
+                    t, s = (grid[j], grid[j]) if looping else (grid[j], grid[j + 1])
                     reveal = sampler.select(StepContext(
-                        active=active, counts=counts[:, j], t=grid[j], s=grid[j + 1],
+                        active=active, counts=count, t=t, s=s,
                         generator=generator, confidence=step.confidence,
                     ))
+                edited = None
+                if editing and bool(editable.any()):
+                    edited, new, probs = fix.edits(step, ids, editable)
+                    if remask is not None:
+                        keep = ~remask[edited]
+                        edited &= ~remask
+                        new, probs = new[keep], probs[keep]
+                changed = False
                 if bool(reveal.any()):
-                    ids[reveal] = step.tokens_at(reveal)
+                    tokens = step.tokens_at(reveal)
+                    ids[reveal] = tokens
                     masked &= ~reveal
+                    if remasking or editing:
+                        fix.generated |= reveal
+                        if remasking and sampler.name == "confidence":
+                            fix.confidence[reveal] = _chosen_confidence(step, reveal)
+                    changed = True
+                if edited is not None and bool(edited.any()):
+                    ids[edited] = new
+                    fix.confidence[edited] = probs
+                    fix.edited += int(edited.sum())
+                    changed = True
+                if remask is not None and bool(remask.any()):
+                    ids[remask] = fix.mask_id
+                    masked |= remask
+                    fix.generated &= ~remask
+                    fix.remasked += int(remask.sum())
+                    changed = True
+                if changed:
                     predictor.version += 1
                 steps_run += 1
-                if on_step is not None:
-                    on_step(StepEvent(step=steps_run, block=block, ids=ids.cpu().clone(),
-                                      masked=masked.cpu().clone(), revealed=reveal.cpu(),
-                                      content=canvas.content.cpu()))
-    return UnmaskResult(ids=ids, model_calls=predictor.calls, steps=steps_run)
+                emit(block, reveal, remask, edited)
+            while editing and steps_run < cap:
+                editable = fix.generated & in_block & ~masked
+                if not bool(editable.any()):
+                    break
+                step = _Step(predictor, ids, masked & in_block, options, generator,
+                             positions=editable)
+                edited, new, probs = fix.edits(step, ids, editable)
+                steps_run += 1
+                if bool(edited.any()):
+                    ids[edited] = new
+                    fix.confidence[edited] = probs
+                    fix.edited += int(edited.sum())
+                    predictor.version += 1
+                emit(block, torch.zeros_like(masked), None, edited)
+                if not bool(edited.any()):
+                    break
+    return UnmaskResult(ids=ids, model_calls=predictor.calls, steps=steps_run,
+                        seconds=time.perf_counter() - started, remasked=fix.remasked,
+                        edited=fix.edited)
+
+
+def _chosen_confidence(step: _Step, reveal: torch.Tensor) -> torch.Tensor:
+    """The confidence of the tokens revealed at `reveal` (from the step's predictions)."""
+    scores = _scattered(step.active, step.confidence())
+    return scores[reveal]
+
+
+def _plan_remask(fix: _Corrections, sampler, in_block, active, n_block, count, grid,
+                 j, looping, generator):
+    """(bool [B, L] tokens to remask, the reveals per row including the replacements, the
+    ancestral reveal probability per row) of one step under ReMDM's schedule.
+
+    Ancestral: each revealed token is remasked with probability sigma_t and each mask
+    revealed with ReMDM's posterior probability. Scheduled samplers: as many tokens as a
+    Binomial(revealed, sigma_t) draw are remasked (the least confident ones for the
+    confidence sampler) and the step reveals that many masks more than its schedule, so the
+    number of masks still follows the schedule; t and s are the fractions of the block
+    masked before and after the step."""
+    if sampler.scheduled:
+        total = n_block.clamp_min(1).double()
+        left = active.sum(1)
+        t = left.double() / total
+        s = t if looping else (left - count).double() / total
+        sigma = fix.sigma(t, s, looping)
+        draws = torch.rand(active.shape, dtype=torch.float64, generator=generator,
+                           device=active.device)
+        extra = (fix.generated & in_block & (draws < sigma.unsqueeze(1))).sum(1)
+        extra = torch.minimum(extra, left - count)  # Binomial(revealed, sigma), at most s
+        remask = fix.pick_remask(in_block, extra, generator,
+                                 by_confidence=sampler.name == "confidence")
+        return remask, count + extra, None
+    t = torch.full(active.shape[:1], grid[j + 1] if looping else grid[j], dtype=torch.float64,
+                   device=active.device)
+    s = t if looping else torch.full_like(t, grid[j + 1])
+    sigma = fix.sigma(t, s, looping)
+    reveal_p = torch.where(s <= 0, torch.ones_like(t),
+                           ((t - s) + sigma * (1 - t)) / t.clamp_min(1e-12))
+    draws = torch.rand(active.shape, dtype=torch.float64, generator=generator,
+                       device=active.device)
+    remask = fix.generated & in_block & (draws < sigma.unsqueeze(1))
+    return remask, count, reveal_p
 
 
 DEFAULT_BATCH_ROWS = 16
@@ -182,6 +415,9 @@ class UnmaskedBatch:
     """LongTensor [b, L]: the final canvas."""
     model_calls: int
     steps: int
+    seconds: float = 0.0
+    remasked: int = 0
+    edited: int = 0
 
 
 def batch_rows(batch_tokens: int | None, width: int, guided: bool) -> int:
@@ -235,6 +471,6 @@ def unmask_rows(
             out = unmask(mlm, canvas, options, suppressed=suppressed,
                          seed=options.seed + number, on_step=hook)
             done.append(UnmaskedBatch(first, canvas, out.ids.cpu(), out.model_calls,
-                                      out.steps))
+                                      out.steps, out.seconds, out.remasked, out.edited))
             bar.advance(canvas.ids.shape[0])
     return done
