@@ -1,0 +1,584 @@
+// mlmkit playground: plain JavaScript over the JSON API of `mlmkit serve` (no build step,
+// no dependencies). Every request it sends is shown under "Copy as code" as the Python call
+// and the curl command that reproduce it.
+"use strict";
+
+const $ = (selector) => document.querySelector(selector);
+const state = { models: [], limits: {}, last: null, steps: [], frame: 0, timer: null };
+
+// --- the API -------------------------------------------------------------------------------
+
+function headers() {
+  const h = { "content-type": "application/json" };
+  const key = $("#api-key").value.trim();
+  if (key) h.authorization = "Bearer " + key;
+  return h;
+}
+
+async function api(path, body) {
+  const response = await fetch(path, {
+    method: body === undefined ? "GET" : "POST", headers: headers(),
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  let data = null;
+  try { data = await response.json(); } catch (e) { data = null; }
+  if (!response.ok) {
+    const message = data && data.error ? data.error.message : response.statusText;
+    throw new Error(`${response.status}: ${message}`);
+  }
+  return data;
+}
+
+function showError(error) {
+  const box = $("#error");
+  box.textContent = error ? String(error.message || error) : "";
+  box.hidden = !error;
+}
+
+function busy(button, on) {
+  button.disabled = on;
+  button.setAttribute("aria-busy", on ? "true" : "false");
+}
+
+// --- "Copy as code" ------------------------------------------------------------------------
+
+function py(value) {
+  if (value === null || value === undefined) return "None";
+  if (value === true) return "True";
+  if (value === false) return "False";
+  if (Array.isArray(value)) return "[" + value.map(py).join(", ") + "]";
+  if (typeof value === "object") {
+    return "{" + Object.entries(value).map(([k, v]) => JSON.stringify(k) + ": " + py(v)).join(", ") + "}";
+  }
+  return JSON.stringify(value);
+}
+
+function source(name) {
+  const model = state.models.find((m) => m.name === name);
+  return model ? model.source : name;
+}
+
+const CALLS = {
+  "/v1/fill": ["fill_mask", "texts", ["top_k", "mode"]],
+  "/v1/score": ["score", "texts", ["metric", "per_token", "per_word"]],
+  "/v1/generate": ["generate", "prompt", ["length", "steps", "sampler", "temperature", "block_length", "seed"]],
+  "/v1/infill": ["infill", "template", ["steps", "sampler", "temperature", "block_length", "seed"]],
+};
+
+function pythonCode(path, body) {
+  const lines = ["import mlmkit", ""];
+  if (path === "/v1/compare") {
+    lines.push(`text = ${py(body.text)}`);
+    for (const name of body.models) {
+      lines.push(`${name.replace(/\W/g, "_")} = mlmkit.score(mlmkit.load_mlm(${py(source(name))}), text, metric=${py(body.metric)}, per_token=True, per_word=True)`);
+    }
+    return lines.join("\n");
+  }
+  const [fn, input, keys] = CALLS[path];
+  const args = keys.filter((k) => body[k] !== undefined && body[k] !== null)
+    .map((k) => `${k}=${py(body[k])}`);
+  lines.push(`mlm = mlmkit.load_mlm(${py(source(body.model))})`);
+  lines.push(`result = mlmkit.${fn}(mlm, ${py(body[input])}${args.length ? ", " + args.join(", ") : ""})`);
+  lines.push(typeof body[input] === "string" ? "print(result.to_dict())" : "print([r.to_dict() for r in result])");
+  return lines.join("\n");
+}
+
+function curlCode(path, body) {
+  const sent = Object.assign({}, body);
+  delete sent.stream;
+  const json = JSON.stringify(sent).replace(/'/g, "'\\''");
+  const key = $("#api-key").value.trim() ? " -H 'Authorization: Bearer $MLMKIT_API_KEY'" : "";
+  return `curl -s ${location.origin}${path} -H 'content-type: application/json'${key} \\\n  -d '${json}'`;
+}
+
+function showCode(path, body) {
+  state.last = { path, body };
+  $("#code-python").textContent = pythonCode(path, body);
+  $("#code-curl").textContent = curlCode(path, body);
+}
+
+for (const button of document.querySelectorAll("button.copy")) {
+  button.addEventListener("click", async () => {
+    const text = document.getElementById(button.dataset.for).textContent;
+    try {
+      await navigator.clipboard.writeText(text);
+      button.textContent = "Copied";
+    } catch (e) {
+      const range = document.createRange();
+      range.selectNodeContents(document.getElementById(button.dataset.for));
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+      button.textContent = "Selected";
+    }
+    setTimeout(() => { button.textContent = "Copy"; }, 1200);
+  });
+}
+
+// --- tabs, theme, models -------------------------------------------------------------------
+
+const tabs = Array.from(document.querySelectorAll('[role="tab"]'));
+
+function selectTab(tab, focus) {
+  for (const t of tabs) {
+    const on = t === tab;
+    t.setAttribute("aria-selected", on ? "true" : "false");
+    t.tabIndex = on ? 0 : -1;
+    document.getElementById(t.getAttribute("aria-controls")).hidden = !on;
+  }
+  if (focus) tab.focus();
+  $("#model").disabled = tab.id === "tab-compare";
+}
+
+tabs.forEach((tab, i) => {
+  tab.addEventListener("click", () => selectTab(tab, false));
+  tab.addEventListener("keydown", (event) => {
+    const moves = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 };
+    if (event.key in moves) {
+      event.preventDefault();
+      selectTab(tabs[(moves[event.key] + tabs.length) % tabs.length], true);
+    }
+  });
+});
+
+function applyTheme(theme) {
+  if (theme) document.documentElement.dataset.theme = theme;
+  else delete document.documentElement.dataset.theme;
+}
+applyTheme(localStorage.getItem("mlmkit-theme"));
+$("#theme").addEventListener("click", () => {
+  const dark = matchMedia("(prefers-color-scheme: dark)").matches;
+  const now = document.documentElement.dataset.theme || (dark ? "dark" : "light");
+  const next = now === "dark" ? "light" : "dark";
+  localStorage.setItem("mlmkit-theme", next);
+  applyTheme(next);
+});
+
+async function loadModels() {
+  try {
+    const info = await api("/v1/models");
+    state.models = info.models;
+    state.limits = info.limits;
+    $("#model").innerHTML = "";
+    $("#compare-models").querySelectorAll("label").forEach((l) => l.remove());
+    for (const m of info.models) {
+      const option = document.createElement("option");
+      option.value = m.name;
+      option.textContent = `${m.name} (${m.model_type}, ${(m.parameters / 1e6).toFixed(1)}M)`;
+      $("#model").append(option);
+      const label = document.createElement("label");
+      label.innerHTML = `<input type="checkbox" value="" checked> <span></span>`;
+      label.querySelector("input").value = m.name;
+      label.querySelector("span").textContent = m.name;
+      $("#compare-models").append(label);
+    }
+    showError(null);
+  } catch (error) {
+    if (String(error.message).startsWith("401")) $("#key-label").hidden = false;
+    showError(error);
+  }
+}
+$("#api-key").addEventListener("change", loadModels);
+
+const model = () => $("#model").value;
+
+// --- token pieces and colours --------------------------------------------------------------
+
+function escapeHtml(text) {
+  return text.replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+
+// Surprisal (nats) to a background: green (expected) to red (surprising).
+// The scale runs from the text's least to its most surprising token (at least 1 nat wide).
+function heat(surprisal, low, high) {
+  const t = Math.max(0, Math.min(1, (surprisal - low) / Math.max(high - low, 1)));
+  return `hsl(${Math.round(130 * (1 - t))}, 70%, ${Math.round(78 - 10 * t)}%)`;
+}
+
+// A probability to a background: red (low) to green (high).
+function confidenceColour(p) {
+  const t = Math.max(0, Math.min(1, p));
+  return `hsl(${Math.round(130 * t)}, 65%, 72%)`;
+}
+
+// The text of each token of a canvas: WordPiece "##" joins the word before; BPE "Ġ" and
+// SentencePiece "▁" mark a space.
+function pieces(tokens) {
+  const marked = tokens.some((t) => /^[Ġ▁]/.test(t));
+  return tokens.map((t, i) => {
+    if (t.startsWith("##")) return { text: t.slice(2), space: false };
+    if (marked) return /^[Ġ▁]/.test(t) ? { text: t.slice(1), space: i > 0 } : { text: t, space: false };
+    return { text: t, space: i > 0 };
+  });
+}
+
+// --- Fill ----------------------------------------------------------------------------------
+
+const MASKS = /\[MASK\]|<mask>/g;
+
+function putIn(index, token) {
+  const input = $("#fill-input");
+  const word = token.replace(/^##/, "").replace(/^[Ġ▁]/, "");
+  let n = -1;
+  input.value = input.value.replace(MASKS, (m) => (++n === index ? word : m));
+  input.focus();
+}
+
+$("#fill-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const body = { texts: [$("#fill-input").value], model: model(), top_k: Number($("#fill-k").value), mode: $("#fill-mode").value };
+  const button = $("#fill-run");
+  busy(button, true);
+  try {
+    const data = await api("/v1/fill", body);
+    showCode("/v1/fill", body);
+    renderFill(data.results[0]);
+    showError(null);
+  } catch (error) { showError(error); } finally { busy(button, false); }
+});
+
+function renderFill(result) {
+  const out = $("#fill-out");
+  out.innerHTML = "";
+  const filled = document.createElement("p");
+  filled.className = "card";
+  filled.id = "fill-filled";
+  filled.textContent = result.filled;
+  out.append(filled);
+  for (const mask of result.masks) {
+    const card = document.createElement("div");
+    card.className = "card mask";
+    card.innerHTML = `<h3>mask ${mask.index + 1}${result.mode === "joint" ? ` · filled at step ${mask.step + 1}` : ""}</h3>`;
+    const best = mask.candidates[0] ? mask.candidates[0].score : 1;
+    for (const c of mask.candidates) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "candidate";
+      button.dataset.score = c.score;
+      button.title = `Put "${c.token}" in mask ${mask.index + 1}`;
+      button.innerHTML = `<span class="t"></span><span class="bar"></span><span class="p"></span>`;
+      button.querySelector(".t").textContent = c.token;
+      button.querySelector(".bar").style.width = `${(100 * c.score / Math.max(best, 1e-12)).toFixed(1)}%`;
+      button.querySelector(".p").textContent = (100 * c.score).toFixed(2) + "%";
+      button.addEventListener("click", () => putIn(mask.index, c.token));
+      card.append(button);
+    }
+    out.append(card);
+  }
+}
+
+// --- Score and Compare ---------------------------------------------------------------------
+
+function heatmap(result, alternatives, onPick) {
+  const box = document.createElement("div");
+  box.className = "heat";
+  const text = result.text;
+  const tokens = (result.tokens || []).map((t, i) => Object.assign({ i }, t));
+  const low = Math.min(...tokens.map((t) => -t.logprob));
+  const high = Math.max(...tokens.map((t) => -t.logprob));
+  const wordOf = {};
+  for (const w of result.words || []) wordOf[`${w.start}`] = w;
+  const words = result.words || [];
+  let cursor = 0;
+  for (const t of tokens.filter((t) => t.start >= 0).sort((a, b) => a.start - b.start)) {
+    if (t.start > cursor) box.append(document.createTextNode(text.slice(cursor, t.start)));
+    const span = document.createElement("span");
+    span.className = "tok";
+    span.tabIndex = 0;
+    span.dataset.i = t.i;
+    span.dataset.logprob = t.logprob;
+    span.textContent = text.slice(t.start, t.end) || t.token;
+    span.style.background = heat(-t.logprob, low, high);
+    const word = words.find((w) => w.start <= t.start && t.end <= w.end);
+    span.title = `${t.token}: log p = ${t.logprob.toFixed(3)}` +
+      (word ? `\nword "${word.word}": log p = ${word.logprob.toFixed(3)} (${word.n_tokens} token${word.n_tokens > 1 ? "s" : ""})` : "");
+    const pick = () => onPick(t, alternatives ? alternatives[t.i] : null, span);
+    span.addEventListener("click", pick);
+    span.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); pick(); } });
+    box.append(span);
+    cursor = Math.max(cursor, t.end);
+  }
+  if (cursor < text.length) box.append(document.createTextNode(text.slice(cursor)));
+  return box;
+}
+
+function stats(result) {
+  const p = document.createElement("div");
+  p.className = "stats";
+  const f = (x, d) => (x === null || x === undefined ? "—" : Number(x).toFixed(d));
+  p.innerHTML = `<span>PLL <b class="pll"></b></span><span>PPPL <b class="pppl"></b></span>` +
+    `<span>PPPL per word <b class="pppl-word"></b></span><span>tokens <b class="n"></b></span>`;
+  p.querySelector(".pll").textContent = f(result.pll, 4);
+  p.querySelector(".pppl").textContent = f(result.pppl, 3);
+  p.querySelector(".pppl-word").textContent = f(result.pppl_word, 3);
+  p.querySelector(".n").textContent = result.n_tokens;
+  return p;
+}
+
+function showToken(token, alternatives, span) {
+  document.querySelectorAll("#score-out .tok.selected").forEach((s) => s.classList.remove("selected"));
+  span.classList.add("selected");
+  const detail = $("#score-detail");
+  detail.innerHTML = `<h3></h3><p class="lp"></p>`;
+  detail.querySelector("h3").textContent = `“${token.token}” (id ${token.token_id}, characters ${token.start}–${token.end})`;
+  detail.querySelector(".lp").textContent = `log p = ${token.logprob.toFixed(4)}  ·  p = ${Math.exp(token.logprob).toExponential(3)}  ·  surprisal ${(-token.logprob).toFixed(3)} nats`;
+  if (alternatives) {
+    const table = document.createElement("table");
+    table.innerHTML = "<tr><th>alternative when masked</th><th>p</th></tr>";
+    for (const a of alternatives) {
+      const row = document.createElement("tr");
+      row.innerHTML = "<td></td><td></td>";
+      row.cells[0].textContent = a.token + (a.token_id === token.token_id ? "  ← this token" : "");
+      row.cells[1].textContent = a.prob.toFixed(4);
+      table.append(row);
+    }
+    detail.append(table);
+  }
+}
+
+$("#score-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const body = { texts: [$("#score-input").value], model: model(), metric: $("#score-metric").value, per_token: true, per_word: true, alternatives: 5 };
+  const button = $("#score-run");
+  busy(button, true);
+  try {
+    const data = await api("/v1/score", body);
+    showCode("/v1/score", body);
+    const result = data.results[0];
+    const out = $("#score-out");
+    out.innerHTML = "";
+    const card = document.createElement("div");
+    card.className = "card";
+    card.append(stats(result), heatmap(result, data.alternatives[0], showToken));
+    const detail = document.createElement("div");
+    detail.id = "score-detail";
+    detail.className = "card detail";
+    detail.textContent = "Click a token (or focus it and press Enter) for its details.";
+    out.append(card, detail);
+    showError(null);
+  } catch (error) { showError(error); } finally { busy(button, false); }
+});
+
+$("#compare-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const models = Array.from(document.querySelectorAll("#compare-models input:checked")).map((i) => i.value);
+  const body = { text: $("#compare-input").value, models, metric: "pll" };
+  const button = $("#compare-run");
+  busy(button, true);
+  try {
+    const data = await api("/v1/compare", body);
+    showCode("/v1/compare", body);
+    renderCompare(data);
+    showError(null);
+  } catch (error) { showError(error); } finally { busy(button, false); }
+});
+
+function renderCompare(data) {
+  const out = $("#compare-out");
+  out.innerHTML = "";
+  const columns = document.createElement("div");
+  columns.className = "columns";
+  data.results.forEach((result, k) => {
+    const card = document.createElement("div");
+    card.className = "card compare-col";
+    card.dataset.model = data.models[k];
+    const title = document.createElement("h3");
+    title.textContent = data.models[k];
+    card.append(title, stats(result), heatmap(result, null, () => {}));
+    columns.append(card);
+  });
+  out.append(columns);
+  const [first, ...rest] = data.models;
+  const table = document.createElement("table");
+  table.className = "diff";
+  table.innerHTML = `<tr><th>word</th>${data.models.map((m) => "<th></th>").join("")}${rest.map(() => "<th></th>").join("")}</tr>`;
+  const head = table.rows[0].cells;
+  data.models.forEach((m, k) => { head[1 + k].textContent = `log p (${m})`; });
+  rest.forEach((m, k) => { head[1 + data.models.length + k].textContent = `${m} − ${first}`; });
+  const top = Math.max(1e-9, ...data.words.flatMap((w) => Object.values(w.difference).map(Math.abs)));
+  for (const w of data.words) {
+    const row = table.insertRow();
+    row.insertCell().textContent = w.word;
+    for (const m of data.models) row.insertCell().textContent = w.logprobs[m].toFixed(3);
+    for (const m of rest) {
+      const d = w.difference[m];
+      const cell = row.insertCell();
+      const bar = document.createElement("span");
+      bar.className = "diffbar";
+      bar.style.width = `${(3 * Math.abs(d) / top).toFixed(2)}rem`;
+      bar.style.background = d >= 0 ? "hsl(130, 55%, 55%)" : "hsl(0, 70%, 60%)";
+      cell.append(bar, document.createTextNode(` ${d >= 0 ? "+" : ""}${d.toFixed(3)}`));
+    }
+  }
+  const card = document.createElement("div");
+  card.className = "card";
+  card.innerHTML = "<h3>Word differences (positive: the model is more sure of the word than the first)</h3>";
+  card.append(table);
+  out.append(card);
+}
+
+// --- Unmask: generate / infill, streamed step by step ---------------------------------------
+
+$("#unmask-task").addEventListener("change", () => {
+  const infill = $("#unmask-task").value === "infill";
+  $("#unmask-input").value = infill ? "Open the [MASK:3] and return its [MASK]." : "Return the";
+  $("#unmask-length").disabled = infill;
+});
+
+function unmaskBody() {
+  const task = $("#unmask-task").value;
+  const body = { model: model(), stream: true };
+  body[task === "infill" ? "template" : "prompt"] = $("#unmask-input").value;
+  if (task === "generate") body.length = Number($("#unmask-length").value);
+  const steps = $("#unmask-steps").value;
+  if (steps) body.steps = Number(steps);
+  body.sampler = $("#unmask-sampler").value;
+  body.temperature = Number($("#unmask-temperature").value);
+  const block = $("#unmask-block").value;
+  if (block) body.block_length = Number(block);
+  body.seed = Number($("#unmask-seed").value);
+  return [task, body];
+}
+
+// Parse a text/event-stream body into events, handing each to `onEvent(name, data)`.
+async function readEvents(response, onEvent) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let name = "message", data = "";
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event: ")) name = line.slice(7);
+        else if (line.startsWith("data: ")) data += line.slice(6);
+      }
+      onEvent(name, JSON.parse(data));
+    }
+  }
+}
+
+function initialFrame(step) {
+  // The canvas before the first step: every position masked now or revealed at step 1.
+  return { step: 0, block: 0, rows: step.rows.map((r) => ({
+    row: r.row, tokens: r.tokens, masked: r.masked.map((m, i) => m || r.revealed[i]),
+    revealed: r.revealed.map(() => false), confidence: null })) };
+}
+
+function renderFrame(index) {
+  state.frame = index;
+  const frames = state.steps;
+  $("#unmask-scrubber").value = index;
+  $("#unmask-step").textContent = `step ${index} / ${Math.max(0, frames.length - 1)}`;
+  const canvas = $("#unmask-canvas");
+  canvas.innerHTML = "";
+  if (!frames.length) return;
+  const frame = frames[index];
+  frame.rows.forEach((row, r) => {
+    // The confidence of each position when it was revealed, up to this frame.
+    const conf = row.tokens.map(() => null);
+    for (let s = 1; s <= index; s++) {
+      const past = frames[s].rows[r];
+      past.revealed.forEach((on, i) => { if (on && past.confidence) conf[i] = past.confidence[i]; });
+    }
+    const line = document.createElement("div");
+    line.className = "canvas-row";
+    if (frame.rows.length > 1) {
+      const label = document.createElement("span");
+      label.className = "row-label";
+      label.textContent = `#${row.row + 1}`;
+      line.append(label);
+    }
+    pieces(row.tokens).forEach((piece, i) => {
+      if (piece.space) line.append(document.createTextNode(" "));
+      const span = document.createElement("span");
+      span.className = "ct";
+      if (row.masked[i]) {
+        span.classList.add("mask");
+        span.textContent = "▢";
+      } else {
+        span.textContent = piece.text;
+        if (conf[i] !== null && conf[i] !== undefined) {
+          span.style.background = confidenceColour(conf[i]);
+          span.title = `p = ${conf[i].toFixed(4)} when revealed`;
+        }
+        if (row.revealed[i]) span.classList.add("new");
+      }
+      line.append(span);
+    });
+    canvas.append(line);
+  });
+}
+
+function stopPlaying() {
+  clearInterval(state.timer);
+  state.timer = null;
+  $("#unmask-play").textContent = "▶ Play";
+}
+
+$("#unmask-play").addEventListener("click", () => {
+  if (state.timer) { stopPlaying(); return; }
+  const last = state.steps.length - 1;
+  if (state.frame >= last) renderFrame(0);
+  $("#unmask-play").textContent = "⏸ Pause";
+  state.timer = setInterval(() => {
+    if (state.frame >= last) { stopPlaying(); return; }
+    renderFrame(state.frame + 1);
+  }, 250);
+});
+
+$("#unmask-scrubber").addEventListener("input", (event) => {
+  stopPlaying();
+  renderFrame(Number(event.target.value));
+});
+
+$("#unmask-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  stopPlaying();
+  const [task, body] = unmaskBody();
+  const path = `/v1/${task}`;
+  const button = $("#unmask-run");
+  busy(button, true);
+  state.steps = [];
+  $("#unmask-out").innerHTML = "";
+  $("#unmask-play").disabled = true;
+  $("#unmask-scrubber").disabled = true;
+  try {
+    const response = await fetch(path, { method: "POST", headers: headers(), body: JSON.stringify(body) });
+    if (!response.ok) {
+      const data = await response.json().catch(() => null);
+      throw new Error(`${response.status}: ${data && data.error ? data.error.message : response.statusText}`);
+    }
+    showCode(path, body);
+    let failure = null;
+    await readEvents(response, (name, data) => {
+      if (name === "step") {
+        if (!state.steps.length) state.steps.push(initialFrame(data));
+        state.steps.push(data);
+        $("#unmask-scrubber").max = state.steps.length - 1;
+        renderFrame(state.steps.length - 1);
+      } else if (name === "result") {
+        const result = data.results[0];
+        const card = document.createElement("div");
+        card.className = "card";
+        card.id = "unmask-result";
+        card.innerHTML = "<h3>Result</h3><p class='text'></p><p class='hint meta'></p>";
+        card.querySelector(".text").textContent = task === "generate" ? result.full_text : result.text;
+        card.querySelector(".meta").textContent = `${result.model_calls} model calls` + (result.steps ? ` · ${result.steps} steps` : "");
+        $("#unmask-out").append(card);
+      } else if (name === "error") {
+        failure = new Error(data.error.message);
+      }
+    });
+    if (failure) throw failure;
+    $("#unmask-play").disabled = state.steps.length < 2;
+    $("#unmask-scrubber").disabled = state.steps.length < 2;
+    showError(null);
+  } catch (error) { showError(error); } finally { busy(button, false); }
+});
+
+loadModels();
