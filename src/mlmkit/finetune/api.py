@@ -156,12 +156,15 @@ def finetune(
                     max_length=max_length, warmup=warmup, weight_decay=weight_decay,
                     bucket=bucket, seed=seed, lora=lora_options, template=template,
                     verbalizer=words).check()
+    from mlmkit.finetune.methods import check_method
+
+    check_method(method, spec.regression, None)
     target, precision = prepare(device, precision, threads, task="training")
+    mlm = as_mlm(model, device=str(target))
     data = load_task_data(spec, train=train, validation=validation, test=test,
                           dataset=dataset)
     data.train = limit(data.train, train_limit)
     data.validation = limit(data.validation, eval_limit)
-    mlm = as_mlm(model, device=str(target))
     say = status if progress is not False else None
     runs = []
     seed_list = [seed + k for k in range(seeds)]

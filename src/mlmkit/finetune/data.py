@@ -59,10 +59,14 @@ def _raw_rows(path, what: str):
 
 
 def _dataset_rows(task: Task, dataset: str, split: str):
-    try:
-        import datasets
-    except ImportError as error:  # pragma: no cover - a dependency
-        raise InvalidArgument("reading a datasets name needs the datasets package") from error
+    import os
+
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # the local cache only, never the hub
+    import datasets
+
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
+        if hasattr(datasets.config, name):
+            setattr(datasets.config, name, True)
     name, _, config = dataset.partition(":")
     config = config or (task.dataset_config if dataset == task.dataset else None)
     try:

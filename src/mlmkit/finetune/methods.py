@@ -86,6 +86,8 @@ def check_method(method: str, regression: bool, mlm) -> None:
         if regression:
             raise InvalidArgument("method='prompt' (--method prompt) classifies through a "
                                   "verbalizer; a regression task needs --method head")
+        if mlm is None:
+            return
         get = getattr(mlm.model, "get_output_embeddings", None)
         if get is None or get() is None:
             raise ModelError(f"{mlm.name!r} has no MLM head: the prompt method needs a masked "

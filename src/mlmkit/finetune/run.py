@@ -232,7 +232,7 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     config = _state_config(recipe, data)
     step, epoch, position, history = 0, 0, 0, []
     best = {"score": -math.inf, "epoch": 0, "metrics": {}}
-    best_state, elapsed, seen = None, 0.0, 0
+    best_state, elapsed, seen, losses = None, 0.0, 0, []
     if run_path is not None:
         checkpoint.remove_leftovers(run_path)
         if resume:
@@ -250,6 +250,7 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
             step, epoch, position = state["step"], state["epoch"], state["position"]
             history, best, elapsed, seen = (state["history"], state["best"], state["elapsed"],
                                             state["seen"])
+            losses = state["losses"]  # this epoch's so far
             say(f"resuming at epoch {epoch + 1}, step {step}")
         elif checkpoint.list_states(run_path):
             raise RunError(f"run directory {str(run_path)!r} already holds a fine-tuning run: "
@@ -263,7 +264,8 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
             "config": config, "model": trainer.model.state_dict(),
             "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
             "rng": torch.get_rng_state(), "step": step, "epoch": epoch, "position": position,
-            "history": history, "best": best, "elapsed": elapsed, "seen": seen})
+            "history": history, "best": best, "elapsed": elapsed, "seen": seen,
+            "losses": losses})
 
     def keep_best(metrics: dict) -> None:
         nonlocal best_state
@@ -284,7 +286,6 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
             batches = train_batches(train_enc.lengths, recipe.batch_size, recipe.seed, epoch,
                                     recipe.bucket)
             started = time.perf_counter()
-            losses = []
             while position < len(batches):
                 batch = collate(train_enc, batches[position], trainer.pad_id, device)
                 with autocast(precision, device):
@@ -322,7 +323,7 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
             say(f"epoch {epoch + 1}/{recipe.epochs}: loss "
                 f"{record['train_loss'] if record['train_loss'] is not None else float('nan'):.4f}, "
                 + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
-            epoch, position = epoch + 1, 0
+            epoch, position, losses = epoch + 1, 0, []
             save()
     if best_state is not None:
         trainer.model.load_state_dict(best_state)

@@ -1,0 +1,1 @@
+"""The evaluation suite (`mlmkit eval suite`) and comparisons with intervals (`eval compare`)."""

@@ -1,0 +1,239 @@
+"""Fine-tuning (issue 15): metrics, data checks, head and prompt runs, few-shot, LoRA, resume."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from mlmkit.errors import InvalidArgument, InvalidData, ModelError, RunError
+
+RUNTIME = {"device": "cpu", "threads": 1, "progress": False}
+
+
+# --- metrics -----------------------------------------------------------------------------
+
+def test_metrics_match_hand_computed_values():
+    from mlmkit.finetune import metrics
+
+    pred, gold = [1, 1, 0, 0, 1, 0], [1, 0, 0, 0, 1, 1]
+    # tp 2, fp 1, fn 1, tn 2: F1 = 4/6; MCC = (2*2 - 1*1) / sqrt(3*3*3*3) = 1/3
+    assert metrics.f1(pred, gold) == pytest.approx(2 / 3)
+    assert metrics.matthews(pred, gold) == pytest.approx(1 / 3)
+    assert metrics.accuracy(pred, gold) == pytest.approx(4 / 6)
+    assert metrics.matthews([1, 1, 1], [0, 1, 1]) == 0.0  # a constant column
+    x, y = [1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 5.0, 4.0]
+    assert metrics.pearson(x, y) == pytest.approx(np.corrcoef(x, y)[0, 1])
+    # ranks of y with a tie: 1, 2.5, 4, 2.5
+    assert metrics.average_ranks(y).tolist() == [1.0, 2.5, 4.0, 2.5]
+    assert metrics.spearman(x, y) == pytest.approx(np.corrcoef([1, 2, 3, 4],
+                                                               [1, 2.5, 4, 2.5])[0, 1])
+
+
+# --- data ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sst(shared_data, tmp_path_factory):
+    """A small SST-2 sample: 96 training rows (balanced), 40 validation rows."""
+    root = tmp_path_factory.mktemp("sst")
+    rows = (shared_data / "sst2" / "train.tsv").read_text().splitlines()
+    pos = [r for r in rows[1:] if r.endswith("\t1")][:48]
+    neg = [r for r in rows[1:] if r.endswith("\t0")][:48]
+    (root / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(pos + neg) + "\n")
+    valid = (shared_data / "sst2" / "validation.tsv").read_text().splitlines()[:41]
+    (root / "validation.tsv").write_text("\n".join(valid) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def words(tiny_mlm):
+    """Two whole words the tiny tokenizer spells as one token each (a verbalizer)."""
+    tok = tiny_mlm("bert").tokenizer
+    found = [w for w in ("the", "and", "of", "to", "is", "in") if
+             len(tok(" " + w, add_special_tokens=False)["input_ids"]) == 1]
+    return {"negative": found[0], "positive": found[1]}
+
+
+def test_bad_data_is_a_clear_error(tmp_path, sst):
+    from mlmkit.finetune.data import load_task_data
+    from mlmkit.finetune.tasks import get_task
+
+    task = get_task("sst2")
+    with pytest.raises(InvalidData, match=r"no column 'review'.*the columns are 'sentence', "
+                       "'label'"):
+        load_task_data(get_task("sst2", text_cols="review"), train=sst / "train.tsv")
+    (tmp_path / "bad.tsv").write_text("sentence\tlabel\nfine film\t1\nbad film\tmaybe\n")
+    with pytest.raises(InvalidData, match=r"bad.tsv' line 3: label 'maybe' is not one the task"):
+        load_task_data(task, train=tmp_path / "bad.tsv")
+    (tmp_path / "empty.tsv").write_text("sentence\tlabel\n")
+    with pytest.raises(InvalidData, match="train split .* is empty"):
+        load_task_data(task, train=tmp_path / "empty.tsv")
+    (tmp_path / "sts.jsonl").write_text('{"a": "x", "b": "y", "score": "high"}\n')
+    with pytest.raises(InvalidData, match="label 'high' of the regression task .* not a number"):
+        load_task_data(get_task("mine", "a,b", "score", regression=True),
+                       train=tmp_path / "sts.jsonl")
+    with pytest.raises(InvalidArgument, match="not a known task"):
+        get_task("nosuchtask")
+
+
+def test_agnews_validation_is_carved_with_a_fixed_seed(shared_data):
+    from mlmkit.finetune.data import few_shot, load_task_data
+    from mlmkit.finetune.tasks import get_task
+
+    path = shared_data / "agnews" / "train.tsv"
+    a = load_task_data(get_task("agnews"), train=path)
+    b = load_task_data(get_task("agnews"), train=path)
+    assert len(a.validation) == round(0.1 * (len(a.train) + len(a.validation)))
+    assert a.validation.texts == b.validation.texts
+    assert not set(a.validation.texts) & set(a.train.texts[:2000])
+    assert a.label_names == ["World", "Sports", "Business", "Sci/Tech"]
+    shots = few_shot(a.train, 4, seed=1, n_labels=4)
+    assert np.bincount(shots.labels).tolist() == [4, 4, 4, 4]
+    with pytest.raises(InvalidArgument, match="more than the smallest class"):
+        few_shot(a.train.subset(range(30)), 29, seed=0, n_labels=4)
+
+
+# --- runs ----------------------------------------------------------------------------------
+
+def test_head_run_keeps_the_best_epoch_and_counts_truncation(tiny_mlm, sst, tmp_path):
+    from transformers import AutoModelForSequenceClassification
+
+    import mlmkit
+
+    result = mlmkit.finetune(tiny_mlm("bert"), "sst2", train=sst / "train.tsv",
+                             validation=sst / "validation.tsv", epochs=2, max_length=12,
+                             lr=1e-3, run_dir=tmp_path / "run", **RUNTIME)
+    run = result.runs[0]
+    assert [r["epoch"] for r in run.history] == [1, 2]
+    scores = [r["accuracy"] for r in run.history]
+    assert run.metrics["accuracy"] == max(scores)
+    assert run.best_epoch == 1 + scores.index(max(scores))
+    written = json.loads((tmp_path / "run" / "metrics.json").read_text())
+    assert written["truncated"]["train"] > 0 and written["truncated"]["train"] == \
+        run.truncated["train"]
+    model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "run" / "best").eval()
+    assert model.config.id2label == {0: "negative", 1: "positive"}
+    # the saved model is the best epoch's: it reproduces the reported accuracy
+    from mlmkit.finetune.data import load_task_data
+    from mlmkit.finetune.tasks import get_task
+
+    data = load_task_data(get_task("sst2"), train=sst / "train.tsv",
+                          validation=sst / "validation.tsv")
+    tok = tiny_mlm("bert").tokenizer
+    enc = tok([t[0] for t in data.validation.texts], truncation=True, max_length=12,
+              padding=True, return_tensors="pt")
+    with torch.no_grad():
+        predicted = model(**enc).logits.argmax(-1).numpy()
+    assert np.mean(predicted == data.validation.labels) == pytest.approx(run.metrics["accuracy"])
+
+
+def test_kill_and_resume_is_exact(tiny_mlm, sst, tmp_path):
+    import mlmkit
+
+    common = dict(train=sst / "train.tsv", validation=sst / "validation.tsv", epochs=2,
+                  lr=1e-3, max_length=32, **RUNTIME)
+    straight = mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "a", **common)
+    halted = mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "b", halt_after=9,
+                             **common)
+    assert halted.runs[0].status == "interrupted" and halted.runs[0].steps == 9
+    with pytest.raises(RunError, match="already holds a fine-tuning run"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "b", **common)
+    resumed = mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "b", resume=True,
+                              **common)
+    a, b = straight.runs[0], resumed.runs[0]
+    assert b.steps == a.steps == 12
+    assert [r["train_loss"] for r in b.history] == [r["train_loss"] for r in a.history]
+    assert b.metrics == a.metrics
+    for (name, x), (_, y) in zip(a._model.state_dict().items(), b._model.state_dict().items(),
+                                 strict=True):
+        assert torch.equal(x, y), name
+
+
+def test_prompt_few_shot_over_seeds_and_errors(tiny_mlm, sst, words):
+    import mlmkit
+
+    result = mlmkit.finetune(tiny_mlm("bert"), "sst2", method="prompt", shots=4, seeds=2,
+                             epochs=2, verbalizer=words, train=sst / "train.tsv",
+                             validation=sst / "validation.tsv", **RUNTIME)
+    assert [r.seed for r in result.runs] == [0, 1] == result.seeds
+    accuracies = [r.metrics["accuracy"] for r in result.runs]
+    assert result.metrics["accuracy"] == pytest.approx(np.mean(accuracies))
+    assert result.std["accuracy"] == pytest.approx(np.std(accuracies, ddof=1))
+    assert all(r.examples["train"] == 8 for r in result.runs)
+    with pytest.raises(InvalidArgument, match="more than the smallest class"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", method="prompt", shots=49, verbalizer=words,
+                        train=sst / "train.tsv", validation=sst / "validation.tsv", **RUNTIME)
+    with pytest.raises(InvalidArgument, match="regression task needs --method head"):
+        mlmkit.finetune(tiny_mlm("bert"), "stsb", method="prompt", train=sst / "train.tsv",
+                        **RUNTIME)
+    from transformers import BertModel
+
+    encoder = BertModel(tiny_mlm("bert").model.config)
+    with pytest.raises(ModelError, match="no MLM head"):
+        mlmkit.finetune((encoder, tiny_mlm("bert").tokenizer), "sst2", method="prompt",
+                        train=sst / "train.tsv", **RUNTIME)
+
+
+def test_lora_adapter_loads_with_peft_and_merges(tiny_mlm, sst, tmp_path, saved_tiny_mlm):
+    import peft
+    from transformers import AutoModelForSequenceClassification
+
+    import mlmkit
+
+    common = dict(train=sst / "train.tsv", validation=sst / "validation.tsv", epochs=1,
+                  lr=1e-3, lora=True, lora_rank=4, **RUNTIME)
+    base_dir = saved_tiny_mlm("bert")
+    result = mlmkit.finetune(str(base_dir), "sst2", run_dir=tmp_path / "lora", **common)
+    run = result.runs[0]
+    trainable = sum(p.numel() for p in run._model.parameters() if p.requires_grad)
+    total = sum(p.numel() for p in run._model.parameters())
+    assert trainable < total / 5
+    adapter = tmp_path / "lora" / "best"
+    assert (adapter / "adapter_config.json").is_file()
+    base = AutoModelForSequenceClassification.from_pretrained(base_dir, num_labels=2)
+    loaded = peft.PeftModel.from_pretrained(base, adapter).eval()
+    data = mlmkit.finetune.data.load_task_data(mlmkit.finetune.get_task("sst2"),
+                                                train=sst / "train.tsv",
+                                                validation=sst / "validation.tsv")
+    tok = tiny_mlm("bert").tokenizer
+    enc = tok([t[0] for t in data.validation.texts], truncation=True, max_length=128,
+              padding=True, return_tensors="pt")
+    with torch.no_grad():
+        predicted = loaded(**enc).logits.argmax(-1).numpy()
+    assert np.mean(predicted == data.validation.labels) == pytest.approx(run.metrics["accuracy"])
+    merged = mlmkit.finetune(str(base_dir), "sst2", run_dir=tmp_path / "merged",
+                             merge_lora=True, **common)
+    assert not (tmp_path / "merged" / "best" / "adapter_config.json").exists()
+    full = AutoModelForSequenceClassification.from_pretrained(tmp_path / "merged" / "best")
+    with torch.no_grad():
+        again = full.eval()(**enc).logits.argmax(-1).numpy()
+    assert np.mean(again == data.validation.labels) == pytest.approx(
+        merged.runs[0].metrics["accuracy"])
+
+
+def test_cli_finetune_json_and_errors(saved_tiny_mlm, sst, tmp_path):
+    from typer.testing import CliRunner
+
+    from mlmkit.cli import app
+
+    runner = CliRunner()
+    model = str(saved_tiny_mlm("bert"))
+    (tmp_path / "topics.jsonl").write_text("".join(
+        json.dumps({"body": f"text number {i} here", "topic": "ab"[i % 2]}) + "\n"
+        for i in range(40)))
+    done = runner.invoke(app, ["finetune", model, "--task", "topics", "--train",
+                               str(tmp_path / "topics.jsonl"), "--text-cols", "body",
+                               "--label-col", "topic", "--epochs", "1", "--threads", "1",
+                               "--json"])
+    assert done.exit_code == 0, done.output
+    out = json.loads(done.stdout)
+    assert out["task"] == "topics" and out["runs"][0]["examples"] == {"train": 36,
+                                                                       "validation": 4}
+    bad = runner.invoke(app, ["finetune", model, "--task", "topics", "--train",
+                              str(tmp_path / "topics.jsonl"), "--text-cols", "text",
+                              "--label-col", "topic"])
+    assert bad.exit_code == 1
+    assert "no column 'text'" in bad.stderr and "'body', 'topic'" in bad.stderr
+    assert "Traceback" not in bad.output
