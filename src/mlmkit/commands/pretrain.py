@@ -28,6 +28,8 @@ With no arguments: a mini ModernBERT on the built-in python-docs corpus, sized f
   mlmkit pretrain --restart --run-dir runs/pretrain       # start over in the same directory
   mlmkit pretrain --objective electra --model electra-mini
   mlmkit pretrain --objective diffusion --masking diffusion
+  mlmkit pretrain --recipe modernbert --show     # the recipe's phases, resolved
+  mlmkit pretrain --recipe modernbert --steps 200
   torchrun --nproc_per_node 2 -m mlmkit pretrain --batch-size 32
 """
 
@@ -119,11 +121,12 @@ def pretrain_command(**values) -> None:
     from mlmkit.runtime.progress import status
     from mlmkit.runtime.results import dumps
     from mlmkit.train import load_config, pretrain
-    from mlmkit.train.config import budget_overrides
+    from mlmkit.train.config import budget_overrides, from_dict
 
     config_path, resume = values.pop("config_file"), values.pop("resume")
     restart, override = values.pop("restart"), values.pop("override")
     as_json = values.pop("json")
+    show = values.pop("show")
     _batch_from_tokens(values)
     from mlmkit.train.run_state import parse_overrides
 
@@ -131,7 +134,15 @@ def pretrain_command(**values) -> None:
                                   **parse_overrides(override)})
     if "masking" in overrides:
         overrides["masking"] = parse_masking_option(overrides["masking"])
-    if config_path is None and resume is None and not {"steps", "tokens", "time"} & set(
+    # --recipe NAME [--show]: a recipe's config and phases, flags on top (issue 19)
+    from mlmkit.train.recipes import recipe_from_flags
+
+    recipe_config = recipe_from_flags(overrides, show, config_path, resume)
+    if show:
+        return
+    if recipe_config is not None:
+        config_path, overrides = None, recipe_config
+    elif config_path is None and resume is None and not {"steps", "tokens", "time"} & set(
             overrides):  # no budget given: one sized for this machine
         from mlmkit.train.budget import default_budget
 
@@ -141,7 +152,8 @@ def pretrain_command(**values) -> None:
             status(f"budget: {budget['steps']} steps or {budget['time']} of training, "
                    "whichever comes first: the default on a CPU without native bf16; give "
                    "--steps, --tokens or --time to choose")
-    config = load_config(config_path, **overrides) if config_path else None
+    config = load_config(config_path, **overrides) if config_path else (
+        None if recipe_config is None else from_dict(overrides, source="--recipe"))
     result = pretrain(config, resume=resume, overrides=None if config else overrides,
                       restart=restart)
     if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports (issue 6)
@@ -210,6 +222,11 @@ def _build():
                                                "× --seq-len; sets --batch-size)",
                                                rich_help_panel="Config: what is studied"),
                           annotation=typing.Optional[int]),  # noqa: UP045
+        inspect.Parameter("show", inspect.Parameter.KEYWORD_ONLY,
+                          default=typer.Option(False, "--show", help="with --recipe: print "
+                                               "the recipe's source and resolved config "
+                                               "(phases included), then exit"),
+                          annotation=bool),
         inspect.Parameter("json", inspect.Parameter.KEYWORD_ONLY,
                           default=typer.Option(False, "--json", help="print the summary as "
                                                "JSON on standard output"),

@@ -82,6 +82,13 @@ class PretrainConfig:
     decay: float = _f(0.2, "wsd only: share of the budget spent decaying at the end")
     min_lr: float = _f(0.0, "learning rate at the end, as a share of --lr")
     seed: int = _f(0, "seed of initialisation, data order, masking and dropout")
+    # -- recipes and phases (issue 19; mlmkit.train.recipes, mlmkit.train.phases)
+    recipe: str | None = _f(None, "the recipe this run's settings came from (mlmkit pretrain "
+                                  "--recipe NAME --show prints one)")
+    phases: list | None = _f(None, "training phases, each a mapping of steps, seq_len, "
+                                   "masking_rate, rope_theta, mixture and lr (see "
+                                   "mlmkit.train.phases); their steps add up to --steps")
+    # -- end of recipes and phases
     # budget
     steps: int | None = _f(1000, "optimizer steps to train (the schedule ends there)", BUDGET)
     tokens: int | None = _f(None, "or: tokens to train on (non-padding input tokens)", BUDGET)
@@ -197,6 +204,10 @@ class PretrainConfig:
         self.fill_mask_examples = checks.count("fill_mask_examples", self.fill_mask_examples, 0, 1000)
         self._validate_masking()
         self._validate_positions()
+        if self.phases is not None:  # issue 19: phases checked before any work
+            from mlmkit.train.phases import check_config_phases
+
+            check_config_phases(self)
 
     def _validate_masking(self) -> None:
         """The masking config's rate and corruption (the parts that need no tokenizer)."""

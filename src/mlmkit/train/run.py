@@ -131,6 +131,7 @@ class Run:
     last_grad_norm: float | None = None
     restart: bool = False  # --restart: the old run in run_dir is removed when it opens
     last_saved: int | None = None  # the step of the newest training state on disk
+    phases: object = None  # mlmkit.train.phases.PhaseRuntime when the config has phases
     data_seconds: float = 0.0  # this process's time reading and masking its rows
 
     # ---- what the loop asks
@@ -160,7 +161,9 @@ class Run:
         return self.progress() >= 1.0
 
     def learning_rate(self) -> float:
-        return self.config.lr * self.schedule.factor(self.progress())
+        piece = self.phases.lr_factor(self.state.step) if self.phases is not None else None
+        return self.config.lr * (self.schedule.factor(self.progress()) if piece is None
+                                 else piece)
 
     # ---- one optimizer step
     def step(self) -> None:
@@ -168,6 +171,8 @@ class Run:
         micro-batches (losses divided by the step's totals), clip, update."""
         config, runtime, state = self.config, self.runtime, self.state
         started = time.perf_counter()
+        if self.phases is not None:  # the phase of this step: its data, θ, rate
+            self.phases.enter(state.step)
         self.last_lr = lr = self.learning_rate()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -447,6 +452,11 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
               objective=objective, optimizer=optimizer,
               order=BlockOrder(len(data.train), seed=config.seed),
               budget=Budget.from_config(config), schedule=schedule, restart=restart)
+    if config.phases is not None:  # every phase's data and order, before the state loads
+        from mlmkit.runtime.progress import status
+        from mlmkit.train.phases import attach_phases
+
+        attach_phases(run, say=status if config.progress and runtime.is_main else None)
     if saved is not None:  # continue exactly where the saved state stopped
         run.load_state_dict(saved)
         run.schedule = schedule
