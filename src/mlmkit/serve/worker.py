@@ -90,14 +90,16 @@ class ModelWorker:
         return out
 
     async def _loop(self) -> None:
+        backlog = False
         while True:
             works = [await self.queue.get()]
-            if self.batching and self.window > 0 and self.queue.empty():
-                await asyncio.sleep(self.window)
+            if self.batching and self.window > 0 and not backlog:
+                await asyncio.sleep(self.window)  # company for a request that found us idle
             while not self.queue.empty():
                 works.append(self.queue.get_nowait())
             for group in self._groups(works):
                 await self._run(group)
+            backlog = not self.queue.empty()  # requests that came during the run: go at once
 
     async def _run(self, group: list[Work]) -> None:
         live = [w for w in group if not w.future.done()]

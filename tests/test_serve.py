@@ -1,0 +1,313 @@
+"""mlmkit serve: the HTTP API equals the Python API, batches concurrent requests, is bounded,
+and answers every bad request with a 4xx JSON error (tiny models, in-process)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+import mlmkit
+from mlmkit.serve import ServeConfig, create_app
+
+TEXTS = ["Return the list of items.", "Open the file for reading."]
+
+
+@pytest.fixture(scope="module")
+def models(tiny_mlm):
+    return {"bert": tiny_mlm("bert"), "roberta": tiny_mlm("roberta")}
+
+
+@pytest.fixture(scope="module")
+def client(models):
+    with TestClient(create_app(models, ServeConfig(threads=1, max_texts=8, max_tokens=64,
+                                                   max_steps=32, max_body_bytes=20_000))) as c:
+        yield c
+
+
+def untimed(value):
+    """A result without its wall-clock fields (generation reports its seconds)."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if k != "seconds"}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
+def post(client, path, body):
+    response = client.post(path, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+# --- HTTP results are the Python results ------------------------------------------------------
+
+def test_score_equals_python(client, models):
+    body = {"texts": TEXTS, "model": "bert", "per_token": True, "per_word": True,
+            "metric": "pll_word_l2r"}
+    got = post(client, "/v1/score", body)
+    expected = mlmkit.score(models["bert"], TEXTS, metric="pll_word_l2r", per_token=True,
+                            per_word=True)
+    assert got["model"] == "bert"
+    assert got["results"] == [r.to_dict() for r in expected]
+    assert got["results"][0]["tokens"][0]["start"] == 0  # character offsets are there
+
+
+def test_score_alternatives_follow_the_scored_tokens(client, models):
+    got = post(client, "/v1/score", {"texts": TEXTS[0], "per_token": True, "alternatives": 3})
+    tokens, alternatives = got["results"][0]["tokens"], got["alternatives"][0]
+    assert len(alternatives) == len(tokens) and all(len(a) == 3 for a in alternatives)
+    # The first alternative of the first token is the fill-mask top-1 of that masked copy.
+    first = tokens[0]
+    text = TEXTS[0]
+    masked = text[:first["start"]] + "[MASK]" + text[first["end"]:]
+    fill = mlmkit.fill_mask(models["bert"], masked, top_k=1)
+    assert alternatives[0][0]["token_id"] == fill.masks[0].candidates[0].token_id
+    assert alternatives[0][0]["prob"] == pytest.approx(fill.masks[0].candidates[0].score,
+                                                       rel=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["independent", "joint"])
+def test_fill_equals_python(client, models, mode):
+    texts = ["Return the [MASK] of items.", "Open the <mask> for [MASK]."]
+    got = post(client, "/v1/fill", {"texts": texts, "top_k": 3, "mode": mode,
+                                    "model": "roberta"})
+    expected = mlmkit.fill_mask(models["roberta"], texts, top_k=3, mode=mode)
+    assert got["results"] == [r.to_dict() for r in expected]
+
+
+def test_generate_infill_classify_equal_python(client, models):
+    options = {"length": 5, "steps": 3, "seed": 7, "temperature": 0.5}
+    got = post(client, "/v1/generate", {"prompt": ["Return the", "Open"], **options})
+    expected = mlmkit.generate(models["bert"], ["Return the", "Open"], **options)
+    assert untimed(got["results"]) == untimed([r.to_dict() for r in expected])
+    got = post(client, "/v1/infill", {"template": "Open the [MASK:1-2] file.", "steps": 2})
+    assert untimed(got["results"]) == untimed([mlmkit.infill(
+        models["bert"], "Open the [MASK:1-2] file.", steps=2).to_dict()])
+    verbalizer = {"yes": ["good"], "no": ["bad"]}
+    got = post(client, "/v1/classify", {"texts": TEXTS, "verbalizer": verbalizer})
+    assert got["result"] == mlmkit.cloze_classify(models["bert"], TEXTS,
+                                                  verbalizer=verbalizer).to_dict()
+
+
+def test_compare_scores_each_model_and_differences(client, models):
+    got = post(client, "/v1/compare", {"text": TEXTS[1]})
+    assert got["models"] == ["bert", "roberta"]
+    for name, result in zip(got["models"], got["results"], strict=True):
+        assert result == mlmkit.score(models[name], TEXTS[1], per_token=True,
+                                      per_word=True).to_dict()
+    words = {w["word"]: w for w in got["words"]}
+    assert "file" in words
+    w = words["file"]
+    assert w["difference"]["roberta"] == pytest.approx(w["logprobs"]["roberta"]
+                                                       - w["logprobs"]["bert"])
+
+
+def _events(text: str) -> list[tuple[str, dict]]:
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((lines["event"], json.loads(lines["data"])))
+    return out
+
+
+def test_generate_stream_sends_each_step_then_the_same_result(client, models):
+    body = {"prompt": "Return the", "length": 6, "steps": 3, "seed": 1}
+    with client.stream("POST", "/v1/generate", json={**body, "stream": True}) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = _events(response.read().decode())
+    steps = [data for name, data in events if name == "step"]
+    assert events[-1][0] == "result"
+    expected = mlmkit.generate(models["bert"], ["Return the"], **{k: v for k, v in body.items()
+                                                                  if k != "prompt"})
+    assert untimed(events[-1][1]["results"]) == untimed([r.to_dict() for r in expected])
+    assert [s["step"] for s in steps] == [1, 2, 3] == list(range(1, expected[0].steps + 1))
+    revealed = sum(sum(s["rows"][0]["revealed"]) for s in steps)
+    assert revealed == 6 and not any(steps[-1]["rows"][0]["masked"])
+    for step in steps:
+        row = step["rows"][0]
+        for on, p in zip(row["revealed"], row["confidence"], strict=True):
+            assert (p is not None) == on and (p is None or 0.0 < p <= 1.0)
+
+
+# --- batching -------------------------------------------------------------------------------
+
+async def _concurrent(app, bodies):
+    transport = httpx.ASGITransport(app=app)
+    async with app.router.lifespan_context(app), \
+            httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        responses = await asyncio.gather(*(http.post("/v1/score", json=b) for b in bodies))
+    return [r.json() for r in responses], app.state.server.workers["bert"].calls
+
+
+@pytest.mark.parametrize("batching", [True, False])
+def test_concurrent_requests_are_gathered_into_one_call(models, batching):
+    texts = [f"Return item number {i} of the list." for i in range(6)]
+    bodies = [{"texts": [t], "model": "bert"} for t in texts]
+    app = create_app(models, ServeConfig(threads=1, batching=batching, batch_window_ms=200))
+    answers, calls = asyncio.run(_concurrent(app, bodies))
+    expected = mlmkit.score(models["bert"], texts)
+    for answer, e in zip(answers, expected, strict=True):
+        assert answer["results"][0]["pll"] == pytest.approx(e.pll, abs=1e-4)
+    assert calls == (1 if batching else len(texts))
+
+
+def test_a_bad_request_in_a_batch_fails_alone(models):
+    from mlmkit.serve.worker import ModelWorker, Work
+
+    def run(items):
+        if "bad" in items:
+            raise mlmkit.errors.InvalidArgument("bad input")
+        return [x.upper() for x in items]
+
+    async def main():
+        worker = ModelWorker("m", True, 50, 100)
+        futures = [worker.submit(Work("k", [x], run)) for x in ("a", "bad", "c")]
+        skipped = worker.submit(Work("k", ["d"], run))
+        skipped.cancel()  # a client that went away: its work never runs
+        done = await asyncio.gather(*futures, return_exceptions=True)
+        await worker.stop()
+        return done, worker.calls
+
+    done, calls = asyncio.run(main())
+    assert done[0] == ["A"] and done[2] == ["C"]
+    assert isinstance(done[1], mlmkit.errors.InvalidArgument)
+    assert calls == 2  # the failed gathered call is not counted; "a" and "c" ran alone
+
+
+# --- bounds, access, bad requests ---------------------------------------------------------------
+
+ENDPOINTS = {
+    "/v1/fill": {"texts": ["Open the [MASK]."]},
+    "/v1/score": {"texts": ["Open the file."]},
+    "/v1/generate": {"prompt": "Open", "length": 2, "steps": 1},
+    "/v1/infill": {"template": "Open the [MASK].", "steps": 1},
+    "/v1/classify": {"texts": ["A fine film."]},
+    "/v1/compare": {"text": "Open the file."},
+}
+TEXT_FIELD = {"/v1/fill": "texts", "/v1/score": "texts", "/v1/generate": "prompt",
+              "/v1/infill": "template", "/v1/classify": "texts", "/v1/compare": "text"}
+
+
+def _bad_requests(path: str, good: dict) -> list[tuple[str, bytes]]:
+    field = TEXT_FIELD[path]
+    raw = [
+        ("malformed", b'{"texts": ["a"'),
+        ("not-utf8", b'{"' + field.encode() + b'": "caf\xe9"}'),
+        ("empty-body", b""),
+        ("a-list", b"[1, 2]"),
+        ("nan", json.dumps(good)[:-1].encode() + b', "top_k": NaN}'),
+        ("infinity", json.dumps(good)[:-1].encode() + b', "seed": -Infinity}'),
+        ("huge", json.dumps({**good, field: "word " * 10_000}).encode()),
+    ]
+    bodies = [
+        ("wrong-type", {**good, field: 5}),
+        ("unknown-field", {**good, "bogus": 1}),
+        ("unknown-model", {**good, "model": "nope"} if path != "/v1/compare"
+         else {**good, "models": ["bert", "nope"]}),
+        ("overflow", {**good, field: "word " * 500}),
+    ]
+    if path != "/v1/generate":  # an empty (or no) prompt is unconditional generation
+        bodies += [("empty-text", {**good, field: "  "}),
+                   ("missing", {k: v for k, v in good.items() if k != field})]
+    if path not in ("/v1/compare", "/v1/classify", "/v1/generate"):
+        bodies.append(("empty-list", {**good, field: []}))
+    if path in ("/v1/generate", "/v1/infill"):
+        bodies += [("too-many-steps", {**good, "steps": 10_000}),
+                   ("nan-temperature", {**good, "temperature": 1e999}),
+                   ("bad-sampler", {**good, "sampler": "nope"}),
+                   ("stream-a-list", {**good, field: [good[field]] * 2, "stream": True})]
+    if path == "/v1/fill":
+        bodies += [("no-mask", {"texts": ["no mask here"]}), ("top-k", {**good, "top_k": 0}),
+                   ("many", {"texts": ["a [MASK]."] * 9})]
+    return raw + [(name, json.dumps(body).encode()) for name, body in bodies]
+
+
+@pytest.mark.parametrize("path", sorted(ENDPOINTS))
+def test_every_bad_request_is_a_4xx_json_error(client, path):
+    for name, body in _bad_requests(path, ENDPOINTS[path]):
+        response = client.post(path, content=body, headers={"content-type": "application/json"})
+        assert 400 <= response.status_code < 500, (name, response.status_code, response.text)
+        error = response.json()["error"]
+        assert error["message"] and "Traceback" not in response.text, (name, error)
+        assert "\n" not in error["message"], (name, error)
+    assert client.get("/healthz").json()["status"] == "ok"
+    assert client.post(path, json=ENDPOINTS[path]).status_code == 200
+
+
+def test_specific_statuses_and_messages(client):
+    def error(path, body):
+        response = client.post(path, content=body, headers={"content-type": "application/json"})
+        return response.status_code, response.json()["error"]["message"]
+
+    status, message = error("/v1/score", b'{"texts": ["a"], "alternatives": NaN}')
+    assert status == 400 and "NaN" in message
+    status, message = error("/v1/score", b'{"texts": "caf\xe9"}')
+    assert status == 400 and "UTF-8" in message
+    status, message = error("/v1/score", json.dumps({"texts": ["x" * 30_000]}).encode())
+    assert status == 413 and "--max-body-bytes" in message
+    status, message = error("/v1/score", json.dumps({"texts": ["word " * 200]}).encode())
+    assert status == 413 and "--max-tokens" in message
+    status, message = error("/v1/score", json.dumps({"texts": ["a"], "model": "x"}).encode())
+    assert status == 404 and "bert, roberta" in message
+    status, message = error("/v1/generate", json.dumps({"prompt": "a", "steps": 99}).encode())
+    assert status == 413 and "--max-steps" in message
+    assert client.get("/v1/nothing").status_code == 404
+    assert client.get("/v1/score").json()["error"]["type"] == "MethodNotAllowed"
+
+
+def test_timeout_is_504(models):
+    with TestClient(create_app(models, ServeConfig(threads=1, timeout=1e-4))) as c:
+        response = c.post("/v1/generate", json={"prompt": "Open", "length": 32})
+    assert response.status_code == 504 and "--timeout" in response.json()["error"]["message"]
+
+
+def test_api_key(models):
+    with TestClient(create_app(models, ServeConfig(threads=1, api_key="s3cret-key"))) as c:
+        assert c.post("/v1/score", json={"texts": "Open it."}).status_code == 401
+        assert c.post("/v1/score", json={"texts": "Open it."},
+                      headers={"X-API-Key": "wrong-key!"}).status_code == 401
+        ok = c.post("/v1/score", json={"texts": "Open it."},
+                    headers={"Authorization": "Bearer s3cret-key"})
+        assert ok.status_code == 200
+        assert c.get("/healthz").status_code == 200 and c.get("/").status_code == 200
+
+
+def test_models_docs_and_playground_are_served(client):
+    info = client.get("/v1/models").json()
+    assert [m["name"] for m in info["models"]] == ["bert", "roberta"]
+    assert info["limits"]["max_texts"] == 8
+    spec = client.get("/openapi.json").json()
+    assert {"/v1/fill", "/v1/score", "/v1/generate", "/v1/infill", "/v1/classify",
+            "/v1/compare", "/v1/models", "/healthz"} <= set(spec["paths"])
+    page = client.get("/").text
+    assert "/static/app.js" in page and "http://" not in page and "https://" not in page
+    for name in ("app.js", "style.css"):
+        asset = client.get(f"/static/{name}")
+        assert asset.status_code == 200 and "https://" not in asset.text  # no CDN
+    assert client.get("/docs").status_code == 200
+
+
+def test_cli_refuses_unsafe_or_bad_setups(tmp_path, saved_tiny_mlm):
+    from mlmkit.cli import app as cli_app
+
+    model = str(saved_tiny_mlm("bert"))
+    runner = CliRunner()
+    cases = [
+        ([model, "--host", "0.0.0.0"], "--api-key"),
+        ([model, "--api-key-file", str(tmp_path / "missing.txt")], "missing.txt"),
+        ([model, "--api-key", "short"], "8 characters"),
+        ([model, "--timeout", "nan"], "--timeout"),
+        ([str(tmp_path / "no-model")], "no-model"),
+    ]
+    for args, expected in cases:
+        result = runner.invoke(cli_app, ["serve", *args])
+        assert result.exit_code == 1, (args, result.output)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], \
+            (args, result.stderr)
