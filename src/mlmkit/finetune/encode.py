@@ -179,14 +179,14 @@ def eval_batches(lengths: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
 
 def collate(encoded: Encoded, index: np.ndarray, pad_id: int, device) -> dict:
     """Padded input ids, attention mask, labels (and mask positions) of rows `index`."""
-    longest = int(encoded.lengths[index].max())
-    ids = torch.full((len(index), longest), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(index), longest), dtype=torch.long)
+    lengths = encoded.lengths[index]
+    longest = int(lengths.max())
+    ids = np.full((len(index), longest), pad_id, dtype=np.int64)
     for row, i in enumerate(index):
-        seq = encoded.ids[i]
-        ids[row, :len(seq)] = torch.tensor(seq, dtype=torch.long)
-        mask[row, :len(seq)] = 1
-    batch = {"input_ids": ids.to(device), "attention_mask": mask.to(device),
+        ids[row, :lengths[row]] = encoded.ids[i]
+    mask = (np.arange(longest)[None, :] < lengths[:, None]).astype(np.int64)
+    batch = {"input_ids": torch.from_numpy(ids).to(device),
+             "attention_mask": torch.from_numpy(mask).to(device),
              "labels": torch.from_numpy(encoded.labels[index]).to(device)}
     if encoded.mask_at is not None:
         rows = torch.arange(len(index))

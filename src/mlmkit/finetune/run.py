@@ -134,6 +134,7 @@ class Trainer:
         if recipe.lora is not None:
             model = add_lora(model, recipe.lora, recipe.method)
         self.model = model.to(device)
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.pad_id = mlm.tokenizer.pad_token_id if mlm.tokenizer.pad_token_id is not None \
             else 0
 
@@ -160,7 +161,7 @@ class Trainer:
         optimizer = torch.optim.AdamW([{"params": decay, "weight_decay":
                                         self.recipe.weight_decay},
                                        {"params": plain, "weight_decay": 0.0}],
-                                      lr=self.recipe.lr)
+                                      lr=self.recipe.lr, **_fused(self.device))
         warm = int(math.ceil(self.recipe.warmup * total_steps))
 
         def factor(step: int) -> float:
@@ -190,6 +191,12 @@ class Trainer:
         if not self.task.regression:
             predictions = predictions.astype(np.int64)
         return compute(self.task.metrics, predictions, labels), predictions
+
+
+def _fused(device) -> dict:
+    """AdamW's fused kernel where torch has one for the device (CPU and CUDA): one pass
+    over all parameters per step instead of a Python loop."""
+    return {"fused": True} if device.type in ("cpu", "cuda") else {}
 
 
 def _state_config(recipe: Recipe, data: TaskData) -> dict:
@@ -294,7 +301,7 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                     raise RunError(f"the loss is {loss.item()} at step {step + 1}: lower --lr "
                                    "or use --precision fp32")
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), 1.0)
+                torch.nn.utils.clip_grad_norm_(trainer.trainable, 1.0, foreach=True)
                 optimizer.step()
                 schedule.step()
                 optimizer.zero_grad(set_to_none=True)
