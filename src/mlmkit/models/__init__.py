@@ -14,6 +14,7 @@ _EXPORTS = {
     "FAMILIES": "presets", "SIZES": "presets", "build_mlm": "presets",
     "parse_preset": "presets", "preset_config": "presets",
     "masked_log_probs": "primitive", "masked_logits": "primitive",
+    "sparse_last_layer_supported": "sparse_last_layer",
 }
 
 __all__ = sorted(_EXPORTS)

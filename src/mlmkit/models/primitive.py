@@ -55,6 +55,9 @@ def masked_logits(
     Differentiable (it is the training loss path) and usable under inference_mode.
     An architecture without an adapter falls back to the full model's logits.
     """
+    if attention_mask is not None and not torch.compiler.is_compiling() \
+            and bool(attention_mask.all()):
+        attention_mask = None  # no padding (packed blocks): the attention needs no mask
     adapter = adapter_for(model)
     index = _flat_index(positions.to(input_ids.device), input_ids.shape)
     if adapter is None:

@@ -12,11 +12,13 @@ positions within float tolerance (tests/test_sparse_last_layer.py, every family)
 
 Families: BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, ALBERT, ModernBERT.
 Others (DeBERTa-v2's relative attention, architectures without an adapter) keep the full
-last layer: `sparse_last_layer_supported(model)` says which.
+last layer: `sparse_last_layer_supported(model)` says which. `MLMKIT_SPARSE_LAST_LAYER=0`
+in the environment runs the full last layer everywhere (the benchmarks' reference rows).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -236,7 +238,8 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
     last layer only there; None when this model cannot (the caller runs the full encoder).
     """
     family = _family(model)
-    if family is None or torch.compiler.is_compiling():
+    if family is None or torch.compiler.is_compiling() \
+            or os.environ.get("MLMKIT_SPARSE_LAST_LAYER", "1") == "0":
         return None
     base = getattr(model, family.base)
     layer, calls = family.last_layer(base)

@@ -7,7 +7,9 @@ masked LM on many inputs (PLL scoring, probes, AUL, fill-mask, the ELBO, the ser
 request batcher) is a set of jobs plus a *reducer* that turns one batch's
 log-probabilities into one value per job. This module does everything else, once:
 
-- sorts jobs by length so a batch carries little padding;
+- sorts jobs by length so a batch carries little padding, and ends a batch where the
+  length changes when that keeps it at least half full: a batch of one length (PLL's
+  copies of a text) has no padding and runs without an attention mask;
 - cuts batches so rows × padded length ≤ `batch_tokens` (default: sized for the model's
   shape and about 1 GiB of activations, `default_batch_tokens`), and so the head's
   [positions, V] output stays bounded (`max_reads_for_head`); a job longer than the budget
@@ -88,7 +90,9 @@ def cut_batches(lengths: np.ndarray, batch_tokens: int, max_rows: int,
                 reads: np.ndarray | None = None,
                 max_reads: int | None = None) -> list[tuple[int, int]]:
     """[start, end) ranges over `lengths` (sorted ascending) with rows × max length ≤ budget,
-    at most `max_rows` rows and (when `reads` is given) at most `max_reads` reads.
+    at most `max_rows` rows and (when `reads` is given) at most `max_reads` reads. A batch
+    ends where the length changes when its rows of the first length fill at least half of
+    it: such a batch has no padding and runs without an attention mask.
 
     A single job longer than the budget (or reading more) still forms a batch of one.
     """
@@ -104,6 +108,12 @@ def cut_batches(lengths: np.ndarray, batch_tokens: int, max_rows: int,
             before = int(read_ends[i - 1]) if i else 0
             fits = int(np.searchsorted(read_ends, before + max_reads, side="right"))
             end = max(i + 1, min(end, fits))
+        if lengths[end - 1] != lengths[i]:
+            # One length, no padding and no attention mask, when that keeps at least half
+            # of the batch (PLL's copies of a text all share its length).
+            same = i + int(np.searchsorted(lengths[i:end], lengths[i], side="right"))
+            if 2 * (same - i) >= end - i:
+                end = same
         ranges.append((i, end))
         i = end
     return ranges
@@ -288,6 +298,7 @@ def run_jobs(
         budget = default_batch_tokens(net, int(lengths.max()))
     forward = {"log_probs": masked_log_probs, "logits": masked_logits}.get(call, call) \
         if isinstance(call, str) else call
+    primitives = (masked_log_probs, masked_logits)
     vocab = int(getattr(net.config, "vocab_size", None) or len(tokenizer))
     reads = getattr(source, "reads", None)
     order = np.argsort(lengths, kind="stable")
@@ -314,8 +325,12 @@ def run_jobs(
                            for k, v in arrays.extra.items()},
                     model=net,
                 )
+                attention = batch.attention_mask
+                if forward in primitives and lengths[index[0]] == lengths[index[-1]] \
+                        and hi - lo > 1:
+                    attention = None  # one length: no padding, no mask arithmetic
                 out = None if forward is None else forward(
-                    net, batch.input_ids, batch.attention_mask, batch.positions)
+                    net, batch.input_ids, attention, batch.positions)
                 value = reduce(batch, out)
                 del out
                 if value is not None:
