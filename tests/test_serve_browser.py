@@ -1,0 +1,192 @@
+"""The playground in a real browser: headless Debian Chromium driven by Playwright.
+
+One server (tiny models, an ephemeral port) and one Chromium for the module. Each tab is
+typed into and what it shows is checked against the API's own numbers; the unmasking
+animation is played to its end. Screenshots go to $MLMKIT_ARTIFACTS (default: a pytest
+temporary directory) for CI to keep.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+CHROMIUM = os.environ.get("MLMKIT_CHROMIUM", "/usr/bin/chromium")
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+        "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_mlm):
+    import uvicorn
+
+    from mlmkit.serve import ServeConfig, create_app
+
+    app = create_app({"bert": tiny_mlm("bert"), "roberta": tiny_mlm("roberta")},
+                     ServeConfig(threads=1))
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
+    instance = uvicorn.Server(config)
+    sock = config.bind_socket()
+    thread = threading.Thread(target=instance.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not instance.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    instance.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory) -> Path:
+    folder = os.environ.get("MLMKIT_ARTIFACTS")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (Path(CHROMIUM).is_file() or shutil.which(CHROMIUM)):
+        pytest.fail(f"no Chromium at {CHROMIUM}: install the Debian package "
+                    "(sudo apt-get install -y chromium; `make install` does it) or set "
+                    "MLMKIT_CHROMIUM to a Chromium binary")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:  # launch() gives Chromium an empty profile dir
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def page(browser, server):
+    context = browser.new_context(viewport={"width": 1100, "height": 820})
+    page = context.new_page()
+    problems = []
+    page.on("pageerror", lambda error: problems.append(str(error)))
+    page.on("requestfailed", lambda request: problems.append(f"failed: {request.url}"))
+    page.goto(server + "/")
+    page.wait_for_selector("#compare-models input", state="attached")
+    page.problems = problems
+    yield page
+    context.close()
+
+
+def api(server, path, body):
+    response = httpx.post(server + path, json=body, timeout=60)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def test_fill_tab_shows_the_api_probabilities_and_puts_a_candidate_in(page, server, artifacts):
+    text = "Open the [MASK] and return its [MASK]."
+    page.fill("#fill-input", text)
+    page.fill("#fill-k", "4")
+    page.click("#fill-run")
+    page.wait_for_selector("#fill-out .candidate")
+    expected = api(server, "/v1/fill", {"texts": [text], "model": "bert", "top_k": 4})
+    masks = expected["results"][0]["masks"]
+    shown = page.eval_on_selector_all("#fill-out .mask", "cards => cards.map(c => "
+                                      "Array.from(c.querySelectorAll('.candidate')).map("
+                                      "b => [b.querySelector('.t').textContent, "
+                                      "Number(b.dataset.score)]))")
+    assert shown == [[[c["token"], c["score"]] for c in m["candidates"]] for m in masks]
+    assert page.inner_text("#fill-filled") == expected["results"][0]["filled"]
+    page.screenshot(path=str(artifacts / "fill.png"), full_page=True)
+    page.locator("#fill-out .mask").nth(1).locator(".candidate").first.click()
+    word = masks[1]["candidates"][0]["token"].removeprefix("##")
+    assert page.input_value("#fill-input") == f"Open the [MASK] and return its {word}."
+    assert "mlmkit.fill_mask(mlm," in page.inner_text("#code-python")
+    assert "/v1/fill" in page.inner_text("#code-curl")
+
+
+def test_score_tab_heatmap_matches_the_api(page, server, artifacts):
+    text = "Open the file for reading and return its lines."
+    page.click("#tab-score")
+    page.fill("#score-input", text)
+    page.click("#score-run")
+    page.wait_for_selector("#score-out .tok")
+    expected = api(server, "/v1/score", {"texts": [text], "model": "bert", "per_token": True,
+                                         "per_word": True, "alternatives": 5})
+    result = expected["results"][0]
+    assert page.inner_text("#score-out .pll") == f"{result['pll']:.4f}"
+    assert page.inner_text("#score-out .pppl") == f"{result['pppl']:.3f}"
+    tokens = page.locator("#score-out .tok")
+    assert tokens.count() == result["n_tokens"] == len(result["tokens"])
+    logprobs = [float(x) for x in tokens.evaluate_all("s => s.map(t => t.dataset.logprob)")]
+    assert logprobs == [t["logprob"] for t in result["tokens"]]
+    third = result["tokens"][2]
+    tokens.nth(2).focus()
+    page.keyboard.press("Enter")  # the keyboard opens a token's details too
+    detail = page.inner_text("#score-detail")
+    assert f"log p = {third['logprob']:.4f}" in detail
+    assert expected["alternatives"][0][2][0]["token"] in detail
+    assert "word" in tokens.nth(2).get_attribute("title")
+    page.screenshot(path=str(artifacts / "score.png"), full_page=True)
+
+
+def test_unmask_tab_streams_then_plays_to_the_end(page, server, artifacts):
+    page.click("#tab-unmask")
+    page.fill("#unmask-input", "Return the")
+    page.fill("#unmask-length", "8")
+    page.fill("#unmask-steps", "4")
+    page.fill("#unmask-seed", "3")
+    page.click("#unmask-run")
+    page.wait_for_selector("#unmask-result")
+    expected = api(server, "/v1/generate", {"prompt": "Return the", "model": "bert",
+                                            "length": 8, "steps": 4, "seed": 3,
+                                            "sampler": "confidence", "temperature": 1.0})
+    assert page.inner_text("#unmask-result .text") == expected["results"][0]["full_text"]
+    assert page.inner_text("#unmask-step") == "step 4 / 4"
+    page.fill("#unmask-scrubber", "0")
+    assert page.locator("#unmask-canvas .ct.mask").count() == 8
+    page.click("#unmask-play")
+    page.wait_for_function("document.querySelector('#unmask-step').textContent === 'step 4 / 4'"
+                           " && document.querySelector('#unmask-play').textContent.includes"
+                           "('Play')", timeout=15_000)
+    assert page.locator("#unmask-canvas .ct.mask").count() == 0
+    coloured = page.locator("#unmask-canvas .ct[title]")
+    assert coloured.count() == 8  # every generated token carries its reveal confidence
+    page.screenshot(path=str(artifacts / "unmask.png"), full_page=True)
+
+
+def test_compare_tab_side_by_side(page, server, artifacts):
+    text = "Open the file for reading."
+    page.click("#tab-compare")
+    page.fill("#compare-input", text)
+    page.click("#compare-run")
+    page.wait_for_selector("#compare-out .compare-col")
+    expected = api(server, "/v1/compare", {"text": text, "models": ["bert", "roberta"]})
+    columns = page.locator("#compare-out .compare-col")
+    assert columns.count() == 2
+    for k, result in enumerate(expected["results"]):
+        assert columns.nth(k).locator(".pll").inner_text() == f"{result['pll']:.4f}"
+    assert page.locator("table.diff tr").count() == 1 + len(expected["words"])
+    page.screenshot(path=str(artifacts / "compare.png"), full_page=True)
+    assert not page.problems, page.problems
+
+
+def test_keyboard_phone_width_and_dark(page, artifacts):
+    page.focus("#tab-compare")
+    page.keyboard.press("ArrowLeft")
+    assert page.get_attribute("#tab-unmask", "aria-selected") == "true"
+    page.keyboard.press("Home")
+    assert page.get_attribute("#tab-fill", "aria-selected") == "true"
+    assert page.is_visible("#panel-fill") and not page.is_visible("#panel-score")
+    page.set_viewport_size({"width": 390, "height": 800})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 391
+    light = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    page.click("#theme")
+    dark = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert light != dark
+    page.screenshot(path=str(artifacts / "phone-dark.png"), full_page=True)
+    page.click("#theme")
+    page.set_viewport_size({"width": 1100, "height": 820})
