@@ -88,12 +88,10 @@ def serve_command(
                          timeout=timeout, batching=batching, batch_window_ms=batch_window_ms,
                          max_batch_texts=max_batch_texts, batch_tokens=batch_tokens,
                          precision=precision, threads=threads, api_key=api_key)
-    from mlmkit.serve.app import create_app, load_models
-    from mlmkit.serve.run import check_port, run_server
-
-    if port != 0:
-        check_port(host, port)
     import torch
+
+    from mlmkit.serve.app import create_app, load_models
+    from mlmkit.serve.run import run_server
 
     torch.manual_seed(seed)
     loaded = load_models(models, device=device, precision=precision, threads=threads)
