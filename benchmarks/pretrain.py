@@ -6,7 +6,9 @@ it runs by default (`--precision auto`: bf16 where the hardware multiplies bf16 
 else fp32), mlmkit in fp32, HF `Trainer` + `DataCollatorForLanguageModeling` +
 `BertForMaskedLM` with its defaults, and the same with `bf16=True`. Printed: tokens/s of
 each (timed after warm-up steps) and the ratios; mlmkit's model FLOPs utilisation
-against a matmul peak of its precision measured in this run; and the held-out
+against a matmul peak of its precision measured in this run (benchmarks/flops.py), next
+to the same loop with its last layer computed in full (MLMKIT_SPARSE_LAST_LAYER=0, today's
+loop before issue 20, with the largest loss difference); and the held-out
 masked-token accuracy each reaches after the same wall-clock budget, scored by one
 evaluator (the same validation blocks with the same HF-collator masks for all).
 
@@ -35,6 +37,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from flops import matmul_peak, train_flops_per_token  # noqa: E402
 
 from mlmkit.models import build_mlm  # noqa: E402
 from mlmkit.objectives.metrics import masked_token_metrics  # noqa: E402
@@ -48,31 +51,6 @@ from mlmkit.train import PretrainConfig, pretrain  # noqa: E402
 from mlmkit.train.data import build_data, resolve_tokenizer  # noqa: E402
 
 MASK_RATE = 0.3
-
-
-def matmul_peak(dtype: torch.dtype, size: int = 1024, seconds: float = 2.0) -> float:
-    """Best FLOP/s of a square matmul on this machine, measured now (same contention)."""
-    a = torch.randn(size, size).to(dtype)
-    b = torch.randn(size, size).to(dtype)
-    a @ b
-    best, deadline = 0.0, time.perf_counter() + seconds
-    while time.perf_counter() < deadline:
-        start = time.perf_counter()
-        for _ in range(4):
-            a @ b
-        best = max(best, 4 * 2 * size**3 / (time.perf_counter() - start))
-    return best
-
-
-def train_flops_per_token(model, seq_len: int, head_share: float) -> float:
-    """Training FLOPs per input token: 6 × matmul weights (encoder on every token, the
-    MLM head on `head_share` of them) + attention scores and mixing."""
-    config = model.config
-    d, layers, vocab = config.hidden_size, config.num_hidden_layers, config.vocab_size
-    encoder = layers * (4 * d * d + 2 * d * config.intermediate_size)
-    head = d * d + d * vocab
-    attention = layers * 2 * seq_len * d  # QK^T and AV, per token, forward
-    return 6 * encoder + 6 * head_share * head + 3 * 2 * attention
 
 
 class BlockDataset(torch.utils.data.Dataset):
@@ -230,7 +208,8 @@ def main() -> None:
     if args.skip_compile:
         del systems["mlmkit_compile"]
     labels = {"mlmkit": f"mlmkit ({precision})", "mlmkit_compile": f"mlmkit ({precision}, "
-              "--compile)", "mlmkit_fp32": "mlmkit (fp32)", "hf": "HF Trainer",
+              "--compile)", "mlmkit_fp32": "mlmkit (fp32)",
+              "mlmkit_full": f"mlmkit ({precision}, full last layer)", "hf": "HF Trainer",
               "hf_bf16": "HF Trainer bf16"}
 
     # ---- tokens/s
@@ -238,19 +217,33 @@ def main() -> None:
     for name, config in systems.items():
         rates[name], _ = run_mlmkit(config, work, steps=steps)
         print(f"{labels[name]:18s} {rates[name]:8.0f} tokens/s", flush=True)
+    # today's loop before the sparse last layer, in this run: its losses must equal the
+    # default row's for the same seed (float tolerance), only the speed may differ
+    os.environ["MLMKIT_SPARSE_LAST_LAYER"] = "0"
+    try:
+        rates["mlmkit_full"], full_result = run_mlmkit(base, work, steps=steps)
+    finally:
+        os.environ.pop("MLMKIT_SPARSE_LAST_LAYER")
+    print(f"{labels['mlmkit_full']:18s} {rates['mlmkit_full']:8.0f} tokens/s", flush=True)
+    _, sparse_result = run_mlmkit(base, work, steps=steps)
+    losses = [[r["loss"] for r in result.history if r["split"] == "train"]
+              for result in (sparse_result, full_result)]
+    print(f"losses, sparse vs full last layer, {len(losses[0])} steps: max |difference| "
+          f"{max(abs(a - b) for a, b in zip(*losses, strict=True)):.2e}", flush=True)
     rates["hf"], _, _ = run_hf(base, tokenizer, data, work, bf16=False, steps=steps)
     print(f"{labels['hf']:18s} {rates['hf']:8.0f} tokens/s", flush=True)
     if not args.skip_bf16:
         rates["hf_bf16"], _, _ = run_hf(base, tokenizer, data, work, bf16=True, steps=steps)
         print(f"{labels['hf_bf16']:18s} {rates['hf_bf16']:8.0f} tokens/s", flush=True)
     probe = build_mlm(base.model, tokenizer, max_length=base.seq_len)
-    sparse = train_flops_per_token(probe, base.seq_len, head_share=MASK_RATE)
-    dense = train_flops_per_token(probe, base.seq_len, head_share=1.0)
-    mfu = {name: rates[name] * sparse / peaks[resolve_precision(config.precision, device, task="training")]
-           for name, config in systems.items()}
-    mfu["hf"] = rates["hf"] * dense / peaks["fp32"]
-    print("MFU (model FLOPs/s over the matmul peak of the precision used): " + ", ".join(
-        f"{labels[k]} {100 * v:.1f}%" for k, v in mfu.items()))
+    needed = train_flops_per_token(probe.config, base.seq_len, read_share=MASK_RATE)
+    precisions = {name: resolve_precision(config.precision, device, task="training")
+                  for name, config in systems.items()}
+    precisions.update(mlmkit_full=precision, hf="fp32", hf_bf16="bf16")
+    mfu = {name: rates[name] * needed / peaks.get(precisions[name], peaks["fp32"])
+           for name in rates}
+    print("MFU (the FLOPs the task needs, benchmarks/flops.py, over the matmul peak of the "
+          "precision used): " + ", ".join(f"{labels[k]} {100 * v:.1f}%" for k, v in mfu.items()))
 
     # ---- accuracy after the same wall-clock budget
     val = eval_batches(tokenizer, data.validation, 256, args.batch_size)

@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from flops import matmul_peak, pll_flops
 
 ROOT = Path(__file__).resolve().parents[1]
 BLIMP = ROOT.parent / "shared" / "data" / "blimp"
@@ -140,12 +141,15 @@ def worker(args) -> None:
 
     run(ids[:8])  # warm-up: first-call allocations and kernel selection on both sides
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    began = time.perf_counter()
+    began, cpu_began = time.perf_counter(), time.process_time()
     scores = run(ids)
     seconds = time.perf_counter() - began
+    cpu_seconds = time.process_time() - cpu_began
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     np.save(args.out, np.concatenate(scores))
-    print(json.dumps({"seconds": seconds, "texts_per_s": len(ids) / seconds,
+    flops = pll_flops(model.config, [len(x) for x in ids])
+    print(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds,
+                      "texts_per_s": len(ids) / seconds, "flops": flops,
                       "peak_mib": (peak - before) / 1024, "rss_mib": peak / 1024,
                       "tokens": int(sum(len(x) - 2 for x in ids))}))
 
@@ -171,8 +175,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         tok = tokenizer_dir(tmp)
+        peak = matmul_peak(threads=args.threads)
         print(f"PLL of {args.sentences} BLiMP sentences, {args.preset} BERT (random, seeded), "
-              f"{args.threads} thread(s), baseline batch {args.baseline_batch} sentences")
+              f"{args.threads} thread(s), baseline batch {args.baseline_batch} sentences; "
+              f"measured fp32 matmul peak {peak / 1e9:.1f} GFLOP/s (MFU: benchmarks/flops.py)")
         for vocab in args.vocab:
             result = {}
             for side in ("mlmkit", "baseline"):
@@ -189,12 +195,16 @@ def main() -> None:
             m, b = result["mlmkit"], result["baseline"]
             diff = float(np.abs(m["scores"] - b["scores"]).max())
             print(f"\nvocab {vocab:,} ({m['tokens']:,} scored tokens)")
-            print(f"  {'':10} {'texts/s':>9} {'seconds':>8} {'peak MiB':>9}")
+            print(f"  {'':10} {'texts/s':>9} {'seconds':>8} {'CPU s':>8} {'GFLOP/s':>8} "
+                  f"{'MFU':>6} {'peak MiB':>9}")
             for side in ("mlmkit", "baseline"):
                 r = result[side]
+                rate = r["flops"] / r["seconds"]
                 print(f"  {side:10} {r['texts_per_s']:9.1f} {r['seconds']:8.2f} "
+                      f"{r['cpu_seconds']:8.2f} {rate / 1e9:8.1f} {100 * rate / peak:5.1f}% "
                       f"{r['peak_mib']:9.0f}")
-            print(f"  speed-up {m['texts_per_s'] / b['texts_per_s']:.2f}x, peak memory "
+            print(f"  speed-up {m['texts_per_s'] / b['texts_per_s']:.2f}x "
+                  f"(CPU time {b['cpu_seconds'] / m['cpu_seconds']:.2f}x), peak memory "
                   f"{b['peak_mib'] / max(m['peak_mib'], 1):.1f}x lower, "
                   f"max |score difference| {diff:.2e}")
 

@@ -133,3 +133,41 @@ def test_errors(tiny_mlm):
     with pytest.raises(InvalidArgument, match="job 0: a read column"):
         TokenJobs([[1, 2]], [[2]])
     assert len(run_jobs(mlm, [], _sums)) == 0
+
+
+def test_one_length_batches_run_without_padding_or_mask(tiny_mlm, monkeypatch):
+    """A batch ends at a length change when its first length fills half of it; such a
+    batch reaches the primitive with no attention mask, and results do not change."""
+    lengths = np.array([5] * 6 + [6] * 2 + [9] * 3)
+    ranges = cut_batches(lengths, 10_000, 1000)
+    assert ranges == [(0, 6), (6, 11)]  # 6 of 11 rows have length 5: a batch of its own
+    assert cut_batches(np.array([5] * 2 + [6] * 6), 10_000, 1000) == [(0, 8)]  # 2 of 8: one
+    mlm = tiny_mlm("bert")
+    base = [(row, [1, 2]) for row, _ in _jobs(mlm) if len(row) > 3]
+    jobs = [job for job in base for _ in range(4)]  # four copies of each length
+    calls = []
+
+    def spy(model, ids, attention, positions):
+        calls.append((attention, ids.shape))
+        return masked_log_probs(model, ids, attention, positions)
+
+    import mlmkit.models as models
+
+    monkeypatch.setattr(models, "masked_log_probs", spy)
+    got = run_jobs(mlm, jobs, _sums, batch_tokens=4 * max(len(r) for r, _ in jobs))
+    unpadded = [attention is None for attention, _ in calls]
+    assert sum(unpadded) >= len(base) - 1  # every length but maybe one ran on its own
+    for attention, _ in calls:
+        if attention is not None:
+            assert not bool(attention.all())  # a mask is passed only where there is padding
+    for value, (row, columns) in zip(got, jobs, strict=True):
+        assert value == pytest.approx(_alone(mlm, row, columns).sum(), abs=1e-4)
+
+
+def test_default_budget_fits_the_cache_on_cpu(tiny_mlm, monkeypatch):
+    model = tiny_mlm("bert").model
+    monkeypatch.setattr(batching, "cache_bytes", lambda: 32 << 20)
+    inter = model.config.intermediate_size
+    assert batching.default_batch_tokens(model, 128) == min(32768, (16 << 20) // (4 * inter))
+    monkeypatch.setattr(batching, "cache_bytes", lambda: 1 << 20)
+    assert batching.default_batch_tokens(model, 128) == batching.MIN_BATCH_TOKENS

@@ -64,10 +64,15 @@ CALLS = ("log_probs", "logits")
 
 
 def default_batch_tokens(model, max_length: int) -> int:
-    """A padded-token budget that keeps one batch's activations within about 1 GiB.
+    """The padded-token budget of a batch when none is given.
 
-    Per padded token, inference keeps roughly 8 hidden-size vectors, 2 intermediate-size
-    vectors and 2 rows of attention scores (heads × length) alive, in float32.
+    On a GPU: the most that keeps one batch's activations within about 1 GiB (per padded
+    token, inference keeps roughly 8 hidden-size vectors, 2 intermediate-size vectors and
+    2 rows of attention scores (heads × length) alive, in float32). On a CPU: fewer, so
+    that the widest activation of a batch (tokens × intermediate size, float32) fills
+    about half of the last-level cache (`cache_bytes`): matmuls whose operands stay in
+    cache run faster, and PLL scoring measured 1.3–1.6× faster at this budget than at the
+    1 GiB one (mini and base BERT, AMD EPYC, one thread; see /work README's speed figures).
     """
     config = model.config
     hidden = getattr(config, "hidden_size", None) or getattr(config, "dim", 768)
@@ -75,7 +80,35 @@ def default_batch_tokens(model, max_length: int) -> int:
                     or getattr(config, "hidden_dim", None) or 4 * hidden)
     heads = getattr(config, "num_attention_heads", None) or getattr(config, "n_heads", 12)
     per_token = 4 * (8 * hidden + 2 * intermediate + 2 * heads * max(1, int(max_length)))
-    return int(np.clip(WORKING_MEMORY_BYTES // per_token, MIN_BATCH_TOKENS, MAX_BATCH_TOKENS))
+    budget = WORKING_MEMORY_BYTES // per_token
+    if _device_type(model) == "cpu":
+        budget = min(budget, cache_bytes() // 2 // (4 * intermediate))
+    return int(np.clip(budget, MIN_BATCH_TOKENS, MAX_BATCH_TOKENS))
+
+
+def _device_type(model) -> str:
+    try:
+        return next(model.parameters()).device.type
+    except (AttributeError, StopIteration):
+        return "cpu"
+
+
+def cache_bytes() -> int:
+    """The size of this machine's last-level CPU cache (Linux sysfs), else 32 MiB."""
+    import glob
+
+    sizes = []
+    for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
+        try:
+            with open(path) as f:
+                text = f.read().strip().upper()
+        except OSError:
+            continue
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes) if sizes else 32 << 20
 
 
 def max_reads_for_head(vocab_size: int) -> int:
