@@ -137,6 +137,8 @@ def BASE(w: dict) -> dict[tuple[str, ...], list[str]]:
         ("mask", "preview"): [m, "The cat sat on the mat."],
         ("mask", "stats"): ["texts.txt", m, "-o", "stats-out"],
         ("model", "init"): ["tiny", "--tokenizer", m, "--output", "new-model"],
+        ("model", "info"): [m, "--json"],
+        ("recipe", "show"): ["modernbert"],
         ("tokenizer", "train"): ["texts.txt", "--output", "new-tok", "--vocab-size", "128"],
         ("pretrain",): ["--model", "tiny", "--tokenizer", m, "--corpus", "texts.txt",
                         "--steps", "1", "--run-dir", "run"],

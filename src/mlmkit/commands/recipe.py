@@ -20,7 +20,8 @@ recipe_app = typer.Typer(help="Training recipes of published encoders, scaled do
 
 
 @recipe_app.command("list", short_help="List the recipes with their sources.",
-                    help="List the recipes `mlmkit pretrain --recipe NAME` runs.\n" + EXAMPLE)
+                    help="List the recipes `mlmkit pretrain --recipe NAME` runs.\n\n"
+                         "Example:\n\n  mlmkit recipe list --json\n")
 def list_command(as_json: bool = JSON) -> None:
     import json
 
