@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import typer
+from typer.core import TyperCommand
 
-from mlmkit.cli_options import shared_options
+from mlmkit.cli_options import JSON, OUTPUT, shared_options
 
 SHORT_HELP = "Score texts with a masked LM: PLL, PLL-word-l2r, pseudo-perplexity."
 EXAMPLE = """
@@ -19,6 +20,13 @@ A killed run resumes where it stopped when started again with the same input and
 in order:
 
   torchrun --standalone --nproc_per_node 2 -m mlmkit score ./tiny-bert sentences.txt -o scores.jsonl
+
+As independent jobs (e.g. a Slurm array), each scoring every N-th piece of --chunk-texts
+lines, then joined into the file one run writes:
+
+  mlmkit score ./tiny-bert sentences.txt --shard 0/2 -o part0.jsonl
+  mlmkit score ./tiny-bert sentences.txt --shard 1/2 -o part1.jsonl
+  mlmkit score merge part0.jsonl part1.jsonl -o scores.jsonl
 """
 
 # The options the scoring commands (score, rescore, eval blimp) share, defined once.
@@ -56,6 +64,9 @@ def score_command(
                                     "chunk (the unit a killed run resumes from)."),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the partial "
                                 "output of a killed run with the same input and flags."),
+    shard: str = typer.Option(None, "--shard", help="I/N: score only pieces I, I+N, ... of "
+                              "--chunk-texts lines (I from 0), one job per shard; join the "
+                              "outputs with 'mlmkit score merge'."),
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
     *, output, encoding, encoding_errors, device, precision, threads, batch_tokens, seed, as_json,
 ) -> None:
@@ -91,6 +102,7 @@ def score_command(
                 per_word=per_word, unk=unk, stride=stride, chunk_texts=chunk_texts,
                 resume=resume, encoding=encoding, encoding_errors=encoding_errors,
                 batch_tokens=batch_tokens, precision=precision, threads=threads, group=group,
+                shard=shard,
             )
         if not group.is_main:
             return
@@ -115,5 +127,46 @@ def score_command(
         group.finish()
 
 
+MERGE_EXAMPLE = """
+Example:
+
+  mlmkit score merge part0.jsonl part1.jsonl -o scores.jsonl
+"""
+
+
+def merge_command(
+    shards: list[str] = typer.Argument(..., help="The outputs of 'mlmkit score --shard I/N' "
+                                       "for I = 0 .. N-1, in any order."),
+    output: str = OUTPUT,
+    as_json: bool = JSON,
+) -> None:
+    """Join the outputs of 'mlmkit score --shard I/N' into the file a single run writes
+    (checked: all N shards of one input, model and settings, each complete)."""
+    from mlmkit.runtime.progress import status
+    from mlmkit.runtime.results import dumps
+    from mlmkit.scoring.distributed import merge_shards
+
+    summary = merge_shards(shards, output)
+    if as_json:
+        (status if output == "-" else print)(dumps(summary.to_dict()))
+    else:
+        status(f"merged {summary.shards} shard(s), {summary.lines} line(s) → "
+               + ("standard output" if output == "-" else output))
+
+
+class ScoreCommand(TyperCommand):
+    """`mlmkit score MODEL INPUT` and `mlmkit score merge SHARDS...` under one name: the
+    first argument `merge` selects the merge command."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        if args and args[0] == "merge":
+            merge_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+            merge_app.command("merge", epilog=MERGE_EXAMPLE)(merge_command)
+            merge = typer.main.get_command(merge_app)
+            return merge.make_context(f"{info_name} merge", list(args[1:]), parent=parent,
+                                      **extra)
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+
 def register(app: typer.Typer) -> None:
-    app.command("score", short_help=SHORT_HELP, epilog=EXAMPLE)(score_command)
+    app.command("score", short_help=SHORT_HELP, epilog=EXAMPLE, cls=ScoreCommand)(score_command)

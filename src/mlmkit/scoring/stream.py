@@ -13,6 +13,13 @@ settings, and ends with a file byte-identical to an uninterrupted run (chunks ar
 exactly as they would have been). Partial files of other settings for the same output are
 removed at the start, so debris never blocks a rerun. Under torchrun each rank scores its
 share of the lines and rank 0 merges them (`scoring.distributed`).
+
+`shard=(I, N)` (`mlmkit score --shard I/N`, e.g. one job of a Slurm array) scores only the
+pieces I, I + N, I + 2N, ... of the input (piece k: lines k·C+1 to (k+1)·C, C =
+`chunk_texts`), resumably, and writes `OUTPUT.shard.json` beside its output when done;
+`merge_shards` (`mlmkit score merge`) joins the N outputs into the file one run writes.
+Every piece is scored as one chunk, exactly as in a single run, so the merge is
+byte-identical to it.
 """
 
 from __future__ import annotations
@@ -181,6 +188,7 @@ def score_file(
     threads: int | None = None,
     progress: bool | None = None,
     group=None,
+    shard: tuple[int, int] | str | None = None,
 ) -> FileSummary:
     """Score every line of `input_path` (`-`: standard input) into `output_path` (JSONL;
     `-`: standard output), streaming by chunks of `chunk_texts` lines.
@@ -188,12 +196,20 @@ def score_file(
     `resume`: continue from the partial output an interrupted run with the same input,
     model and settings left (the result is byte-identical to an uninterrupted run); False
     starts over. `group`: the torchrun process group (`mlmkit.runtime.distributed.init`):
-    each rank scores every world-th line, rank 0 merges. The other keywords are those of
-    `mlmkit.score` and the runtime options (docs/API.md).
+    each rank scores every world-th line, rank 0 merges. `shard`: (I, N) or "I/N": score
+    only every N-th piece of `chunk_texts` lines, from piece I (see the module). The other
+    keywords are those of `mlmkit.score` and the runtime options (docs/API.md).
     """
     from mlmkit.models import prepare_mlm
     from mlmkit.runtime.progress import Progress
-    from mlmkit.scoring.distributed import merge_parts, owns, part_path
+    from mlmkit.scoring.distributed import (
+        merge_parts,
+        owns,
+        owns_piece,
+        parse_shard,
+        part_path,
+        write_shard_info,
+    )
 
     check_score_options(metric, unk, stride, batch_tokens)
     chunk_texts = checks.count("chunk_texts", chunk_texts, 1)
@@ -206,6 +222,10 @@ def score_file(
     elif world > 1:
         raise PathError("sharded scoring writes a file: pass -o PATH (standard output is "
                         "for a single process)")
+    shard = parse_shard(shard) if shard is not None else None
+    if shard is not None and (to_stdout or world > 1 or str(input_path) == STDIN):
+        raise PathError("--shard: a shard reads a file and writes a file (-o PATH), in one "
+                        "process (not under torchrun): run one job per shard")
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     options = dict(metric=metric, per_token=per_token, per_word=per_word, unk=unk,
                    stride=stride, batch_tokens=batch_tokens, precision=precision)
@@ -219,7 +239,9 @@ def score_file(
             settings = {**options, "field": field, "chunk_texts": chunk_texts,
                         "encoding": encoding, "encoding_errors": encoding_errors,
                         "device": mlm.device.type}
-            partial = partial_path(output, fingerprint(input_path, mlm, settings))
+            run_key = fingerprint(input_path, mlm, settings)  # the same for every shard
+            partial = partial_path(output, fingerprint(input_path, mlm, {
+                **settings, "shard": list(shard)}) if shard is not None else run_key)
             remove_stale_partials(output, keep=partial)
             if not resume:
                 with contextlib.suppress(FileNotFoundError):
@@ -228,7 +250,7 @@ def score_file(
             partial = part_path(output, rank, world) if world > 1 else output.with_name(
                 f".{output.name}.{os.getpid()}.partial")
     total = count_lines(input_path) if str(input_path) != STDIN else None
-    n_lines = empty = 0
+    n_lines = empty = taken = 0
     first_empty = None
 
     held: list[str] = []  # records of blank lines before the first text: held until one
@@ -280,7 +302,13 @@ def score_file(
                 if not text.strip():
                     empty += 1
                     first_empty = first_empty or number
-                if index < skip or not owns(index, rank, world):
+                if shard is not None:
+                    if not owns_piece(index, chunk_texts, *shard):
+                        continue
+                elif not owns(index, rank, world):
+                    continue
+                taken += 1
+                if taken <= skip:  # written by the interrupted run
                     continue
                 chunk.append((number, text))
                 if len(chunk) >= chunk_texts:
@@ -323,6 +351,8 @@ def score_file(
     elif output is not None:
         os.replace(partial, output)
         fsync_directory(output.parent)
+        if shard is not None:
+            write_shard_info(output, shard, chunk_texts, n_lines, taken, run_key)
     if empty:
         warnings.warn(f"{empty} empty or whitespace-only line(s) got a null score "
                       f"(first: line {first_empty})", stacklevel=2)
