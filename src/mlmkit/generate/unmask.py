@@ -25,6 +25,7 @@ import torch
 from mlmkit.generate.canvas import Canvas, Segment, build_canvas, suppressed_ids
 from mlmkit.generate.choose import choose_tokens
 from mlmkit.generate.confidence import confidence
+from mlmkit.generate.guidance import guided_logits, unconditional_input
 from mlmkit.generate.options import SamplerOptions
 from mlmkit.generate.predict import predict_logits
 from mlmkit.generate.samplers import (
@@ -87,11 +88,54 @@ class _Predictor:
         self.calls = 0
         self._key = None
         self._logits = None
+        self.block_cache = None
+        if config.block_cache:
+            from mlmkit.models.block_cache import BlockCache
+
+            self.block_cache = BlockCache(mlm.model)
+        self._columns: slice | None = None
+        self._refresh = True
+
+    def start_block(self, in_block: torch.Tensor) -> None:
+        """A new block: the next call refreshes the block cache; later calls of the block
+        run only the columns that hold the block (in any row)."""
+        columns = in_block.any(0).nonzero().squeeze(1)
+        self._columns = slice(int(columns.min()), int(columns.max()) + 1)
+        self._refresh = True
+
+    def _cached_logits(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """`predict_logits` through the block cache: a refresh (exact) at the block's first
+        call, then the block's columns only (approximate)."""
+        from mlmkit.models import adapter_for
+
+        canvas, model = self.canvas, self.mlm.model
+        guided = self.config.cfg_scale != 0.0 and bool(canvas.prompt.any())
+        attention = canvas.attention_mask
+        if guided:
+            uncond = unconditional_input(ids, canvas.prompt, self.mlm.tokenizer.mask_token_id)
+            ids, attention = torch.cat([ids, uncond]), torch.cat([attention, attention])
+            positions = torch.cat([positions, positions])
+        if self._refresh:
+            hidden = self.block_cache.refresh(ids, attention)[positions]
+            self._refresh = False
+        else:
+            hidden = self.block_cache.window(ids, self._columns)[positions[:, self._columns]]
+        logits = adapter_for(model).head(model, hidden).float()
+        if guided:
+            cond, uncond_logits = logits.split(logits.shape[0] // 2)
+            logits = guided_logits(cond, uncond_logits, self.config.cfg_scale)
+        if len(self.suppressed):
+            logits[:, self.suppressed] = float("-inf")
+        return logits
 
     def logits(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         fresh = self._key is not None and self._key[0] == self.version and torch.equal(
             self._key[1], positions)
-        if not (self.config.cache and fresh):
+        if not (self.config.cache and fresh) and self.block_cache is not None:
+            self._logits = self._cached_logits(ids, positions)
+            self._key = (self.version, positions.clone())
+            self.calls += 1
+        elif not (self.config.cache and fresh):
             self._logits = predict_logits(
                 self.mlm.model, ids, self.canvas.attention_mask, positions,
                 prompt=self.canvas.prompt, mask_id=self.mlm.tokenizer.mask_token_id,
@@ -264,6 +308,8 @@ def unmask(
     with torch.inference_mode():
         for block, block_steps in enumerate(plan):
             in_block = blocks == block
+            if predictor.block_cache is not None:
+                predictor.start_block(in_block)
             n_block = (masked & in_block).sum(1)
             counts = reveal_counts(n_block, block_steps)
             grid = time_grid(block_steps).tolist()
@@ -305,7 +351,7 @@ def unmask(
                         active=active, counts=count, t=t, s=s,
                         generator=generator, confidence=step.confidence,
                     ))
-                edited = None
+                edited = torch.zeros_like(active) if editing else None
                 if editing and bool(editable.any()):
                     edited, new, probs = fix.edits(step, ids, editable)
                     if remask is not None:
@@ -458,6 +504,10 @@ def unmask_rows(
     most_masks = max(int(c.masked.sum(1).max()) for c in canvases)
     vocab = int(getattr(mlm.model.config, "vocab_size", None) or len(tokenizer))
     options = options.resolve(default_steps, most_masks, vocab, what=f"a {what}")
+    if options.block_cache:
+        from mlmkit.models.block_cache import check_supported
+
+        check_supported(mlm.model)
     suppressed = suppressed_ids(tokenizer, allow_eos=allow_eos)
     done = []
     with Progress("unmasking", total=len(segments), unit="rows", enabled=progress) as bar, \

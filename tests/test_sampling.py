@@ -1,0 +1,262 @@
+"""Fast diffusion sampling (issue 18): adaptive reveal policies, ReMDM remasking, editing,
+the block cache and the cost every result reports."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from mlmkit.cli import app
+from mlmkit.errors import InvalidArgument
+from mlmkit.generate import generate, infill
+from mlmkit.generate.live import title
+from mlmkit.generate.options import SamplerOptions
+from mlmkit.generate.samplers import (
+    entropy_bound_counts,
+    factor_counts,
+    remask_sigma,
+    sigma_max,
+    threshold_counts,
+)
+from mlmkit.models import adapter_for
+from mlmkit.models.block_cache import BlockCache
+
+PROMPTS = ["Return the value", "A list of"]
+NEG = float("-inf")
+
+
+def _record(**kwargs):
+    events = []
+    return events, dict(kwargs, on_step=events.append)
+
+
+def _word(tokenizer) -> int:
+    """The id of an ordinary token of the tiny vocabulary ("the")."""
+    return tokenizer("the", add_special_tokens=False)["input_ids"][0]
+
+
+def _confident(mlm, token_id: int):
+    """A copy of `mlm` whose head puts almost all mass on `token_id`, everywhere."""
+    sure = copy.deepcopy(mlm)
+    with torch.no_grad():
+        sure.model.get_output_embeddings().bias[token_id] += 40.0
+    return sure
+
+
+# The policies' arithmetic, on hand-made confidences.
+
+def test_threshold_reveals_every_confident_position_and_at_least_one():
+    scores = torch.tensor([[0.95, 0.5, 0.91, NEG], [0.2, 0.1, NEG, NEG]], dtype=torch.float64)
+    assert threshold_counts(scores, 0.9).tolist() == [2, 1]
+    assert threshold_counts(scores, 1.0).tolist() == [1, 1]
+    assert threshold_counts(scores, 0.05).tolist() == [3, 2]
+
+
+def test_factor_rule_is_fast_dllms():
+    # sorted: 0.99, 0.9, 0.7 -> (n+1)(1-c_n) = 0.02, 0.3, 1.2
+    scores = torch.tensor([[0.7, 0.99, 0.9, NEG]], dtype=torch.float64)
+    assert factor_counts(scores, 1.0).tolist() == [2]
+    assert factor_counts(scores, 1.5).tolist() == [3]
+    assert factor_counts(scores, 0.01).tolist() == [1]
+
+
+def test_entropy_bound_sums_entropies_minus_the_largest():
+    scores = torch.tensor([[0.9, 0.8, 0.7, 0.1]], dtype=torch.float64)
+    entropy = torch.tensor([[0.05, 0.10, 0.30, 2.0]], dtype=torch.float64)
+    # prefixes: 0, 0.05, 0.15, 0.45 (sum minus max)
+    assert entropy_bound_counts(scores, entropy, 0.1).tolist() == [2]
+    assert entropy_bound_counts(scores, entropy, 0.2).tolist() == [3]
+    assert entropy_bound_counts(scores, entropy, 0.0).tolist() == [1]
+    assert entropy_bound_counts(scores, entropy, 10.0).tolist() == [4]
+
+
+def test_remask_schedules_stay_below_sigma_max():
+    t, s = torch.tensor([0.75, 0.5], dtype=torch.float64), torch.tensor([0.5, 0.0],
+                                                                        dtype=torch.float64)
+    top = sigma_max(t, s)
+    assert torch.allclose(top, torch.tensor([1.0, 0.0], dtype=torch.float64))
+    assert torch.allclose(remask_sigma("cap", 0.3, t, s, False), torch.tensor([0.3, 0.0],
+                                                                            dtype=torch.float64))
+    assert torch.allclose(remask_sigma("rescale", 0.5, t, s, False), 0.5 * top)
+    assert remask_sigma("loop", 0.3, t, s, False).eq(0).all()
+
+
+# The loop, on the tiny models.
+
+@pytest.mark.parametrize(("policy", "setting"), [("threshold", {"threshold": 1.0}),
+                                                 ("factor", {"factor": 1e-9}),
+                                                 ("entropy-bound", {"entropy_bound": 0.0})])
+def test_strictest_adaptive_setting_is_the_one_token_per_step_sampler(tiny_mlm, policy,
+                                                                        setting):
+    mlm = tiny_mlm("bert")
+    base = generate(mlm, PROMPTS, length=8, block_length=4, cfg_scale=0.5, seed=4)
+    fast = generate(mlm, PROMPTS, length=8, block_length=4, cfg_scale=0.5, seed=4,
+                    reveal=policy, **setting)
+    assert [g.token_ids for g in fast] == [g.token_ids for g in base]
+    assert fast[0].cost.nfe == base[0].cost.nfe == 8
+
+
+@pytest.mark.parametrize("family", ["bert", "modernbert"])
+def test_confident_model_reveals_a_block_per_call(tiny_mlm, family):
+    mlm = tiny_mlm(family)
+    token = _word(mlm.tokenizer)
+    sure = _confident(mlm, token)
+    events, kwargs = _record(length=12, block_length=4, reveal="threshold", threshold=0.9)
+    results = generate(sure, PROMPTS, **kwargs)
+    assert all(set(r.token_ids) == {token} for r in results)
+    assert results[0].cost.nfe == 3 and results[0].steps == 3  # one call per block
+    assert results[0].cost.tokens_per_call == 4.0 and results[0].cost.seconds > 0
+    assert [int(e.revealed.sum()) for e in events] == [8, 8, 8]
+    plain = generate(sure, PROMPTS, length=12, block_length=4)
+    assert plain[0].cost.nfe == 12  # the fixed-count sampler: 4x the calls
+    assert "3 calls" in title(events[-1]) and "8.00 tokens/call" in title(events[-1])  # both rows
+
+
+def test_step_floor_finishes_within_steps(tiny_mlm):
+    mlm = tiny_mlm("roberta")
+    results = generate(mlm, PROMPTS, length=10, steps=3, reveal="entropy-bound", seed=2)
+    assert results[0].steps <= 3 and results[0].cost.nfe <= 3
+    mask = mlm.tokenizer.mask_token_id
+    assert all(mask not in r.token_ids for r in results)
+
+
+@pytest.mark.parametrize(("sampler", "remask"), [("confidence", "cap"),
+                                                 ("ancestral", "rescale"),
+                                                 ("confidence", "loop"),
+                                                 ("random", "cap")])
+def test_remasking_touches_only_generated_tokens(tiny_mlm, sampler, remask):
+    mlm = tiny_mlm("bert")
+    events, kwargs = _record(length=10, steps=10, block_length=5, sampler=sampler,
+                             remask=remask, sigma=0.9, constraints={2: "the"}, seed=3)
+    results = generate(mlm, PROMPTS, **kwargs)
+    mask = mlm.tokenizer.mask_token_id
+    first = events[0]
+    start_masked = first.masked | first.revealed
+    fixed = ~start_masked
+    remasked = 0
+    for event in events:
+        assert torch.equal(event.ids[fixed], first.ids[fixed])  # prompt, specials, constraint
+        assert (event.ids[event.masked] == mask).all()
+        remasked += int(event.remasked.sum())
+        assert not (event.remasked & fixed).any()
+    assert remasked, "sigma = 0.9 remasked nothing"
+    assert results[0].cost.remasked == remasked
+    assert all(mask not in r.token_ids for r in results)
+    if sampler != "ancestral":  # the mask count still follows the schedule
+        # 9 masks a row (one position fixed): 9 steps reveal them, plus the loop's
+        assert len(events) == 9 if remask != "loop" else len(events) > 9, len(events)
+
+
+def test_editing_replaces_tokens_the_model_rejects(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    token = _word(mlm.tokenizer)
+    sure = _confident(mlm, token)
+    # a flat sampling temperature reveals random tokens; the model is sure of "the"
+    noisy = generate(sure, PROMPTS, length=6, temperature=1e6, seed=1)
+    assert any(set(r.token_ids) != {token} for r in noisy)
+    edited = generate(sure, PROMPTS, length=6, temperature=1e6, seed=1, edit=0.5)
+    assert all(set(r.token_ids) == {token} for r in edited)
+    assert edited[0].cost.edited > 0
+    capped = generate(sure, PROMPTS, length=6, temperature=1e6, seed=1, edit=0.5,
+                      max_steps=6)
+    assert capped[0].steps == 6
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "modernbert"])
+def test_block_cache_is_exact_at_refresh_and_close_after(tiny_mlm, family):
+    mlm = tiny_mlm(family)
+    model = mlm.model
+    ids = torch.randint(5, 1000, (2, 24))
+    attention = torch.ones_like(ids)
+    attention[1, 20:] = 0
+    ids[1, 20:] = mlm.tokenizer.pad_token_id
+    with torch.inference_mode():
+        exact = adapter_for(model).encode(model, ids, attention)
+        cache = BlockCache(model)
+        assert torch.allclose(cache.refresh(ids, attention)[attention.bool()],
+                              exact[attention.bool()], atol=1e-5)
+        assert torch.allclose(cache.window(ids, slice(4, 12)), exact[:, 4:12], atol=1e-5)
+        changed = ids.clone()
+        changed[:, 6] = 7
+        now = adapter_for(model).encode(model, changed, attention)[:, 4:12]
+        approx = cache.window(changed, slice(4, 12))
+    error = (approx - now).abs().max()
+    assert 0 < error < 0.05 * now.abs().max()
+
+
+def test_block_cache_generation_agrees_with_the_exact_loop(tiny_mlm):
+    mlm = tiny_mlm("roberta")
+    exact = generate(mlm, PROMPTS, length=12, block_length=4, temperature=0)
+    cached = generate(mlm, PROMPTS, length=12, block_length=4, temperature=0, block_cache=True)
+    same = sum(a == b for e, c in zip(exact, cached, strict=True)
+               for a, b in zip(e.token_ids, c.token_ids, strict=True))
+    assert same >= 20  # of 24 tokens
+    assert cached[0].cost.nfe == exact[0].cost.nfe
+
+
+def test_infill_takes_the_policies_and_reports_cost(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    token = _word(mlm.tokenizer)
+    result = infill(_confident(mlm, token), "x [MASK:4] y [MASK:2] z", reveal="factor")
+    assert result.spans == ["the the the the", "the the"]
+    assert result.cost.nfe == 1 and result.cost.tokens == 6
+
+
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"reveal": "threshold", "threshold": 0.0}, "threshold=0.0"),
+    ({"reveal": "threshold", "threshold": 1.5}, "threshold=1.5"),
+    ({"reveal": "factor", "factor": 0}, "factor=0"),
+    ({"reveal": "entropy-bound", "entropy_bound": -1.0}, "entropy_bound=-1.0"),
+    ({"threshold": 0.9}, "--reveal threshold"),
+    ({"reveal": "threshold", "sampler": "ancestral"}, "--sampler confidence"),
+    ({"reveal": "factor", "confidence": "entropy"}, "--confidence prob"),
+    ({"reveal": "fastest"}, "reveal='fastest'"),
+    ({"remask": "sometimes"}, "remask='sometimes'"),
+    ({"sigma": 0.5}, "--remask"),
+    ({"remask": "cap", "sigma": 1.5}, "sigma=1.5"),
+    ({"remask": "cap", "remask_steps": 3}, "--remask loop"),
+    ({"edit": 1.0}, "edit=1.0"),
+    ({"block_cache": True}, "--block-length"),
+])
+def test_bad_settings_fail_before_work(kwargs, needle):
+    with pytest.raises(InvalidArgument, match=needle.replace("(", r"\(")):
+        SamplerOptions(**kwargs)
+
+
+def test_plans_beyond_the_cap_and_unsupported_caches_fail_before_any_call(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    with pytest.raises(InvalidArgument, match="--max-steps allows 12"):
+        generate(mlm, "a", length=8, remask="loop", remask_steps=5, max_steps=12)
+    with pytest.raises(InvalidArgument, match="needs --steps 4 or more"):
+        generate(mlm, "a", length=8, steps=2, block_length=4, remask="loop")
+    with pytest.raises(InvalidArgument, match="not available for distilbert"):
+        generate(tiny_mlm("distilbert"), "a", length=8, block_length=4, block_cache=True)
+
+
+def test_cli_flags_and_json_cost(saved_tiny_mlm, tmp_path):
+    runner = CliRunner()
+    model = str(saved_tiny_mlm("bert"))
+    trace = tmp_path / "trace.jsonl"
+    out = runner.invoke(app, ["generate", model, "--prompt", "Return the", "--length", "6",
+                              "--reveal", "threshold", "--threshold", "0.5", "--remask", "cap",
+                              "--sigma", "0.5", "--edit", "0.9", "--block-length", "3",
+                              "--block-cache", "--json", "--trace", str(trace)])
+    assert out.exit_code == 0, out.output
+    record = json.loads(out.stdout)
+    assert set(record["cost"]) >= {"nfe", "tokens_per_call", "seconds", "tokens"}
+    assert record["cost"]["nfe"] == record["model_calls"] >= 1
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    assert "remasked" in lines[0] and "edited" in lines[0] and "model_calls" in lines[0]
+    out = runner.invoke(app, ["infill", model, "a [MASK:2] b", "--reveal", "entropy-bound",
+                              "--entropy-bound", "0.5", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["cost"]["tokens"] == 2
+    bad = runner.invoke(app, ["generate", model, "--length", "4", "--reveal", "threshold",
+                              "--threshold", "2"])
+    assert bad.exit_code == 1
+    assert "threshold=2.0 (--threshold) must be in (0, 1]" in bad.stderr
+    assert "Traceback" not in bad.output
