@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import typer
 
-EVAL_HELP = "Evaluate a masked LM: minimal pairs (BLiMP), likelihood bounds (ELBO)."
+EVAL_HELP = ("Evaluate a masked LM: minimal pairs (BLiMP), likelihood bounds (ELBO), the "
+             "downstream suite and comparisons.")
 EXAMPLE = """
 Examples:
 

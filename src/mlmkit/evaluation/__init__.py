@@ -1,1 +1,36 @@
-"""The evaluation suite (`mlmkit eval suite`) and comparisons with intervals (`eval compare`)."""
+"""The evaluation suite (`mlmkit eval suite`) and comparisons with intervals (`eval compare`).
+
+`evaluate_suite(model, data, quick=...)` runs BLiMP, pseudo-perplexity, zero-shot cloze,
+few-shot prompt and fine-tuned SST-2, AG News (and the ELBO / a knowledge probe where they
+apply); `compare_suites(suites)` puts bootstrap intervals and paired tests on the results.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlmkit.evaluation.compare import Comparison, compare_suites, mcnemar
+from mlmkit.evaluation.suite import PARTS, SuiteResult, evaluate_suite, load_suite, write_suite
+
+__all__ = ["PARTS", "Comparison", "SuiteResult", "compare_suites", "evaluate_suite",
+           "load_suite", "mcnemar", "resolve_suite", "write_suite"]
+
+
+def resolve_suite(source, *, data="../shared/data", quick=False, parts=None, **runtime):
+    """A suite result from a suite.json, a folder holding one, a pretraining run directory
+    (its `suite.json`, else the suite run on `final/` and saved there), or a model."""
+    from mlmkit.errors import PathError
+
+    path = Path(str(source))
+    if path.is_file():
+        return load_suite(path)
+    if (path / "suite.json").is_file():
+        return load_suite(path)
+    if (path / "final" / "config.json").is_file():
+        result = evaluate_suite(path / "final", data, quick=quick, parts=parts, **runtime)
+        write_suite(result, path)
+        return result
+    if path.exists() and not (path / "config.json").is_file():
+        raise PathError(f"{str(source)!r} holds no suite.json, run (final/) or model "
+                        "(config.json): pass one of those")
+    return evaluate_suite(str(source), data, quick=quick, parts=parts, **runtime)

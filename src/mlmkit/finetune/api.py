@@ -108,7 +108,8 @@ def finetune(
     or "prompt" (PET / LM-BFF: a cloze `template` and a `verbalizer` through the MLM head).
     Defaults follow the cramming GLUE recipe (lr 4e-5, batch 16, length 128, 3 epochs, 10%
     warm-up); `shots=K` samples K examples per class under each of `seeds` seeds (few-shot
-    defaults: 20 epochs, lr 1e-4, batch 8) and reports the mean and standard deviation.
+    defaults: 20 epochs, lr 1e-4, batch 8; the last epoch is kept, as no large validation set
+    may pick it in a true few-shot setting) and reports the mean and standard deviation.
     `batch_size` is the optimizer's batch (examples per step); `batch_tokens` bounds the
     evaluation batches. `lora=True` trains LoRA adapters (`lora_rank`, `lora_alpha`,
     `lora_targets`) through peft, saved as an adapter or merged (`merge_lora`).
@@ -155,7 +156,7 @@ def finetune(
                     lr=lr or defaults["lr"], batch_size=batch_size or defaults["batch_size"],
                     max_length=max_length, warmup=warmup, weight_decay=weight_decay,
                     bucket=bucket, seed=seed, lora=lora_options, template=template,
-                    verbalizer=words).check()
+                    verbalizer=words, select="last" if shots else "best").check()
     from mlmkit.finetune.methods import check_method
 
     check_method(method, spec.regression, None)

@@ -57,9 +57,10 @@ class Recipe:
     lora: LoraOptions | None = None
     template: str | None = None
     verbalizer: dict | None = None
+    select: str = "best"  # best: evaluate each epoch, keep the best; last: the last epoch
 
     def check(self) -> Recipe:
-        from mlmkit.runtime.checks import count, non_negative, positive, probability
+        from mlmkit.runtime.checks import choice, count, non_negative, positive, probability
 
         count("epochs", self.epochs, 1, 10_000)
         positive("lr", self.lr)
@@ -68,6 +69,7 @@ class Recipe:
         probability("warmup", self.warmup)
         non_negative("weight_decay", self.weight_decay)
         count("seed", self.seed, 0)
+        choice("select", self.select, ("best", "last"))
         if self.lora is not None:
             self.lora.check()
         return self
@@ -322,6 +324,10 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                     save()
                     started = time.perf_counter()
             elapsed += time.perf_counter() - started
+            if recipe.select == "last" and epoch + 1 < recipe.epochs:
+                epoch, position, losses = epoch + 1, 0, []
+                save()
+                continue
             metrics, _ = trainer.evaluate(valid_enc, batch_tokens)
             record = {"epoch": epoch + 1, "step": step,
                       "train_loss": float(np.mean(losses)) if losses else None, **metrics}

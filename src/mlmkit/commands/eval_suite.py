@@ -1,0 +1,97 @@
+"""`mlmkit eval suite` and `mlmkit eval compare`: the downstream evaluation suite, and suite
+results side by side with bootstrap intervals and paired tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from mlmkit.cli_options import shared_options
+
+SUITE_HELP = "The evaluation suite: BLiMP, PPPL, cloze, few-shot and fine-tuned SST-2, AG News."
+SUITE_EXAMPLE = """
+Examples:
+
+  mlmkit eval suite ./tiny-bert --data ../shared/data --quick --out-dir suite-tiny
+
+  mlmkit eval suite ./tiny-bert --data ../shared/data --parts blimp,cloze --quick --json
+"""
+COMPARE_HELP = "Suite results side by side: bootstrap 95% intervals, paired tests."
+COMPARE_EXAMPLE = """
+Examples:
+
+  mlmkit eval compare suite-a/suite.json suite-b/suite.json
+
+  mlmkit eval compare runs/mask15 runs/mask40 --data ../shared/data --quick -o compare.md
+"""
+
+
+@shared_options
+def suite_command(
+    model: str = typer.Argument(..., help="Model directory or hub name."),
+    data: str = typer.Option("../shared/data", "--data", help="Folder holding blimp/, sst2/ "
+                             "and agnews/."),
+    quick: bool = typer.Option(False, "--quick", help="Sub-sample every part (minutes on CPU)."),
+    parts: str = typer.Option(None, "--parts", help="Comma-separated parts: blimp, pppl, "
+                              "cloze, fewshot, sst2, agnews, elbo, facts (default: all that "
+                              "apply)."),
+    texts: str = typer.Option(None, "--texts", help="Held-out texts for pseudo-perplexity "
+                              "(default: python-docs validation)."),
+    facts: str = typer.Option(None, "--facts", help="A facts jsonl for the knowledge probe."),
+    out_dir: str = typer.Option(None, "--out-dir", help="Write suite.json, suite.md and "
+                                "suite.png here."),
+    *, device, precision, threads, batch_tokens, seed, as_json,
+) -> None:
+    """Run the evaluation suite on a model and print its table (Markdown)."""
+    from mlmkit.evaluation import evaluate_suite
+
+    if out_dir is not None:
+        from mlmkit.runtime.output import check_output_path
+
+        if Path(out_dir).exists() and not Path(out_dir).is_dir():
+            from mlmkit.errors import PathError
+
+            raise PathError(f"--out-dir {out_dir!r} is a file: name a folder")
+        check_output_path(str(Path(out_dir) / "suite.json"))
+    result = evaluate_suite(model, data, quick=quick, parts=parts, texts=texts, facts=facts,
+                            output_dir=out_dir, batch_tokens=batch_tokens, precision=precision,
+                            device=device, threads=threads, seed=seed)
+    if as_json:
+        print(result.to_json(), flush=True)
+    else:
+        print(result.markdown(), end="")
+
+
+@shared_options
+def compare_command(
+    runs: list[str] = typer.Argument(..., help="suite.json files, folders holding one, run "
+                                     "directories or models (the suite runs on those)."),
+    data: str = typer.Option("../shared/data", "--data", help="Folder holding blimp/, sst2/ "
+                             "and agnews/ (for runs and models without a suite.json)."),
+    quick: bool = typer.Option(False, "--quick", help="Quick suites for runs and models."),
+    parts: str = typer.Option(None, "--parts", help="Parts of the suites to run (see eval "
+                              "suite)."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples (0: none)."),
+    *, device, precision, threads, batch_tokens, seed, output, as_json,
+) -> None:
+    """Suite results side by side: each number with its bootstrap 95% interval, and each
+    model's difference from the first with a paired test on the same items."""
+    from mlmkit.evaluation import compare_suites, resolve_suite
+    from mlmkit.runtime.output import check_output_path, write_text
+
+    check_output_path(output, inputs=runs)
+    suites = [resolve_suite(r, data=data, quick=quick, parts=parts, batch_tokens=batch_tokens,
+                            precision=precision, device=device, threads=threads, seed=seed)
+              for r in runs]
+    result = compare_suites(suites, n_boot=bootstrap, seed=seed, names=list(runs))
+    text = result.to_json() + "\n" if as_json else result.markdown()
+    write_text(output, text, inputs=runs)
+
+
+def register(app: typer.Typer) -> None:
+    from mlmkit.commands.eval import eval_app
+
+    eval_app.command("suite", short_help=SUITE_HELP, epilog=SUITE_EXAMPLE)(suite_command)
+    eval_app.command("compare", short_help=COMPARE_HELP, epilog=COMPARE_EXAMPLE)(
+        compare_command)

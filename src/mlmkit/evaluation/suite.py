@@ -1,0 +1,399 @@
+"""`mlmkit eval suite`: one command for the downstream picture of a masked LM.
+
+Parts (each can be chosen with `parts=`):
+- `blimp`: BLiMP minimal pairs, overall, per field and per paradigm (PLL, good > bad);
+- `pppl`: pseudo-perplexity on held-out text (python-docs validation, or `texts`);
+- `cloze`: zero-shot cloze SST-2 (PET's template and verbalizer, `mlmkit.cloze_classify`);
+- `fewshot`: prompt-based fine-tuning on SST-2, K = 16 per class, 3 seeds (mean ± std);
+- `sst2`, `agnews`: fine-tuned with a classification head (`mlmkit.finetune`);
+- `elbo`: the masked-diffusion bound (nats/token), for models pretrained with diffusion;
+- `facts`: a LAMA-style knowledge probe (P@1), when a facts file is given.
+
+Every part keeps its per-item outcomes (`items`), so `eval compare` can put bootstrap
+intervals on each number and test differences between models on the same items.
+`quick` sub-samples every part (sizes in QUICK) so a mini model finishes in minutes on CPU.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mlmkit.errors import InvalidArgument, PathError
+from mlmkit.runtime.results import Result
+
+PARTS = ("blimp", "pppl", "cloze", "fewshot", "sst2", "agnews", "elbo", "facts")
+# Sizes: (quick, full). None = everything.
+SIZES = {
+    "blimp_per_paradigm": (6, None), "pppl_texts": (30, 200), "cloze_rows": (300, None),
+    "fewshot_eval": (300, 1000), "sst2_train": (2000, None), "sst2_eval": (400, None),
+    "sst2_epochs": (1, 3), "agnews_train": (1000, None), "agnews_eval": (300, None),
+    "agnews_epochs": (1, 3), "elbo_texts": (20, 100), "elbo_samples": (16, 128),
+}
+CLOZE_TEMPLATE = "{text} It was [MASK] ."
+VERBALIZERS = ({"negative": "terrible", "positive": "great"},
+               {"negative": "bad", "positive": "good"})
+
+
+@dataclass
+class SuiteResult(Result):
+    """The suite's numbers (`metrics`, flat names), their details, and per-item outcomes
+    (`items[name]`: `values`, optional `weights`, `kind`, `key` of the items)."""
+
+    model: str
+    quick: bool
+    metrics: dict
+    details: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
+    items: dict = field(default_factory=dict)
+
+    def markdown(self) -> str:
+        lines = [f"| metric ({self.model}{', quick' if self.quick else ''}) | value | n |",
+                 "|---|---:|---:|"]
+        for name, value in self.metrics.items():
+            n = len(self.items[name]["values"]) if name in self.items else ""
+            lines.append(f"| {name} | {format_value(name, value)} | {n} |")
+        total = sum(self.seconds.values())
+        lines.append(f"\nTime: {total:.0f} s (" + ", ".join(
+            f"{k} {v:.0f} s" for k, v in self.seconds.items()) + ")")
+        return "\n".join(lines) + "\n"
+
+
+def format_value(name: str, value) -> str:
+    if value is None:
+        return "–"
+    if is_percent(name):
+        return f"{100 * value:.1f}%"
+    return f"{value:.3f}"
+
+
+def is_percent(name: str) -> bool:
+    return not (name.startswith("pppl") or name.startswith("elbo") or name.endswith("_std"))
+
+
+def _key(parts) -> str:
+    digest = hashlib.sha1()
+    for part in parts:
+        digest.update(str(part).encode("utf-8", "replace") + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _size(name: str, quick: bool):
+    return SIZES[name][0 if quick else 1]
+
+
+def _read_tsv(path: Path, text_col: str) -> tuple[list[str], list[str]]:
+    from mlmkit.runtime.records import read_table
+
+    rows = [row for _, row in read_table(path)]
+    return [r[text_col] for r in rows], [r["label"] for r in rows]
+
+
+def _sample(n: int, count: int | None, seed: int = 0) -> np.ndarray:
+    if count is None or count >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).permutation(n)[:count])
+
+
+def _single_token_verbalizer(tokenizer) -> dict | None:
+    for words in VERBALIZERS:
+        ok = all(len(tokenizer(" " + w, add_special_tokens=False)["input_ids"]) == 1 and
+                 tokenizer.unk_token_id not in tokenizer(" " + w, add_special_tokens=False)[
+                     "input_ids"] for w in words.values())
+        if ok:
+            return words
+    return None
+
+
+def _known_verbalizer(tokenizer) -> dict:
+    for words in VERBALIZERS:
+        if all(tokenizer.unk_token_id not in tokenizer(" " + w, add_special_tokens=False)[
+                "input_ids"] for w in words.values()):
+            return words
+    return VERBALIZERS[0]
+
+
+def is_diffusion(model) -> bool:
+    """Whether `model` (a run's final folder) was pretrained with masked diffusion."""
+    import yaml
+
+    path = Path(str(getattr(model, "name", model))) / "mlmkit_pretrain.yaml"
+    if not path.is_file():
+        return False
+    try:
+        return (yaml.safe_load(path.read_text()) or {}).get("objective") == "diffusion"
+    except yaml.YAMLError:
+        return False
+
+
+def evaluate_suite(
+    model,
+    data: str | Path = "../shared/data",
+    *,
+    quick: bool = False,
+    parts=None,
+    texts=None,
+    facts=None,
+    output_dir: str | Path | None = None,
+    batch_tokens: int | None = None,
+    precision: str = "auto",
+    device=None,
+    threads: int | None = None,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> SuiteResult:
+    """Run the evaluation suite on `model`; `data` is the folder holding `blimp/`, `sst2/`
+    and `agnews/` (the shared data sets). `parts` picks parts (default: all that apply:
+    `elbo` for diffusion models, `facts` when a facts file is given); `texts` is a file of
+    held-out texts for `pppl` (default: python-docs validation); `quick` sub-samples every
+    part. `output_dir` receives suite.json, suite.md and suite.png."""
+    from mlmkit.models import prepare_mlm
+    from mlmkit.runtime.checks import choice, count
+    from mlmkit.runtime.progress import status
+
+    count("seed", seed, 0)
+    data = Path(data)
+    if parts is None:
+        chosen = [p for p in PARTS if p not in ("elbo", "facts")]
+    else:
+        chosen = [choice("parts", p.strip(), PARTS) for p in
+                  (parts.split(",") if isinstance(parts, str) else parts)]
+    needs = {"blimp": "blimp", "cloze": "sst2", "fewshot": "sst2", "sst2": "sst2",
+             "agnews": "agnews"}
+    for part in chosen:
+        if part in needs and not (data / needs[part]).is_dir():
+            raise PathError(f"data {str(data)!r} (--data) has no {needs[part]}/ folder for the "
+                            f"{part} part: point --data at the shared data sets, or leave "
+                            f"{part} out (--parts)")
+    if "facts" in chosen and facts is None:
+        raise InvalidArgument("the facts part needs a facts file (facts=, --facts)")
+    mlm, infer_precision = prepare_mlm(model, device=device, precision=precision,
+                                       threads=threads)
+    if parts is None:
+        if is_diffusion(model):
+            chosen.append("elbo")
+        if facts is not None:
+            chosen.append("facts")
+    say = status if progress is not False else (lambda message: None)
+    result = SuiteResult(model=str(getattr(mlm, "name", model)), quick=quick, metrics={})
+    runtime = {"batch_tokens": batch_tokens, "precision": infer_precision, "progress": progress}
+    for part in chosen:
+        started = time.perf_counter()
+        say(f"suite: {part} ...")
+        RUNNERS[part](mlm, result, data=data, quick=quick, texts=texts, facts=facts,
+                      seed=seed, runtime=runtime, precision=precision)
+        result.seconds[part] = round(time.perf_counter() - started, 2)
+        say(f"suite: {part} done in {result.seconds[part]:.0f} s")
+    if output_dir is not None:
+        write_suite(result, output_dir)
+    return result
+
+
+def _accuracy_item(result: SuiteResult, name: str, correct, key_parts) -> None:
+    values = np.asarray(correct, dtype=np.float64)
+    result.metrics[name] = float(values.mean()) if len(values) else None
+    result.items[name] = {"kind": "mean", "values": values.tolist(), "key": _key(key_parts)}
+
+
+def _blimp(mlm, result, *, data, quick, runtime, **_):
+    from mlmkit.scoring import read_pairs, score
+
+    pairs = read_pairs(data / "blimp", limit=_size("blimp_per_paradigm", quick))
+    unique = list(dict.fromkeys(s for p in pairs for s in (p.good, p.bad)))
+    scores = score(mlm, unique, **runtime)
+    pll = {text: s.pll for text, s in zip(unique, scores, strict=True)}
+    correct = np.array([pll[p.good] is not None and pll[p.bad] is not None and
+                        pll[p.good] > pll[p.bad] for p in pairs], dtype=np.float64)
+    _accuracy_item(result, "blimp", correct, [(p.good, p.bad) for p in pairs])
+    fields = sorted({p.field for p in pairs})
+    for name in fields:
+        index = [i for i, p in enumerate(pairs) if p.field == name]
+        _accuracy_item(result, f"blimp/{name}", correct[index],
+                       [(pairs[i].good, pairs[i].bad) for i in index])
+    paradigms = {}
+    for p, c in zip(pairs, correct, strict=True):
+        row = paradigms.setdefault(p.paradigm, {"field": p.field, "right": 0, "n": 0})
+        row["right"] += int(c)
+        row["n"] += 1
+    result.details["blimp_by_paradigm"] = {
+        k: {"field": v["field"], "n": v["n"], "accuracy": v["right"] / v["n"]}
+        for k, v in sorted(paradigms.items())}
+
+
+def _pppl(mlm, result, *, quick, texts, runtime, **_):
+    from mlmkit.scoring import score
+
+    if texts is None:
+        from mlmkit.corpus.python_docs import python_docs
+
+        pool = [t for t in python_docs("validation") if 5 <= len(t.split()) <= 60]
+        source = "python-docs validation"
+    else:
+        from mlmkit.runtime.records import read_texts
+
+        pool = [t for _, t in read_texts(texts) if t.strip()]
+        source = str(texts)
+    if not pool:
+        raise InvalidArgument(f"no held-out texts for pseudo-perplexity in {source}")
+    chosen = [pool[i] for i in _sample(len(pool), _size("pppl_texts", quick))]
+    chosen = [t[:2000] for t in chosen]
+    scored = [s for s in score(mlm, chosen, **runtime) if s.pll is not None and s.n_tokens]
+    nll = np.array([-s.pll for s in scored], dtype=np.float64)
+    tokens = np.array([s.n_tokens for s in scored], dtype=np.float64)
+    result.metrics["pppl"] = float(np.exp(nll.sum() / tokens.sum()))
+    result.items["pppl"] = {"kind": "exp_ratio", "values": nll.tolist(),
+                            "weights": tokens.tolist(), "key": _key(s.text for s in scored)}
+    result.details["pppl_source"] = source
+
+
+def _cloze(mlm, result, *, data, quick, runtime, **_):
+    from mlmkit.probe import cloze_classify
+
+    texts, labels = _read_tsv(data / "sst2" / "validation.tsv", "sentence")
+    index = _sample(len(texts), _size("cloze_rows", quick))
+    words = _known_verbalizer(mlm.tokenizer)
+    gold = [words["positive"] if labels[i] == "1" else words["negative"] for i in index]
+    verbalizer = {w: [w] for w in words.values()}
+    out = cloze_classify(mlm, [texts[i] for i in index], CLOZE_TEMPLATE, verbalizer,
+                         gold=gold, **runtime)
+    correct = [p.label == p.gold for p in out.predictions]
+    _accuracy_item(result, "cloze_sst2", correct, [texts[i] for i in index])
+    result.details["cloze"] = {"template": CLOZE_TEMPLATE, "verbalizer": words}
+
+
+def _finetune_part(mlm, result, name: str, task: str, **kwargs):
+    from mlmkit.finetune import finetune
+
+    out = finetune(mlm, task, **kwargs)
+    correct, keys = [], []
+    for run in out.runs:
+        predictions, labels = run._predictions, run._labels
+        correct.extend((predictions == labels).tolist())
+        keys.append(run.seed)
+    _accuracy_item(result, name, correct, [task, kwargs.get("eval_limit"), *keys])
+    result.details[name] = {"metrics": out.metrics, "std": out.std, "seeds": out.seeds,
+                            "per_seed": [r.metrics for r in out.runs],
+                            "examples_per_s": [r.examples_per_s for r in out.runs]}
+    return out
+
+
+def _fewshot(mlm, result, *, data, quick, seed, precision, **_):
+    words = _single_token_verbalizer(mlm.tokenizer)
+    if words is None:
+        result.details["fewshot_sst2"] = {"skipped": "no verbalizer pair of single tokens "
+                                          f"among {list(VERBALIZERS)} in this vocabulary"}
+        return
+    out = _finetune_part(mlm, result, "fewshot_sst2", "sst2", method="prompt", shots=16,
+                         seeds=3, verbalizer=words, train=data / "sst2" / "train.tsv",
+                         validation=data / "sst2" / "validation.tsv",
+                         eval_limit=_size("fewshot_eval", quick), seed=seed,
+                         precision=precision, progress=False)
+    result.metrics["fewshot_sst2_std"] = out.std["accuracy"]
+
+
+def _sst2(mlm, result, *, data, quick, seed, precision, **_):
+    _finetune_part(mlm, result, "finetune_sst2", "sst2", train=data / "sst2" / "train.tsv",
+                   validation=data / "sst2" / "validation.tsv",
+                   train_limit=_size("sst2_train", quick), eval_limit=_size("sst2_eval", quick),
+                   epochs=_size("sst2_epochs", quick), seed=seed, precision=precision,
+                   progress=False)
+
+
+def _agnews(mlm, result, *, data, quick, seed, precision, **_):
+    _finetune_part(mlm, result, "finetune_agnews", "agnews",
+                   train=data / "agnews" / "train.tsv",
+                   train_limit=_size("agnews_train", quick),
+                   eval_limit=_size("agnews_eval", quick),
+                   epochs=_size("agnews_epochs", quick), seed=seed, precision=precision,
+                   progress=False)
+
+
+def _elbo(mlm, result, *, quick, texts, seed, runtime, **_):
+    from mlmkit.corpus.python_docs import python_docs
+    from mlmkit.generate import elbo
+
+    pool = [t for t in python_docs("validation") if 5 <= len(t.split()) <= 60]
+    chosen = [pool[i] for i in _sample(len(pool), _size("elbo_texts", quick))]
+    bounds = elbo(mlm, chosen, samples=_size("elbo_samples", quick), seed=seed, **runtime)
+    nats = np.array([b.nats for b in bounds], dtype=np.float64)
+    tokens = np.array([b.n_tokens for b in bounds], dtype=np.float64)
+    result.metrics["elbo_nats_per_token"] = float(nats.sum() / tokens.sum())
+    result.items["elbo_nats_per_token"] = {"kind": "ratio", "values": nats.tolist(),
+                                           "weights": tokens.tolist(), "key": _key(chosen)}
+
+
+def _facts(mlm, result, *, facts, runtime, **_):
+    from mlmkit.probe import knowledge_probe, read_facts
+
+    out = knowledge_probe(mlm, read_facts(facts), **runtime)
+    probed = [f for f in out.facts if f.rank is not None]
+    _accuracy_item(result, "facts_p@1", [f.rank == 1 for f in probed],
+                   [(f.prompt, f.answer) for f in probed])
+    result.details["facts"] = {"skipped": len(out.facts) - len(probed)}
+
+
+RUNNERS = {"blimp": _blimp, "pppl": _pppl, "cloze": _cloze, "fewshot": _fewshot,
+           "sst2": _sst2, "agnews": _agnews, "elbo": _elbo, "facts": _facts}
+
+
+def write_suite(result: SuiteResult, output_dir) -> Path:
+    """suite.json, suite.md and suite.png (a bar chart of the percentages) in `output_dir`."""
+    from mlmkit.runtime.output import write_text
+
+    folder = Path(output_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_text(str(folder / "suite.json"), result.to_json(indent=1) + "\n")
+    write_text(str(folder / "suite.md"), result.markdown())
+    plot_suites([result], folder / "suite.png")
+    return folder
+
+
+def plot_suites(results: list, path: Path, intervals: dict | None = None) -> None:
+    """Grouped bars of every percentage metric (one colour per model), with intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in results[0].metrics if is_percent(n) and
+             all(r.metrics.get(n) is not None for r in results)]
+    fig, ax = plt.subplots(figsize=(max(6, 0.6 * len(names) * len(results)), 4))
+    width = 0.8 / len(results)
+    for k, res in enumerate(results):
+        values = [100 * res.metrics[n] for n in names]
+        errors = None
+        if intervals:
+            errors = np.array([[v - intervals[(k, n)][0], intervals[(k, n)][1] - v]
+                               if intervals.get((k, n)) else [0, 0]
+                               for v, n in zip(values, names, strict=True)]).T
+        ax.bar(np.arange(len(names)) + k * width, values, width, yerr=errors,
+               label=res.model, capsize=2)
+    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=45, ha="right",
+                  fontsize=7)
+    ax.set_ylabel("%")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def load_suite(path) -> SuiteResult:
+    """A SuiteResult from suite.json (or a folder holding one)."""
+    import json
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / "suite.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return SuiteResult(**{k: data[k] for k in ("model", "quick", "metrics", "details",
+                                                   "seconds", "items")})
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        from mlmkit.errors import InvalidData
+
+        raise InvalidData(f"{str(path)!r} is not a suite.json written by mlmkit eval suite "
+                          f"({type(error).__name__}); run the suite again") from error

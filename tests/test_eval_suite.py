@@ -1,0 +1,121 @@
+"""The evaluation suite and comparisons (issue 15): fidelity to eval blimp, per-item outcomes,
+bootstrap intervals through mlmkit.bias.bootstrap, McNemar, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from mlmkit.errors import InvalidData
+
+
+@pytest.fixture(scope="module")
+def small_data(shared_data, tmp_path_factory):
+    """Two BLiMP paradigms and 40 SST-2 validation rows, in the shared layout."""
+    root = tmp_path_factory.mktemp("suite-data")
+    (root / "blimp").mkdir()
+    for name in ("anaphor_gender_agreement", "passive_1"):
+        lines = (shared_data / "blimp" / f"{name}.jsonl").read_text().splitlines()[:8]
+        (root / "blimp" / f"{name}.jsonl").write_text("\n".join(lines) + "\n")
+    (root / "sst2").mkdir()
+    rows = (shared_data / "sst2" / "validation.tsv").read_text().splitlines()[:41]
+    (root / "sst2" / "validation.tsv").write_text("\n".join(rows) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def suite(tiny_mlm, small_data, tmp_path_factory):
+    from mlmkit.evaluation import evaluate_suite
+
+    out = tmp_path_factory.mktemp("suite-out")
+    result = evaluate_suite(tiny_mlm("bert"), small_data, quick=True, parts="blimp,cloze",
+                            output_dir=out, device="cpu", threads=1, progress=False)
+    return result, out
+
+
+def test_suite_blimp_matches_eval_blimp_and_keeps_items(suite, tiny_mlm, small_data):
+    from mlmkit.scoring import evaluate_pairs, read_pairs
+
+    result, out = suite
+    pairs = read_pairs(small_data / "blimp", limit=6)
+    reference = evaluate_pairs(tiny_mlm("bert"), pairs, device="cpu", threads=1)
+    assert result.metrics["blimp"] == pytest.approx(reference.overall)
+    assert len(result.items["blimp"]["values"]) == reference.n_pairs == 12
+    for name, row in reference.by_field.items():
+        assert result.metrics[f"blimp/{name}"] == pytest.approx(row["accuracy"])
+    for name, row in reference.by_paradigm.items():
+        assert result.details["blimp_by_paradigm"][name]["accuracy"] == \
+            pytest.approx(row["accuracy"])
+    assert len(result.items["cloze_sst2"]["values"]) == 40
+    assert result.metrics["cloze_sst2"] == pytest.approx(
+        np.mean(result.items["cloze_sst2"]["values"]))
+    assert {p.name for p in out.iterdir()} >= {"suite.json", "suite.md", "suite.png"}
+    assert "| blimp |" in (out / "suite.md").read_text()
+
+
+def test_compare_intervals_and_paired_tests(suite):
+    from mlmkit.bias.bootstrap import Statistic, bootstrap, ratio
+    from mlmkit.evaluation import SuiteResult, compare_suites, load_suite, mcnemar
+
+    a = load_suite(suite[1])
+    good = np.ones(200)
+    good[:40] = 0  # 80% right
+    bad = good.copy()
+    bad[40:100] = 0  # 50% right on the same items
+    make = lambda name, v, key: SuiteResult(name, True, {"acc": float(v.mean())},  # noqa: E731
+                                            items={"acc": {"kind": "mean",
+                                                           "values": v.tolist(),
+                                                           "key": key}})
+    result = compare_suites([make("a", good, "k"), make("b", bad, "k"), make("c", bad, "z")],
+                            n_boot=200, seed=3)
+    row = result.rows[0]
+    expected = bootstrap([Statistic("acc", "overall", ratio(good, None, 1.0), 200)], 200,
+                         n_boot=200, seed=3)[0]
+    assert (row.values[0]["low"], row.values[0]["high"]) == (expected.low, expected.high)
+    paired = row.differences[0]
+    assert paired["diff"] == pytest.approx(-0.3) and paired["significant"]
+    assert paired["high"] < 0
+    # McNemar: 60 discordant pairs, all one way: p = 2 * 0.5**60
+    assert paired["p"] == pytest.approx(2 * 0.5 ** 60)
+    assert mcnemar([1, 0, 1, 0], [0, 1, 1, 0]) == 1.0
+    assert mcnemar([1, 1, 1, 0, 1], [0, 0, 0, 0, 1]) == pytest.approx(2 * 1 / 8)
+    assert row.differences[1]["note"].startswith("different items")
+    assert row.differences[1]["significant"] is None
+    same = compare_suites([a, a], n_boot=100)
+    blimp = next(r for r in same.rows if r.metric == "blimp")
+    assert blimp.differences[0]["diff"] == 0 and not blimp.differences[0]["significant"]
+    assert math.isfinite(blimp.values[0]["low"])
+    assert "*" in result.markdown().splitlines()[2]
+
+
+def test_cli_suite_and_compare(saved_tiny_mlm, small_data, suite, tmp_path):
+    from typer.testing import CliRunner
+
+    from mlmkit.cli import app
+
+    runner = CliRunner()
+    model = str(saved_tiny_mlm("bert"))
+    done = runner.invoke(app, ["eval", "suite", model, "--data", str(small_data), "--quick",
+                               "--parts", "blimp", "--threads", "1", "--json",
+                               "--out-dir", str(tmp_path / "s")])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["metrics"]["blimp"] == pytest.approx(
+        suite[0].metrics["blimp"])
+    compared = runner.invoke(app, ["eval", "compare", str(tmp_path / "s"),
+                                   str(suite[1] / "suite.json"), "--bootstrap", "100"])
+    assert compared.exit_code == 0, compared.output
+    assert "| blimp |" in compared.stdout and "+0.00 pt" in compared.stdout
+    (tmp_path / "junk.json").write_text("{}")
+    bad = runner.invoke(app, ["eval", "compare", str(tmp_path / "junk.json"),
+                              str(tmp_path / "s")])
+    assert bad.exit_code == 1 and "not a suite.json" in bad.stderr
+    missing = runner.invoke(app, ["eval", "suite", model, "--data", str(tmp_path),
+                                  "--parts", "blimp"])
+    assert missing.exit_code == 1 and "has no blimp/ folder" in missing.stderr
+    with pytest.raises(InvalidData):
+        from mlmkit.evaluation import load_suite
+
+        load_suite(tmp_path / "junk.json")
