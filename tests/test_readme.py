@@ -96,7 +96,9 @@ SECTIONS = parse(README.read_text(encoding="utf-8"))
 
 def _environment() -> dict[str, str]:
     env = dict(os.environ)
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    # The fork server's `mlmkit` shim (if any) first, then this virtualenv's bin.
+    path = [env.get("MLMKIT_TEST_SHIM_DIR", ""), str(Path(sys.executable).parent)]
+    env["PATH"] = os.pathsep.join([p for p in path if p] + [env.get("PATH", "")])
     env.update(MLMKIT_THREADS="1", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false", COLUMNS="100", PYTHONUNBUFFERED="1")
     return env
@@ -135,18 +137,46 @@ def run_section(section: str, workdir: Path) -> None:
                                  + traceback.format_exc(limit=-6)) from None
 
 
-def _launch(section: str, workdir: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, __file__, section, str(workdir)],
-                          env=_environment(), capture_output=True, text=True, timeout=900)
+@pytest.fixture(scope="module")
+def launcher(tmp_path_factory):
+    """Runs a section in its own process. Through the test fork server (tests/forkserver.py)
+    the section's process and each `mlmkit` it starts skip the ~3 s of torch and
+    transformers imports (forked from a process that made them); otherwise (or with
+    MLMKIT_TEST_REAL_PROCESSES=1) each is a freshly started interpreter."""
+    import forkserver
+
+    if forkserver.disabled():
+        def launch(section: str, workdir: Path) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, __file__, section, str(workdir)],
+                                  env=_environment(), capture_output=True, text=True,
+                                  timeout=900)
+
+        yield launch
+        return
+    place = tmp_path_factory.mktemp("forkserver")
+    shim_dir = place / "bin"
+    forkserver.write_shim(shim_dir, str(Path(sys.executable).parent / "mlmkit"))
+    env = _environment()
+    env.update(MLMKIT_TEST_SHIM_DIR=str(shim_dir), MLMKIT_FORKSERVER=str(place / "socket"),
+               PATH=os.pathsep.join([str(shim_dir), env["PATH"]]))
+    server = forkserver.Server(place / "socket", env)
+
+    def launch(section: str, workdir: Path) -> subprocess.CompletedProcess:
+        return server.run("python", [__file__, section, str(workdir)], workdir, env,
+                          timeout=900)
+
+    yield launch
+    server.stop()
 
 
 @pytest.fixture(scope="module")
-def section_runs(request, tmp_path_factory):
+def section_runs(request, tmp_path_factory, launcher):
     """A function giving a section's finished run. Alone, pytest starts the selected sections
     in README order, two at a time (one per core of a 2-core CI machine; each section is
     mostly one-threaded). Under pytest-xdist (`make test`), every worker collects every
     test, so each section runs when its own test does and the workers give the parallelism.
     """
+    _launch = launcher
     futures = {}
     pool = None
     if not os.environ.get("PYTEST_XDIST_WORKER"):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlmkit.bias.bootstrap import Score, bootstrap, find
-from mlmkit.bias.crows_data import DEFAULT_CROWS_PATH, read_crows_pairs
+from mlmkit.bias.crows_data import default_crows_path, read_crows_pairs
 from mlmkit.bias.pairs import PairScores
 from mlmkit.bias.stereoset import StereoSetResult, read_stereoset
 from mlmkit.errors import InvalidArgument
@@ -27,7 +27,11 @@ class Benchmark:
     score: Callable[..., PairScores | StereoSetResult]
     headline: str  # the score a person looks at first (drawn per bias type)
     bars: tuple[str, ...]  # the scores drawn in the per-type charts
-    default_data: Path | None
+    default: Callable[[], Path] | None  # where the data is when none is given
+
+    @property
+    def default_data(self) -> Path | None:
+        return None if self.default is None else self.default()
 
 
 def _score_crows(mlm, items, **kw):
@@ -58,11 +62,11 @@ def _score_stereoset(mlm, items, lowercase=None, **kw):
 PAIR_BARS = ("metric score", "stereotype score", "anti-stereotype score")
 BENCHMARKS: dict[str, Benchmark] = {
     "crows": Benchmark(read_crows_pairs, _score_crows, "metric score", PAIR_BARS,
-                       DEFAULT_CROWS_PATH),
+                       default_crows_path),
     "aul": Benchmark(read_crows_pairs, _score_aul(False), "metric score", PAIR_BARS,
-                     DEFAULT_CROWS_PATH),
+                     default_crows_path),
     "aula": Benchmark(read_crows_pairs, _score_aul(True), "metric score", PAIR_BARS,
-                      DEFAULT_CROWS_PATH),
+                      default_crows_path),
     "stereoset": Benchmark(read_stereoset, _score_stereoset, "SS", ("SS", "LM", "ICAT"), None),
 }
 

@@ -19,15 +19,14 @@ DIRECTIONS = ("stereo", "antistereo")
 _SHARED_CSV = Path("shared/data/crows_pairs/crows_pairs_anonymized.csv")
 
 
-def _default_crows_path() -> Path:
+def default_crows_path() -> Path:
     """`../shared/data/...` from the working directory (the repository root, as the README
-    runs), else from the repository this package sits in (a run from another directory)."""
+    runs), else from the repository this package sits in (a run from another directory).
+    Looked up when a command runs, not at import: the working directory may change."""
     here = Path("..") / _SHARED_CSV
     beside_repo = Path(__file__).resolve().parents[3].parent / _SHARED_CSV
     return here if here.is_file() or not beside_repo.is_file() else beside_repo
 
-
-DEFAULT_CROWS_PATH = _default_crows_path()
 
 
 @dataclass(frozen=True)

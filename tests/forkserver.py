@@ -1,0 +1,243 @@
+"""A fork server for tests that run many `mlmkit` processes (the README test).
+
+Each `mlmkit` process spends about 3 seconds of CPU importing torch and transformers before
+it does anything; the README's examples start some forty of them. The server imports them
+once, then forks a child per request. A child is a real process (its own pid, signals,
+exit status, the caller's stdin/stdout/stderr, working directory and environment) that
+runs `mlmkit.cli.main()` (or a Python file as `__main__`) exactly as a fresh process would,
+minus the imports. The server itself never runs a torch operation, so forking it is safe.
+
+A shim named `mlmkit`, put first on PATH, sends its argv, cwd, environment and its three
+file descriptors to the server and exits with the child's status; when the server is not
+reachable it execs the real `mlmkit`. `MLMKIT_TEST_REAL_PROCESSES=1` turns the server off.
+
+    python tests/forkserver.py SOCKET    # serve until killed
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SHIM = '''#!{python} -I
+"""mlmkit through the test fork server (tests/forkserver.py), or the real one."""
+import json, os, socket, struct, sys
+path = os.environ.get("MLMKIT_FORKSERVER", "")
+try:
+    conn = socket.socket(socket.AF_UNIX)
+    conn.connect(path)
+except OSError:
+    os.execv({real!r}, [{real!r}] + sys.argv[1:])
+message = json.dumps({{"kind": "mlmkit", "argv": ["mlmkit"] + sys.argv[1:],
+                      "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
+socket.send_fds(conn, [struct.pack("!Q", len(message)) + message], [0, 1, 2])
+reply = b""
+while len(reply) < 4:
+    chunk = conn.recv(4 - len(reply))
+    if not chunk:
+        sys.exit("mlmkit (test fork server): the child died without a status")
+    reply += chunk
+sys.exit(struct.unpack("!i", reply)[0])
+'''
+
+PRELOAD = ("torch", "transformers", "tokenizers", "numpy")
+PRELOAD_ATTRIBUTES = (
+    # transformers loads model code lazily; the README's families, loaded once here.
+    "BertForMaskedLM", "RobertaForMaskedLM", "ModernBertForMaskedLM", "ElectraForMaskedLM",
+    "ElectraForPreTraining", "AutoTokenizer", "PreTrainedTokenizerFast",
+)
+
+
+def disabled() -> bool:
+    return os.environ.get("MLMKIT_TEST_REAL_PROCESSES", "") not in ("", "0")
+
+
+def write_shim(directory: Path, real_mlmkit: str) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    shim = directory / "mlmkit"
+    shim.write_text(SHIM.format(python=sys.executable, real=real_mlmkit), encoding="utf-8")
+    shim.chmod(0o755)
+    return shim
+
+
+class Server:
+    """The running server process: start it, wait until it listens, stop it."""
+
+    def __init__(self, socket_path: Path, env: dict[str, str]):
+        self.socket_path = socket_path
+        self.process = subprocess.Popen([sys.executable, __file__, str(socket_path)], env=env,
+                                        stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 300
+        while not socket_path.exists():
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the test fork server did not start")
+            time.sleep(0.05)
+
+    def run(self, kind: str, argv: list[str], cwd: Path, env: dict[str, str],
+            timeout: float) -> subprocess.CompletedProcess:
+        """Like subprocess.run(capture_output=True, text=True), through the server."""
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        null = os.open(os.devnull, os.O_RDONLY)
+        try:
+            conn = socket.socket(socket.AF_UNIX)
+            conn.connect(str(self.socket_path))
+            message = json.dumps({"kind": kind, "argv": argv, "cwd": str(cwd),
+                                  "env": env}).encode()
+            socket.send_fds(conn, [struct.pack("!Q", len(message)) + message],
+                            [null, out_w, err_w])
+        finally:
+            for fd in (out_w, err_w, null):
+                os.close(fd)
+        with open(out_r, "rb") as out, open(err_r, "rb") as err:
+            # Both pipes must be drained together or a child filling one blocks.
+            import threading
+
+            stderr_bytes: list[bytes] = []
+            reader = threading.Thread(target=lambda: stderr_bytes.append(err.read()))
+            reader.start()
+            stdout = out.read()
+            reader.join(timeout)
+        conn.settimeout(timeout)
+        status = conn.recv(4)
+        conn.close()
+        code = struct.unpack("!i", status)[0] if len(status) == 4 else -1
+        return subprocess.CompletedProcess(argv, code, stdout.decode(errors="replace"),
+                                           b"".join(stderr_bytes).decode(errors="replace"))
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.socket_path.unlink(missing_ok=True)
+
+
+def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
+    header, fds, _, _ = socket.recv_fds(conn, 8, 3)
+    (length,) = struct.unpack("!Q", header)
+    body = b""
+    while len(body) < length:
+        chunk = conn.recv(length - len(body))
+        if not chunk:
+            raise ConnectionError("short request")
+        body += chunk
+    return json.loads(body), fds
+
+
+def _child(request: dict, fds: list[int], conn: socket.socket) -> None:
+    """In the forked child: become the requested process, report the status, exit."""
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = list(request["argv"])
+    code = 0
+    try:
+        if request["kind"] == "mlmkit":
+            from mlmkit.cli import main
+
+            main()
+        else:
+            import runpy
+
+            sys.path.insert(0, str(Path(sys.argv[0]).resolve().parent))
+            runpy.run_path(sys.argv[0], run_name="__main__")
+    except SystemExit as stop:
+        if stop.code is None:
+            code = 0
+        elif isinstance(stop.code, int):
+            code = stop.code
+        else:
+            print(stop.code, file=sys.stderr)
+            code = 1
+    except BaseException:  # a fresh interpreter prints the traceback and exits 1
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    try:
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        pass
+    log = os.environ.get("MLMKIT_FORKSERVER_LOG")
+    if log:  # what each process cost: CPU seconds since the fork, exit status, argv
+        cpu = os.times()
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(f"{cpu.user + cpu.system:7.2f}s cpu  exit {code}  {' '.join(sys.argv)}\n")
+    try:
+        conn.sendall(struct.pack("!i", code))
+    finally:
+        os._exit(code)
+
+
+def _preload() -> None:
+    """Import what a command would: torch, transformers' model code, every mlmkit module."""
+    import importlib
+    import pkgutil
+
+    from mlmkit import cli
+
+    cli._quiet_libraries()  # the environment transformers reads when it is imported
+    for name in PRELOAD:
+        importlib.import_module(name)
+    import transformers
+
+    import mlmkit
+
+    for name in PRELOAD_ATTRIBUTES:
+        getattr(transformers, name, None)
+    for module in pkgutil.walk_packages(mlmkit.__path__, "mlmkit."):
+        try:
+            importlib.import_module(module.name)
+        except Exception:  # a module that fails here fails in the child too, visibly
+            pass
+
+
+def serve(socket_path: str) -> None:
+    _preload()
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(socket_path + ".tmp")
+    listener.listen(16)
+    os.rename(socket_path + ".tmp", socket_path)  # exists only once it listens
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    while True:
+        conn, _ = listener.accept()
+        try:
+            request, fds = _receive(conn)
+        except (OSError, ValueError):
+            conn.close()
+            continue
+        if os.fork() == 0:
+            listener.close()
+            _child(request, fds, conn)
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+        while True:  # reap finished children
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
