@@ -46,6 +46,7 @@ def save_state(run_dir: str | Path, step: int, state: dict, keep: int = 2) -> Pa
     for old in list_states(run_dir)[keep:]:
         old.unlink(missing_ok=True)
         old.with_name(old.name + ".sha256").unlink(missing_ok=True)
+        shutil.rmtree(old.with_suffix(".dcp"), ignore_errors=True)  # its shards (FSDP)
     return path
 
 
@@ -68,6 +69,10 @@ def _read_verified(path: Path) -> dict:
     state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ValueError("it is not an mlmkit training state of this version")
+    if "sharded" in state:  # --parallel fsdp: its weights are in a DCP folder beside it
+        from mlmkit.train.fsdp import check_sharded
+
+        check_sharded(state, path)
     return state
 
 

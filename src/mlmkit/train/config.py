@@ -111,6 +111,13 @@ class PretrainConfig:
                                 "device multiplies bf16 natively (a GPU with bf16, a CPU with "
                                 "AVX512-BF16 or AMX), else fp32", RUNTIME)
     compile: bool = _f(False, "torch.compile the model", RUNTIME)
+    parallel: str = _f("ddp", "under torchrun: ddp (every process holds the whole model) or "
+                              "fsdp (FSDP2: parameters, gradients and optimizer state sharded "
+                              "over processes, states saved with torch.distributed.checkpoint)",
+                       RUNTIME)
+    activation_checkpointing: bool = _f(False, "recompute each layer's activations in the "
+                                               "backward pass: less memory, ~1/3 more compute",
+                                        RUNTIME)
     threads: int | None = _f(None, "CPU threads for torch (default: torch's choice)", RUNTIME)
     log_every: int = _f(10, "log training metrics every N steps", RUNTIME)
     halt_after: int | None = _f(None, "stop (saving state) after this many steps of this "
@@ -142,7 +149,7 @@ class PretrainConfig:
         for name in ("model", "init", "tokenizer", "masking_stats", "run_dir", "time"):
             if getattr(self, name) is not None:
                 _text(name, getattr(self, name))
-        for name in ("compile", "progress"):
+        for name in ("compile", "progress", "activation_checkpointing"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
                                       "false")
@@ -150,6 +157,7 @@ class PretrainConfig:
         checks.choice("tokenizer_kind", self.tokenizer_kind, ("wordpiece", "bpe", "unigram"))
         checks.choice("packing", self.packing, ("full", "document"))
         checks.choice("schedule", self.schedule, ("linear", "cosine", "wsd", "constant"))
+        checks.choice("parallel", self.parallel, ("ddp", "fsdp"))
         if self.precision not in PRECISIONS:
             raise InvalidArgument(f"--precision {self.precision!r}: use auto, fp32 or bf16")
         # what is studied

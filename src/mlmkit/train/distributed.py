@@ -107,11 +107,12 @@ class DistributedRuntime(Runtime):
 
 
 def build_runtime_from_env(device: str = "auto", precision: str = "auto",
-                           threads: int | None = None) -> Runtime:
+                           threads: int | None = None, parallel: str = "ddp") -> Runtime:
     """A `DistributedRuntime` under torchrun with more than one process, else a `Runtime`.
 
     The process group is the one set-up of `mlmkit.runtime.distributed` (nccl on a GPU, one
-    per local rank; gloo on a CPU), shared with sharded scoring.
+    per local rank; gloo on a CPU), shared with sharded scoring. `parallel="fsdp"` gives
+    the FSDP runtime (`mlmkit.train.fsdp`); one process is the single-process runtime.
     """
     if world_size() <= 1:
         return build_runtime(device, precision, threads)
@@ -121,6 +122,11 @@ def build_runtime_from_env(device: str = "auto", precision: str = "auto",
         threads = max(1, training_threads() // max(local, 1))
     single = build_runtime(device, precision, threads)  # validates device, precision, threads
     group, resolved = init(single.device.type if device in (None, "auto") else device)
-    return DistributedRuntime(device=resolved, precision=single.precision, rank=group.rank,
-                              world_size=group.world, local_rank=group.local_rank,
-                              group=group)
+    runtime = DistributedRuntime(device=resolved, precision=single.precision, rank=group.rank,
+                                 world_size=group.world, local_rank=group.local_rank,
+                                 group=group)
+    if parallel == "fsdp":
+        from mlmkit.train.fsdp import build_fsdp_runtime
+
+        return build_fsdp_runtime(runtime)
+    return runtime

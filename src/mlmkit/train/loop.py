@@ -99,7 +99,9 @@ def finish(run: Run, stop_reason: str | None) -> PretrainResult:
     final_dir, history = None, run.log.history if run.log is not None else run.history
     evals = [r for r in history if r.get("split") == "eval"]
     last_eval = evals[-1] if evals else {}
-    if stop_reason is None and last_eval.get("step") != run.state.step:
+    # rank 0 holds the history: its decision for all (FSDP evaluates on every rank)
+    if run.runtime.any(run.is_main and stop_reason is None
+                       and last_eval.get("step") != run.state.step):
         last_eval = run.evaluate()
     run.save()
     if stop_reason is None:

@@ -197,6 +197,8 @@ class Run:
         # every step: a NaN/inf loss or gradient stops the run before the update
         norm = torch.nn.utils.clip_grad_norm_(self.parameters,
                                               config.clip if config.clip > 0 else math.inf)
+        if hasattr(norm, "full_tensor"):  # FSDP: a sharded (DTensor) norm
+            norm = norm.full_tensor()
         self.last_grad_norm = float(norm) if config.clip > 0 else None
         check_finite(float(norm), "gradient norm (the loss or a gradient overflowed)",
                      state.step, self.run_dir, self.last_saved)
@@ -239,19 +241,26 @@ class Run:
     def evaluate(self) -> dict:
         """Held-out metrics (rank 0 only; the other ranks go on to the next step)."""
         with torch.random.fork_rng(devices=[]):  # evaluation never moves the training RNG
-            metrics = (self.objective.evaluate(self.validation, self.data.sentences)
-                       if self.is_main else {})
+            if getattr(self.runtime, "sharded", False):  # FSDP: every rank (train/fsdp.py)
+                from mlmkit.train.fsdp import evaluate
+
+                metrics = evaluate(self)
+                metrics = metrics if self.is_main else {}
+            else:
+                metrics = (self.objective.evaluate(self.validation, self.data.sentences)
+                           if self.is_main else {})
         record = {"step": self.state.step, "split": "eval", **metrics}
         if self.is_main and metrics:
             self.record(record)
         return record
 
     # ---- state
-    def state_dict(self) -> dict:
-        """Everything needed to continue bit-for-bit (the checkpoint's content)."""
+    def state_dict(self, weights: bool = True) -> dict:
+        """Everything needed to continue bit-for-bit (the checkpoint's content); without
+        `weights` (FSDP: DCP writes them) no modules or optimizer."""
         return {
-            "modules": {n: m.state_dict() for n, m in self.objective.modules.items()},
-            "optimizer": self.optimizer.state_dict(),
+            **({"modules": {n: m.state_dict() for n, m in self.objective.modules.items()},
+                "optimizer": self.optimizer.state_dict()} if weights else {}),
             "objective": self.objective.state_dict(),
             "data": self.order.state_dict(), "counters": vars(self.state).copy(),
             "history": list(self.log.history if self.log is not None else self.history),
@@ -264,9 +273,14 @@ class Run:
         }
 
     def load_state_dict(self, state: dict) -> None:
-        for name, module in self.objective.modules.items():
-            module.load_state_dict(state["modules"][name])
-        self.optimizer.load_state_dict(state["optimizer"])
+        if "sharded" in state:  # saved under FSDP: re-sharded for this run (train/fsdp.py)
+            from mlmkit.train.fsdp import load_sharded
+
+            load_sharded(self, state)
+        else:
+            for name, module in self.objective.modules.items():
+                module.load_state_dict(state["modules"][name])
+            self.optimizer.load_state_dict(state["optimizer"])
         self.objective.load_state_dict(state["objective"])
         self.order.load_state_dict(state["data"])
         self.state = TrainState(**state["counters"])
@@ -293,6 +307,10 @@ class Run:
 
     def save(self, with_model_dir: bool = False) -> None:
         """Save the training state (and a step-N model folder)."""
+        if getattr(self.runtime, "sharded", False):  # FSDP: every rank writes (DCP)
+            from mlmkit.train.fsdp import save_run
+
+            return save_run(self, with_model_dir)
         if not self.is_main:
             return
         save_state(self.run_dir, self.state.step, self.state_dict(),
@@ -308,19 +326,26 @@ class Run:
         if self.state.stable_step is not None or not self.schedule.in_decay(self.progress()):
             return False
         self.state.stable_step = self.state.step
-        if self.is_main:
+        if getattr(self.runtime, "sharded", False):  # FSDP: every rank writes (DCP)
+            from mlmkit.train.fsdp import save_sharded
+
+            save_sharded(self, self.run_dir / STABLE_DIR, keep=1)
+        elif self.is_main:
             save_state(self.run_dir / STABLE_DIR, self.state.step, self.state_dict(), keep=1)
         return True
 
     def save_final(self) -> Path | None:
         """The final model folder in Hugging Face format (with the run's config)."""
-        if not self.is_main:
-            return None
-
         def save(directory: Path) -> None:
             self.objective.save_pretrained(directory)
             atomic_write_text(Path(directory) / "mlmkit_pretrain.yaml", self.config.to_yaml())
 
+        if getattr(self.runtime, "sharded", False):  # FSDP: full weights gathered first
+            from mlmkit.train.fsdp import export_final
+
+            return export_final(self, save)
+        if not self.is_main:
+            return None
         return save_model_dir(save, self.run_dir / "final")
 
 
@@ -414,7 +439,7 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
     """
     config, run_dir, saved = prepare_run(config, resume, overrides, restart)
     runtime = runtime or build_runtime_from_env(config.device, config.precision,
-                                                config.threads)
+                                                config.threads, parallel=config.parallel)
     check_config(config, runtime.world_size)
     schedule = Schedule.from_config(config)
     if saved is not None:
@@ -440,6 +465,10 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
     if runtime.is_main:
         runtime.barrier()
     objective = build_objective(config, tokenizer, runtime, init_model=init_model)
+    if config.activation_checkpointing:
+        from mlmkit.train.fsdp import enable_activation_checkpointing
+
+        enable_activation_checkpointing(objective)
     if config.compile:
         objective.compile()
     runtime.wrap_objective(objective)  # DDP around the objective's loss (distributed only)
