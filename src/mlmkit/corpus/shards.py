@@ -5,10 +5,16 @@ A shard directory holds `tokens.bin` (uint16 when the vocabulary fits, else uint
 `word_ids()`), `doc_offsets.npy` (int64, document i is tokens[off[i]:off[i+1]]) and
 `meta.json`, written last. The directory is built under a temporary name and renamed,
 so a crash never leaves a half-written shard behind that a later run would trust.
+
+It is built in one pass over the corpus (`tokenize_corpus`): bounded pieces of documents
+are tokenized by worker processes into `.pieces-KEY/HASH/` folders as they are read, while
+the corpus is hashed for the cache key; the pieces are then joined in order. A build
+killed part-way leaves its finished pieces, which the next build reuses.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -27,6 +33,8 @@ from mlmkit.runtime.staging import fsync_tree, remove_leftovers, staging_dir
 
 FORMAT_VERSION = 1  # bump when the shard layout or the tokenization rules change
 BATCH_DOCUMENTS = 512
+PIECE_DOCUMENTS = 8192  # a piece: the unit of parallel work, resumption and memory
+PIECE_BYTES = 16 << 20
 
 
 @dataclass
@@ -108,34 +116,155 @@ def _batches(documents: Iterable[str], size: int):
         yield batch
 
 
-def _write_shards(
-    documents: Iterable[str], tokenizer, target: Path, total: int | None, show_progress: bool,
-    description: str,
-) -> None:
-    from tokenizers import Tokenizer
+def _pieces(documents: Iterable[str], corpus_digest, max_documents: int, max_bytes: int):
+    """Bounded pieces of the corpus: (documents with text, piece hash, documents read).
 
-    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
-    backend.no_truncation()  # a document is never cut: packing splits long ones into blocks
-    backend.no_padding()
-    dtype = np.uint16 if len(tokenizer) <= np.iinfo(np.uint16).max + 1 else np.uint32
+    One pass: `corpus_digest` is updated exactly as `documents_fingerprint` does (so the
+    cache key is the one of a separate hashing pass), each piece gets its own hash (the name
+    it is stored under, so a rerun finds the pieces a killed one finished)."""
+    batch: list[str] = []
+    piece = hashlib.blake2b(digest_size=16)
+    size = read = 0
+    for document in documents:
+        if not isinstance(document, str):
+            raise MlmkitError(f"corpus documents must be strings, got {type(document).__name__}")
+        data = document.encode("utf-8")
+        for digest in (corpus_digest, piece):
+            digest.update(len(data).to_bytes(8, "little"))
+            digest.update(data)
+        read += 1
+        if document.strip():
+            batch.append(document)
+            size += len(data)
+        if len(batch) >= max_documents or size >= max_bytes:
+            yield batch, piece.hexdigest(), read
+            batch, piece, size, read = [], hashlib.blake2b(digest_size=16), 0, 0
+    if read:
+        yield batch, piece.hexdigest(), read
+
+
+_WORKER_TOKENIZERS: dict[str, object] = {}
+
+
+def _backend(definition: str):
+    """The fast tokenizer of `definition` (cached per process), never truncating or padding."""
+    key = hashlib.blake2b(definition.encode("utf-8"), digest_size=8).hexdigest()
+    if key not in _WORKER_TOKENIZERS:
+        from tokenizers import Tokenizer
+
+        backend = Tokenizer.from_str(definition)
+        backend.no_truncation()  # a document is never cut: packing splits long ones
+        backend.no_padding()
+        _WORKER_TOKENIZERS.clear()
+        _WORKER_TOKENIZERS[key] = backend
+    return _WORKER_TOKENIZERS[key]
+
+
+def tokenize_piece(definition: str, dtype: str, documents: list[str], target: str) -> int:
+    """Tokenize one piece into the folder `target` (tokens.bin, word_starts.bin,
+    lengths.npy, then done.json), built under a staging name and renamed: a piece is whole
+    or absent. Runs in a worker process; returns the piece's token count."""
+    target = Path(target)
+    staging = staging_dir(target)
+    try:
+        backend = _backend(definition)
+        lengths, n_tokens = [], 0
+        with open(staging / "tokens.bin", "wb") as tok_file, \
+                open(staging / "word_starts.bin", "wb") as ws_file:
+            for start in range(0, len(documents), BATCH_DOCUMENTS):
+                encodings = backend.encode_batch(documents[start:start + BATCH_DOCUMENTS],
+                                                 add_special_tokens=False)
+                for encoding in encodings:
+                    ids = np.asarray(encoding.ids, dtype=dtype)
+                    tok_file.write(ids.tobytes())
+                    ws_file.write(_word_starts(encoding.word_ids).tobytes())
+                    lengths.append(len(ids))
+                    n_tokens += len(ids)
+        np.save(staging / "lengths.npy", np.asarray(lengths, dtype=np.int64))
+        (staging / "done.json").write_text(json.dumps({"tokens": n_tokens}))
+        fsync_tree(staging)
+        try:
+            os.replace(staging, target)
+        except OSError:  # another build finished the same piece: keep theirs
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return n_tokens
+
+
+def default_workers() -> int:
+    """Tokenization processes: `$MLMKIT_TOKENIZE_WORKERS`, else the usable cores (up to 8)."""
+    text = os.environ.get("MLMKIT_TOKENIZE_WORKERS", "").strip()
+    if text:
+        try:
+            return max(1, int(text))
+        except ValueError:
+            raise MlmkitError(f"MLMKIT_TOKENIZE_WORKERS={text!r} is not a whole number") from None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return max(1, min(8, cores))
+
+
+class _PieceBuilder:
+    """Tokenizes pieces in up to `workers` processes (started when a second piece needs
+    it), at most 2 × workers pieces in flight: memory is bounded by the piece size."""
+
+    def __init__(self, tokenizer, folder: Path, workers: int):
+        self.definition = tokenizer.backend_tokenizer.to_str()
+        self.dtype = np.dtype(_token_dtype(tokenizer)).name
+        self.folder, self.workers = folder, workers
+        self.pool, self.pending = None, []
+        self.submitted = 0
+
+    def add(self, documents: list[str], target: Path) -> None:
+        args = (self.definition, self.dtype, documents, str(target))
+        self.submitted += 1
+        if self.workers <= 1 or self.submitted == 1:
+            tokenize_piece(*args)  # one piece (a small corpus) needs no processes
+            return
+        if self.pool is None:
+            import concurrent.futures
+            import multiprocessing
+
+            self.pool = concurrent.futures.ProcessPoolExecutor(
+                self.workers, mp_context=multiprocessing.get_context("spawn"))
+        self.pending.append(self.pool.submit(tokenize_piece, *args))
+        while len(self.pending) >= 2 * self.workers:
+            self.pending.pop(0).result()
+
+    def finish(self) -> None:
+        try:
+            for future in self.pending:
+                future.result()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+
+def _token_dtype(tokenizer):
+    return np.uint16 if len(tokenizer) <= np.iinfo(np.uint16).max + 1 else np.uint32
+
+
+def _write_shards(pieces: list[Path], tokenizer, target: Path, description: str,
+                  first_piece: str, pieces_key: str) -> None:
+    """Join finished pieces, in corpus order, into one shard folder (`target`)."""
+    dtype = _token_dtype(tokenizer)
     lengths: list[np.ndarray] = []
-    n_tokens = 0
     started = time.perf_counter()
-    # stderr only, and a bar only on a terminal (the shared progress layer)
-    bar = Progress(description, total=total, unit="docs",
-                   enabled=None if show_progress else False)
-    with bar, open(target / "tokens.bin", "wb") as tok_file, \
+    with open(target / "tokens.bin", "wb") as tok_file, \
             open(target / "word_starts.bin", "wb") as ws_file:
-        for batch in _batches(documents, BATCH_DOCUMENTS):
-            encodings = backend.encode_batch(batch, add_special_tokens=False)
-            ids = [np.asarray(e.ids, dtype=dtype) for e in encodings]
-            starts = [_word_starts(e.word_ids) for e in encodings]
-            tok_file.write(np.concatenate(ids).tobytes())
-            ws_file.write(np.concatenate(starts).tobytes())
-            batch_lengths = np.array([len(i) for i in ids], dtype=np.int64)
-            lengths.append(batch_lengths)
-            n_tokens += int(batch_lengths.sum())
-            bar.advance(len(batch))
+        for piece in pieces:
+            for name, out in (("tokens.bin", tok_file), ("word_starts.bin", ws_file)):
+                with open(piece / name, "rb") as source:
+                    shutil.copyfileobj(source, out, 1 << 22)
+            lengths.append(np.load(piece / "lengths.npy"))
     all_lengths = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
     all_lengths = all_lengths[all_lengths > 0]  # a document of only whitespace has no tokens
     if len(all_lengths) == 0:
@@ -145,7 +274,8 @@ def _write_shards(
     np.save(target / "doc_offsets.npy", offsets)
     meta = {"dtype": np.dtype(dtype).name, "n_tokens": int(offsets[-1]),
             "n_documents": len(all_lengths), "vocab_size": len(tokenizer),
-            "format": FORMAT_VERSION, "seconds": round(time.perf_counter() - started, 3)}
+            "format": FORMAT_VERSION, "seconds": round(time.perf_counter() - started, 3),
+            "pieces": len(pieces), "first_piece": first_piece, "pieces_key": pieces_key}
     atomic_write_text(target / "meta.json", json.dumps(meta, indent=1))
 
 
@@ -164,6 +294,20 @@ def open_shards(path: str | Path) -> TokenShards:
                        meta=meta)
 
 
+def _candidate(base: Path, first_piece: str, pieces_key: str) -> Path | None:
+    """A finished shard folder that began with the same piece (likely the same corpus)."""
+    if not base.is_dir():
+        return None
+    for folder in base.iterdir():
+        try:
+            meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if meta.get("first_piece") == first_piece and meta.get("pieces_key") == pieces_key:
+            return folder
+    return None
+
+
 def tokenize_corpus(
     documents: Callable[[], Iterable[str]],
     tokenizer,
@@ -173,31 +317,75 @@ def tokenize_corpus(
     total: int | None = None,
     show_progress: bool = True,
     root: str | Path | None = None,
+    workers: int | None = None,
+    piece_documents: int = PIECE_DOCUMENTS,
+    piece_bytes: int = PIECE_BYTES,
 ) -> TokenShards:
     """Tokenize `documents()` into cached shards, or reuse the shards of an earlier run.
 
-    `documents` is called once to hash the text (the cache key is built from the corpus
-    text, the tokenizer and `settings`) and once more only when the shards must be built.
+    One pass over the corpus: documents are cut into pieces of at most `piece_documents`
+    documents / `piece_bytes` bytes, each tokenized by one of `workers` processes (default
+    `default_workers()`) into its own folder as soon as it is read, while the corpus is
+    hashed for the cache key (corpus text, tokenizer, `settings`). Memory is bounded by
+    the pieces in flight, not by the corpus. A build killed part-way keeps its finished
+    pieces: the next run with the same corpus and tokenizer tokenizes only the rest. When
+    the first piece is that of a finished shard folder, the pass only hashes (the likely
+    cache hit); only when the rest then differs is the corpus read a second time.
     """
-    corpus_hash, count = documents_fingerprint(documents())
+    base = Path(root) if root is not None else cache_dir("shards")
+    tok_settings = {"tokenizer": tokenizer_fingerprint(tokenizer), "settings": settings or {},
+                    "format": FORMAT_VERSION}
+    pieces_key = hashlib.blake2b(json.dumps(tok_settings, sort_keys=True).encode(),
+                                 digest_size=8).hexdigest()
+    folder = base / f".pieces-{pieces_key}"
+    base.mkdir(parents=True, exist_ok=True)
+    # shards of killed builds (this host's dead processes; older versions' after a day)
+    remove_leftovers(base, legacy_age=86400)
+    if folder.is_dir():
+        remove_leftovers(folder)
+    workers = default_workers() if workers is None else max(1, int(workers))
+
+    def one_pass(speculate: bool):
+        digest, count, order, candidate = hashlib.blake2b(digest_size=16), 0, [], None
+        builder = _PieceBuilder(tokenizer, folder, workers)
+        bar = Progress(f"tokenizing {name}", total=total, unit="docs",
+                       enabled=None if show_progress else False)
+        try:
+            with bar:
+                for texts, piece, read in _pieces(documents(), digest, piece_documents,
+                                                  piece_bytes):
+                    count += read
+                    order.append(piece)
+                    if len(order) == 1 and speculate:
+                        candidate = _candidate(base, piece, pieces_key)
+                    if candidate is None and not (folder / piece / "done.json").exists():
+                        folder.mkdir(parents=True, exist_ok=True)
+                        builder.add(texts, folder / piece)
+                    bar.advance(read)
+            builder.finish()
+        finally:
+            builder.close()
+        return digest.hexdigest(), count, order, candidate
+
+    corpus_hash, count, order, candidate = one_pass(speculate=True)
     if count == 0:
         raise MlmkitError(f"the corpus {name!r} has no documents: it is empty")
     key = shard_key(corpus_hash, tokenizer, settings)
-    base = Path(root) if root is not None else cache_dir("shards")
     final = base / key
     if (final / "meta.json").exists():
         try:
             shards = open_shards(final)
             shards.meta["reused"] = True
+            _remove_pieces(folder, order)
             return shards
         except (OSError, ValueError, KeyError):
             shutil.rmtree(final, ignore_errors=True)
-    base.mkdir(parents=True, exist_ok=True)
-    # shards of killed builds (this host's dead processes; older versions' after a day)
-    remove_leftovers(base, legacy_age=86400)
+    if candidate is not None:  # the first piece matched, the rest did not: tokenize now
+        corpus_hash, count, order, _ = one_pass(speculate=False)
     staging = staging_dir(final)  # umask permissions, named by this process
     try:
-        _write_shards(documents(), tokenizer, staging, total or count, show_progress, name)
+        _write_shards([folder / piece for piece in order], tokenizer, staging, name,
+                      order[0], pieces_key)
         fsync_tree(staging)
         try:
             os.replace(staging, final)
@@ -206,6 +394,15 @@ def tokenize_corpus(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    _remove_pieces(folder, order)
     shards = open_shards(final)
     shards.meta["reused"] = False
     return shards
+
+
+def _remove_pieces(folder: Path, order: list[str]) -> None:
+    """The pieces are joined: remove them (and their folder once no build uses it)."""
+    for piece in order:
+        shutil.rmtree(folder / piece, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        folder.rmdir()

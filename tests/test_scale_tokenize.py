@@ -1,0 +1,82 @@
+"""Tokenization in bounded pieces: one pass over the corpus (the cache key comes from it),
+worker processes, and a build interrupted part-way resumes without redoing finished pieces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mlmkit.corpus.shards as shards_module
+from mlmkit.corpus.python_docs import python_docs
+from mlmkit.corpus.shards import tokenize_corpus
+from mlmkit.runtime import staging
+
+PIECE = 10
+DOCS = [d[:300] for d in python_docs("train")[:64]] + ["   "]  # 7 pieces, a blank document
+
+
+def _counting(monkeypatch):
+    calls = []
+    real = shards_module.tokenize_piece
+
+    def counted(definition, dtype, documents, target):
+        calls.append(len(documents))
+        return real(definition, dtype, documents, target)
+
+    monkeypatch.setattr(shards_module, "tokenize_piece", counted)
+    return calls
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, wordpiece_tokenizer):
+    """The corpus tokenized by two worker processes, in pieces of 10 documents."""
+    root = tmp_path_factory.mktemp("pieces-ref")
+    return tokenize_corpus(lambda: iter(DOCS), wordpiece_tokenizer, root=root, workers=2,
+                           piece_documents=PIECE, show_progress=False)
+
+
+def test_pieces_in_worker_processes_equal_one_batch(reference, wordpiece_tokenizer):
+    backend = wordpiece_tokenizer.backend_tokenizer
+    ids = [e.ids for e in backend.encode_batch([d for d in DOCS if d.strip()],
+                                               add_special_tokens=False)]
+    assert reference.meta["pieces"] == 7 and reference.n_documents == len(ids)
+    assert np.array_equal(np.asarray(reference.tokens), np.concatenate(ids))
+    assert reference.doc_offsets.tolist() == np.concatenate([[0], np.cumsum(
+        [len(i) for i in ids])]).tolist()
+    # the key is the one a separate hashing pass gives (caches and runs of older versions)
+    corpus_hash, _ = shards_module.documents_fingerprint(DOCS)
+    assert reference.path.name == shards_module.shard_key(corpus_hash, wordpiece_tokenizer)
+
+
+def test_an_interrupted_build_resumes_from_its_finished_pieces(tmp_path, monkeypatch,
+                                                               reference,
+                                                               wordpiece_tokenizer):
+    def killed():
+        for i, document in enumerate(DOCS):
+            if i == 35:  # pieces 0-2 finished, the fourth being read
+                raise KeyboardInterrupt
+            yield document
+
+    with pytest.raises(KeyboardInterrupt):
+        tokenize_corpus(killed, wordpiece_tokenizer, root=tmp_path, workers=1,
+                        piece_documents=PIECE, show_progress=False)
+    pieces = next(tmp_path.glob(".pieces-*"))
+    assert len([p for p in pieces.iterdir() if (p / "done.json").exists()]) == 3
+    dead = pieces / f".abc.{staging._HOST}-99999999.staging"  # what a kill -9 leaves
+    dead.mkdir()
+    calls, reads = _counting(monkeypatch), []
+
+    def documents():
+        reads.append(1)
+        return iter(DOCS)
+
+    resumed = tokenize_corpus(documents, wordpiece_tokenizer, root=tmp_path, workers=1,
+                              piece_documents=PIECE, show_progress=False)
+    assert calls == [10, 10, 10, 4] and len(reads) == 1  # the rest only, in one pass
+    assert np.array_equal(np.asarray(resumed.tokens), np.asarray(reference.tokens))
+    assert resumed.path.name == reference.path.name
+    assert [p.name for p in tmp_path.iterdir()] == [resumed.path.name]  # pieces removed
+    calls.clear()
+    again = tokenize_corpus(documents, wordpiece_tokenizer, root=tmp_path, workers=1,
+                            piece_documents=PIECE, show_progress=False)
+    assert again.meta["reused"] and calls == [] and len(reads) == 2  # hashed, not tokenized
