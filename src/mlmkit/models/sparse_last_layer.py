@@ -231,6 +231,16 @@ def _dropout_active(layer: torch.nn.Module) -> bool:
     return False
 
 
+def _sharded(layer: torch.nn.Module) -> bool:
+    """Whether FSDP2 shards `layer` (its parameters are gathered by its own forward, which
+    the sparse computation does not call): then the full layer runs."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # a torch built without distributed
+        return False
+    return any(isinstance(m, FSDPModule) for m in layer.modules())
+
+
 def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
                   attention_mask: torch.Tensor | None, rows: torch.Tensor,
                   cols: torch.Tensor) -> torch.Tensor | None:
@@ -243,7 +253,7 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
         return None
     base = getattr(model, family.base)
     layer, calls = family.last_layer(base)
-    if _dropout_active(layer):
+    if _dropout_active(layer) or _sharded(layer):
         return None
     captured: dict = {}
     seen = [0]
