@@ -193,6 +193,12 @@ def tokenize_piece(definition: str, dtype: str, documents: list[str], target: st
     return n_tokens
 
 
+def _one_thread_per_worker() -> None:
+    """The processes are the parallelism: no thread pool of the tokenizers library in each."""
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    os.environ["RAYON_NUM_THREADS"] = "1"
+
+
 def default_workers() -> int:
     """Tokenization processes: `$MLMKIT_TOKENIZE_WORKERS`, else the usable cores (up to 8)."""
     text = os.environ.get("MLMKIT_TOKENIZE_WORKERS", "").strip()
@@ -230,7 +236,8 @@ class _PieceBuilder:
             import multiprocessing
 
             self.pool = concurrent.futures.ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"))
+                self.workers, mp_context=multiprocessing.get_context("spawn"),
+                initializer=_one_thread_per_worker)
         self.pending.append(self.pool.submit(tokenize_piece, *args))
         while len(self.pending) >= 2 * self.workers:
             self.pending.pop(0).result()
