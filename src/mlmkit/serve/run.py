@@ -36,15 +36,24 @@ def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json:
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=max(1, int(timeout) + 1),
                             access_log=False, lifespan="on")
-    server = uvicorn.Server(config)
     sock = config.bind_socket()
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{bound}"
-    if announce_json:
-        print(json.dumps({"url": url, "host": host, "port": bound,
-                          "models": list(app.state.server.models)}), flush=True)
-    else:
-        print(f"mlmkit serve: {url}  (playground {url}/ , API {url}/v1/..., OpenAPI "
-              f"{url}/openapi.json; Ctrl-C or SIGTERM stops it)", file=sys.stderr, flush=True)
-    server.run(sockets=[sock])
+
+    def announce() -> None:
+        if announce_json:
+            print(json.dumps({"url": url, "host": host, "port": bound,
+                              "models": list(app.state.server.models)}), flush=True)
+        else:
+            print(f"mlmkit serve: {url}  (playground {url}/ , API {url}/v1/..., OpenAPI "
+                  f"{url}/openapi.json; Ctrl-C or SIGTERM stops it)", file=sys.stderr,
+                  flush=True)
+
+    class Server(uvicorn.Server):
+        async def startup(self, sockets=None):
+            await super().startup(sockets=sockets)
+            if not self.should_exit:
+                announce()  # only once connections are accepted
+
+    Server(config).run(sockets=[sock])

@@ -1,0 +1,243 @@
+"""Benchmark: `mlmkit serve` with dynamic batching against the same server without it.
+
+Two real servers (`mlmkit serve MODEL --json`, one with `--no-batching`) on the same saved
+model, one after the other, each sent the same requests by 32 concurrent clients, in two
+workloads: score (one sentence's PLL per request: the rescoring service) and fill (one
+sentence with one [MASK] per request: the fill-mask API). Printed per workload: both
+throughputs, the ratio, and whether every request got the same numbers from both servers
+(max |difference| of the PLLs / top-1 probabilities; the floor is 3x at identical results).
+Then the batched server is held under 50 concurrent clients for a minute (score and fill
+mixed): errors (must be 0), requests/s and latency percentiles.
+
+    .venv/bin/python benchmarks/serve.py [--preset mini] [--requests 512] [--clients 32]
+        [--load-clients 50] [--load-seconds 60] [--threads 1] [--device cpu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def sentences(count: int) -> list[str]:
+    from mlmkit.corpus.python_docs import python_docs
+
+    out = []
+    for doc in python_docs("validation") + python_docs("train"):
+        for piece in re.split(r"(?<=[.!?])\s+", doc.replace("\n", " ")):
+            words = piece.split()
+            if 6 <= len(words) <= 30 and piece[0].isupper():
+                out.append(" ".join(words))
+                if len(out) == count:
+                    return out
+    return out
+
+
+def saved_model(preset: str, vocab: int) -> Path:
+    """A random model of `preset` with a WordPiece tokenizer, saved once in the cache."""
+    from mlmkit.cache import cache_dir
+
+    folder = cache_dir("benchmarks", f"serve-{preset}-{vocab}")
+    if (folder / "config.json").exists():
+        return folder
+    from mlmkit.corpus.python_docs import python_docs
+    from mlmkit.models import build_mlm
+    from mlmkit.tokenizer import train_tokenizer
+
+    tokenizer = train_tokenizer(python_docs("train")[:3000], folder / "tokenizer",
+                                kind="wordpiece", vocab_size=vocab, show_progress=False)
+    model = build_mlm(preset, tokenizer, max_length=512, seed=0).eval()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+class Server:
+    """`mlmkit serve` in a subprocess; stopped with SIGTERM (graceful)."""
+
+    def __init__(self, model: Path, *flags: str):
+        command = [sys.executable, "-m", "mlmkit", "serve", str(model), "--port", "0", "--json",
+                   *flags]
+        self.process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True,
+                                        env={**os.environ, "MLMKIT_PROGRESS": "0"})
+        line = self.process.stdout.readline()
+        if not line:
+            raise SystemExit(f"the server did not start: {' '.join(command)}")
+        self.url = json.loads(line)["url"]
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=120)
+
+
+def masked(text: str) -> str:
+    words = text.split()
+    words[len(words) // 2] = "[MASK]"
+    return " ".join(words)
+
+
+REQUESTS = {  # workload -> (path, body of one text, the number to compare)
+    "score": ("/v1/score", lambda t: {"texts": [t]}, lambda r: r["pll"]),
+    "fill": ("/v1/fill", lambda t: {"texts": [masked(t)], "top_k": 5},
+             lambda r: r["masks"][0]["candidates"][0]["score"]),
+}
+
+
+class Connection:
+    """A minimal HTTP/1.1 keep-alive client on asyncio streams: the load generator shares the
+    machine with the server, so it should cost as little CPU as possible (httpx costs more
+    per request than the server's own HTTP layer)."""
+
+    def __init__(self, url: str):
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        self.host, self.port = host.strip("[]"), int(port)
+        self.reader = self.writer = None
+
+    async def request(self, method: str, path: str, body=None) -> tuple[int, dict]:
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        data = b"" if body is None else json.dumps(body).encode()
+        self.writer.write(f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: "
+                          f"application/json\r\nContent-Length: {len(data)}\r\n\r\n"
+                          .encode() + data)
+        head = await self.reader.readuntil(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        length = next(int(line.split(":", 1)[1]) for line in lines
+                      if line.lower().startswith("content-length:"))
+        return status, json.loads(await self.reader.readexactly(length))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+async def _send_all(url: str, texts: list[str], clients: int, workload: str):
+    path, body, number = REQUESTS[workload]
+    results: list[float | None] = [None] * len(texts)
+    queue: asyncio.Queue = asyncio.Queue()
+    for i in range(len(texts)):
+        queue.put_nowait(i)
+    connections = [Connection(url) for _ in range(clients)]
+    await asyncio.gather(*(c.request("POST", path, body(texts[0])) for c in connections))
+
+    async def client(connection):
+        while not queue.empty():
+            i = queue.get_nowait()
+            status, answer = await connection.request("POST", path, body(texts[i]))
+            if status != 200:
+                raise SystemExit(f"{path} answered {status}: {answer}")
+            results[i] = number(answer["results"][0])
+
+    before = await _calls(connections[0])
+    start = time.perf_counter()
+    await asyncio.gather(*(client(c) for c in connections))
+    seconds = time.perf_counter() - start
+    calls = await _calls(connections[0]) - before
+    for c in connections:
+        c.close()
+    return seconds, results, calls
+
+
+async def _calls(connection) -> int:
+    """Library calls the server has run (a gathered batch counts once)."""
+    _, info = await connection.request("GET", "/v1/models")
+    return sum(m["calls"] for m in info["models"])
+
+
+async def _hold(url: str, texts: list[str], clients: int, seconds: float):
+    latencies, errors, statuses = [], 0, {}
+    stop_at = time.perf_counter() + seconds
+
+    async def client(k: int):
+        nonlocal errors
+        connection, n = Connection(url), k
+        while time.perf_counter() < stop_at:
+            text = texts[n % len(texts)]
+            n += clients
+            if n % 4 == 0:
+                path, body = "/v1/fill", {"texts": [masked(text)], "top_k": 5}
+            else:
+                path, body = "/v1/score", {"texts": [text]}
+            began = time.perf_counter()
+            try:
+                status, _ = await connection.request("POST", path, body)
+            except (OSError, asyncio.IncompleteReadError, ValueError):
+                status, connection = 0, Connection(url)
+            statuses[status] = statuses.get(status, 0) + 1
+            latencies.append(time.perf_counter() - began)
+            errors += status != 200
+        connection.close()
+
+    began = time.perf_counter()
+    await asyncio.gather(*(client(k) for k in range(clients)))
+    elapsed = time.perf_counter() - began
+    return np.array(latencies), errors, elapsed, statuses
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", default="mini")
+    parser.add_argument("--vocab", type=int, default=8192)
+    parser.add_argument("--requests", type=int, default=512)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--load-clients", type=int, default=50)
+    parser.add_argument("--load-seconds", type=float, default=60.0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+
+    model = saved_model(args.preset, args.vocab)
+    texts = sentences(args.requests)
+    flags = ["--threads", str(args.threads), "--device", args.device, "--max-texts", "64"]
+    words = np.mean([len(t.split()) for t in texts])
+    print(f"model: random {args.preset} (vocab {args.vocab}) on {args.device}, "
+          f"{args.threads} thread(s); {len(texts)} score requests of one sentence "
+          f"({words:.1f} words on average), {args.clients} concurrent clients; "
+          f"load average {os.getloadavg()[0]:.2f}")
+
+    measured = {}
+    for name, extra in (("batched", []), ("unbatched", ["--no-batching"])):
+        server = Server(model, *flags, *extra)
+        try:
+            for workload in REQUESTS:
+                measured[name, workload] = asyncio.run(
+                    _send_all(server.url, texts, args.clients, workload))
+        finally:
+            code = server.stop()
+        print(f"  {name} server stopped by SIGTERM after draining (exit {code})")
+    for workload in REQUESTS:
+        (fast, a, calls), (slow, b, _) = measured["batched", workload], \
+            measured["unbatched", workload]
+        difference = float(np.max(np.abs(np.array(a, np.float64) - np.array(b, np.float64))))
+        same = "exactly" if difference == 0 else f"max |difference| {difference:.1e}"
+        print(f"  {workload:<6} batched {len(texts) / fast:7.1f} requests/s, unbatched "
+              f"{len(texts) / slow:7.1f} requests/s: {slow / fast:.2f}x; same results: {same}; "
+              f"{len(texts) / max(calls, 1):.1f} requests per batched call")
+
+    if args.load_seconds > 0:
+        server = Server(model, *flags)
+        try:
+            latencies, errors, elapsed, statuses = asyncio.run(
+                _hold(server.url, texts, args.load_clients, args.load_seconds))
+        finally:
+            code = server.stop()
+        p50, p90, p99 = (float(np.percentile(latencies, q)) * 1000 for q in (50, 90, 99))
+        print(f"load: {args.load_clients} clients for {elapsed:.0f} s (3 score : 1 fill): "
+              f"{len(latencies)} requests, {errors} errors, {len(latencies) / elapsed:.1f} "
+              f"requests/s; latency p50 {p50:.0f} ms, p90 {p90:.0f} ms, p99 {p99:.0f} ms, "
+              f"max {latencies.max() * 1000:.0f} ms; statuses {statuses}; SIGTERM exit {code}")
+
+
+if __name__ == "__main__":
+    main()
