@@ -9,7 +9,7 @@ throughputs, the ratio, and whether every request got the same numbers from both
 Then the batched server is held under 50 concurrent clients for a minute (score and fill
 mixed): errors (must be 0), requests/s and latency percentiles.
 
-    .venv/bin/python benchmarks/serve.py [--preset mini] [--requests 512] [--clients 32]
+    .venv/bin/python benchmarks/serve.py [--preset tiny] [--requests 256] [--clients 32]
         [--load-clients 50] [--load-seconds 60] [--threads 1] [--device cpu]
 """
 
@@ -187,9 +187,9 @@ async def _hold(url: str, texts: list[str], clients: int, seconds: float):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="mini")
+    parser.add_argument("--preset", default="tiny")
     parser.add_argument("--vocab", type=int, default=8192)
-    parser.add_argument("--requests", type=int, default=512)
+    parser.add_argument("--requests", type=int, default=256)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--load-clients", type=int, default=50)
     parser.add_argument("--load-seconds", type=float, default=60.0)
