@@ -133,6 +133,6 @@ def word_differences(names: list[str], results: list[dict]) -> list[dict]:
         word = next(w for w in results[0]["words"] if (w["start"], w["end"]) == (start, end))
         out.append({"word": word["word"], "start": start, "end": end,
                     "logprobs": dict(zip(names, values, strict=True)),
-                    "difference": {n: v - values[0] for n, v in zip(names[1:], values[1:],
-                                                                    strict=True)}})
+                    "difference": {n: None if v is None or values[0] is None else v - values[0]
+                                   for n, v in zip(names[1:], values[1:], strict=True)}})
     return out
