@@ -71,7 +71,7 @@ def test_cli_table(saved_tiny_mlm):
                                 terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "RobertaForMaskedLM" in result.output
-    assert "MLM head" in result.output and "trained" in result.output
+    assert "weights from the checkpoint" in result.output
     assert "features:" in result.output
 
 

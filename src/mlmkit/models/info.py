@@ -55,7 +55,8 @@ class ModelInfo(Result):
             ("max positions", f"{self.max_positions:,}"),
             ("positions", self.position_scheme + (f" (θ: {theta})" if theta else "")),
             ("attention", self.attention),
-            ("MLM head", ("trained" if self.mlm_head_trained else "present, NOT trained")
+            ("MLM head", ("present, weights from the checkpoint" if self.mlm_head_trained
+                          else "present, NOT trained (random weights on load)")
              if self.mlm_head else "absent"),
             ("sparse last layer", "yes" if self.sparse_last_layer else "no (full layer)"),
             ("special tokens", ", ".join(f"{k} {v}" for k, v in self.special_tokens.items())),
@@ -150,8 +151,10 @@ def _features(mlm, head: bool, trained: bool) -> dict[str, str]:
         reason = f"no: the MLM head is not trained{hint}"
     features = {name: reason or "yes" for name in HEAD_FEATURES}
     features["pretrain --init"] = reason or "yes"
-    features["finetune"] = "yes (the encoder's weights are trained)"
-    features["electra discriminator"] = "yes (replaced-token detection on the encoder)"
+    features["finetune"] = "yes (the encoder's weights come from the checkpoint)"
+    features["electra"] = ("yes (as the generator of --objective electra)"
+                           if mlm.model.config.model_type == "electra" else
+                           "no: mlmkit's ELECTRA objective trains electra-SIZE presets")
     return features
 
 
