@@ -100,7 +100,7 @@ def test_fill_tab_shows_the_api_probabilities_and_puts_a_candidate_in(page, serv
                                       "Number(b.dataset.score)]))")
     assert shown == [[[c["token"], c["score"]] for c in m["candidates"]] for m in masks]
     assert page.inner_text("#fill-filled") == expected["results"][0]["filled"]
-    page.screenshot(path=str(artifacts / "fill.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "serve-fill.png"), full_page=True)
     page.locator("#fill-out .mask").nth(1).locator(".candidate").first.click()
     word = masks[1]["candidates"][0]["token"].removeprefix("##")
     assert page.input_value("#fill-input") == f"Open the [MASK] and return its {word}."
@@ -130,7 +130,7 @@ def test_score_tab_heatmap_matches_the_api(page, server, artifacts):
     assert f"log p = {third['logprob']:.4f}" in detail
     assert expected["alternatives"][0][2][0]["token"] in detail
     assert "word" in tokens.nth(2).get_attribute("title")
-    page.screenshot(path=str(artifacts / "score.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "serve-score.png"), full_page=True)
 
 
 def test_unmask_tab_streams_then_plays_to_the_end(page, server, artifacts):
@@ -155,7 +155,7 @@ def test_unmask_tab_streams_then_plays_to_the_end(page, server, artifacts):
     assert page.locator("#unmask-canvas .ct.mask").count() == 0
     coloured = page.locator("#unmask-canvas .ct[title]")
     assert coloured.count() == 8  # every generated token carries its reveal confidence
-    page.screenshot(path=str(artifacts / "unmask.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "serve-unmask.png"), full_page=True)
 
 
 def test_compare_tab_side_by_side(page, server, artifacts):
@@ -170,7 +170,7 @@ def test_compare_tab_side_by_side(page, server, artifacts):
     for k, result in enumerate(expected["results"]):
         assert columns.nth(k).locator(".pll").inner_text() == f"{result['pll']:.4f}"
     assert page.locator("table.diff tr").count() == 1 + len(expected["words"])
-    page.screenshot(path=str(artifacts / "compare.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "serve-compare.png"), full_page=True)
     assert not page.problems, page.problems
 
 
@@ -187,6 +187,6 @@ def test_keyboard_phone_width_and_dark(page, artifacts):
     page.click("#theme")
     dark = page.evaluate("getComputedStyle(document.body).backgroundColor")
     assert light != dark
-    page.screenshot(path=str(artifacts / "phone-dark.png"), full_page=True)
+    page.screenshot(path=str(artifacts / "serve-phone-dark.png"), full_page=True)
     page.click("#theme")
     page.set_viewport_size({"width": 1100, "height": 820})
