@@ -22,9 +22,10 @@ import mlmkit
 
 # The entry points that run a model, by their name in mlmkit.__all__.
 MODEL_ENTRY_POINTS = ["score", "rescore", "evaluate_pairs", "fill_mask", "generate", "infill",
-                      "elbo", "cloze_classify", "rank_statements", "knowledge_probe", "audit"]
+                      "elbo", "cloze_classify", "rank_statements", "knowledge_probe", "audit",
+                      "finetune"]
 # Those whose result depends on random draws take `seed` too.
-RANDOM_ENTRY_POINTS = {"generate", "infill", "elbo", "audit"}
+RANDOM_ENTRY_POINTS = {"generate", "infill", "elbo", "audit", "finetune"}
 # The runtime keywords of every model-taking entry point and their contract defaults
 # (device: None or "auto"; the others exactly these).
 RUNTIME_DEFAULTS = {"batch_tokens": None, "precision": "auto", "threads": None,
@@ -32,11 +33,11 @@ RUNTIME_DEFAULTS = {"batch_tokens": None, "precision": "auto", "threads": None,
 # Names the contract replaced: a token budget is `batch_tokens`, the model is `model`.
 FORBIDDEN = {"batch_rows", "mlm", "model_or_name", "name_or_path"}
 SUBPACKAGES = ["bias", "corpus", "errors", "generate", "masking", "models", "probe",
-               "runtime", "scoring", "train"]
+               "runtime", "scoring", "train", "finetune", "evaluation"]
 PUBLIC_FUNCTIONS = ["score", "fill", "fill_mask", "generate", "infill", "elbo", "rescore",
                     "load_mlm", "build_mlm", "as_mlm", "pretrain", "cloze_classify",
                     "rank_statements", "knowledge_probe", "audit", "train_tokenizer",
-                    "model_info"]
+                    "model_info", "finetune"]
 
 
 def entry_point(name: str):
@@ -196,7 +197,10 @@ def data_files(tmp_path_factory):
     pairs.write_text(json.dumps({"sentence_good": "The list is sorted.",
                                  "sentence_bad": "The list are sorted.", "UID": "agreement",
                                  "field": "syntax"}) + "\n")
-    return {"nbest": nbest, "pairs": pairs}
+    table = folder / "table.jsonl"
+    table.write_text("".join(json.dumps({"text": f"Return item {i}.", "label": "ab"[i % 2]})
+                             + "\n" for i in range(12)))
+    return {"nbest": nbest, "pairs": pairs, "table": table}
 
 
 def _call(name, mlm, files, shared_data):
@@ -228,6 +232,9 @@ def _call(name, mlm, files, shared_data):
     if name == "audit":
         data = shared_data / "crows_pairs" / "crows_pairs_anonymized.csv"
         return mlmkit.audit(mlm, "crows", data, limit=4, n_boot=10, seed=0, **RUNTIME)
+    if name == "finetune":
+        return mlmkit.finetune(mlm, "mine", train=files["table"], text_cols="text", epochs=1,
+                               seed=0, **RUNTIME)
     raise AssertionError(name)
 
 

@@ -193,6 +193,9 @@ def _argv_missing_input(name, f):
         "bias compare": [m, m, "--data", missing],
         "eval blimp": [m, "--data", missing],
         "eval elbo": [m, missing],
+        "eval suite": [m, "--parts", "pppl", "--texts", missing],
+        "eval compare": [m, missing],
+        "finetune": [m, "--task", "mine", "--text-cols", "text", "--train", missing],
         "mask stats": [missing, m, "-o", str(f["dir"] / "stats")],
         "mask preview": [m, "Return the value.", "--policy", "pmi", "--stats", missing],
         "model init": ["tiny", "--tokenizer", missing, "-o", str(f["dir"] / "init")],
@@ -243,11 +246,14 @@ def _valid_inputs(folder: Path) -> dict[str, str]:
     facts = folder / "facts.jsonl"
     facts.write_text(json.dumps({"masked_sentence": "Open the [MASK].", "obj_label": "file"})
                      + "\n")
+    suite = folder / "suite.json"
+    suite.write_text(json.dumps({"model": "m", "quick": True, "metrics": {}, "details": {},
+                                 "seconds": {}, "items": {}}))
     return {"fill": texts, "generate": texts, "infill": texts, "rescore": nbest,
             "score": texts, "bias crows": crows, "bias stereoset": stereoset,
             "bias compare": crows, "eval blimp": pairs, "eval elbo": texts,
             "probe classify": classify, "probe rank": rank, "probe facts": facts,
-            "serve": texts}
+            "serve": texts, "eval suite": texts, "eval compare": suite, "finetune": classify}
 
 
 @pytest.mark.parametrize("name", [known("missing-model", n) for n in MODEL_COMMANDS
