@@ -77,10 +77,14 @@ def compare_command(
 ) -> None:
     """Suite results side by side: each number with its bootstrap 95% interval, and each
     model's difference from the first with a paired test on the same items."""
-    from mlmkit.evaluation import compare_suites, resolve_suite
+    from mlmkit.bias.bootstrap import check_bootstrap
+    from mlmkit.evaluation import check_source, compare_suites, resolve_suite
     from mlmkit.runtime.output import check_output_path, write_text
 
+    check_bootstrap(bootstrap, seed=seed)
     check_output_path(output, inputs=runs)
+    for source in runs:
+        check_source(source)
     suites = [resolve_suite(r, data=data, quick=quick, parts=parts, batch_tokens=batch_tokens,
                             precision=precision, device=device, threads=threads, seed=seed)
               for r in runs]

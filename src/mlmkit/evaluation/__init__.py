@@ -13,7 +13,20 @@ from mlmkit.evaluation.compare import Comparison, compare_suites, mcnemar
 from mlmkit.evaluation.suite import PARTS, SuiteResult, evaluate_suite, load_suite, write_suite
 
 __all__ = ["PARTS", "Comparison", "SuiteResult", "compare_suites", "evaluate_suite",
-           "load_suite", "mcnemar", "resolve_suite", "write_suite"]
+           "check_source", "load_suite", "mcnemar", "resolve_suite", "write_suite"]
+
+
+def check_source(source) -> None:
+    """A suite source that names a path must exist (a bare name may be a hub model)."""
+    from mlmkit.errors import PathError
+
+    text = str(source)
+    path = Path(text)
+    looks_like_path = ("/" in text or "\\" in text or text.startswith((".", "~"))
+                       or path.suffix in (".json", ".jsonl", ".txt", ".md", ".tsv", ".csv"))
+    if not path.exists() and looks_like_path:
+        raise PathError(f"{text!r} does not exist: pass a suite.json, a folder holding one, a "
+                        "run directory or a model")
 
 
 def resolve_suite(source, *, data="../shared/data", quick=False, parts=None, **runtime):

@@ -171,6 +171,12 @@ def evaluate_suite(
                             f"{part} out (--parts)")
     if "facts" in chosen and facts is None:
         raise InvalidArgument("the facts part needs a facts file (facts=, --facts)")
+    from mlmkit.runtime.records import check_input_file
+
+    if texts is not None:
+        check_input_file(texts, "texts file (--texts)")
+    if facts is not None:
+        check_input_file(facts, "facts file (--facts)")
     mlm, infer_precision = prepare_mlm(model, device=device, precision=precision,
                                        threads=threads)
     if parts is None:
