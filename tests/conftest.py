@@ -123,3 +123,9 @@ def shared_data() -> Path:
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `slow` first: pytest-xdist hands tests out in collection order, so the
+    longest ones start early instead of leaving one worker busy at the end (`make test`)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
