@@ -94,6 +94,20 @@ def test_generate_infill_classify_equal_python(client, models):
                                                   verbalizer=verbalizer).to_dict()
 
 
+def test_every_sampler_option_of_the_library_is_a_request_field(client, models):
+    import dataclasses
+
+    from mlmkit.generate.options import SamplerOptions
+
+    spec = client.get("/openapi.json").json()["components"]["schemas"]["GenerateRequest"]
+    assert {f.name for f in dataclasses.fields(SamplerOptions)} <= set(spec["properties"])
+    options = {"length": 6, "reveal": "threshold", "threshold": 0.5, "seed": 2}
+    got = post(client, "/v1/generate", {"prompt": "Open", "constraints": {"1": "the"},
+                                        **options})
+    expected = mlmkit.generate(models["bert"], ["Open"], constraints={1: "the"}, **options)
+    assert untimed(got["results"]) == untimed([r.to_dict() for r in expected])
+
+
 def test_compare_scores_each_model_and_differences(client, models):
     got = post(client, "/v1/compare", {"text": TEXTS[1]})
     assert got["models"] == ["bert", "roberta"]

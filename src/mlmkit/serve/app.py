@@ -25,6 +25,7 @@ from mlmkit.serve.adapters import Cancelled, StepStream, token_alternatives, wor
 from mlmkit.serve.config import ServeConfig
 from mlmkit.serve.http_errors import BodyGuard, HTTPError, install_handlers
 from mlmkit.serve.schemas import (
+    SAMPLER_FIELDS,
     ClassifyRequest,
     CompareRequest,
     FillRequest,
@@ -184,9 +185,19 @@ class Server:
 
 
 def _sampler_kwargs(body) -> dict:
-    return {k: getattr(body, k) for k in ("steps", "sampler", "confidence", "temperature",
-                                           "top_k", "top_p", "block_length", "cfg_scale",
-                                           "seed")}
+    return {name: getattr(body, name) for name in SAMPLER_FIELDS}
+
+
+def _constraints(value) -> dict | None:
+    if value is None:
+        return None
+    out = {}
+    for key, token in value.items():
+        if not key.strip().lstrip("-").isdigit():
+            raise HTTPError(400, "InvalidArgument", f"constraints key {key!r} is not a "
+                            "position: use whole numbers, e.g. {\"3\": \"the\"}")
+        out[int(key)] = token
+    return out
 
 
 def _sse(event: str, data) -> bytes:
@@ -343,6 +354,8 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
 
     def check_sampler(body) -> None:
         server.count("steps", body.steps, 1, config.max_steps, "--max-steps")
+        server.count("max_steps", getattr(body, "max_steps", None), 1, config.max_steps,
+                     "--max-steps")
         server.count("seed", body.seed, 0, 2**63 - 1)
 
     @app.post("/v1/generate", dependencies=guard, summary="Continue prompts by iterative "
@@ -356,10 +369,12 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         check_sampler(body)
         server.check_tokens(name, prompts, "prompt", isinstance(body.prompt, str))
         options = _sampler_kwargs(body)
+        constraints = _constraints(body.constraints)
         mlm = server.models[name]
 
         def call(items, on_step):
             return mlmkit.generate(mlm, list(items), length=body.length, **options,
+                                   constraints=constraints,
                                    batch_tokens=config.batch_tokens, precision=config.precision,
                                    threads=config.threads, progress=False, on_step=on_step)
 

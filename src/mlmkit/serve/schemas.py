@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 Texts = str | list[str]
 
@@ -36,24 +36,33 @@ class ScoreRequest(Body):
                               "position when masked (needs per_token; 0: none).")
 
 
-class SamplerFields(Body):
-    model: str | None = None
-    steps: int | None = None
-    sampler: str = "confidence"
-    confidence: str = "prob"
-    temperature: float = 1.0
-    top_k: int | None = None
-    top_p: float | None = None
-    block_length: int | None = None
-    cfg_scale: float = 0.0
-    seed: int = 0
-    stream: bool = Field(False, description="Server-sent events: the canvas after every step "
-                         "(event 'step'), then the result (event 'result').")
+def _sampler_fields() -> dict:
+    """Every field of `SamplerOptions` (the CLI's sampler flags), with its type and default,
+    so a reveal policy added there is a request field here the same day."""
+    import dataclasses
+    import typing
+
+    from mlmkit.generate.options import SamplerOptions
+
+    hints = typing.get_type_hints(SamplerOptions)
+    return {f.name: (hints[f.name], f.default) for f in dataclasses.fields(SamplerOptions)}
+
+
+SAMPLER_FIELDS = _sampler_fields()
+
+SamplerFields = create_model(
+    "SamplerFields", __base__=Body, model=(str | None, None),
+    stream=(bool, Field(False, description="Server-sent events: the canvas after every step "
+                        "(event 'step'), then the result (event 'result').")),
+    **SAMPLER_FIELDS)
 
 
 class GenerateRequest(SamplerFields):
     prompt: Texts = ""
     length: int = 64
+    constraints: dict[str, str | int] | None = Field(
+        None, description="Fixed generated positions: {\"3\": \"the\"} (0 = the first "
+        "generated token), as the CLI's --fix 3=the.")
 
 
 class InfillRequest(SamplerFields):

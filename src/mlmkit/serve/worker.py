@@ -60,7 +60,9 @@ class ModelWorker:
             except (asyncio.CancelledError, Exception):
                 pass
             self.task = None
-        self.executor.shutdown(wait=False, cancel_futures=True)
+        # A call still running (its client timed out or left) finishes before the app is
+        # gone, so nothing else ever runs the model beside it.
+        await asyncio.to_thread(self.executor.shutdown, wait=True, cancel_futures=True)
 
     def submit(self, work: Work) -> asyncio.Future:
         """Queue `work`; its future gets the list of outputs (or the exception)."""
