@@ -100,6 +100,13 @@ class PretrainConfig:
     eval_blocks: int = _f(128, "held-out blocks evaluated (fixed, seeded mask)", EVALUATION)
     pppl_sentences: int = _f(32, "validation sentences scored for pseudo-perplexity (0: skip)",
                              EVALUATION)
+    # -- evaluation suite (issue 15; mlmkit.evaluation.training)
+    eval_suite: str | None = _f(None, "also run the evaluation suite at each evaluation: quick, "
+                                      "full, or parts (e.g. blimp,cloze); into metrics.jsonl "
+                                      "and plots/suite.png", EVALUATION)
+    suite_data: str = _f("../shared/data", "folder of the suite's data (blimp/, sst2/, agnews/)",
+                         EVALUATION)
+    # -- end of evaluation suite
     save_every: int = _f(100, "save training state and step-N every N steps (0: only at the "
                               "end and on SIGINT/SIGTERM)", EVALUATION)
     keep_checkpoints: int = _f(2, "training states (and step-N folders) kept", EVALUATION)
@@ -200,6 +207,9 @@ class PretrainConfig:
                                   "(< 1) or a whole number of steps (≥ 1)")
         # evaluation and runtime
         self.eval_every = checks.count("eval_every", self.eval_every, 0, MAX_COUNT)
+        from mlmkit.evaluation.training import parse_eval_suite  # issue 15
+
+        parse_eval_suite(self.eval_suite)
         self.eval_blocks = checks.count("eval_blocks", self.eval_blocks, 1, MAX_COUNT)
         self.pppl_sentences = checks.count("pppl_sentences", self.pppl_sentences, 0, MAX_COUNT)
         self.save_every = checks.count("save_every", self.save_every, 0, MAX_COUNT)

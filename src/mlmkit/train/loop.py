@@ -85,6 +85,10 @@ def train(run: Run, stop: StopOnSignal, bar: TrainProgress) -> str | None:
             return stop.requested or "signal to another process"  # no evaluation first
         if config.eval_every and step % config.eval_every == 0:
             bar.print(eval_line(run.evaluate()))
+            if config.eval_suite:  # issue 15: the evaluation suite's learning curves
+                from mlmkit.evaluation.training import suite_record
+
+                bar.print(eval_line(suite_record(run) or {"step": run.state.step}))
         if config.save_every and step % config.save_every == 0:
             run.save(with_model_dir=True)
         if config.halt_after and steps_here >= config.halt_after:
