@@ -119,3 +119,40 @@ def test_cli_suite_and_compare(saved_tiny_mlm, small_data, suite, tmp_path):
         from mlmkit.evaluation import load_suite
 
         load_suite(tmp_path / "junk.json")
+
+
+def test_pretrain_logs_the_suite_as_learning_curves(wordpiece_tokenizer, corpus_sample,
+                                                    small_data, tmp_path, monkeypatch):
+    import torch
+
+    from mlmkit.errors import InvalidArgument
+    from mlmkit.evaluation import training
+    from mlmkit.train import PretrainConfig, pretrain
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(corpus_sample[:200]) + "\n")
+    values = dict(model="tiny", tokenizer=wordpiece_tokenizer.name_or_path, corpus=str(corpus),
+                  seq_len=32, batch_size=4, steps=4, eval_every=2, eval_blocks=2,
+                  pppl_sentences=0, save_every=0, fill_mask_examples=0, device="cpu",
+                  precision="fp32", threads=1, seed=0, progress=False,
+                  suite_data=str(small_data))
+    with pytest.raises(InvalidArgument, match="--eval-suite"):
+        PretrainConfig(**values, eval_suite="blimp,nope", run_dir=str(tmp_path / "x"))
+    original, moved = training.suite_record, []
+
+    def watched(run):  # the suite must leave the training RNG and weights as they were
+        rng = torch.get_rng_state()
+        weights = [p.detach().clone() for p in run.parameters]
+        record = original(run)
+        moved.append(not torch.equal(rng, torch.get_rng_state()) or any(
+            not torch.equal(a, b) for a, b in zip(weights, run.parameters, strict=True)))
+        return record
+
+    monkeypatch.setattr(training, "suite_record", watched)
+    pretrain(PretrainConfig(**values, eval_suite="blimp", run_dir=str(tmp_path / "r")))
+    lines = [json.loads(line) for line in
+             (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    suite = [r for r in lines if r.get("split") == "suite"]
+    assert [r["step"] for r in suite] == [2, 4] and moved == [False, False]
+    assert all(0 <= r["blimp"] <= 1 for r in suite)
+    assert (tmp_path / "r" / "plots" / "suite.png").is_file()
