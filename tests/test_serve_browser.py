@@ -156,6 +156,19 @@ def test_unmask_tab_streams_then_plays_to_the_end(page, server, artifacts):
     coloured = page.locator("#unmask-canvas .ct[title]")
     assert coloured.count() == 8  # every generated token carries its reveal confidence
     page.screenshot(path=str(artifacts / "serve-unmask.png"), full_page=True)
+    # Infill with an adaptive reveal policy: the same text as the API's.
+    page.select_option("#unmask-task", "infill")
+    page.fill("#unmask-input", "Open the [MASK:2] file.")
+    page.select_option("#unmask-reveal", "threshold")
+    page.fill("#unmask-steps", "2")
+    page.click("#unmask-run")
+    page.wait_for_selector("#unmask-result")
+    expected = api(server, "/v1/infill", {"template": "Open the [MASK:2] file.", "model": "bert",
+                                          "steps": 2, "seed": 3, "reveal": "threshold"})
+    assert page.inner_text("#unmask-result .text") == expected["results"][0]["text"]
+    assert 'reveal="threshold"' in page.inner_text("#code-python")
+    page.select_option("#unmask-reveal", "count")
+    page.select_option("#unmask-task", "generate")
 
 
 def test_compare_tab_side_by_side(page, server, artifacts):

@@ -61,8 +61,8 @@ function source(name) {
 const CALLS = {
   "/v1/fill": ["fill_mask", "texts", ["top_k", "mode"]],
   "/v1/score": ["score", "texts", ["metric", "per_token", "per_word"]],
-  "/v1/generate": ["generate", "prompt", ["length", "steps", "sampler", "temperature", "block_length", "seed"]],
-  "/v1/infill": ["infill", "template", ["steps", "sampler", "temperature", "block_length", "seed"]],
+  "/v1/generate": ["generate", "prompt", ["length", "steps", "sampler", "reveal", "temperature", "block_length", "seed"]],
+  "/v1/infill": ["infill", "template", ["steps", "sampler", "reveal", "temperature", "block_length", "seed"]],
 };
 
 function pythonCode(path, body) {
@@ -432,6 +432,7 @@ function unmaskBody() {
   const steps = $("#unmask-steps").value;
   if (steps) body.steps = Number(steps);
   body.sampler = $("#unmask-sampler").value;
+  if ($("#unmask-reveal").value !== "count") body.reveal = $("#unmask-reveal").value;
   body.temperature = Number($("#unmask-temperature").value);
   const block = $("#unmask-block").value;
   if (block) body.block_length = Number(block);
