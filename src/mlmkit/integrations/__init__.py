@@ -1,0 +1,1 @@
+"""Bridges to other engines: `mlmkit.integrations.ray` (Ray Data batch inference)."""

@@ -1,0 +1,138 @@
+"""Scoring and fill-mask over Ray Data: `Dataset.map_batches` callable classes.
+
+    import ray
+    from mlmkit.integrations.ray import Scorer
+
+    texts = ray.data.read_parquet("texts.parquet")          # a "text" column
+    scores = texts.map_batches(Scorer, fn_constructor_kwargs={"model": "./tiny-bert"},
+                               batch_size=256,
+                               compute=ray.data.ActorPoolStrategy(size=2))  # 2 actors
+    scores.write_parquet("scores/")
+
+Ray schedules the actors over a cluster's machines (`num_gpus=1` gives each a GPU); each
+actor loads the model once, in its constructor, and scores every batch it is given with
+mlmkit's engine (the same numbers as `mlmkit.score` / `mlmkit.fill_mask`: one token budget,
+length-bucketed batches). A batch is a dict of column arrays (Ray's default "numpy"
+format) or a pandas DataFrame; the output is the batch with result columns added. Install
+with `pip install 'mlmkit[ray]'`; this module imports Ray itself only where it needs it
+(the classes are plain Python, callable on a dict of lists without Ray).
+"""
+
+from __future__ import annotations
+
+import math
+
+from mlmkit.errors import InvalidArgument, InvalidData
+
+
+def _texts(batch, column: str) -> list[str]:
+    if column not in batch:
+        names = list(batch.columns) if hasattr(batch, "columns") else sorted(batch)
+        raise InvalidData(f"the batch has no column {column!r} (columns: {names}): pass "
+                          "column=NAME for the text column")
+    values = list(batch[column])
+    texts = []
+    for value in values:
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            texts.append("")
+        elif isinstance(value, bytes):
+            texts.append(value.decode("utf-8"))
+        else:
+            texts.append(str(value))
+    return texts
+
+
+def _with_columns(batch, columns: dict):
+    """The batch with `columns` added (a new dict of arrays, or a DataFrame copy)."""
+    import numpy as np
+
+    if hasattr(batch, "assign"):  # pandas
+        return batch.assign(**columns)
+    out = dict(batch)
+    for name, values in columns.items():
+        out[name] = np.asarray(values, dtype=object if any(
+            isinstance(v, (list, dict, str)) for v in values) else None)
+    return out
+
+
+class _Model:
+    def __init__(self, model, device, precision, threads, batch_tokens):
+        from mlmkit.models import prepare_mlm
+
+        self.mlm, self.precision = prepare_mlm(model, device=device, precision=precision,
+                                               threads=threads)
+        self.batch_tokens = batch_tokens
+
+
+class Scorer(_Model):
+    """`map_batches` callable class: the PLL of the texts of `column`.
+
+    Adds `pll` (float, NaN for an empty text), `n_tokens`, `pppl` (NaN for an empty text)
+    and, with `per_word`, `word_plls` (a list per text). `metric`, `unk`, `stride`,
+    `batch_tokens`, `precision`, `device`, `threads`: as `mlmkit.score`."""
+
+    def __init__(self, model, *, column: str = "text", metric: str = "pll",
+                 per_word: bool = False, unk: str = "score", stride: int = 1,
+                 batch_tokens: int | None = None, precision: str = "auto", device=None,
+                 threads: int | None = None):
+        from mlmkit.scoring.text_scores import check_score_options
+
+        check_score_options(metric, unk, stride, batch_tokens)
+        super().__init__(model, device, precision, threads, batch_tokens)
+        self.column, self.metric, self.per_word = column, metric, per_word
+        self.unk, self.stride = unk, stride
+
+    def __call__(self, batch):
+        import warnings
+
+        from mlmkit.scoring.text_scores import score
+
+        texts = _texts(batch, self.column)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # empty texts: NaN, documented
+            results = score(self.mlm, texts, metric=self.metric, per_word=self.per_word,
+                            unk=self.unk, stride=self.stride, batch_tokens=self.batch_tokens,
+                            precision=self.precision, progress=False) if texts else []
+        nan = float("nan")
+        columns = {
+            "pll": [r.pll if r.pll is not None else nan for r in results],
+            "n_tokens": [r.n_tokens for r in results],
+            "pppl": [r.pppl if r.pppl is not None else nan for r in results],
+        }
+        if self.per_word:
+            columns["word_plls"] = [[w.pll for w in (r.words or [])] for r in results]
+        return _with_columns(batch, columns)
+
+
+class FillMask(_Model):
+    """`map_batches` callable class: the `top_k` likeliest tokens at the masks of each text
+    of `column` (written with the model's mask token, e.g. [MASK]).
+
+    Adds `filled` (the text with each mask replaced by its best token), `fills` (per text,
+    per mask, the top tokens) and `fill_scores` (their probabilities). `mode`, `top_k`,
+    `batch_tokens`, `precision`, `device`, `threads`: as `mlmkit.fill_mask`."""
+
+    def __init__(self, model, *, column: str = "text", top_k: int = 5,
+                 mode: str = "independent", batch_tokens: int | None = None,
+                 precision: str = "auto", device=None, threads: int | None = None):
+        if not isinstance(top_k, int) or top_k < 1:
+            raise InvalidArgument(f"top_k={top_k!r}: give a whole number ≥ 1")
+        super().__init__(model, device, precision, threads, batch_tokens)
+        self.column, self.top_k, self.mode = column, top_k, mode
+
+    def __call__(self, batch):
+        from mlmkit.generate.fill_mask import fill_mask
+
+        texts = _texts(batch, self.column)
+        results = fill_mask(self.mlm, texts, top_k=self.top_k, mode=self.mode,
+                            batch_tokens=self.batch_tokens, precision=self.precision,
+                            progress=False) if texts else []
+        return _with_columns(batch, {
+            "filled": [r.filled for r in results],
+            "fills": [[[c.token for c in m.candidates] for m in r.masks] for r in results],
+            "fill_scores": [[[c.score for c in m.candidates] for m in r.masks]
+                            for r in results],
+        })
+
+
+__all__ = ["FillMask", "Scorer"]

@@ -1,0 +1,60 @@
+"""`mlmkit.integrations.ray`: scoring and fill-mask as Ray Data `map_batches` callable
+classes, run on a local Ray cluster (Parquet in, Parquet out), with the numbers of
+`mlmkit.score` / `mlmkit.fill_mask`."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import mlmkit
+from mlmkit.integrations.ray import FillMask, Scorer
+
+TEXTS = ["Return the list of items.", "", "Open the file for reading.",
+         "A module is a file of definitions.", "Raise an error."]
+
+
+def test_the_classes_add_the_engines_results_to_a_batch(saved_tiny_mlm):
+    model = str(saved_tiny_mlm("bert"))
+    scored = Scorer(model, device="cpu", threads=1)({"text": TEXTS, "id": list(range(5))})
+    expected = mlmkit.score(model, [t for t in TEXTS if t], device="cpu", threads=1)
+    plls = [p for p in scored["pll"] if not math.isnan(p)]
+    assert plls == [r.pll for r in expected] and math.isnan(scored["pll"][1])
+    assert list(scored["id"]) == list(range(5))  # the other columns pass through
+    filled = FillMask(model, top_k=3, device="cpu", threads=1)(
+        {"text": ["Return the [MASK] of items.", "Open the [MASK] [MASK]."]})
+    reference = mlmkit.fill_mask(model, ["Open the [MASK] [MASK]."], top_k=3, device="cpu")
+    assert len(filled["fills"][1]) == 2 and len(filled["fills"][0][0]) == 3
+    assert filled["fills"][1] == [[c.token for c in m.candidates] for m in reference[0].masks]
+    assert list(filled["filled"])[1] == reference[0].filled
+    with pytest.raises(mlmkit.errors.InvalidData, match="no column 'sentence'"):
+        Scorer(model, column="sentence", device="cpu")({"text": TEXTS})
+
+
+def test_scoring_a_parquet_dataset_on_a_local_ray_cluster(saved_tiny_mlm, tmp_path):
+    ray = pytest.importorskip("ray", reason="the extra mlmkit[ray] is not installed "
+                                            "(pip install 'mlmkit[ray]'; make install does)")
+    pd = pytest.importorskip("pandas")
+    model = str(saved_tiny_mlm("bert"))
+    source = tmp_path / "texts.parquet"
+    pd.DataFrame({"id": range(len(TEXTS)), "text": TEXTS}).to_parquet(source)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False, runtime_env={"env_vars": {"MLMKIT_THREADS": "1",
+                                                                "OMP_NUM_THREADS": "1"}})
+    try:
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        dataset = ray.data.read_parquet(str(source))
+        scores = dataset.map_batches(Scorer, fn_constructor_kwargs={"model": model,
+                                                                    "device": "cpu"},
+                                     batch_size=2,
+                                     compute=ray.data.ActorPoolStrategy(size=1))
+        scores.write_parquet(str(tmp_path / "scores"))
+    finally:
+        ray.shutdown()
+    table = pd.read_parquet(tmp_path / "scores").sort_values("id")
+    expected = mlmkit.score(model, TEXTS, device="cpu", threads=1)
+    for got, want in zip(table["pll"], expected, strict=True):
+        # other batches than one call's: float32 sums in another order
+        assert (math.isnan(got) and want.pll is None) or abs(got - want.pll) < 1e-5
+    assert list(table["text"]) == TEXTS
