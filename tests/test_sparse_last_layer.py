@@ -142,3 +142,21 @@ def test_modernbert_sliding_window_last_layer(tokenizer_factory, _counted_sparse
                                    _full(model, ids, mask)[pairs[:, 0], pairs[:, 1]],
                                    atol=2e-5, rtol=1e-4)
     assert len(_counted_sparse) == 1
+
+
+def test_training_loss_equals_the_full_last_layer(tiny_mlm, monkeypatch, _counted_sparse):
+    """The MLM objective's loss (sparse prediction, dropout 0) with the sparse last layer and
+    with the full one (MLMKIT_SPARSE_LAST_LAYER=0, today's loop before it)."""
+    from mlmkit.objectives.mlm import sparse_mlm_loss
+
+    model = tiny_mlm("roberta").model
+    ids, mask = _batch(model.config.vocab_size, tiny_mlm("roberta").tokenizer.pad_token_id)
+    chosen = torch.rand(ids.shape, generator=torch.Generator().manual_seed(3)) < 0.3
+    chosen &= mask.bool()
+    losses = []
+    with torch.no_grad():
+        for flag in ("1", "0"):
+            monkeypatch.setenv("MLMKIT_SPARSE_LAST_LAYER", flag)
+            losses.append(sparse_mlm_loss(model, ids, mask, chosen, ids, 0.1)[0])
+    assert len(_counted_sparse) == 1  # the first ran sparse, the second in full
+    torch.testing.assert_close(losses[0], losses[1], atol=1e-4, rtol=1e-6)
