@@ -11,7 +11,7 @@ import torch
 from typer.testing import CliRunner
 
 from mlmkit.cli import app
-from mlmkit.errors import InvalidArgument
+from mlmkit.errors import InvalidArgument, ModelError
 from mlmkit.generate import generate, infill
 from mlmkit.generate.live import title
 from mlmkit.generate.options import SamplerOptions
@@ -22,7 +22,7 @@ from mlmkit.generate.samplers import (
     sigma_max,
     threshold_counts,
 )
-from mlmkit.models import adapter_for
+from mlmkit.models import adapter_for, load_mlm
 from mlmkit.models.block_cache import BlockCache
 
 PROMPTS = ["Return the value", "A list of"]
@@ -260,3 +260,58 @@ def test_cli_flags_and_json_cost(saved_tiny_mlm, tmp_path):
     assert bad.exit_code == 1
     assert "threshold=2.0 (--threshold) must be in (0, 1]" in bad.stderr
     assert "Traceback" not in bad.output
+
+
+# Models whose code ships with the checkpoint (the NeoBERT-shaped fixture of the model
+# families' tests), offline.
+
+@pytest.fixture(scope="module")
+def remote_dir(tmp_path_factory, bpe_tokenizer):
+    from remote_code_fixture import write_remote_code_model
+
+    return write_remote_code_model(tmp_path_factory.mktemp("remote") / "neobert", bpe_tokenizer)
+
+
+def test_remote_code_models_run_the_same_samplers(remote_dir, monkeypatch):
+    monkeypatch.delenv("MLMKIT_TRUST_REMOTE_CODE", raising=False)
+    with pytest.raises(ModelError, match="--trust-remote-code"):
+        generate(str(remote_dir), "a", length=4)
+    results = generate(str(remote_dir), PROMPTS, length=6, block_length=3, reveal="threshold",
+                       threshold=0.5, remask="cap", sigma=0.5, trust_remote_code=True)
+    assert all(len(r.token_ids) == 6 and r.cost.nfe >= 2 for r in results)
+    runner = CliRunner()
+    out = runner.invoke(app, ["infill", str(remote_dir), "a [MASK:2] b", "--reveal", "factor",
+                              "--trust-remote-code", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["cost"]["tokens"] == 2
+    refused = runner.invoke(app, ["infill", str(remote_dir), "a [MASK:2] b"])
+    assert refused.exit_code == 1 and "--trust-remote-code" in refused.stderr
+
+
+def test_mask_id_and_logits_shift_come_from_the_config(remote_dir, tmp_path):
+    import shutil
+
+    shifted = tmp_path / "shifted"
+    shutil.copytree(remote_dir, shifted)
+    config = json.loads((shifted / "config.json").read_text())
+    mlm = load_mlm(shifted, device="cpu", trust_remote_code=True)
+    tokenizer_mask = mlm.tokenizer.mask_token_id
+    own_mask = _word(mlm.tokenizer)
+    config.update(logits_shift=True, mask_token_id=own_mask)
+    (shifted / "config.json").write_text(json.dumps(config))
+    mlm = load_mlm(shifted, device="cpu", trust_remote_code=True)
+    events, kwargs = _record(temperature=0)
+    result = infill(mlm, "a [MASK] b", **kwargs)
+    start = events[0].ids.masked_fill(events[0].revealed, -1)
+    position = int(events[0].revealed[0].nonzero())
+    ids = events[0].ids.clone()
+    ids[0, position] = own_mask
+    assert int((start == -1).sum()) == 1 and own_mask != tokenizer_mask
+    with torch.no_grad():
+        logits = mlm.model(input_ids=ids).logits[0].float()
+    banned = sorted(set(mlm.tokenizer.all_special_ids) | {own_mask, tokenizer_mask})
+    logits[:, banned] = NEG
+    predicted_left, predicted_here = logits[position - 1].argmax(), logits[position].argmax()
+    assert predicted_left != predicted_here  # the test tells a shift from no shift
+    assert int(events[0].ids[0, position]) == int(predicted_left)
+    assert result.cost.nfe == 1

@@ -66,6 +66,9 @@ MAX_STEPS = typer.Option(None, "--max-steps", help="Cap on all steps with --rema
 BLOCK_CACHE = typer.Option(False, "--block-cache/--no-block-cache", help="Reuse keys and "
                            "values outside the active block (approximate; needs "
                            "--block-length; BERT, RoBERTa, ModernBERT).", rich_help_panel=FAST)
+TRUST_REMOTE_CODE = typer.Option(False, "--trust-remote-code", help="Run the model code a "
+                                 "checkpoint ships with (LLaDA, Dream, NeoBERT, ...): read it "
+                                 "first. Its mask id and logits shift come from its config.")
 SHOW = typer.Option(False, "--show", help="Redraw the canvas on stderr at each step (when "
                     "stderr is a terminal; otherwise only the final text is printed).")
 TRACE = typer.Option(None, "--trace", help="Write every step's canvas as JSON lines to this "
@@ -80,6 +83,7 @@ SAMPLER_OPTIONS = {
     "factor": (float, FACTOR), "entropy_bound": (float, ENTROPY_BOUND),
     "remask": (str, REMASK), "sigma": (float, SIGMA), "remask_steps": (int, REMASK_STEPS),
     "edit": (float, EDIT), "max_steps": (int, MAX_STEPS), "block_cache": (bool, BLOCK_CACHE),
+    "trust_remote_code": (bool, TRUST_REMOTE_CODE),
     "show": (bool, SHOW), "trace": (str, TRACE),
 }
 
@@ -151,7 +155,7 @@ def generate_command(
     fix: list[str] = typer.Option([], "--fix", help="POSITION=TEXT: fix generated tokens."),
     *, steps, sampler, confidence, temperature, top_k, top_p, block_length, cfg_scale, cache,
     reveal, threshold, factor, entropy_bound, remask, sigma, remask_steps, edit, max_steps,
-    block_cache,
+    block_cache, trust_remote_code,
     show, trace, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
     from mlmkit.generate import generate
@@ -183,7 +187,8 @@ def generate_command(
         check_output_path(trace, inputs=inputs, what="trace")
     prompts = read_inputs(prompts_file, "prompts", encoding, encoding_errors,
                           keep_blank=True) if prompts_file is not None else [prompt]
-    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+    mlm, precision = open_model(model, device=device, precision=precision, threads=threads,
+                                trust_remote_code=trust_remote_code or None)
     view, recorder, on_step = step_hooks(mlm.tokenizer, len(prompts), show, trace)
     kwargs = dict(length=length, steps=steps, sampler=sampler, confidence=confidence,
                   temperature=temperature, top_k=top_k, top_p=top_p, block_length=block_length,

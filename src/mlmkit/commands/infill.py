@@ -27,7 +27,7 @@ def infill_command(
                                        help="Most span-length combinations to try."),
     *, steps, sampler, confidence, temperature, top_k, top_p, block_length, cfg_scale, cache,
     reveal, threshold, factor, entropy_bound, remask, sigma, remask_steps, edit, max_steps,
-    block_cache,
+    block_cache, trust_remote_code,
     show, trace, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
     from mlmkit.errors import InvalidArgument
@@ -61,7 +61,8 @@ def infill_command(
         check_output_path(trace, inputs=inputs, what="trace")
     templates = read_inputs(templates_file, "templates", encoding, encoding_errors,
                             keep_blank=False) if templates_file is not None else [template]
-    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+    mlm, precision = open_model(model, device=device, precision=precision, threads=threads,
+                                trust_remote_code=trust_remote_code or None)
     view, recorder, on_step = step_hooks(mlm.tokenizer, len(templates), show, trace)
     kwargs = dict(steps=steps, sampler=sampler, confidence=confidence, temperature=temperature,
                   top_k=top_k, top_p=top_p, block_length=block_length, cfg_scale=cfg_scale,

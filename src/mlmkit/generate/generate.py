@@ -16,6 +16,7 @@ from mlmkit.generate.canvas import FIXED, MASK, PROMPT, Segment, end_ids, text_i
 from mlmkit.generate.cost import Cost
 from mlmkit.generate.eos import pad_after_end
 from mlmkit.generate.options import SamplerOptions
+from mlmkit.generate.remote import mask_id
 from mlmkit.generate.setup import check_texts, open_model
 from mlmkit.generate.unmask import StepEvent, unmask_rows
 from mlmkit.runtime import checks
@@ -43,10 +44,10 @@ class Generation(Result):
 
 
 def _generated_segments(tokenizer, length: int, constraints: Mapping[int, str | int] | None,
-                        max_length: int):
+                        max_length: int, mask: int):
     """The generated region as segments: masks, with user-fixed tokens at given positions."""
     checks.count("length", length, 1, max_length)
-    kinds, ids = [MASK] * length, [tokenizer.mask_token_id] * length
+    kinds, ids = [MASK] * length, [mask] * length
     if constraints is not None and not isinstance(constraints, Mapping):
         raise InvalidArgument("constraints must be a mapping {position: token id or text}")
     for position, value in sorted((constraints or {}).items()):
@@ -116,6 +117,7 @@ def generate(
     edit: float | None = None,
     max_steps: int | None = None,
     block_cache: bool = False,
+    trust_remote_code: bool | None = None,
     batch_tokens: int | None = None,
     precision: str = "auto",
     device=None,
@@ -137,7 +139,9 @@ def generate(
     step as the predictions allow (`threshold` tau, `factor` f, `entropy_bound` gamma);
     `remask` (cap, rescale, loop; `sigma`, `remask_steps`) and `edit` let later steps
     correct earlier ones, within `max_steps`; `block_cache` reuses the keys and values
-    outside the active block (approximate). Each result's `cost` holds its model calls,
+    outside the active block (approximate). `trust_remote_code` runs a name/path whose
+    code ships with the checkpoint (its mask id and logits shift are read from its config;
+    see `mlmkit.generate.remote`). Each result's `cost` holds its model calls,
     tokens per call and wall time.
     """
     options = SamplerOptions(steps=steps, sampler=sampler, confidence=confidence,
@@ -155,9 +159,11 @@ def generate(
     if not all(isinstance(p, str) for p in prompts):
         raise InvalidArgument("prompt must be a string or a list of strings")
     check_texts(prompts, "prompt")
-    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+    mlm, precision = open_model(model, device=device, precision=precision, threads=threads,
+                                trust_remote_code=trust_remote_code)
     tokenizer = mlm.tokenizer
-    generated_segments = _generated_segments(tokenizer, length, constraints, mlm.max_length)
+    generated_segments = _generated_segments(tokenizer, length, constraints, mlm.max_length,
+                                             mask_id(mlm))
     canvas_rows = [[Segment(PROMPT, text_ids(tokenizer, p))]
                    + [Segment(s.kind, list(s.ids)) for s in generated_segments] for p in prompts]
     batches = unmask_rows(mlm, canvas_rows, options, default_steps=length, allow_eos=True,

@@ -17,6 +17,7 @@ from mlmkit.generate.cost import Cost
 from mlmkit.generate.generate import rows_per_batch
 from mlmkit.generate.options import SamplerOptions
 from mlmkit.generate.pll import token_pll
+from mlmkit.generate.remote import mask_id
 from mlmkit.generate.setup import check_texts, open_model
 from mlmkit.generate.template import Span, parse_template
 from mlmkit.generate.unmask import StepEvent, unmask_rows
@@ -59,11 +60,12 @@ def _cost(spent: dict) -> Cost:
                 remasked=sum(p.remasked for p in parts), edited=sum(p.edited for p in parts))
 
 
-def _rows(tokenizer, pieces: list[str | Span], lengths: tuple[int, ...]) -> list[Segment]:
+def _rows(tokenizer, pieces: list[str | Span], lengths: tuple[int, ...],
+          mask: int) -> list[Segment]:
     segments, spans = [], iter(lengths)
     for index, piece in enumerate(pieces):
         if isinstance(piece, Span):
-            segments.append(Segment(MASK, [tokenizer.mask_token_id] * next(spans)))
+            segments.append(Segment(MASK, [mask] * next(spans)))
         else:
             before_span = index + 1 < len(pieces) and isinstance(pieces[index + 1], Span)
             ids = text_ids(tokenizer, piece.rstrip() if before_span else piece)
@@ -105,6 +107,7 @@ def infill(
     edit: float | None = None,
     max_steps: int | None = None,
     block_cache: bool = False,
+    trust_remote_code: bool | None = None,
     max_candidates: int = 64,
     batch_tokens: int | None = None,
     precision: str = "auto",
@@ -150,7 +153,8 @@ def infill(
                 f"combinations: narrow the [MASK:a-b] ranges or raise --max-candidates"
             )
         combos_of.append(combos)
-    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+    mlm, precision = open_model(model, device=device, precision=precision, threads=threads,
+                                trust_remote_code=trust_remote_code)
     tokenizer = mlm.tokenizer
     for index, (text, pieces) in enumerate(zip(templates, parsed, strict=True)):
         spans = [p for p in pieces if isinstance(p, Span)]
@@ -159,7 +163,7 @@ def infill(
             raise InvalidArgument(
                 f"template {index + 1} {text[:60]!r} asks for more masks than the model's "
                 f"{mlm.max_length} positions: use shorter [MASK:n] / [MASK:a-b] spans")
-    jobs = [(index, lengths, _rows(tokenizer, pieces, lengths))
+    jobs = [(index, lengths, _rows(tokenizer, pieces, lengths, mask_id(mlm)))
             for index, (pieces, combos) in enumerate(zip(parsed, combos_of, strict=True))
             for lengths in combos]
     most_masks = max(sum(lengths) for _, lengths, _ in jobs)

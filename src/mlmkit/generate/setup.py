@@ -14,9 +14,9 @@ def _same_device(a, b) -> bool:
 
 
 def open_model(model, *, device=None, precision: str | None = "auto",
-               threads: int | None = None):
+               threads: int | None = None, trust_remote_code: bool | None = None):
     """(MLM, resolved precision) for `model` (an MLM, a name/path, or a (model, tokenizer)
-    pair). A name is loaded onto `device`; a loaded model stays where it is, and an explicit
+    pair). A name is loaded onto `device` (`trust_remote_code`: see `load_mlm`); a loaded model stays where it is, and an explicit
     `device` it is not on is an error (move it first)."""
     from mlmkit.models import as_mlm, load_mlm
     from mlmkit.runtime.devices import prepare
@@ -24,7 +24,7 @@ def open_model(model, *, device=None, precision: str | None = "auto",
     explicit = device is not None and device != "auto"
     resolved, precision = prepare(device, precision, threads, task="inference")
     if isinstance(model, (str, Path)):
-        return load_mlm(model, device=resolved), precision
+        return load_mlm(model, device=resolved, trust_remote_code=trust_remote_code), precision
     mlm = as_mlm(model)
     if explicit and not _same_device(mlm.device, resolved):
         raise InvalidArgument(f"device={device!r} (--device) but the model is on "

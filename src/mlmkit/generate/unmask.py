@@ -22,12 +22,14 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from mlmkit.errors import InvalidArgument
 from mlmkit.generate.canvas import Canvas, Segment, build_canvas, suppressed_ids
 from mlmkit.generate.choose import choose_tokens
 from mlmkit.generate.confidence import confidence
 from mlmkit.generate.guidance import guided_logits, unconditional_input
 from mlmkit.generate.options import SamplerOptions
 from mlmkit.generate.predict import predict_logits
+from mlmkit.generate.remote import logits_shift, mask_id, shift_positions
 from mlmkit.generate.samplers import (
     StepContext,
     adaptive_counts,
@@ -88,6 +90,7 @@ class _Predictor:
         self.calls = 0
         self._key = None
         self._logits = None
+        self.mask_id, self.shift = mask_id(mlm), logits_shift(mlm)
         self.block_cache = None
         if config.block_cache:
             from mlmkit.models.block_cache import BlockCache
@@ -112,7 +115,7 @@ class _Predictor:
         guided = self.config.cfg_scale != 0.0 and bool(canvas.prompt.any())
         attention = canvas.attention_mask
         if guided:
-            uncond = unconditional_input(ids, canvas.prompt, self.mlm.tokenizer.mask_token_id)
+            uncond = unconditional_input(ids, canvas.prompt, self.mask_id)
             ids, attention = torch.cat([ids, uncond]), torch.cat([attention, attention])
             positions = torch.cat([positions, positions])
         if self._refresh:
@@ -137,8 +140,9 @@ class _Predictor:
             self.calls += 1
         elif not (self.config.cache and fresh):
             self._logits = predict_logits(
-                self.mlm.model, ids, self.canvas.attention_mask, positions,
-                prompt=self.canvas.prompt, mask_id=self.mlm.tokenizer.mask_token_id,
+                self.mlm.model, ids, self.canvas.attention_mask,
+                shift_positions(positions) if self.shift else positions,
+                prompt=self.canvas.prompt, mask_id=self.mask_id,
                 cfg_scale=self.config.cfg_scale, suppressed=self.suppressed,
             )
             self._key = (self.version, positions.clone())
@@ -289,7 +293,7 @@ def unmask(
     n_blocks = int(blocks.max()) + 1 if bool(masked.any()) else 0
     plan = _block_plan(options, n_blocks, masked, blocks) if n_blocks else []
     cap = options.step_cap(sum(len(_schedule(options, n)) for n in plan))
-    fix = _Corrections(options, masked, mlm.tokenizer.mask_token_id)
+    fix = _Corrections(options, masked, mask_id(mlm))
     editing, remasking = options.edit is not None, options.remask is not None
     steps_run = 0
     total_masks = int(masked.sum())
@@ -508,7 +512,10 @@ def unmask_rows(
         from mlmkit.models.block_cache import check_supported
 
         check_supported(mlm.model)
-    suppressed = suppressed_ids(tokenizer, allow_eos=allow_eos)
+        if logits_shift(mlm):
+            raise InvalidArgument("--block-cache does not support models with shifted logits: "
+                                  "drop --block-cache")
+    suppressed = sorted(set(suppressed_ids(tokenizer, allow_eos=allow_eos)) | {mask_id(mlm)})
     done = []
     with Progress("unmasking", total=len(segments), unit="rows", enabled=progress) as bar, \
             autocast(precision, mlm.device):
