@@ -135,7 +135,8 @@ Example:
 
 
 def merge_command(
-    shards: list[str] = typer.Argument(..., help="The outputs of 'mlmkit score --shard I/N' "
+    shards: list[str] = typer.Argument(..., metavar="SHARD_OUTPUT",
+                                       help="The outputs of 'mlmkit score --shard I/N' "
                                        "for I = 0 .. N-1, in any order."),
     output: str = OUTPUT,
     as_json: bool = JSON,
