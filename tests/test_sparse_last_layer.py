@@ -67,6 +67,8 @@ def test_sparse_equals_full_forward(tiny_mlm, family, _counted_sparse):
         one = torch.tensor([[0, 4], [1, 7]])
         torch.testing.assert_close(masked_logits(model, same, None, one),
                                    full_same[one[:, 0], one[:, 1]], atol=2e-5, rtol=1e-4)
+        none = masked_logits(model, ids, mask, torch.zeros((0, 2), dtype=torch.long))
+        assert none.shape == (0, full.shape[-1])  # nothing read: an empty result
     assert len(_counted_sparse) == (2 if sparse else 0)
 
 

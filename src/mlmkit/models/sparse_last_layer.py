@@ -248,7 +248,7 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
     last layer only there; None when this model cannot (the caller runs the full encoder).
     """
     family = _family(model)
-    if family is None or torch.compiler.is_compiling() \
+    if family is None or rows.numel() == 0 or torch.compiler.is_compiling() \
             or os.environ.get("MLMKIT_SPARSE_LAST_LAYER", "1") == "0":
         return None
     base = getattr(model, family.base)
