@@ -143,3 +143,23 @@ def test_deberta_v3_is_refused_where_an_mlm_head_is_needed(headless_deberta_v3):
 def test_deberta_v3_loads_for_training_its_head(headless_deberta_v3):
     mlm = load_mlm(headless_deberta_v3, device="cpu", allow_untrained_head=True)
     assert isinstance(mlm.model, transformers.DebertaV2ForMaskedLM)
+
+
+def test_pretraining_mmbert_with_a_gemma_style_tokenizer(bpe_tokenizer, tmp_path):
+    from mlmkit.train import PretrainConfig
+    from mlmkit.train.run import build_run
+
+    gemma = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=bpe_tokenizer.backend_tokenizer, bos_token="<s>", eos_token="</s>",
+        pad_token="<pad>", unk_token="<unk>", mask_token="<mask>")
+    gemma.save_pretrained(tmp_path / "gemma")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(f"Return the value of item {i} from the list." for i in
+                                range(200)))
+    run = build_run(PretrainConfig(
+        model="mmbert-tiny", tokenizer=str(tmp_path / "gemma"), corpus=str(corpus), steps=1,
+        seq_len=32, batch_size=2, eval_blocks=2, pppl_sentences=0, progress=False,
+        run_dir=str(tmp_path / "run"), threads=1, precision="fp32"))
+    assert run.tokenizer.cls_token == "<s>" and run.tokenizer.sep_token == "</s>"
+    run.step()
+    assert run.data.train[[0]].input_ids[0, 0] == gemma.bos_token_id

@@ -86,6 +86,9 @@ def resolve_tokenizer(config, show_progress: bool = True):
             raise MlmkitError(f"{flag} {source!r}: cannot load a tokenizer ({error})") from error
     else:
         tokenizer = _trained_tokenizer(config, show_progress)
+    from mlmkit.models.load import complete_special_tokens  # <bos>/<eos> only: mmBERT's
+
+    complete_special_tokens(tokenizer)
     missing = [name for name in ("cls_token", "sep_token", "mask_token", "pad_token")
                if getattr(tokenizer, name) is None]
     if missing:
