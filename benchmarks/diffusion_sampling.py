@@ -17,7 +17,7 @@ policy whose accuracy is within two standard errors of it, with 3x fewer calls. 
 cache is measured on longer continuations (96 tokens in blocks of 8): wall time, token
 agreement with the exact loop and the largest log-probability error of a cached call.
 
-    .venv/bin/python benchmarks/diffusion_sampling.py [--steps 1200] [--plot docs/img/diffusion_sampling.png]
+    .venv/bin/python benchmarks/diffusion_sampling.py [--steps 600] [--plot docs/img/diffusion_sampling.png]
 
 The trained models are cached under $MLMKIT_CACHE/benchmarks/diffusion_sampling (a rerun
 with the same settings reuses them; --retrain trains again).
@@ -82,13 +82,15 @@ def train(mlm: MLM, stream: list[int], steps: int, seed: int, batch: int = 32,
     each token masked with probability t, cross-entropy at the masked positions."""
     tok, model = mlm.tokenizer, mlm.model
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / 50) * max(0.05, 1 - s / steps))
     data = torch.tensor(stream)
     model.train()
     loss_value = float("nan")
-    for _ in range(steps):
+    for step in range(steps):
+        if step and step % 50 == 0:
+            print(f"  step {step}/{steps}: loss {loss_value:.3f}", flush=True)
         starts = torch.randint(0, len(data) - length, (batch,), generator=generator)
         body = torch.stack([data[s:s + length] for s in starts.tolist()])
         ids = torch.cat([torch.full((batch, 1), tok.cls_token_id), body,
@@ -105,23 +107,23 @@ def train(mlm: MLM, stream: list[int], steps: int, seed: int, batch: int = 32,
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         schedule.step()
-        loss_value = float(loss)
+        loss_value = loss.item()
     model.eval()
     return loss_value
 
 
 def trained(name: str, tokenizer, stream, steps: int, seed: int, retrain: bool,
-            root: Path) -> MLM:
+            root: Path, batch: int) -> MLM:
     from transformers import AutoModelForMaskedLM
 
-    path = root / f"{name}-steps{steps}-seed{seed}"
+    path = root / f"{name}-steps{steps}-batch{batch}-seed{seed}"
     if path.is_dir() and not retrain:
         model = AutoModelForMaskedLM.from_pretrained(path).eval()
         return MLM(model=model, tokenizer=tokenizer, name=name)
     model = build_mlm("bert-tiny", tokenizer, max_length=128, seed=seed)
     mlm = MLM(model=model, tokenizer=tokenizer, name=name)
     started = time.perf_counter()
-    loss = train(mlm, stream, steps, seed)
+    loss = train(mlm, stream, steps, seed, batch=batch)
     print(f"trained {name}: {steps} steps in {time.perf_counter() - started:.0f} s, "
           f"last loss {loss:.3f}", flush=True)
     model.save_pretrained(path)
@@ -205,7 +207,9 @@ def cache_error(mlm, prompts, block_length: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=1200, help="training steps per model")
+    parser.add_argument("--steps", type=int, default=600, help="training steps of the model")
+    parser.add_argument("--judge-steps", type=int, default=300, help="training steps of the judge")
+    parser.add_argument("--batch", type=int, default=16, help="training sequences per step")
     parser.add_argument("--windows", type=int, default=96, help="held-out infilling spans")
     parser.add_argument("--prompts", type=int, default=32, help="held-out prompts")
     parser.add_argument("--threads", type=int, default=2)
@@ -225,8 +229,10 @@ def main() -> None:
                                 show_progress=False)
     stream = token_stream(tokenizer, train_text)
     half = len(stream) // 2
-    mlm = trained("sampler", tokenizer, stream[:half], args.steps, 0, args.retrain, root)
-    judge = trained("judge", tokenizer, stream[half:], args.steps, 1, args.retrain, root)
+    mlm = trained("sampler", tokenizer, stream[:half], args.steps, 0, args.retrain, root,
+                  args.batch)
+    judge = trained("judge", tokenizer, stream[half:], args.judge_steps, 1, args.retrain, root,
+                    args.batch)
 
     test = token_stream(tokenizer, test_text)
     rng = random.Random(0)
