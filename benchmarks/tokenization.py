@@ -1,0 +1,114 @@
+"""Benchmark: mlmkit's corpus tokenization against `datasets.map(batched=True, num_proc=N)`.
+
+The same text (python-docs train, repeated `--copies` times, each copy a distinct corpus
+by a suffix), the same fast WordPiece tokenizer, the same N worker processes. mlmkit:
+`tokenize_corpus` (one pass, pieces tokenized by N processes, token ids and word starts
+written to memory-mapped shards). datasets: `Dataset.from_dict` then `.map(batched=True,
+num_proc=N)` returning input ids and word ids (what mlmkit keeps), written to its Arrow
+cache. Each side runs in a fresh process (its peak memory: the largest resident set of
+that process and of its workers). Wall-clock seconds, documents/s, the ratio, and the
+machine's load. One run. (Not named tokenize.py: a script's folder comes first on
+sys.path, and that name would hide the standard library's `tokenize` module.)
+
+    .venv/bin/python benchmarks/tokenization.py [--workers 2] [--copies 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def _documents(copies: int) -> list[str]:
+    from mlmkit.corpus.python_docs import python_docs
+
+    docs = python_docs("train")
+    return [f"{d} ({c})" if c else d for c in range(copies) for d in docs]
+
+
+def _tokenizer():
+    from transformers import AutoTokenizer
+
+    from mlmkit.cache import cache_dir
+    from mlmkit.corpus.python_docs import python_docs
+    from mlmkit.tokenizer import train_tokenizer
+
+    path = cache_dir("benchmarks", "tokenize-wordpiece-8192")
+    if not (path / "tokenizer.json").exists():
+        train_tokenizer(python_docs("train"), path, kind="wordpiece", vocab_size=8192,
+                        show_progress=False)
+    return AutoTokenizer.from_pretrained(str(path))
+
+
+def _hf_tokenize(batch, tokenizer=None):
+    encoded = tokenizer(batch["text"], add_special_tokens=False)
+    return {"input_ids": encoded["input_ids"],
+            "word_ids": [encoded.word_ids(i) for i in range(len(batch["text"]))]}
+
+
+def one(side: str, workers: int, copies: int) -> dict:
+    """Tokenize with one side, in this process; seconds and tokens."""
+    docs = _documents(copies)
+    tokenizer = _tokenizer()
+    out = tempfile.mkdtemp(prefix="mlmkit-tokbench-")
+    started = time.perf_counter()
+    if side == "mlmkit":
+        from mlmkit.corpus.shards import tokenize_corpus
+
+        shards = tokenize_corpus(lambda: iter(docs), tokenizer, root=out, workers=workers,
+                                 show_progress=False)
+        tokens = shards.n_tokens
+    else:
+        from functools import partial
+
+        import datasets
+
+        datasets.disable_progress_bars()
+        dataset = datasets.Dataset.from_dict({"text": docs})
+        mapped = dataset.map(partial(_hf_tokenize, tokenizer=tokenizer), batched=True,
+                             num_proc=workers, remove_columns=["text"],
+                             cache_file_name=os.path.join(out, "tokens.arrow"))
+        tokens = sum(len(ids) for ids in mapped["input_ids"])
+    seconds = time.perf_counter() - started
+    peak_kb = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                  resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+    return {"side": side, "seconds": seconds, "documents": len(docs), "tokens": tokens,
+            "peak_mb": peak_kb / 1024}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--copies", type=int, default=4)
+    parser.add_argument("--one", choices=("mlmkit", "datasets"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one(args.one, args.workers, args.copies)))
+        return
+    _tokenizer()  # trained once, outside the timing
+    env = dict(os.environ, TOKENIZERS_PARALLELISM="false")  # the processes are the parallelism
+    results = {}
+    for side in ("datasets", "mlmkit"):
+        done = subprocess.run([sys.executable, __file__, "--one", side, "--workers",
+                               str(args.workers), "--copies", str(args.copies)],
+                              capture_output=True, text=True, env=env, check=True)
+        results[side] = json.loads(done.stdout.strip().splitlines()[-1])
+    m, d = results["mlmkit"], results["datasets"]
+    print(f"{m['documents']:,} documents, {m['tokens']:,} tokens, {args.workers} worker "
+          f"process(es), {os.cpu_count()} CPU(s), load {os.getloadavg()[0]:.1f}")
+    for r in (d, m):
+        print(f"{r['side']:<9} {r['seconds']:7.2f} s  {r['documents'] / r['seconds']:9,.0f} "
+              f"docs/s  peak {r['peak_mb']:7.0f} MB")
+    print(f"mlmkit / datasets: {d['seconds'] / m['seconds']:.2f}× the speed "
+          f"(floor 1.5×), {m['peak_mb'] / d['peak_mb']:.2f}× the peak memory")
+    assert m["tokens"] == d["tokens"], "the two sides tokenized differently"
+
+
+if __name__ == "__main__":
+    main()
