@@ -11,6 +11,7 @@ import sys
 import types
 
 from mlmkit.generate.confidence import CONFIDENCES
+from mlmkit.generate.cost import Cost
 from mlmkit.generate.elbo import Elbo, elbo
 from mlmkit.generate.fill_mask import FillResult, fill_mask
 from mlmkit.generate.generate import Generation, generate
@@ -18,7 +19,7 @@ from mlmkit.generate.infill import Infilled, infill
 from mlmkit.generate.options import SamplerOptions
 from mlmkit.generate.samplers import SAMPLERS
 
-__all__ = ["CONFIDENCES", "SAMPLERS", "Elbo", "FillResult", "Generation", "Infilled",
+__all__ = ["CONFIDENCES", "SAMPLERS", "Cost", "Elbo", "FillResult", "Generation", "Infilled",
            "SamplerOptions", "elbo", "fill_mask", "generate", "infill"]
 
 
