@@ -95,7 +95,7 @@ def run_mlmkit(base: PretrainConfig, work: Path, *, steps=None, time_budget=None
     run_dir = work / f"mlmkit-{steps or time_budget}"
     shutil.rmtree(run_dir, ignore_errors=True)
     config = base.replace(run_dir=str(run_dir), steps=steps, time=time_budget, log_every=1,
-                          eval_every=0, save_every=0, pppl_sentences=0, eval_blocks=0)
+                          eval_every=0, save_every=0, pppl_sentences=0, eval_blocks=1)
     result = pretrain(config)
     train = [r for r in result.history if r["split"] == "train"]
     if steps:
