@@ -325,3 +325,47 @@ def test_cli_refuses_unsafe_or_bad_setups(tmp_path, saved_tiny_mlm):
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], \
             (args, result.stderr)
+
+
+def test_a_client_that_leaves_a_stream_stops_its_generation(models):
+    """Over a real socket: the client reads one step and hangs up; the unmasking loop stops
+    at its next step (the call fails with Cancelled, so it is never counted as run), and the
+    model is free for the next request."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    app = create_app({"bert": models["bert"]}, ServeConfig(threads=1))
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="on")
+    server = uvicorn.Server(config)
+    sock = config.bind_socket()
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    port = sock.getsockname()[1]
+    worker = app.state.server.workers["bert"]
+    try:
+        body = json.dumps({"prompt": "Open", "length": 100, "steps": 100, "stream": True})
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
+            client.sendall(f"POST /v1/generate HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                           f"application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}"
+                           .encode())
+            received = b""
+            while b"event: step" not in received:
+                chunk = client.recv(65536)
+                assert chunk and b"event: error" not in chunk, received + chunk
+                received += chunk
+        deadline = time.monotonic() + 20
+        while worker.running or not worker.queue.empty():
+            assert time.monotonic() < deadline, "the generation went on after the client left"
+            time.sleep(0.02)
+        answer = httpx.post(f"http://127.0.0.1:{port}/v1/score", json={"texts": "Open it."})
+        assert answer.status_code == 200
+        assert worker.calls == 1  # the score; the abandoned generation never completed
+    finally:
+        server.should_exit = True
+        thread.join(timeout=20)
+

@@ -46,6 +46,7 @@ class ModelWorker:
         self.task: asyncio.Task | None = None
         self.calls = 0  # library calls run (a gathered batch counts once)
         self.works = 0  # works answered
+        self.running = False  # a call is on the model's thread now
 
     def start(self) -> None:
         if self.task is None:
@@ -109,7 +110,11 @@ class ModelWorker:
             return
         inputs = [x for w in live for x in w.inputs]
         try:
-            outputs = await self.in_thread(live[0].run, inputs)
+            self.running = True
+            try:
+                outputs = await self.in_thread(live[0].run, inputs)
+            finally:
+                self.running = False
             self.calls += 1
         except MlmkitError as error:
             if len(live) == 1:
