@@ -80,6 +80,8 @@ def world(tmp_path_factory, saved_tiny_mlm, monkeypatch_module):
         "huge.jsonl": "{" + "x" * 2_000_000 + "\n",
         "truncated.jsonl": '{"text": "The cat sat on',
         "wrong.jsonl": "text,label\nhello,1\n",
+        "suite.json": '{"model": "m", "quick": true, "metrics": {}, "details": {}, '
+                      '"seconds": {}, "items": {}}\n',
     }
     (root / "blimp-dir").mkdir()
     stereoset = Path(__file__).parent / "data" / "stereoset_intrasentence_fixture.json"
@@ -142,6 +144,10 @@ def BASE(w: dict) -> dict[tuple[str, ...], list[str]]:
         ("tokenizer", "train"): ["texts.txt", "--output", "new-tok", "--vocab-size", "128"],
         ("pretrain",): ["--model", "tiny", "--tokenizer", m, "--corpus", "texts.txt",
                         "--steps", "1", "--run-dir", "run"],
+        ("finetune",): [m, "--task", "mine", "--train", "labelled.jsonl", "--text-cols", "text",
+                        "--epochs", "1"],
+        ("eval", "suite"): [m, "--parts", "pppl", "--texts", "texts.txt"],
+        ("eval", "compare"): ["suite.json", "suite.json", "--bootstrap", "50"],
     }
 
 
