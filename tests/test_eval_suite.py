@@ -114,7 +114,11 @@ def test_cli_suite_and_compare(saved_tiny_mlm, small_data, suite, tmp_path):
     assert bad.exit_code == 1 and "not a suite.json" in bad.stderr
     missing = runner.invoke(app, ["eval", "suite", model, "--data", str(tmp_path),
                                   "--parts", "blimp"])
-    assert missing.exit_code == 1 and "has no blimp/ folder" in missing.stderr
+    assert missing.exit_code == 1 and "not a folder holding blimp/" in missing.stderr
+    (tmp_path / "sst2").mkdir()
+    no_blimp = runner.invoke(app, ["eval", "suite", model, "--data", str(tmp_path),
+                                   "--parts", "blimp"])
+    assert no_blimp.exit_code == 1 and "has no blimp/ folder" in no_blimp.stderr
     with pytest.raises(InvalidData):
         from mlmkit.evaluation import load_suite
 

@@ -30,8 +30,8 @@ Examples:
 @shared_options
 def suite_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    data: str = typer.Option("../shared/data", "--data", help="Folder holding blimp/, sst2/ "
-                             "and agnews/."),
+    data: str = typer.Option(None, "--data", help="Folder holding blimp/, sst2/ and agnews/ "
+                             "(default: ../shared/data)."),
     quick: bool = typer.Option(False, "--quick", help="Sub-sample every part (minutes on CPU)."),
     parts: str = typer.Option(None, "--parts", help="Comma-separated parts: blimp, pppl, "
                               "cloze, fewshot, sst2, agnews, elbo, facts (default: all that "
@@ -67,8 +67,9 @@ def suite_command(
 def compare_command(
     runs: list[str] = typer.Argument(..., help="suite.json files, folders holding one, run "
                                      "directories or models (the suite runs on those)."),
-    data: str = typer.Option("../shared/data", "--data", help="Folder holding blimp/, sst2/ "
-                             "and agnews/ (for runs and models without a suite.json)."),
+    data: str = typer.Option(None, "--data", help="Folder holding blimp/, sst2/ and agnews/ "
+                             "(for runs and models without a suite.json; default: "
+                             "../shared/data)."),
     quick: bool = typer.Option(False, "--quick", help="Quick suites for runs and models."),
     parts: str = typer.Option(None, "--parts", help="Parts of the suites to run (see eval "
                               "suite)."),
@@ -82,6 +83,15 @@ def compare_command(
     from mlmkit.runtime.output import check_output_path, write_text
 
     check_bootstrap(bootstrap, seed=seed)
+    from mlmkit.runtime.devices import prepare
+
+    prepare(device, precision, threads)  # bad runtime flags fail even when no suite runs
+    if data is not None and not any((Path(data) / n).is_dir() for n in ("blimp", "sst2",
+                                                                          "agnews")):
+        from mlmkit.errors import PathError
+
+        raise PathError(f"--data {data!r} is not a folder holding blimp/, sst2/ or agnews/: "
+                        "pass the shared data sets' folder")
     check_output_path(output, inputs=runs)
     for source in runs:
         check_source(source)

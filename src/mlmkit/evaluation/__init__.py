@@ -29,7 +29,7 @@ def check_source(source) -> None:
                         "run directory or a model")
 
 
-def resolve_suite(source, *, data="../shared/data", quick=False, parts=None, **runtime):
+def resolve_suite(source, *, data=None, quick=False, parts=None, **runtime):
     """A suite result from a suite.json, a folder holding one, a pretraining run directory
     (its `suite.json`, else the suite run on `final/` and saved there), or a model."""
     from mlmkit.errors import PathError

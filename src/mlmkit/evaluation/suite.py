@@ -130,9 +130,12 @@ def is_diffusion(model) -> bool:
         return False
 
 
+DEFAULT_DATA = "../shared/data"
+
+
 def evaluate_suite(
     model,
-    data: str | Path = "../shared/data",
+    data: str | Path | None = None,
     *,
     quick: bool = False,
     parts=None,
@@ -156,7 +159,11 @@ def evaluate_suite(
     from mlmkit.runtime.progress import status
 
     count("seed", seed, 0)
-    data = Path(data)
+    if data is not None and not (Path(data).is_dir() and any(
+            (Path(data) / name).is_dir() for name in ("blimp", "sst2", "agnews"))):
+        raise PathError(f"data {str(data)!r} (--data) is not a folder holding blimp/, sst2/ "
+                        "or agnews/: pass the shared data sets' folder")
+    data = Path(DEFAULT_DATA if data is None else data)
     if parts is None:
         chosen = [p for p in PARTS if p not in ("elbo", "facts")]
     else:
@@ -171,12 +178,20 @@ def evaluate_suite(
                             f"{part} out (--parts)")
     if "facts" in chosen and facts is None:
         raise InvalidArgument("the facts part needs a facts file (facts=, --facts)")
-    from mlmkit.runtime.records import check_input_file
-
-    if texts is not None:
-        check_input_file(texts, "texts file (--texts)")
+    if facts is not None and parts is not None and "facts" not in chosen:
+        raise InvalidArgument("a facts file (--facts) is given but --parts has no facts part: "
+                              "add facts to --parts or drop --facts")
+    if texts is not None and parts is not None and "pppl" not in chosen:
+        raise InvalidArgument("a texts file (--texts) is given but --parts has no pppl part: "
+                              "add pppl to --parts or drop --texts")
+    if texts is not None:  # read now: a bad file fails before any work
+        texts = _held_out_texts(texts)
     if facts is not None:
-        check_input_file(facts, "facts file (--facts)")
+        from mlmkit.probe import read_facts
+
+        facts = read_facts(facts)
+        if not facts:
+            raise InvalidArgument("the facts file (--facts) holds no facts")
     mlm, infer_precision = prepare_mlm(model, device=device, precision=precision,
                                        threads=threads)
     if parts is None:
@@ -239,12 +254,7 @@ def _pppl(mlm, result, *, quick, texts, runtime, **_):
         pool = [t for t in python_docs("validation") if 5 <= len(t.split()) <= 60]
         source = "python-docs validation"
     else:
-        from mlmkit.runtime.records import read_texts
-
-        pool = [t for _, t in read_texts(texts) if t.strip()]
-        source = str(texts)
-    if not pool:
-        raise InvalidArgument(f"no held-out texts for pseudo-perplexity in {source}")
+        pool, source = texts, "the texts file (--texts)"
     chosen = [pool[i] for i in _sample(len(pool), _size("pppl_texts", quick))]
     chosen = [t[:2000] for t in chosen]
     scored = [s for s in score(mlm, chosen, **runtime) if s.pll is not None and s.n_tokens]
@@ -254,6 +264,16 @@ def _pppl(mlm, result, *, quick, texts, runtime, **_):
     result.items["pppl"] = {"kind": "exp_ratio", "values": nll.tolist(),
                             "weights": tokens.tolist(), "key": _key(s.text for s in scored)}
     result.details["pppl_source"] = source
+
+
+def _held_out_texts(path) -> list[str]:
+    from mlmkit.runtime.records import read_texts
+
+    pool = [t for _, t in read_texts(path) if t.strip()]
+    if not pool:
+        raise InvalidArgument(f"texts file {str(path)!r} (--texts) holds no text: give one "
+                              "held-out text per line")
+    return pool
 
 
 def _cloze(mlm, result, *, data, quick, runtime, **_):
@@ -333,9 +353,9 @@ def _elbo(mlm, result, *, quick, texts, seed, runtime, **_):
 
 
 def _facts(mlm, result, *, facts, runtime, **_):
-    from mlmkit.probe import knowledge_probe, read_facts
+    from mlmkit.probe import knowledge_probe
 
-    out = knowledge_probe(mlm, read_facts(facts), **runtime)
+    out = knowledge_probe(mlm, facts, **runtime)
     probed = [f for f in out.facts if f.rank is not None]
     _accuracy_item(result, "facts_p@1", [f.rank == 1 for f in probed],
                    [(f.prompt, f.answer) for f in probed])

@@ -140,15 +140,15 @@ def finetune(
         count("batch_tokens", batch_tokens, 1)
     defaults = dict(FEW_SHOT_DEFAULTS if shots else FULL_DEFAULTS)
     defaults.update({k: v for k, v in spec.overrides.items() if k in defaults})
-    lora_options = None
-    if lora:
-        targets = lora_targets.split(",") if isinstance(lora_targets, str) else lora_targets
-        lora_options = LoraOptions(rank=lora_rank, alpha=lora_alpha,
-                                   targets=tuple(t.strip() for t in targets) if targets
-                                   else None).check()
-    elif merge_lora or lora_targets:
-        raise InvalidArgument("merge_lora / lora_targets (--merge-lora, --lora-targets) need "
-                              "lora=True (--lora)")
+    targets = lora_targets.split(",") if isinstance(lora_targets, str) else lora_targets
+    lora_options = LoraOptions(rank=lora_rank, alpha=lora_alpha,
+                               targets=tuple(t.strip() for t in targets) if targets
+                               else None).check()
+    if not lora:
+        if merge_lora or lora_targets or lora_options != LoraOptions():
+            raise InvalidArgument("lora_rank / lora_alpha / lora_targets / merge_lora (--lora-"
+                                  "rank, ...) are LoRA settings: add lora=True (--lora)")
+        lora_options = None
     from mlmkit.probe.verbalizer import parse_verbalizer
 
     words = parse_verbalizer(verbalizer) if verbalizer is not None else None
