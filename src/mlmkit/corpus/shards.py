@@ -174,12 +174,13 @@ def tokenize_piece(definition: str, dtype: str, documents: list[str], target: st
             for start in range(0, len(documents), BATCH_DOCUMENTS):
                 encodings = backend.encode_batch(documents[start:start + BATCH_DOCUMENTS],
                                                  add_special_tokens=False)
-                for encoding in encodings:
-                    ids = np.asarray(encoding.ids, dtype=dtype)
-                    tok_file.write(ids.tobytes())
-                    ws_file.write(_word_starts(encoding.word_ids).tobytes())
-                    lengths.append(len(ids))
-                    n_tokens += len(ids)
+                ids = [np.asarray(e.ids, dtype=dtype) for e in encodings]
+                if ids:
+                    tok_file.write(np.concatenate(ids).tobytes())
+                    ws_file.write(np.concatenate(
+                        [_word_starts(e.word_ids) for e in encodings]).tobytes())
+                lengths.extend(len(i) for i in ids)
+                n_tokens += sum(len(i) for i in ids)
         np.save(staging / "lengths.npy", np.asarray(lengths, dtype=np.int64))
         (staging / "done.json").write_text(json.dumps({"tokens": n_tokens}))
         fsync_tree(staging)
@@ -223,14 +224,19 @@ class _PieceBuilder:
         self.dtype = np.dtype(_token_dtype(tokenizer)).name
         self.folder, self.workers = folder, workers
         self.pool, self.pending = None, []
-        self.submitted = 0
+        self.held = None  # the first piece, until a second says processes are worth it
 
     def add(self, documents: list[str], target: Path) -> None:
         args = (self.definition, self.dtype, documents, str(target))
-        self.submitted += 1
-        if self.workers <= 1 or self.submitted == 1:
-            tokenize_piece(*args)  # one piece (a small corpus) needs no processes
+        if self.workers <= 1:
+            tokenize_piece(*args)
             return
+        if self.pool is None and self.held is None:
+            self.held = args
+            return
+        self._submit(args)
+
+    def _submit(self, args) -> None:
         if self.pool is None:
             import concurrent.futures
             import multiprocessing
@@ -238,11 +244,17 @@ class _PieceBuilder:
             self.pool = concurrent.futures.ProcessPoolExecutor(
                 self.workers, mp_context=multiprocessing.get_context("spawn"),
                 initializer=_one_thread_per_worker)
+            if self.held is not None:
+                held, self.held = self.held, None
+                self.pending.append(self.pool.submit(tokenize_piece, *held))
         self.pending.append(self.pool.submit(tokenize_piece, *args))
         while len(self.pending) >= 2 * self.workers:
             self.pending.pop(0).result()
 
     def finish(self) -> None:
+        if self.held is not None:  # one piece in all: no processes for a small corpus
+            held, self.held = self.held, None
+            tokenize_piece(*held)
         try:
             for future in self.pending:
                 future.result()
