@@ -163,3 +163,19 @@ def test_pretraining_mmbert_with_a_gemma_style_tokenizer(bpe_tokenizer, tmp_path
     assert run.tokenizer.cls_token == "<s>" and run.tokenizer.sep_token == "</s>"
     run.step()
     assert run.data.train[[0]].input_ids[0, 0] == gemma.bos_token_id
+
+
+def test_model_info_of_remote_code_needs_the_flag(remote_dir, monkeypatch):
+    import json
+
+    from mlmkit.cli import app
+
+    monkeypatch.delenv("MLMKIT_TRUST_REMOTE_CODE", raising=False)
+    refused = CliRunner().invoke(app, ["model", "info", str(remote_dir)])
+    assert refused.exit_code == 1 and "--trust-remote-code" in refused.output
+    done = CliRunner().invoke(app, ["model", "info", str(remote_dir), "--trust-remote-code",
+                                    "--json"])
+    assert done.exit_code == 0, done.output
+    info = json.loads(done.output)
+    assert info["remote_code"] is True and info["architecture"] == "NeoBERTLMHead"
+    assert info["position_scheme"] == "rope" and info["rope_theta"] == {"all": 10000.0}
