@@ -15,8 +15,8 @@ TEXTS = ["Return the list of items.", "", "Open the file for reading.",
          "A module is a file of definitions.", "Raise an error."]
 
 
-def test_the_classes_add_the_engines_results_to_a_batch(saved_tiny_mlm):
-    model = str(saved_tiny_mlm("bert"))
+def test_the_classes_add_the_engines_results_to_a_batch(tiny_mlm):
+    model = tiny_mlm("bert")  # an MLM, a path or a hub name: as every entry point
     scored = Scorer(model, device="cpu", threads=1)({"text": TEXTS, "id": list(range(5))})
     expected = mlmkit.score(model, [t for t in TEXTS if t], device="cpu", threads=1)
     plls = [p for p in scored["pll"] if not math.isnan(p)]
