@@ -8,8 +8,9 @@ runs `mlmkit.cli.main()` (or a Python file as `__main__`) exactly as a fresh pro
 minus the imports. The server itself never runs a torch operation, so forking it is safe.
 
 A shim named `mlmkit`, put first on PATH, sends its argv, cwd, environment and its three
-file descriptors to the server and exits with the child's status; when the server is not
-reachable it execs the real `mlmkit`. `MLMKIT_TEST_REAL_PROCESSES=1` turns the server off.
+file descriptors to the server, forwards the signals it gets (SIGTERM, SIGINT, ...; not
+SIGKILL) to the child and exits with the child's status; when the server is not reachable
+it execs the real `mlmkit`. `MLMKIT_TEST_REAL_PROCESSES=1` turns the server off.
 
     python tests/forkserver.py SOCKET    # serve until killed
 """
@@ -39,13 +40,30 @@ except OSError:
 message = json.dumps({{"kind": "mlmkit", "argv": ["mlmkit"] + sys.argv[1:],
                       "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
 socket.send_fds(conn, [struct.pack("!Q", len(message)) + message], [0, 1, 2])
-reply = b""
-while len(reply) < 4:
-    chunk = conn.recv(4 - len(reply))
-    if not chunk:
-        sys.exit("mlmkit (test fork server): the child died without a status")
-    reply += chunk
-sys.exit(struct.unpack("!i", reply)[0])
+def read_int():
+    reply = b""
+    while len(reply) < 4:
+        try:
+            chunk = conn.recv(4 - len(reply))
+        except InterruptedError:
+            continue
+        if not chunk:  # the child died of a signal: so does this process
+            if forwarded:
+                signal.signal(forwarded[-1], signal.SIG_DFL)
+                os.kill(os.getpid(), forwarded[-1])
+            sys.exit("mlmkit (test fork server): the child died without a status")
+        reply += chunk
+    return struct.unpack("!i", reply)[0]
+import signal
+forwarded = []
+child = read_int()
+def forward(number, frame):
+    forwarded.append(number)
+    os.kill(child, number)
+for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+            signal.SIGUSR2):  # what this process is sent, its child gets (not SIGKILL)
+    signal.signal(sig, forward)
+sys.exit(read_int())
 '''
 
 PRELOAD = ("torch", "transformers", "tokenizers", "numpy")
@@ -107,9 +125,9 @@ class Server:
             stdout = out.read()
             reader.join(timeout)
         conn.settimeout(timeout)
-        status = conn.recv(4)
+        status = conn.recv(8, socket.MSG_WAITALL)  # the child's pid, then its exit status
         conn.close()
-        code = struct.unpack("!i", status)[0] if len(status) == 4 else -1
+        code = struct.unpack("!i", status[4:])[0] if len(status) == 8 else -1
         return subprocess.CompletedProcess(argv, code, stdout.decode(errors="replace"),
                                            b"".join(stderr_bytes).decode(errors="replace"))
 
@@ -136,6 +154,7 @@ def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
 
 def _child(request: dict, fds: list[int], conn: socket.socket) -> None:
     """In the forked child: become the requested process, report the status, exit."""
+    conn.sendall(struct.pack("!i", os.getpid()))  # the caller forwards its signals here
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
         os.close(fd)
