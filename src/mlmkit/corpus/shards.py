@@ -19,6 +19,7 @@ import hashlib
 import json
 import os
 import shutil
+import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -241,8 +242,11 @@ class _PieceBuilder:
             import concurrent.futures
             import multiprocessing
 
+            # fork where it is safe (Linux; the workers use only numpy and tokenizers):
+            # spawn would re-run a caller's script that has no `if __name__` guard
+            method = "fork" if sys.platform.startswith("linux") else "spawn"
             self.pool = concurrent.futures.ProcessPoolExecutor(
-                self.workers, mp_context=multiprocessing.get_context("spawn"),
+                self.workers, mp_context=multiprocessing.get_context(method),
                 initializer=_one_thread_per_worker)
             if self.held is not None:
                 held, self.held = self.held, None
