@@ -98,9 +98,8 @@ def test_strictest_adaptive_settings_are_the_one_token_per_step_sampler(tiny_mlm
         assert fast[0].cost.nfe == base[0].cost.nfe == 8
 
 
-@pytest.mark.parametrize("family", ["bert", "modernbert"])
-def test_confident_model_reveals_a_block_per_call(tiny_mlm, family):
-    mlm = tiny_mlm(family)
+def test_confident_model_reveals_a_block_per_call(tiny_mlm):
+    mlm = tiny_mlm("bert")
     token = _word(mlm.tokenizer)
     sure = _confident(mlm, token)
     events, kwargs = _record(length=12, block_length=4, reveal="threshold", threshold=0.9)
