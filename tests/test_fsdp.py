@@ -123,6 +123,7 @@ def test_states_are_sharded_and_model_folders_are_whole(runs):
     shards = sorted(p.name for p in (checkpoints / "state-00000004.dcp").iterdir())
     assert shards == [".metadata", "__0_0.distcp", "__1_0.distcp"]  # one file per rank
     exported = _weights(runs["sharded"] / "step-4")  # gathered: full shapes
+    assert set(exported) == set(_weights(runs["single"] / "final"))  # tied weights once
     from transformers import AutoModelForMaskedLM
 
     model = AutoModelForMaskedLM.from_pretrained(runs["sharded"] / "step-4")

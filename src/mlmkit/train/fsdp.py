@@ -145,14 +145,27 @@ class FSDPRuntime(DistributedRuntime):
         patched = []
         if self.is_main:
             for name, module in objective.modules.items():
+                state = _without_aliases(module, parts[name])
                 module.save_pretrained = partial(type(module).save_pretrained, module,
-                                                 state_dict=parts[name])
+                                                 state_dict=state)
                 patched.append(module)
         try:
             yield
         finally:
             for module in patched:
                 del module.save_pretrained
+
+
+def _without_aliases(module: torch.nn.Module, state: dict) -> dict:
+    """`state` less the second name of each shared (tied) parameter, as the model's own
+    state dict would be saved: gathered copies no longer share storage, so the export
+    would otherwise hold e.g. the tied output embedding twice."""
+    seen, aliases = set(), set()
+    for key, parameter in module.named_parameters(remove_duplicate=False):
+        if id(parameter) in seen:
+            aliases.add(key)
+        seen.add(id(parameter))
+    return {k: v for k, v in state.items() if k not in aliases}
 
 
 def build_fsdp_runtime(runtime: DistributedRuntime) -> FSDPRuntime:
