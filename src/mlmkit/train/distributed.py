@@ -6,11 +6,13 @@
 (WORLD_SIZE > 1) says otherwise; then it joins the process group and returns a
 `DistributedRuntime`, which the loop uses through the same methods.
 
-How the work is split (see `mlmkit.objectives`): every process corrupts the same global
-batch of a step, deterministically from (seed, step), and trains on its own rows of it
-(rows rank, rank + W, ...), micro-batch by micro-batch. The objective divides its loss by
-the step's global counts, so gradients are *summed* over processes (a comm hook replaces
-DDP's averaging) and equal those of the whole batch on one process. Gradients are only
+How the work is split (see `mlmkit.objectives`): every process reads, masks and collates
+only its own rows of a step's global batch (rows rank, rank + W, ...; each row corrupted
+from (seed, step, global row), `mlmkit.train.data.prepare_rows`), and trains on them
+micro-batch by micro-batch. The step's counts are summed over processes and the objective
+divides its loss by them, so gradients are *summed* over processes (a comm hook replaces
+DDP's averaging) and equal those of the whole batch on one process. `--parallel fsdp`
+shards the model instead (`mlmkit.train.fsdp`), with the same split of the data. Gradients are only
 synchronised on the last micro-step (`no_sync` before). Only rank 0 logs, evaluates and
 writes checkpoints; the training state does not depend on the world size, so a run
 resumes on any number of processes that divides the (unchanged) global batch.
