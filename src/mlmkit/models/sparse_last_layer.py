@@ -19,6 +19,7 @@ in the environment runs the full last layer everywhere (the benchmarks' referenc
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -257,8 +258,11 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
         return None
     captured: dict = {}
     seen = [0]
+    thread = threading.get_ident()
 
     def capture(module, args, kwargs):
+        if threading.get_ident() != thread:  # another thread's forward of the same model
+            return None
         seen[0] += 1
         if seen[0] == calls:
             captured["args"], captured["kwargs"] = args, kwargs
