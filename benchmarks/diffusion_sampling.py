@@ -77,13 +77,13 @@ def token_stream(tokenizer, text: str) -> list[int]:
     return ids
 
 
-def train(mlm: MLM, stream: list[int], steps: int, seed: int, batch: int = 32,
+def train(mlm: MLM, stream: list[int], steps: int, seed: int, batch: int = 32, lr: float = 2e-3,
           length: int = 62) -> float:
     """A short masked-diffusion training run: per sequence a masking rate t ~ U(0.05, 1),
     each token masked with probability t, cross-entropy at the masked positions."""
     tok, model = mlm.tokenizer, mlm.model
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=2e-3, weight_decay=0.01)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda s: min(1.0, (s + 1) / 50) * max(0.05, 1 - s / steps))
     data = torch.tensor(stream)
