@@ -6,7 +6,7 @@ keys and values; `BlockCache.window` then runs the encoder on the active block's
 only, its queries attending to fresh keys and values inside the window and to the cached
 ones outside it. The cached ones are stale by what changed inside the block since the
 refresh, so the result is an approximation: the sampler refreshes at every new block and
-`benchmarks/diffusion_sampling.py` measures the error and the speed.
+`benchmarks/sampling.py` measures the error and the speed.
 
 It works through the attention-function registry of transformers (every layer's keys and
 values pass through it), so it needs no copy of the models' code: the families in

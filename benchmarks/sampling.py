@@ -18,7 +18,7 @@ policy whose accuracy is within two standard errors of it, with 3x fewer calls. 
 cache is measured on longer continuations (96 tokens in blocks of 8): wall time, token
 agreement with the exact loop and the largest log-probability error of a cached call.
 
-    .venv/bin/python benchmarks/diffusion_sampling.py [--steps 600] [--plot docs/img/diffusion_sampling.png]
+    .venv/bin/python benchmarks/sampling.py [--steps 600] [--plot docs/img/diffusion_sampling.png]
 
 The trained models are cached under $MLMKIT_CACHE/benchmarks/diffusion_sampling (a rerun
 with the same settings reuses them; --retrain trains again).
