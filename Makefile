@@ -25,7 +25,8 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 
 test: lint
-	$(PY) -m pytest tests -n auto
+	# One worker more than cores: some tests wait on the processes they start.
+	$(PY) -m pytest tests -n $$(( $$(nproc) + 1 )) --dist loadgroup
 
 demo: $(STAMP)
 	$(VENV)/bin/mlmkit pretrain

@@ -15,7 +15,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-# Tiny models run faster on one thread than on two contended ones (CI has 2 cores).
+# Tiny models run faster on one thread than on two contended ones (CI has 2 cores, and
+# pytest-xdist runs a test per core): the library's own thread resolver reads this too.
+os.environ.setdefault("MLMKIT_THREADS", "1")
 torch.set_num_threads(1)
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -15,6 +15,9 @@ import torch.multiprocessing as mp
 
 from mlmkit.train import PretrainConfig, pretrain
 
+# One worker runs the whole module: its multi-process fixture is built once.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ddp")]
+
 DEADLINE_S = 400  # a hung collective fails the test instead of blocking the suite
 
 

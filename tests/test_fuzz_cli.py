@@ -279,6 +279,7 @@ def _sample(generated: list[tuple]) -> list[tuple]:
     return chosen
 
 
+@pytest.mark.slow
 def test_fuzz_every_command(world, capfd):
     runner = CliRunner()
     root = world["root"]

@@ -213,6 +213,7 @@ def test_resume_after_halt_is_bit_identical(reference_run, tmp_path, tokenizer_p
     assert strip == expected  # the logs of a resumed run read as if it never stopped
 
 
+@pytest.mark.slow
 def test_sigterm_to_a_real_process_then_resume(reference_run, tmp_path, tokenizer_path):
     run_dir = tmp_path / "run"
     config = tiny_config(run_dir, tokenizer_path, eval_every=6)
@@ -499,6 +500,7 @@ def test_schedule_extension_keeps_the_current_rate():
 # ---- the command line
 
 
+@pytest.mark.slow
 def test_cli_writes_status_to_stderr_and_the_summary_to_stdout(tmp_path, tokenizer_path):
     run_dir = tmp_path / "run"
     base = [sys.executable, "-m", "mlmkit", "pretrain", "--model", "tiny", "--tokenizer",

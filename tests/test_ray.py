@@ -20,7 +20,10 @@ def test_the_classes_add_the_engines_results_to_a_batch(tiny_mlm):
     scored = Scorer(model, device="cpu", threads=1)({"text": TEXTS, "id": list(range(5))})
     expected = mlmkit.score(model, [t for t in TEXTS if t], device="cpu", threads=1)
     plls = [p for p in scored["pll"] if not math.isnan(p)]
-    assert plls == [r.pll for r in expected] and math.isnan(scored["pll"][1])
+    # Equal up to float32 rounding: the batches differ (the empty text is not scored), and
+    # the sparse last layer's matmuls round by their row count.
+    assert plls == pytest.approx([r.pll for r in expected], rel=1e-6)
+    assert math.isnan(scored["pll"][1])
     assert list(scored["id"]) == list(range(5))  # the other columns pass through
     filled = FillMask(model, top_k=3, device="cpu", threads=1)(
         {"text": ["Return the [MASK] of items.", "Open the [MASK] [MASK]."]})
@@ -32,6 +35,7 @@ def test_the_classes_add_the_engines_results_to_a_batch(tiny_mlm):
         Scorer(model, column="sentence", device="cpu")({"text": TEXTS})
 
 
+@pytest.mark.slow
 def test_scoring_a_parquet_dataset_on_a_local_ray_cluster(saved_tiny_mlm, tmp_path):
     ray = pytest.importorskip("ray", reason="the extra mlmkit[ray] is not installed "
                                             "(pip install 'mlmkit[ray]'; make install does)")

@@ -73,6 +73,7 @@ def test_score_stdin_to_stdout_and_json_summary(saved_tiny_mlm, texts_file, tmp_
     assert [json.loads(line) for line in out.read_text().splitlines()] == rows
 
 
+@pytest.mark.slow
 def test_score_into_a_closed_pipe_has_no_traceback(saved_tiny_mlm, tmp_path):
     model = str(saved_tiny_mlm("bert"))
     many = tmp_path / "many.txt"
@@ -222,6 +223,7 @@ def test_rescore_and_blimp_refuse_an_output_equal_to_an_input(saved_tiny_mlm, tm
     _one_line_error(result, "limit")
 
 
+@pytest.mark.slow
 def test_torchrun_two_ranks_merge_in_order(saved_tiny_mlm, texts_file, tmp_path):
     model = str(saved_tiny_mlm("bert"))
     single, sharded = tmp_path / "single.jsonl", tmp_path / "sharded.jsonl"
