@@ -25,6 +25,7 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -117,8 +118,6 @@ class Server:
                 os.close(fd)
         with open(out_r, "rb") as out, open(err_r, "rb") as err:
             # Both pipes must be drained together or a child filling one blocks.
-            import threading
-
             stderr_bytes: list[bytes] = []
             reader = threading.Thread(target=lambda: stderr_bytes.append(err.read()))
             reader.start()

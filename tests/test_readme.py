@@ -176,7 +176,6 @@ def section_runs(request, tmp_path_factory, launcher):
     mostly one-threaded). Under pytest-xdist (`make test`), every worker collects every
     test, so each section runs when its own test does and the workers give the parallelism.
     """
-    _launch = launcher
     futures = {}
     pool = None
     if not os.environ.get("PYTEST_XDIST_WORKER"):
@@ -185,13 +184,13 @@ def section_runs(request, tmp_path_factory, launcher):
         pool = ThreadPoolExecutor(max_workers=2)
         for section in SECTIONS:
             if section in selected and runnable(section):
-                futures[section] = pool.submit(_launch, section,
+                futures[section] = pool.submit(launcher, section,
                                                tmp_path_factory.mktemp("readme"))
 
     def result(section: str) -> subprocess.CompletedProcess:
         if section in futures:
             return futures[section].result()
-        return _launch(section, tmp_path_factory.mktemp("readme"))
+        return launcher(section, tmp_path_factory.mktemp("readme"))
 
     yield result
     if pool is not None:
