@@ -75,6 +75,23 @@ class PretrainConfig:
     beta1: float = _f(0.9, "AdamW beta1")
     beta2: float = _f(0.98, "AdamW beta2")
     eps: float = _f(1e-6, "AdamW epsilon")
+    # -- optimizer, batch warm-up and unpadding (issue 19 item 4)
+    optimizer: str = _f("adamw", "adamw, or stableadamw: AdamW with per-tensor update "
+                                 "clipping (Wortsman et al. 2023; ModernBERT's optimizer)")
+    decoupled_weight_decay: bool = _f(False, "weight decay scaled by the schedule (lr / --lr), "
+                                             "not by the learning rate: decoupled as in "
+                                             "ModernBERT/MosaicBERT (their --weight-decay is "
+                                             "1e-5)")
+    batch_warmup_tokens: int = _f(0, "batch-size warm-up: the batch grows linearly from "
+                                     "--batch-warmup-start to --batch-size over the first N "
+                                     "tokens (ModernBERT); 0: off")
+    batch_warmup_start: int | None = _f(None, "first batch of the warm-up, in blocks (default: "
+                                              "--batch-size / 8, at least one per "
+                                              "micro-step and process)")
+    unpadded: bool = _f(False, "packed rows without padding whose attention stays within each "
+                               "document (per-document positions); families with RoPE "
+                               "(modernbert, ettin, mmbert, eurobert, neobert)")
+    # -- end of optimizer, batch warm-up and unpadding
     clip: float = _f(1.0, "gradient-norm clipping threshold (0 disables)")
     schedule: str = _f("linear", "learning-rate schedule after warmup: linear, cosine, wsd "
                                  "(warmup-stable-decay) or constant")
@@ -187,6 +204,7 @@ class PretrainConfig:
         checks.probability("beta1", self.beta1)
         checks.probability("beta2", self.beta2)
         checks.positive("eps", self.eps)
+        self._validate_item4()  # issue 19: optimizer, batch warm-up, unpadding
         checks.non_negative("clip", self.clip)
         checks.non_negative("warmup", self.warmup)
         checks.probability("decay", self.decay, closed_high=True)
@@ -226,6 +244,29 @@ class PretrainConfig:
             from mlmkit.train.phases import check_config_phases
 
             check_config_phases(self)
+
+    def _validate_item4(self) -> None:
+        """--optimizer, --decoupled-weight-decay, --batch-warmup-*, --unpadded (issue 19)."""
+        from mlmkit.runtime import checks
+
+        _text("optimizer", self.optimizer)
+        checks.choice("optimizer", self.optimizer, ("adamw", "stableadamw"))
+        for name in ("decoupled_weight_decay", "unpadded"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
+                                      "false")
+        self.batch_warmup_tokens = checks.count("batch_warmup_tokens", self.batch_warmup_tokens,
+                                                0, MAX_COUNT)
+        if self.batch_warmup_start is not None:
+            self.batch_warmup_start = checks.count("batch_warmup_start",
+                                                   self.batch_warmup_start, 1, MAX_BATCH)
+            if self.batch_warmup_start > self.batch_size:
+                raise InvalidArgument(f"--batch-warmup-start {self.batch_warmup_start} is "
+                                      f"larger than --batch-size {self.batch_size}: the "
+                                      "warm-up grows the batch up to --batch-size")
+            if not self.batch_warmup_tokens:
+                raise InvalidArgument("--batch-warmup-start without --batch-warmup-tokens: "
+                                      "give the tokens the warm-up lasts")
 
     def _validate_masking(self) -> None:
         """The masking config's rate and corruption (the parts that need no tokenizer)."""

@@ -1,4 +1,5 @@
-"""AdamW with weight decay on weight matrices only (not on norms, biases or 1-d params)."""
+"""The optimizer of a run: AdamW or StableAdamW (`mlmkit.train.stable_adamw`), with weight
+decay on weight matrices only (not on norms, biases or 1-d params)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,21 @@ def parameter_groups(modules: dict[str, torch.nn.Module], weight_decay: float) -
             {"params": no_decay, "weight_decay": 0.0}]
 
 
+OPTIMIZERS = ("adamw", "stableadamw")
+
+
 def build_optimizer(modules: dict[str, torch.nn.Module], *, lr: float, weight_decay: float,
-                    betas: tuple[float, float], eps: float,
-                    device: torch.device) -> torch.optim.AdamW:
-    """Fused AdamW where the device supports it (CUDA, and CPU in recent torch)."""
+                    betas: tuple[float, float], eps: float, device: torch.device,
+                    kind: str = "adamw", decoupled: bool = False) -> torch.optim.Optimizer:
+    """`kind` adamw: torch's fused AdamW where the device supports it (CUDA, and CPU in
+    recent torch), or mlmkit's foreach one with `decoupled` weight decay (scaled by
+    lr / peak lr instead of lr); stableadamw: AdamW with per-tensor update clipping."""
     groups = parameter_groups(modules, weight_decay)
+    if kind == "stableadamw" or decoupled:
+        from mlmkit.train.stable_adamw import StableAdamW
+
+        return StableAdamW(groups, lr=lr, betas=betas, eps=eps,
+                           clip_updates=kind == "stableadamw", decoupled=decoupled, max_lr=lr)
     try:
         return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=True)
     except (RuntimeError, TypeError, ValueError):

@@ -424,6 +424,10 @@ def check_config(config: PretrainConfig, world_size: int) -> None:
         raise InvalidArgument(f"--batch-size {config.batch_size} is not a multiple of "
                               f"--grad-accum × processes ({config.grad_accum} × {world_size})")
     Schedule.from_config(config)  # e.g. --warmup in steps without a --steps budget
+    if config.parallel == "fsdp" and world_size > 1 and (
+            config.optimizer != "adamw" or config.decoupled_weight_decay):  # issue 19
+        raise InvalidArgument("--optimizer stableadamw and --decoupled-weight-decay are not "
+                              "supported with --parallel fsdp yet: use --parallel ddp")
     if config.masking not in (None, "default"):
         from mlmkit.masking.config import check_masking
 
@@ -475,7 +479,8 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
     optimizer = build_optimizer(objective.modules, lr=config.lr,
                                 weight_decay=config.weight_decay,
                                 betas=(config.beta1, config.beta2), eps=config.eps,
-                                device=runtime.device)
+                                device=runtime.device, kind=config.optimizer,
+                                decoupled=config.decoupled_weight_decay)  # issue 19
     run = Run(config=config, run_dir=run_dir, runtime=runtime, tokenizer=tokenizer, data=data,
               validation=eval_blocks(data, config.eval_blocks, config.batch_size),
               objective=objective, optimizer=optimizer,
