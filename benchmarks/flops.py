@@ -6,6 +6,11 @@ are counted once, the same for mlmkit and its baseline, so their MFU ratio is th
 ratio; work a side does that the result never reads (padding, the MLM head at unread
 positions, the last layer's queries and feed-forward where nothing is read) is not counted.
 A matmul of [m, k] × [k, n] is 2·m·k·n FLOPs; norms, activations and softmax are left out.
+Training counts 3× the forward (the backward computes input and weight gradients); with
+frozen weights (LoRA) 2×. Helpers per task: `pll_flops` (scoring), `forward_flops` /
+`forwards_flops` (fill-mask, generation and sampling: one forward per row per call, read
+where it may reveal), `train_flops_per_token` (pretraining), `classifier_train_flops`
+(fine-tuning), and `mfu` / `mfu_text` for the line every benchmark prints.
 """
 
 from __future__ import annotations
@@ -14,46 +19,91 @@ import time
 
 
 def matmul_peak(dtype=None, size: int = 1024, seconds: float = 2.0, threads: int | None = None,
-                clock=time.perf_counter):
+                clock=time.perf_counter, device: str = "cpu"):
     """Best FLOP/s of a square matmul on this machine, measured now (same contention).
     `clock=time.process_time`: per CPU second of this process (on a machine shared with
-    other jobs, the peak of the cores it got; compare with rates timed the same way)."""
+    other jobs, the peak of the cores it got; compare with rates timed the same way).
+    On a GPU (`device="cuda"`) the clock is the wall clock, synchronised around each round."""
     import torch
 
     if threads is not None:
         torch.set_num_threads(threads)
     dtype = dtype or torch.float32
-    a = torch.randn(size, size).to(dtype)
-    b = torch.randn(size, size).to(dtype)
+    cuda = str(device).startswith("cuda")
+    if cuda:
+        size, clock = max(size, 4096), time.perf_counter
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
     a @ b
+
+    def sync():
+        if cuda:
+            torch.cuda.synchronize()
+
     best, deadline = 0.0, time.perf_counter() + seconds
     while time.perf_counter() < deadline:
+        sync()
         start = clock()
         for _ in range(4):
             a @ b
+        sync()
         best = max(best, 4 * 2 * size**3 / max(clock() - start, 1e-9))
     return best
+
+
+def mfu(flops: float, seconds: float, peak: float) -> float:
+    """Model FLOPs utilisation: the task's FLOPs per second over the measured peak."""
+    return flops / max(seconds, 1e-12) / peak
+
+
+def mfu_text(shares: dict, peak: float, clock: str = "wall clock") -> str:
+    """The MFU line: `MFU (benchmarks/flops.py; peak P GFLOP/s, CLOCK): a 12.3%, b 4.5%`.
+    `shares`: label -> MFU (a fraction), or None where there is nothing to count."""
+    parts = [f"{label} " + ("n/a" if v is None else f"{100 * v:.1f}%")
+             for label, v in shares.items()]
+    return (f"MFU (benchmarks/flops.py; matmul peak {peak / 1e9:.1f} GFLOP/s, {clock}): "
+            + ", ".join(parts))
+
+
+GLU_FAMILIES = ("modernbert", "eurobert", "neobert", "llama")  # FFN in: d × 2·inter
 
 
 def _shape(config):
     d = getattr(config, "hidden_size", None) or config.dim
     inter = getattr(config, "intermediate_size", None) or config.hidden_dim
     layers = getattr(config, "num_hidden_layers", None) or config.n_layers
-    return d, inter, layers, config.vocab_size
+    # the FFN's matmuls per token, in units of d·inter: 2 (in, out), 3 with a gated unit
+    ffn = 3 if getattr(config, "model_type", "") in GLU_FAMILIES else 2
+    return d, inter, layers, config.vocab_size, ffn
 
 
-def forward_flops(config, length: int, reads: int) -> float:
-    """Forward FLOPs of one row of `length` tokens whose MLM head is read at `reads` of them:
+def forward_flops(config, length: int, reads: float, head_out: int | None = None) -> float:
+    """Forward FLOPs of one row of `length` tokens whose head is read at `reads` of them:
     every layer but the last at every token; the last layer's keys and values at every
     token, its queries, attention output and feed-forward at the reads; the head (d×d
-    transform + d×V decoder) at the reads."""
-    d, inter, layers, vocab = _shape(config)
-    per_token = 2 * (4 * d * d + 2 * d * inter)  # Q, K, V, O and the two FFN matmuls
+    transform + d×V decoder; `head_out` outputs instead of V, e.g. a classifier's labels)
+    at the reads."""
+    d, inter, layers, vocab, ffn = _shape(config)
+    per_token = 2 * (4 * d * d + ffn * d * inter)  # Q, K, V, O and the FFN matmuls
     attention = 4 * length * d  # QK^T and AV, per query
     full = length * (per_token + attention)
-    last = length * 2 * (2 * d * d) + reads * (2 * (2 * d * d + 2 * d * inter) + attention)
-    head = reads * 2 * (d * d + d * vocab)
+    last = length * 2 * (2 * d * d) + reads * (2 * (2 * d * d + ffn * d * inter) + attention)
+    head = reads * 2 * (d * d + d * (vocab if head_out is None else head_out))
     return (layers - 1) * full + last + head
+
+
+def forwards_flops(config, rows) -> float:
+    """FLOPs of many forwards: `rows` is (length, reads) per row per model call, e.g. one
+    pair per row per unmasking step (reads: the masked positions the step may reveal)."""
+    return float(sum(forward_flops(config, n, r) for n, r in rows))
+
+
+def classifier_train_flops(config, lengths, labels: int = 2, frozen: bool = False) -> float:
+    """Fine-tuning FLOPs of rows of `lengths` tokens (no padding) under a sequence
+    classifier read at [CLS] (pooler d×d + d×labels): 3× the forward, 2× with frozen weights
+    (LoRA: only input gradients flow back; the adapters' FLOPs are left out)."""
+    factor = 2 if frozen else 3
+    return float(sum(factor * forward_flops(config, n, 1, head_out=labels) for n in lengths))
 
 
 def pll_flops(config, lengths) -> float:

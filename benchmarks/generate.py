@@ -5,7 +5,9 @@ draws float64 Gumbel noise over the whole [B, L, V] tensor and picks the top-k p
 a Python loop, as the LLaDA reference `generate` does. mlmkit runs the encoder once per
 step and the head, the noise and the confidence only at the current block's masks.
 Same model, prompts, steps, blocks and suppressed tokens; one run prints tokens/s of
-both, the ratio, and whether both produce the same tokens at temperature 0.
+both, the ratio, and whether both produce the same tokens at temperature 0, and the MFU of
+each (benchmarks/flops.py: per step one forward of every row, read at the current block's
+masks, over a matmul peak measured in this run with the same clock).
 
     .venv/bin/python benchmarks/generate.py [--preset mini] [--vocab 8192] [--device cpu]
 """
@@ -16,6 +18,7 @@ import argparse
 import time
 
 import torch
+from flops import forwards_flops, matmul_peak, mfu, mfu_text
 
 from mlmkit.cache import cache_dir
 from mlmkit.corpus.python_docs import python_docs
@@ -135,6 +138,21 @@ def main() -> None:
           f"prompt {args.prompt_tokens} + {args.length} generated tokens, {args.steps} steps, "
           f"blocks of {args.block_length}, device {device}, threads {torch.get_num_threads()}")
     run_mlmkit(args.temperature), run_baseline(args.temperature)  # warm-up
+    # The FLOPs the task needs, the same for both sides: each step, one forward of every
+    # row of the canvas, read at the masks left in the current block (what it may reveal).
+    blocks, per_block = args.length // args.block_length, args.steps // (
+        args.length // args.block_length)
+    reads = []
+    for _ in range(blocks):
+        left = args.block_length
+        for step in range(per_block):
+            reads.append(left)
+            left -= args.block_length // per_block + (step < args.block_length % per_block)
+    needed = args.batch * forwards_flops(model.config, [(canvas.ids.shape[1], r)
+                                                        for r in reads])
+    cuda = device.type == "cuda"
+    peak = matmul_peak(device=args.device, clock=time.perf_counter if cuda
+                       else time.process_time)
     tokens = args.batch * args.length
     unit = "tokens/s" if device.type == "cuda" else "tokens per CPU-second"
     for temperature in sorted({args.temperature, 0.0}, reverse=True):
@@ -151,6 +169,9 @@ def main() -> None:
             same = torch.equal(ours.cpu(), theirs.cpu())
             line += f"  same tokens: {same}"
         print(line)
+        print("  " + mfu_text({"mlmkit": mfu(needed, ours_s, peak),
+                               "baseline": mfu(needed, theirs_s, peak)}, peak,
+                              "wall clock" if cuda else "CPU time"))
 
 
 if __name__ == "__main__":
