@@ -80,3 +80,40 @@ def test_an_interrupted_build_resumes_from_its_finished_pieces(tmp_path, monkeyp
     again = tokenize_corpus(documents, wordpiece_tokenizer, root=tmp_path, workers=1,
                             piece_documents=PIECE, show_progress=False)
     assert again.meta["reused"] and calls == [] and len(reads) == 2  # hashed, not tokenized
+
+
+EDGE = ["", "   ", "x", "a [MASK][SEP] b ##ab #ab ## #", "ünïcødé 日本語 ﬁ café\u0301 \u200b",
+        "tab\tand\nnew line\r\n", "supercalifragilistic" * 40, "word " * 3000,
+        "[UNK] [PAD]", "😀 emoji ##", "ｆｕｌｌ　ｗｉｄｔｈ"]
+
+
+def _reference(tokenizer, documents):
+    """What shards held before the fast path: each document's ids and starts from its
+    `word_ids()` (None read as -1; a start where the id changes; the first token always)."""
+    ids, starts = [], []
+    for encoding in tokenizer.backend_tokenizer.encode_batch(documents,
+                                                             add_special_tokens=False):
+        words = [-1 if w is None else w for w in encoding.word_ids]
+        ids += encoding.ids
+        starts += [1 if i == 0 or words[i] != words[i - 1] else 0 for i in range(len(words))]
+    return ids, starts
+
+
+@pytest.mark.parametrize("kind", ["wordpiece", "bpe"])
+def test_piece_encoding_is_identical_to_word_ids(kind, tokenizer_factory, corpus_sample):
+    """Ids and word starts, by the continuation table (WordPiece) or the batched word ids
+    (others), equal the per-document word_ids() reading on the corpus and edge cases."""
+    tokenizer = tokenizer_factory(kind)
+    definition = tokenizer.backend_tokenizer.to_str()
+    backend, table = shards_module._backend(definition)
+    assert (table is not None) == (kind == "wordpiece")  # the fast path is taken
+    documents = corpus_sample[:200] + EDGE
+    ids, starts, lengths = shards_module.encode_documents(backend, table, documents,
+                                                          np.dtype(np.uint16))
+    ref_ids, ref_starts = _reference(tokenizer, documents)
+    assert ids.tolist() == ref_ids and starts.tolist() == ref_starts
+    assert lengths.sum() == len(ref_ids) and len(lengths) == len(documents)
+    assert lengths[200] == 0  # "": no tokens, kept in place
+    if table is not None:  # the general path agrees on the same text
+        general = shards_module.encode_documents(backend, None, documents, np.dtype(np.uint16))
+        assert general[0].tolist() == ref_ids and general[1].tolist() == ref_starts
