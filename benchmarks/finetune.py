@@ -10,7 +10,9 @@ sampler; mlmkit uses its length-bucketed batches. Printed: training examples/s o
 (training steps only, evaluation excluded, both timed the same way), the ratio, the
 validation accuracy each reaches, and mlmkit with LoRA (rank 8) beside full fine-tuning.
 A second Trainer row uses `train_sampling_strategy="group_by_length"` (its own bucketing) so the
-ratio is shown against the best Trainer setting too.
+ratio is shown against the best Trainer setting too. The MFU of each row (benchmarks/flops.py:
+3× the forward of each training row's real tokens, 2× for LoRA's frozen weights, over a
+matmul peak measured in this run at the same threads, both in wall time) follows the table.
 
     python benchmarks/finetune.py                  # about 6 minutes on 2 busy CPU cores
     python benchmarks/finetune.py --train 1000 --valid 300 --epochs 1    # a quick look
@@ -116,6 +118,20 @@ def run_trainer(model_dir, train, valid, args, group_by_length: bool = False) ->
             "wall_seconds": time.perf_counter() - started}
 
 
+def example_flops(model_dir, train) -> tuple[float, float]:
+    """Mean training FLOPs of one training row (full fine-tuning, LoRA): its real tokens
+    (truncated at 128, no padding), a classifier read at [CLS] (benchmarks/flops.py)."""
+    from flops import classifier_train_flops
+    from transformers import AutoConfig, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    config = AutoConfig.from_pretrained(model_dir)
+    texts = [line.split("\t")[0] for line in Path(train).read_text().splitlines()[1:]]
+    lengths = [len(ids) for ids in tok(texts, truncation=True, max_length=128)["input_ids"]]
+    return tuple(classifier_train_flops(config, lengths, 2, frozen) / len(lengths)
+                 for frozen in (False, True))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="bert-tiny")
@@ -142,6 +158,10 @@ def main() -> None:
         rows["HF Trainer"] = run_trainer(model_dir, train, valid, args)
         rows["HF Trainer, by length"] = run_trainer(model_dir, train, valid, args, True)
         rows["mlmkit --lora (r 8)"] = run_mlmkit(model_dir, train, valid, args, lora=True)
+        per_example = example_flops(model_dir, train)
+    from flops import matmul_peak, mfu_text
+
+    peak = matmul_peak(threads=threads)
     base = rows["HF Trainer"]
     print(f"SST-2, {args.preset}, lr {args.lr:g}, {args.train} training rows × {args.epochs} epochs, "
           f"{args.valid} validation rows, {threads} thread(s), load average {load:.2f} at "
@@ -154,8 +174,12 @@ def main() -> None:
     gap = 100 * (rows["mlmkit"]["accuracy"] - base["accuracy"])
     print(f"mlmkit vs HF Trainer: {rows['mlmkit']['examples_per_s'] / base['examples_per_s']:.2f}×"
           f" examples/s, accuracy {gap:+.2f} points (last epoch, same validation rows)")
+    shares = {name: row["examples_per_s"] * per_example[name.startswith("mlmkit --lora")]
+              / peak for name, row in rows.items()}
+    print(mfu_text(shares, peak))
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows}, indent=1))
+        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "mfu": shares,
+                                               "peak_flops": peak}, indent=1))
 
 
 if __name__ == "__main__":
