@@ -3,7 +3,10 @@
 `read_corpus` accepts the built-in `python-docs`, a file (.txt, .jsonl, .csv, .tsv, each
 optionally gzipped, .parquet, a Hugging Face `datasets` .arrow file), a directory (every
 supported file inside, sorted, recursively), a glob, or a directory written by
-`datasets.Dataset.save_to_disk`. Nothing is read whole: text formats are decoded a line at a
+`datasets.Dataset.save_to_disk`, a Hugging Face dataset by name (`hf:NAME` or
+`hf:NAME:CONFIG`: streamed, or from the local cache when the hub cannot be reached), or a
+list of these, read one after the other (`a.txt,b/*.jsonl` or a Python list; weighted lists
+are pretraining mixtures: `mlmkit.corpus.mixture`). Nothing is read whole: text formats are decoded a line at a
 time (so a decoding error can name its byte offset), parquet by record batches and
 Hugging Face datasets through their memory-mapped Arrow tables.
 """
@@ -21,6 +24,7 @@ from mlmkit.runtime.records import decoded_lines as _decoded_lines
 from mlmkit.runtime.records import parse_json_line, text_field
 
 BUILTIN = "python-docs"
+HUB_PREFIX = "hf:"
 TEXT_SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv")
 SUFFIXES = TEXT_SUFFIXES + tuple(s + ".gz" for s in TEXT_SUFFIXES) + (".parquet", ".arrow")
 _GLOB_CHARS = set("*?[")
@@ -196,6 +200,52 @@ def _read_hf_dataset(path, *, field, split, **_) -> Iterator[str]:
         yield from _batches_texts(path, table.iter(batch_size=_BATCH_ROWS), field)
 
 
+def _hub_name(source: str) -> tuple[str, str | None]:
+    name, _, config = source[len(HUB_PREFIX):].partition(":")
+    if not name.strip():
+        raise MlmkitError(f"corpus {source!r}: give a dataset name after {HUB_PREFIX!r}, "
+                          "e.g. hf:wikitext:wikitext-2-raw-v1")
+    return name.strip(), (config.strip() or None)
+
+
+def _read_hub(source: str, *, field, split, **_) -> Iterator[str]:
+    """A Hugging Face dataset by name: streamed (nothing downloaded whole); when that
+    fails (no network, offline mode), the copy in the local cache, memory-mapped."""
+    import datasets
+
+    name, config = _hub_name(source)
+    split = None if split == "all" else split
+    try:
+        loaded = datasets.load_dataset(name, config, split=split, streaming=True)
+    except Exception as streaming_error:  # noqa: BLE001 (the library raises many kinds)
+        try:
+            loaded = datasets.load_dataset(name, config, split=split)
+        except Exception:  # noqa: BLE001
+            reason = str(streaming_error).splitlines()[0] if str(streaming_error) else \
+                type(streaming_error).__name__
+            raise MlmkitError(
+                f"corpus {source!r}: cannot stream the dataset {name!r} and it is not in the "
+                f"local cache ({reason}); check the name, --split and the network, or give "
+                "a local file or a save_to_disk folder") from None
+    parts = list(loaded.values()) if isinstance(
+        loaded, datasets.DatasetDict | datasets.IterableDatasetDict) else [loaded]
+    for part in parts:
+        names = part.column_names
+        if names is not None:
+            _text_column(source, names, field)
+        for batch in part.iter(batch_size=_BATCH_ROWS):
+            if field not in batch:
+                _text_column(source, list(batch), field)
+            for text in batch[field]:
+                if text is None:
+                    continue
+                if not isinstance(text, str):
+                    raise MlmkitError(f"{source!r}: column {field!r} holds "
+                                      f"{type(text).__name__} values, not text: choose --field")
+                if text.strip():
+                    yield text
+
+
 _READERS = {".txt": _read_txt, ".jsonl": _read_jsonl, ".csv": _read_delimited,
             ".tsv": _read_delimited, ".parquet": _read_parquet, ".arrow": _read_hf_dataset}
 
@@ -223,6 +273,20 @@ def read_corpus(
     are skipped; a corpus with none at all is an error (raised when iteration ends).
     `encoding_errors="replace"` reads files with undecodable bytes.
     """
+    from mlmkit.corpus.mixture import parse_corpus_spec
+
+    parts = parse_corpus_spec(source)
+    if parts[0].weight is not None:
+        raise MlmkitError(f"corpus {str(source)!r}: weights (SOURCE:W) mix corpora in "
+                          "pretraining only; here give the sources without weights")
+    if len(parts) > 1:
+        options = dict(field=field, split=split, paragraphs=paragraphs, encoding=encoding,
+                       encoding_errors=encoding_errors)  # every source checked before reading
+        return _chained([read_corpus(p.source, **options) for p in parts])
+    source = parts[0].source
+    if str(source).startswith(HUB_PREFIX):
+        options = dict(field=field, split=split)
+        return _documents(str(source), [str(source)], options)
     if str(source) == BUILTIN:
         from mlmkit.corpus.python_docs import python_docs
 
@@ -237,10 +301,17 @@ def read_corpus(
     return _documents(str(source), paths, options)
 
 
-def _documents(source: str, paths: list[Path], options: dict) -> Iterator[str]:
+def _chained(readers: list[Iterator[str]]) -> Iterator[str]:
+    """Several sources, one after the other."""
+    for reader in readers:
+        yield from reader
+
+
+def _documents(source: str, paths: list, options: dict) -> Iterator[str]:
     count = 0
     for path in paths:
-        for text in _reader_for(path)(path, **options):
+        reader = _read_hub if isinstance(path, str) else _reader_for(path)
+        for text in reader(path, **options):
             count += 1
             yield text
     if count == 0:

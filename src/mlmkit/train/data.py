@@ -21,7 +21,7 @@ import torch
 from mlmkit.cache import cache_dir
 from mlmkit.corpus.packing import BlockBatch, PackedBlocks
 from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_corpus
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument, MlmkitError
 from mlmkit.models.presets import PRESET_POSITIONS
 from mlmkit.runtime.staging import remove_leftovers, staging_dir
 
@@ -59,14 +59,17 @@ def corpus_documents(corpus: str, split: str, field: str = "text",
         from mlmkit.corpus.python_docs import python_docs
 
         return lambda: iter(python_docs(split))
-    try:
-        from mlmkit.corpus import read_corpus
-    except ImportError as error:
-        raise MlmkitError(f"--corpus {corpus!r}: reading user corpora needs "
-                          "mlmkit.corpus.read_corpus, which is not available") from error
+    from mlmkit.corpus import read_corpus
+    from mlmkit.corpus.mixture import parse_corpus_spec
+
+    # ---- several sources (issue 17): read one after the other; weights only mix blocks
+    sources = [part.source for part in parse_corpus_spec(corpus)]
+    if sources == ["python-docs"]:
+        return corpus_documents("python-docs", split, field, validation_share)
+    read_corpus(sources, field=field)  # a missing file or glob fails now, not in the pass
 
     def documents():
-        for text in read_corpus(corpus, field=field):
+        for text in read_corpus(sources, field=field):
             if (split == "validation") == _is_validation(text, validation_share):
                 yield text
 
@@ -157,10 +160,13 @@ def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
     settings = {"format": "shards-v1"}
     pack = dict(cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id,
                 pad_id=tokenizer.pad_token_id, packing=config.packing)
-    train_docs = corpus_documents(config.corpus, "train", config.field, config.validation_share)
-    train_shards = tokenize_corpus(train_docs, tokenizer, name=f"{config.corpus} (train)",
-                                   settings=settings, show_progress=show_progress)
-    train = PackedBlocks(train_shards, config.seq_len, **pack)
+    train_shards, train = _mixture_train(config, tokenizer, settings, pack, show_progress)
+    if train is None:
+        train_docs = corpus_documents(config.corpus, "train", config.field,
+                                      config.validation_share)
+        train_shards = tokenize_corpus(train_docs, tokenizer, name=f"{config.corpus} (train)",
+                                       settings=settings, show_progress=show_progress)
+        train = PackedBlocks(train_shards, config.seq_len, **pack)
     val_docs = corpus_documents(config.corpus, "validation", config.field,
                                 config.validation_share)
     validation = val_shards = None
@@ -178,6 +184,33 @@ def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
                                          min(config.seq_len - 2, 64), config.seed)
     return PretrainData(train=train, validation=validation, sentences=sentences,
                         train_shards=train_shards, validation_shards=val_shards)
+
+
+# ---- weighted corpus mixtures (issue 17): --corpus a.txt:0.7 --corpus b.txt:0.3
+
+
+def _mixture_train(config, tokenizer, settings: dict, pack: dict, show_progress: bool):
+    """With weights on `--corpus`: every source tokenized into its own (cached) shards and
+    packed, mixed by `MixedBlocks`; (None, None) without weights."""
+    from mlmkit.corpus.mixture import MixedBlocks, MixedShards, mixture_weights, parse_corpus_spec
+
+    parts = parse_corpus_spec(config.corpus)
+    weights = mixture_weights(parts)
+    if weights is None:
+        return None, None
+    if getattr(config, "phases", None) is not None:
+        raise InvalidArgument(f"--corpus {config.corpus!r}: with phases, give the weights in "
+                              "each phase's mixture ({a.txt: 0.7, b.txt: 0.3}), not on --corpus")
+    shards, blocks = [], []
+    for part in parts:
+        documents = corpus_documents(part.source, "train", config.field,
+                                     config.validation_share)
+        one = tokenize_corpus(documents, tokenizer, name=f"{part.source} (train)",
+                              settings=settings, show_progress=show_progress)
+        shards.append(one)
+        blocks.append(PackedBlocks(one, config.seq_len, **pack))
+    names = [part.source for part in parts]
+    return MixedShards(shards, weights), MixedBlocks(blocks, weights, names)
 
 
 def eval_blocks(data: PretrainData, count: int, batch_size: int) -> list:

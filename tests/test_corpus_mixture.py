@@ -1,0 +1,174 @@
+"""Several corpora: --corpus lists and globs, Hugging Face datasets by name, and weighted
+mixtures whose draws are a function of (seed, position): exact shares, resume, ranks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mlmkit.corpus import read_corpus
+from mlmkit.corpus.mixture import MixedBlocks, parse_corpus_spec, shares
+from mlmkit.corpus.packing import BlockBatch, BlockOrder
+from mlmkit.errors import MlmkitError
+
+# ---- the --corpus value
+
+
+def test_spec_lists_weights_and_paths_with_separators(tmp_path):
+    odd = tmp_path / "a,b:0.5.txt"  # an existing path is one source, whatever it holds
+    odd.write_text("x\n")
+    assert [(p.source, p.weight) for p in parse_corpus_spec(str(odd))] == [(str(odd), None)]
+    parts = parse_corpus_spec(["a.txt:0.7", "hf:user/set:cfg:3"])
+    assert [(p.source, p.weight) for p in parts] == [("a.txt", 0.7), ("hf:user/set:cfg", 3.0)]
+    assert [p.source for p in parse_corpus_spec("a.txt, data/*.txt")] == ["a.txt", "data/*.txt"]
+    with pytest.raises(MlmkitError, match=r"'b.txt' has no weight while others do"):
+        parse_corpus_spec("a.txt:0.7,b.txt")
+    with pytest.raises(MlmkitError, match=r"--corpus 'b.txt:0': the weight 0 must be"):
+        parse_corpus_spec(["a.txt:1", "b.txt:0"])
+    with pytest.raises(MlmkitError, match="an empty source"):
+        parse_corpus_spec("a.txt,,b.txt")
+
+
+def test_lists_and_globs_are_read_in_order_and_checked_first(tmp_path):
+    (tmp_path / "d").mkdir()
+    for name, text in (("d/1.txt", "one\ntwo\n"), ("d/2.txt", "three\n"), ("e.txt", "four\n")):
+        (tmp_path / name).write_text(text)
+    glob = str(tmp_path / "d" / "*.txt")
+    expected = ["one", "two", "three", "four"]
+    assert list(read_corpus(f"{glob},{tmp_path / 'e.txt'}")) == expected
+    assert list(read_corpus([glob, tmp_path / "e.txt"])) == expected
+    missing = str(tmp_path / "none" / "*.txt")
+    with pytest.raises(MlmkitError, match=r"corpus glob '.*none/\*\.txt' matches no corpus file"):
+        read_corpus([glob, missing])  # before any document is read
+    with pytest.raises(MlmkitError, match=r"weights \(SOURCE:W\) mix corpora in pretraining"):
+        read_corpus(f"{glob}:0.5,{tmp_path / 'e.txt'}:0.5")
+
+
+# ---- Hugging Face datasets by name (no hub here: a local data folder, and a stub)
+
+
+def test_hf_name_streams_a_local_dataset_folder(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (tmp_path / "data").mkdir()
+    pq.write_table(pa.table({"text": ["first doc", " ", None, "second"], "n": [1, 2, 3, 4]}),
+                   tmp_path / "data" / "train-00000-of-00001.parquet")
+    assert list(read_corpus(f"hf:{tmp_path}")) == ["first doc", "second"]
+    with pytest.raises(MlmkitError, match=r"has no column 'body'.*choose one with --field"):
+        list(read_corpus(f"hf:{tmp_path}", field="body"))
+
+
+def test_hf_name_falls_back_to_the_cache_and_fails_in_one_line(monkeypatch):
+    import datasets
+
+    calls = []
+
+    def offline(name, config=None, split=None, streaming=False):
+        calls.append((name, config, split, streaming))
+        if streaming:
+            raise ConnectionError("Couldn't reach 'org/set' on the Hub\nmore lines")
+        if name == "org/set":  # in the local cache
+            return datasets.Dataset.from_dict({"text": ["cached one", "cached two"]})
+        raise FileNotFoundError(name)
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    assert list(read_corpus("hf:org/set:small", split="validation")) == ["cached one",
+                                                                          "cached two"]
+    assert calls == [("org/set", "small", "validation", True),
+                     ("org/set", "small", "validation", False)]
+    with pytest.raises(MlmkitError) as error:
+        list(read_corpus("hf:org/other"))
+    assert str(error.value) == (
+        "corpus 'hf:org/other': cannot stream the dataset 'org/other' and it is not in the "
+        "local cache (Couldn't reach 'org/set' on the Hub); check the name, --split and the "
+        "network, or give a local file or a save_to_disk folder")
+
+
+# ---- weighted mixtures
+
+
+class _Source:
+    """k's blocks: token ids (k, j) so a batch says where each row came from."""
+
+    length = 4
+
+    def __init__(self, k: int, n: int):
+        self.k, self.n = k, n
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, indices):
+        indices = torch.as_tensor(np.asarray(indices))
+        assert int(indices.max()) < self.n
+        ids = torch.stack([torch.full_like(indices, self.k), indices, indices, indices], 1)
+        ones = torch.ones_like(ids)
+        return BlockBatch(ids, ones, ones.bool(), ones * 0)
+
+
+def _mixed(sizes=(50, 7, 20), weights=(0.6, 0.3, 0.1)):
+    return MixedBlocks([_Source(k, n) for k, n in enumerate(sizes)], weights,
+                       [f"s{k}" for k in range(len(sizes))])
+
+
+def test_a_pass_has_exact_shares_and_every_block():
+    mixed = _mixed()
+    n = len(mixed)  # max(50 / 0.6, 7 / 0.3, 20 / 0.1) → 200
+    assert n == 200 and mixed.counts == [120, 60, 20] == shares([0.6, 0.3, 0.1], 200)
+    batch = mixed[np.arange(n)]
+    source, block = batch.input_ids[:, 0], batch.input_ids[:, 1]
+    assert torch.bincount(source).tolist() == [120, 60, 20]
+    for k, size in enumerate((50, 7, 20)):  # every block seen, a small source repeated
+        seen = torch.bincount(block[source == k], minlength=size)
+        assert seen.min() >= 1 and seen.max() - seen.min() <= 1
+
+
+def test_realised_shares_resume_and_ranks():
+    mixed = _mixed()
+    order = BlockOrder(len(mixed), seed=3)
+    rows = [mixed[order.next_indices(16)].input_ids[:, 0] for _ in range(100)]
+    drawn = torch.bincount(torch.cat(rows), minlength=3).double() / (16 * 100)
+    assert torch.allclose(drawn, torch.tensor([0.6, 0.3, 0.1], dtype=torch.float64),
+                          atol=0.02)
+    # exact resume: the order's saved position gives the same next rows
+    order = BlockOrder(len(mixed), seed=3)
+    for _ in range(30):
+        order.next_indices(16)
+    state, expected = order.state_dict(), mixed[order.next_indices(16)].input_ids
+    resumed = BlockOrder(len(mixed), seed=3)
+    resumed.load_state_dict(state)
+    indices = resumed.next_indices(16)
+    assert torch.equal(mixed[indices].input_ids, expected)
+    # two ranks read the global rows the one-rank run reads
+    halves = [mixed[indices[r::2]].input_ids for r in range(2)]
+    assert torch.equal(torch.stack(halves, 1).reshape(16, -1), expected)
+
+
+def test_a_tiny_share_of_a_huge_corpus_is_refused():
+    with pytest.raises(MlmkitError, match=r"--corpus s0:0.0001: so small a share"):
+        _mixed(sizes=(1000, 10), weights=(0.0001, 0.9999))
+
+
+def test_pretrain_build_mixes_the_weighted_corpora(tmp_path, wordpiece_tokenizer):
+    from mlmkit.train.config import PretrainConfig
+    from mlmkit.train.run import build_run
+
+    tokenizer = tmp_path / "tok"
+    wordpiece_tokenizer.save_pretrained(tokenizer)
+    (tmp_path / "a.txt").write_text("".join(f"alpha text number {i} here\n" for i in range(40)))
+    (tmp_path / "b.txt").write_text("".join(f"beta words {i}\n" for i in range(12)))
+    config = PretrainConfig(
+        model="tiny", tokenizer=str(tokenizer), seq_len=16, batch_size=8, steps=2,
+        corpus=f"{tmp_path / 'a.txt'}:0.75,{tmp_path / 'b.txt'}:0.25", validation_share=0.0,
+        eval_every=0, pppl_sentences=0, save_every=0, run_dir=str(tmp_path / "run"),
+        progress=False, fill_mask_examples=0, threads=1, precision="fp32")
+    run = build_run(config)
+    mixed = run.data.train
+    assert isinstance(mixed, MixedBlocks) and mixed.weights == [0.75, 0.25]
+    a, b = (s.n_tokens for s in run.data.train_shards.parts)
+    assert a > 0 and b > 0 and run.data.train_shards.n_tokens == a + b
+    source = mixed.source_of(np.arange(len(mixed)))
+    assert np.bincount(source).tolist() == mixed.counts
+    assert abs(mixed.counts[0] / len(mixed) - 0.75) < 1 / len(mixed)
