@@ -64,6 +64,8 @@ def _field_options() -> list[inspect.Parameter]:
         if f.name == "steps":
             default = "1000; on a CPU without native bf16 (fp32) also --time 10m"
         annotation, flag_default = _annotation(hints[f.name]), None
+        if f.name == "corpus":  # repeatable: several sources, or a weighted mixture
+            annotation = typing.Optional[list[str]]  # noqa: UP045
         if f.name in SHARED:  # the shared flag: its help, its default
             shared = getattr(cli_options, SHARED[f.name])
             text, flag_default = shared.help.rstrip("."), shared.default
@@ -128,6 +130,10 @@ def pretrain_command(**values) -> None:
     as_json = values.pop("json")
     show = values.pop("show")
     _batch_from_tokens(values)
+    if values.get("corpus") is not None:  # --corpus a.txt:0.7 --corpus b.txt:0.3
+        from mlmkit.corpus.mixture import join_corpus_spec
+
+        values["corpus"] = join_corpus_spec(values["corpus"])
     from mlmkit.train.run_state import parse_overrides
 
     overrides = budget_overrides({**{k: v for k, v in values.items() if v is not None},
