@@ -116,3 +116,24 @@ def train_flops_per_token(config, seq_len: int, read_share: float) -> float:
     """Training FLOPs per input token, forward and backward (3× the forward): blocks of
     `seq_len` tokens whose head is read at `read_share` of them (the masked tokens)."""
     return 3 * forward_flops(config, seq_len, read_share * seq_len) / seq_len
+
+
+def masking_rate(masking="default", phase_rate=None) -> float:
+    """The share of tokens a pretraining run reads (its masking rate), for
+    `train_flops_per_token`: a phase's rate (a (start, end) pair: their mean) when given,
+    else the run's masking policy (mlmkit's MLM default when "default"); a rate schedule
+    counts at its mean start and end where it has them, else 0.3."""
+    if phase_rate is not None:
+        return float(sum(phase_rate) / len(phase_rate))
+    from mlmkit.masking.config import resolve
+    from mlmkit.objectives.mlm import default_masking
+
+    policy = default_masking() if masking in (None, "default") else masking
+    rate = resolve(policy)["rate"] if not isinstance(policy, dict) or "rate" not in policy \
+        else policy["rate"]
+    if isinstance(rate, (int, float)):
+        return float(rate)
+    if isinstance(rate, dict) and "start" in rate and "end" in rate:
+        return (float(rate["start"]) + float(rate["end"])) / 2
+    return 0.3
+

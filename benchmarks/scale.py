@@ -8,7 +8,9 @@ two cores). Reported per configuration: tokens/s (the whole job, the slowest ran
 time), rank 0's data time (reading, masking and collating its rows: with 2 ranks each
 does half the rows) per step, and the last logged training loss (FSDP and DDP should
 agree). The processes are started with torch.multiprocessing (as torchrun's workers),
-the gloo process group over loopback.
+the gloo process group over loopback. Each row's MFU (benchmarks/flops.py: training FLOPs
+per token at the run's length and masking rate, over the processes × a matmul peak
+measured in this run at `--threads`, wall clock) follows the table.
 
     .venv/bin/python benchmarks/scale.py [--model mini] [--steps 8] [--batch-size 16] [--seq-len 128]
 """
@@ -40,7 +42,8 @@ def _worker(rank: int, world: int, port: int, config: dict, out: str) -> None:
     from mlmkit.train import PretrainConfig, pretrain
 
     result = pretrain(PretrainConfig(**config))
-    Path(out, f"rank{rank}.json").write_text(json.dumps(result.summary))
+    Path(out, f"rank{rank}.json").write_text(json.dumps(
+        {**result.summary, "final_dir": str(result.final_dir)}))
 
 
 def run(world: int, config: dict) -> dict:
@@ -60,7 +63,7 @@ def run(world: int, config: dict) -> dict:
     losses = [r["loss"] for r in history if r.get("split") == "train"]
     return {"tokens_per_s": summary["tokens_per_s"], "train_s": summary["train_seconds"],
             "data_ms_per_step": 1000 * summary["data_seconds"] / summary["steps"],
-            "last_loss": losses[-1], "wall_s": wall}
+            "last_loss": losses[-1], "wall_s": wall, "final_dir": summary["final_dir"]}
 
 
 def main() -> None:
@@ -93,6 +96,17 @@ def main() -> None:
     for name, r in rows:
         print(f"{name:<20} {r['tokens_per_s']:>9.0f} {r['data_ms_per_step']:>22.1f} "
               f"{r['last_loss']:>10.4f} {r['wall_s']:>7.1f}")
+    from flops import masking_rate, matmul_peak, mfu_text, train_flops_per_token
+    from transformers import AutoConfig
+
+    rate = masking_rate(base.get("masking", "default"))
+    needed = train_flops_per_token(AutoConfig.from_pretrained(rows[0][1]["final_dir"]),
+                                   args.seq_len, rate)
+    peak = matmul_peak(threads=args.threads)
+    worlds = {"1 process": 1}
+    print(mfu_text({name: r["tokens_per_s"] * needed / (worlds.get(name, 2) * peak)
+                    for name, r in rows}, peak, f"wall clock, per process at {args.threads} "
+                   f"thread(s); masked share {rate:g}"))
     one = rows[0][1]
     for name, r in rows[1:]:
         print(f"{name}: {r['tokens_per_s'] / one['tokens_per_s']:.2f}× the tokens/s of 1 "
