@@ -38,7 +38,7 @@ def tiny(values: dict, run_dir, tokenizer_dirs) -> dict:
             "tokenizer": tokenizer_dirs[values.get("tokenizer_kind", "bpe")],
             "eval_every": 0, "eval_blocks": 2, "pppl_sentences": 0, "save_every": 0,
             "progress": False, "fill_mask_examples": 0, "threads": 1, "precision": "fp32",
-            "log_every": 1}
+            "log_every": 1, "batch_warmup_tokens": 0}  # two rows every step
 
 
 def record_prepare(run) -> list:

@@ -152,7 +152,12 @@ class Run:
 
     @property
     def micro_batch(self) -> int:
-        return self.config.batch_size // self.config.grad_accum // self.runtime.world_size
+        return self.batch_size() // self.config.grad_accum // self.runtime.world_size
+
+    def batch_size(self) -> int:
+        """This step's global batch: --batch-size, or during a batch-size warm-up a batch
+        that grows with the tokens trained on (`batch_warmup_size`; issue 19)."""
+        return batch_warmup_size(self.config, self.state.tokens, self.runtime.world_size)
 
     def progress(self) -> float:
         return self.budget.progress(self.state.step, self.state.tokens, self.state.elapsed)
@@ -177,11 +182,12 @@ class Run:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         # this rank reads, masks and collates only its rows (train/data.py: prepare_rows)
-        indices = self.order.next_indices(config.batch_size)
+        batch_size = self.batch_size()  # --batch-size, or smaller in a batch warm-up
+        indices = self.order.next_indices(batch_size)
         data_started = time.perf_counter()
         prepared, n_tokens = prepare_rows(
             self.objective, self.data.train, indices,
-            rank_rows(config.batch_size, runtime.rank, runtime.world_size), state.step,
+            rank_rows(batch_size, runtime.rank, runtime.world_size), state.step,
             config.seed)
         self.data_seconds += time.perf_counter() - data_started
         totals, n_tokens = global_counts(runtime, prepared.counts, n_tokens)
@@ -347,6 +353,26 @@ class Run:
         if not self.is_main:
             return None
         return save_model_dir(save, self.run_dir / "final")
+
+
+def batch_warmup_size(config: PretrainConfig, tokens: int, world_size: int = 1) -> int:
+    """The global batch of a step that starts after `tokens` tokens (issue 19).
+
+    Batch-size warm-up (ModernBERT: 768 → 4,608 sequences over the first 50B tokens): the
+    batch grows linearly from `batch_warmup_start` (default --batch-size / 8) to
+    --batch-size over the first `batch_warmup_tokens` tokens, rounded down to a multiple of
+    grad-accum × processes so every micro-step of every process gets the same number of
+    rows. A function of the run's token count alone, which the checkpoint holds: a resumed
+    run takes the same batches.
+    """
+    full, total = config.batch_size, config.batch_warmup_tokens
+    if not total or tokens >= total:
+        return full
+    unit = config.grad_accum * world_size
+    start = config.batch_warmup_start or full // 8
+    start = max(unit, start // unit * unit)
+    size = start + (full - start) * tokens // total
+    return min(full, max(start, size // unit * unit))
 
 
 def _rng_state(runtime: Runtime) -> dict:
