@@ -153,22 +153,20 @@ def test_a_tiny_share_of_a_huge_corpus_is_refused():
 
 def test_pretrain_build_mixes_the_weighted_corpora(tmp_path, wordpiece_tokenizer):
     from mlmkit.train.config import PretrainConfig
-    from mlmkit.train.run import build_run
+    from mlmkit.train.data import build_data
 
-    tokenizer = tmp_path / "tok"
-    wordpiece_tokenizer.save_pretrained(tokenizer)
     (tmp_path / "a.txt").write_text("".join(f"alpha text number {i} here\n" for i in range(40)))
     (tmp_path / "b.txt").write_text("".join(f"beta words {i}\n" for i in range(12)))
     config = PretrainConfig(
-        model="tiny", tokenizer=str(tokenizer), seq_len=16, batch_size=8, steps=2,
+        model="tiny", seq_len=16, batch_size=8, steps=2,
         corpus=f"{tmp_path / 'a.txt'}:0.75,{tmp_path / 'b.txt'}:0.25", validation_share=0.0,
         eval_every=0, pppl_sentences=0, save_every=0, run_dir=str(tmp_path / "run"),
         progress=False, fill_mask_examples=0, threads=1, precision="fp32")
-    run = build_run(config)
-    mixed = run.data.train
+    data = build_data(config, wordpiece_tokenizer, show_progress=False)
+    mixed = data.train
     assert isinstance(mixed, MixedBlocks) and mixed.weights == [0.75, 0.25]
-    a, b = (s.n_tokens for s in run.data.train_shards.parts)
-    assert a > 0 and b > 0 and run.data.train_shards.n_tokens == a + b
+    a, b = (s.n_tokens for s in data.train_shards.parts)
+    assert a > 0 and b > 0 and data.train_shards.n_tokens == a + b
     source = mixed.source_of(np.arange(len(mixed)))
     assert np.bincount(source).tolist() == mixed.counts
     assert abs(mixed.counts[0] / len(mixed) - 0.75) < 1 / len(mixed)
