@@ -7,7 +7,9 @@ with RoPE θ 10k, context extension to 128 tokens with θ 160k, a 1-sqrt decay o
 mixture). The recipe's tokenizer kind is set to the default run's, so both models read the
 same token ids. One evaluator scores both: the same held-out python-docs blocks of 128
 tokens, the same 15% of positions (seeded) replaced by [MASK], top-1 accuracy over them,
-so neither run's own training mask decides the comparison.
+so neither run's own training mask decides the comparison. Each run's MFU
+(benchmarks/flops.py: training FLOPs per token of each phase's length and masking rate,
+over its training seconds and a matmul peak measured in this run, wall clock) is printed.
 
     python benchmarks/recipes.py                 # 80 steps: 26 minutes on 2 busy CPU cores
     python benchmarks/recipes.py --recipe mmbert --steps 300
@@ -65,6 +67,29 @@ def heldout_accuracy(model_dir: Path, blocks: int, seq_len: int) -> tuple[float,
     return correct / total, total
 
 
+def run_flops(config, run) -> float:
+    """Training FLOPs of a run: each logged step's tokens (a batch warm-up makes them vary)
+    × the FLOPs per token at its phase's length and masking rate (benchmarks/flops.py)."""
+    import numpy as np
+    from flops import masking_rate, train_flops_per_token
+    from transformers import AutoConfig
+
+    model = AutoConfig.from_pretrained(run.final_dir)
+    phases = config.phases or [{"steps": config.steps}]
+    ends = np.cumsum([p["steps"] for p in phases])
+    total, tokens_before = 0.0, 0
+    for record in (r for r in run.history if r["split"] == "train"):
+        phase = phases[min(int(np.searchsorted(ends, record["step"], side="left")),
+                           len(phases) - 1)]
+        length = phase.get("seq_len", config.seq_len)
+        rate = phase.get("masking_rate")
+        rate = masking_rate(config.masking, None if rate is None else (
+            rate if isinstance(rate, (list, tuple)) else (rate, rate)))
+        total += (record["tokens"] - tokens_before) * train_flops_per_token(model, length, rate)
+        tokens_before = record["tokens"]
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--recipe", default="modernbert")
@@ -74,7 +99,7 @@ def main() -> None:
                                                                           "2")))
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    common = dict(steps=args.steps, eval_every=0, eval_blocks=32, pppl_sentences=0,
+    common = dict(steps=args.steps, eval_every=0, log_every=1, eval_blocks=32, pppl_sentences=0,
                   save_every=0, fill_mask_examples=0, progress=False, threads=args.threads,
                   precision="fp32", device="cpu")
     root = Path(tempfile.mkdtemp(prefix="mlmkit-recipes-"))
@@ -82,6 +107,9 @@ def main() -> None:
     recipe = from_dict(recipe_config(args.recipe, {
         **common, "run_dir": str(root / args.recipe),
         "tokenizer_kind": default.tokenizer_kind}), source=f"--recipe {args.recipe}")
+    from flops import matmul_peak
+
+    peak = matmul_peak(threads=args.threads)
     results = {}
     for name, config in (("default", default), (args.recipe, recipe)):
         started = time.perf_counter()
@@ -90,10 +118,13 @@ def main() -> None:
         accuracy, masked = heldout_accuracy(run.final_dir, args.eval_blocks, 128)
         results[name] = {"heldout_accuracy": accuracy, "masked_positions": masked,
                          "train_seconds": run.summary["train_seconds"],
-                         "wall_seconds": round(seconds, 1), "tokens": run.summary["tokens"]}
+                         "wall_seconds": round(seconds, 1), "tokens": run.summary["tokens"],
+                         "mfu": run_flops(config, run) / run.summary["train_seconds"]
+                         / peak}
         print(f"{name}: held-out accuracy {accuracy:.4f} over {masked} masked positions; "
               f"{run.summary['tokens']:,} tokens in {run.summary['train_seconds']:.0f} s "
-              "of training", flush=True)
+              f"of training; MFU {100 * results[name]['mfu']:.1f}% (benchmarks/flops.py; "
+              f"matmul peak {peak / 1e9:.1f} GFLOP/s, wall clock)", flush=True)
     ratio = results[args.recipe]["heldout_accuracy"] / results["default"]["heldout_accuracy"]
     print(json.dumps({"recipe": args.recipe, "steps": args.steps, "batch_size": 16,
                       "results": results, "accuracy_ratio_recipe_over_default": ratio,
