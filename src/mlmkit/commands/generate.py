@@ -66,9 +66,6 @@ MAX_STEPS = typer.Option(None, "--max-steps", help="Cap on all steps with --rema
 BLOCK_CACHE = typer.Option(False, "--block-cache/--no-block-cache", help="Reuse keys and "
                            "values outside the active block (approximate; needs "
                            "--block-length; BERT, RoBERTa, ModernBERT).", rich_help_panel=FAST)
-TRUST_REMOTE_CODE = typer.Option(False, "--trust-remote-code", help="Run the model code a "
-                                 "checkpoint ships with (LLaDA, Dream, NeoBERT, ...): read it "
-                                 "first. Its mask id and logits shift come from its config.")
 SHOW = typer.Option(False, "--show", help="Redraw the canvas on stderr at each step (when "
                     "stderr is a terminal; otherwise only the final text is printed).")
 TRACE = typer.Option(None, "--trace", help="Write every step's canvas as JSON lines to this "
@@ -83,7 +80,6 @@ SAMPLER_OPTIONS = {
     "factor": (float, FACTOR), "entropy_bound": (float, ENTROPY_BOUND),
     "remask": (str, REMASK), "sigma": (float, SIGMA), "remask_steps": (int, REMASK_STEPS),
     "edit": (float, EDIT), "max_steps": (int, MAX_STEPS), "block_cache": (bool, BLOCK_CACHE),
-    "trust_remote_code": (bool, TRUST_REMOTE_CODE),
     "show": (bool, SHOW), "trace": (str, TRACE),
 }
 

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from mlmkit import cli_options
 from mlmkit.errors import MlmkitError
 from mlmkit.models.presets import FAMILIES, MAX_POSITIONS, SIZES
 from mlmkit.runtime import checks, staging
@@ -129,9 +130,7 @@ def list_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.
 def info_command(
     model: str = typer.Argument(..., help="Model name or directory."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    trust_remote_code: bool = typer.Option(
-        False, "--trust-remote-code", help="Run the model code a checkpoint ships with "
-                                            "(NeoBERT, ...); read it first."),
+    trust_remote_code: bool = cli_options.TRUST_REMOTE_CODE,
 ) -> None:
     from mlmkit.models.info import model_info
 

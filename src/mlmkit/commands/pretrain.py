@@ -254,7 +254,9 @@ def _build():
     command.__signature__ = inspect.Signature(params)
     command.__annotations__ = {p.name: p.annotation for p in params}
     command.__doc__ = HELP
-    return command
+    from mlmkit.cli_options import shared_options
+
+    return shared_options(command)  # --trust-remote-code, for an --init model's code
 
 
 def register(app: typer.Typer) -> None:

@@ -124,10 +124,28 @@ def _weight_files(path: Path) -> list[Path]:
     return sorted(p for p in path.iterdir() if p.suffix in WEIGHT_SUFFIXES and p.is_file())
 
 
+_TRUST_REMOTE_CODE: list[bool] = []  # set by `trusting_remote_code` (the CLI flag)
+
+
+@contextlib.contextmanager
+def trusting_remote_code(trust: bool = True):
+    """Inside this block, models loaded without an explicit `trust_remote_code` take
+    `trust` (the `--trust-remote-code` flag of every model-loading command sets it for the
+    command, so loaders deep inside the library see it; threads the command starts too)."""
+    _TRUST_REMOTE_CODE.append(bool(trust))
+    try:
+        yield
+    finally:
+        _TRUST_REMOTE_CODE.pop()
+
+
 def trust_remote_code_default(trust_remote_code: bool | None) -> bool:
-    """`trust_remote_code`, or (None) whether $MLMKIT_TRUST_REMOTE_CODE is 1/true/yes."""
+    """`trust_remote_code`, or (None) the enclosing `trusting_remote_code` block's value,
+    else whether $MLMKIT_TRUST_REMOTE_CODE is 1/true/yes."""
     if trust_remote_code is not None:
         return bool(trust_remote_code)
+    if _TRUST_REMOTE_CODE:
+        return _TRUST_REMOTE_CODE[-1]
     import os
 
     return os.environ.get("MLMKIT_TRUST_REMOTE_CODE", "").strip().lower() in ("1", "true", "yes")
@@ -285,17 +303,18 @@ def _check_head(model, name: str) -> None:
 
 
 def as_mlm(model, tokenizer=None, *, device=None, dtype=None,
-           allow_untrained_head: bool = False) -> MLM:
+           allow_untrained_head: bool = False, trust_remote_code: bool | None = None) -> MLM:
     """Accept an `MLM`, a name or path (loaded with `load_mlm`), or a model with its tokenizer.
 
     `device` (None: where it is; 'auto' or a name) loads a name there, and moves a given
-    model there when it is elsewhere.
+    model there when it is elsewhere. `trust_remote_code`: see `load_mlm`.
     """
     if isinstance(model, MLM):
         mlm = model
     elif isinstance(model, (str, Path)):
         return load_mlm(model, device=device if device is not None else "auto", dtype=dtype,
-                        allow_untrained_head=allow_untrained_head)
+                        allow_untrained_head=allow_untrained_head,
+                        trust_remote_code=trust_remote_code)
     else:
         if isinstance(model, tuple) and len(model) == 2:
             model, tokenizer = model
@@ -319,7 +338,8 @@ def as_mlm(model, tokenizer=None, *, device=None, dtype=None,
 
 
 def prepare_mlm(model, *, device=None, precision: str | None = "auto", threads=None,
-                tokenizer=None, allow_untrained_head: bool = False) -> tuple[MLM, str]:
+                tokenizer=None, allow_untrained_head: bool = False,
+                trust_remote_code: bool | None = None) -> tuple[MLM, str]:
     """What an inference entry point does first: (MLM, resolved precision).
 
     Resolves the device (a `DeviceError` listing this machine's devices), loads or moves
@@ -333,5 +353,6 @@ def prepare_mlm(model, *, device=None, precision: str | None = "auto", threads=N
         resolve(device)
     resolve_precision(precision, torch.device("cpu"))  # a bad name fails before the load
     set_threads(threads)
-    mlm = as_mlm(model, tokenizer, device=device, allow_untrained_head=allow_untrained_head)
+    mlm = as_mlm(model, tokenizer, device=device, allow_untrained_head=allow_untrained_head,
+                 trust_remote_code=trust_remote_code)
     return mlm, resolve_precision(precision, mlm.device, "inference")
