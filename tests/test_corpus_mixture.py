@@ -151,10 +151,11 @@ def test_a_tiny_share_of_a_huge_corpus_is_refused():
         _mixed(sizes=(1000, 10), weights=(0.0001, 0.9999))
 
 
-def test_pretrain_build_mixes_the_weighted_corpora(tmp_path, wordpiece_tokenizer):
+def test_pretrain_build_mixes_the_weighted_corpora(tmp_path, monkeypatch, wordpiece_tokenizer):
     from mlmkit.train.config import PretrainConfig
     from mlmkit.train.data import build_data
 
+    monkeypatch.setenv("MLMKIT_CACHE", str(tmp_path / "cache"))  # the shards of each source
     (tmp_path / "a.txt").write_text("".join(f"alpha text number {i} here\n" for i in range(40)))
     (tmp_path / "b.txt").write_text("".join(f"beta words {i}\n" for i in range(12)))
     config = PretrainConfig(
@@ -170,3 +171,48 @@ def test_pretrain_build_mixes_the_weighted_corpora(tmp_path, wordpiece_tokenizer
     source = mixed.source_of(np.arange(len(mixed)))
     assert np.bincount(source).tolist() == mixed.counts
     assert abs(mixed.counts[0] / len(mixed) - 0.75) < 1 / len(mixed)
+
+
+def test_a_mixture_run_resumes_bit_identically(tmp_path, monkeypatch, wordpiece_tokenizer):
+    from safetensors.torch import load_file
+
+    from mlmkit.train import pretrain
+    from mlmkit.train.config import PretrainConfig
+
+    monkeypatch.setenv("MLMKIT_CACHE", str(tmp_path / "cache"))
+    wordpiece_tokenizer.save_pretrained(tmp_path / "tok")
+    (tmp_path / "a.txt").write_text("".join(f"alpha text number {i} here\n" for i in range(40)))
+    (tmp_path / "b.txt").write_text("".join(f"beta words {i}\n" for i in range(12)))
+    base = dict(model="tiny", tokenizer=str(tmp_path / "tok"), seq_len=16, batch_size=4,
+                steps=2, corpus=f"{tmp_path / 'a.txt'}:0.6,{tmp_path / 'b.txt'}:0.4",
+                eval_every=0, eval_blocks=2, pppl_sentences=0, save_every=0, progress=False,
+                validation_share=0.0,
+                fill_mask_examples=0, threads=1, precision="fp32")
+    pretrain(PretrainConfig(**base, run_dir=str(tmp_path / "straight")))
+    halted = pretrain(PretrainConfig(**base, run_dir=str(tmp_path / "cut"), halt_after=1))
+    assert halted.interrupted and halted.summary["steps"] == 1
+    pretrain(resume=tmp_path / "cut", overrides={"halt_after": None})
+    a, b = (load_file(str(tmp_path / name / "final" / "model.safetensors"))
+            for name in ("straight", "cut"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_pretrain_cli_repeated_corpus_flags_fail_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from mlmkit.cli import app
+
+    (tmp_path / "a.txt").write_text("alpha beta\n")
+    run_dir = tmp_path / "run"
+    for corpus, message in (
+            ([f"{tmp_path / 'a.txt'}:0.7", str(tmp_path / "a.txt")], "has no weight while"),
+            ([str(tmp_path / "none" / "*.txt"), str(tmp_path / "a.txt")],
+             "none/*.txt' matches no corpus file")):
+        flags = [arg for value in corpus for arg in ("--corpus", value)]
+        result = CliRunner().invoke(app, ["pretrain", *flags, "--steps", "1", "--run-dir",
+                                          str(run_dir)])
+        assert result.exit_code == 1 and result.output.startswith("error: --corpus"
+                                                                  if "weight" in message
+                                                                  else "error: corpus glob")
+        assert message in result.output and result.output.count("\n") == 1
+        assert not run_dir.exists()  # refused before anything is written
