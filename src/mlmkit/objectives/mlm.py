@@ -119,6 +119,10 @@ class MLMObjective(Objective):
         self.model = build_run_model(config, tokenizer, runtime, init_model)
         self.policy = build_masking_policy(config, tokenizer)
         self._loss_fn = sparse_mlm_loss
+        if getattr(config, "unpadded", False):  # attention within each document (issue 19)
+            from mlmkit.models.unpadded import unpadded_mlm_loss
+
+            self._loss_fn = unpadded_mlm_loss
         self._eval_batches = None
 
     @property
@@ -126,7 +130,7 @@ class MLMObjective(Objective):
         return {"model": self.model}
 
     def compile(self) -> None:
-        self._loss_fn = torch.compile(sparse_mlm_loss, dynamic=True)
+        self._loss_fn = torch.compile(self._loss_fn, dynamic=True)
 
     def _mask(self, batch, step: int, seed: int, device=None) -> dict[str, torch.Tensor]:
         return mask_blocks(self.policy, batch, step, seed, device, targets="labels")

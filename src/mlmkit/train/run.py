@@ -454,6 +454,19 @@ def check_config(config: PretrainConfig, world_size: int) -> None:
             config.optimizer != "adamw" or config.decoupled_weight_decay):  # issue 19
         raise InvalidArgument("--optimizer stableadamw and --decoupled-weight-decay are not "
                               "supported with --parallel fsdp yet: use --parallel ddp")
+    if config.unpadded:  # issue 19: packed rows, attention within each document
+        from mlmkit.models.unpadded import check_unpadded_family
+
+        if config.objective != "mlm":
+            raise InvalidArgument(f"--unpadded trains --objective mlm only, not "
+                                  f"{config.objective!r}: drop --unpadded")
+        if config.packing != "full":
+            raise InvalidArgument("--unpadded packs documents into rows without padding: use "
+                                  "--packing full (not document)")
+        if config.init is None:
+            from mlmkit.models.presets import parse_preset
+
+            check_unpadded_family(parse_preset(config.model)[0])
     if config.masking not in (None, "default"):
         from mlmkit.masking.config import check_masking
 
@@ -480,6 +493,10 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
         from mlmkit.models import load_mlm
 
         init_model = load_mlm(config.init, device="cpu").model.train()
+        if config.unpadded:  # issue 19
+            from mlmkit.models.unpadded import check_unpadded_model
+
+            check_unpadded_model(init_model)
         limit = getattr(init_model.config, "max_position_embeddings", None)
         if limit is not None and config.seq_len > limit:
             raise InvalidArgument(f"--seq-len {config.seq_len} is longer than --init "

@@ -1,0 +1,122 @@
+"""Unpadded (packed, padding-free) attention: documents packed into rows with no pad tokens,
+each token attending only to its own document, with positions restarting per document.
+
+What transformers 5.x offers: "padding-free" training (`DataCollatorWithFlattening`,
+`position_ids` restarting per sequence, `cu_seq_lens_*` kwargs) reaches a variable-length
+kernel only through FlashAttention (`flash_attention_2/3`, a CUDA package) — there the
+attention of a packed row really costs Σ nᵢ² instead of L². ModernBERT's own unpadding
+path (its `_unpad_modernbert_input`) went with the 5.x attention refactor. With `sdpa`
+or `eager` attention (every CPU), a 4-D mask passed as the attention mask is used as it
+is, so the same isolation is exact but the attention still computes the whole L×L block:
+on a CPU this removes the *padding* (no token is wasted on pad ids, unlike one document
+per padded row) and the *cross-document attention* (each document is encoded as if
+alone), not the masked-out products.
+
+The document of each token travels as an "indexed" attention mask [B, L]: 1, 2, ... the
+document's number in its row, 0 on padding (the convention FlashAttention packers use).
+Supported: the RoPE families whose transformers classes take a 4-D mask and position ids
+(ModernBERT and its Ettin/mmBERT presets, with their local-attention window kept within
+the document; EuroBERT and NeoBERT's shape). Absolute-position families are refused.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from mlmkit.errors import InvalidArgument
+
+UNPADDED_MODEL_TYPES = ("modernbert", "eurobert")
+UNPADDED_FAMILIES = ("modernbert", "ettin", "mmbert", "eurobert", "neobert")
+
+
+def check_unpadded_family(family: str, what: str = "--model") -> None:
+    """A one-line error for a family without unpadded attention."""
+    if family not in UNPADDED_FAMILIES:
+        raise InvalidArgument(f"--unpadded: {what} family {family!r} has no unpadded "
+                              f"attention in mlmkit (absolute positions would restart per "
+                              f"document in a different way): use one of "
+                              f"{', '.join(UNPADDED_FAMILIES)}, or drop --unpadded")
+
+
+def check_unpadded_model(model: torch.nn.Module) -> None:
+    model_type = getattr(getattr(model, "config", None), "model_type", None)
+    if model_type not in UNPADDED_MODEL_TYPES:
+        raise InvalidArgument(f"--unpadded: a {model_type!r} model has no unpadded attention "
+                              f"in mlmkit: use a model of type {' or '.join(UNPADDED_MODEL_TYPES)}"
+                              ", or drop --unpadded")
+
+
+def document_positions(documents: torch.Tensor) -> torch.Tensor:
+    """Position ids [B, L] restarting at 0 where the document number changes."""
+    length = documents.shape[1]
+    index = torch.arange(length, device=documents.device).expand_as(documents)
+    change = torch.ones_like(documents, dtype=torch.bool)
+    change[:, 1:] = documents[:, 1:] != documents[:, :-1]
+    start = torch.where(change, index, torch.zeros_like(index)).cummax(dim=1).values
+    return index - start
+
+
+def document_mask(documents: torch.Tensor, window: int | None = None) -> torch.Tensor:
+    """Bool [B, 1, L, L]: query i may attend key j (same document; within `window` when
+    given). A padding token attends only itself (no row is empty)."""
+    same = documents[:, :, None] == documents[:, None, :]
+    same &= (documents > 0)[:, :, None]
+    length = documents.shape[1]
+    index = torch.arange(length, device=documents.device)
+    if window is not None:
+        same &= (index[:, None] - index[None, :]).abs() <= window
+    same |= torch.eye(length, dtype=torch.bool, device=documents.device)
+    return same[:, None]
+
+
+def _as_attention_mask(mask: torch.Tensor, model, dtype: torch.dtype) -> torch.Tensor:
+    """The mask as the model's attention implementation adds it: sdpa takes bool; eager
+    adds it to the scores (0 where allowed, the dtype's minimum elsewhere)."""
+    if getattr(model.config, "_attn_implementation", "sdpa") == "sdpa":
+        return mask
+    additive = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return additive.masked_fill_(~mask, torch.finfo(dtype).min)
+
+
+def unpadded_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
+                    documents: torch.Tensor) -> torch.Tensor:
+    """Hidden states [B, L, d] of a masked LM's encoder with attention kept within each
+    document of `documents` (the indexed mask) and positions restarting per document."""
+    check_unpadded_model(model)
+    encoder = model.model
+    positions = document_positions(documents)
+    dtype = encoder.get_input_embeddings().weight.dtype
+    if model.config.model_type == "modernbert":
+        window = getattr(model.config, "sliding_window", None)
+        masks = {"full_attention": _as_attention_mask(document_mask(documents), model, dtype)}
+        if "sliding_attention" in set(model.config.layer_types):
+            masks["sliding_attention"] = _as_attention_mask(document_mask(documents, window),
+                                                            model, dtype)
+        return encoder(input_ids=input_ids, attention_mask=masks,
+                       position_ids=positions).last_hidden_state
+    mask = _as_attention_mask(document_mask(documents), model, dtype)
+    return encoder(input_ids=input_ids, attention_mask=mask,
+                   position_ids=positions).last_hidden_state
+
+
+def unpadded_logits(model: torch.nn.Module, input_ids: torch.Tensor, documents: torch.Tensor,
+                    positions: torch.Tensor) -> torch.Tensor:
+    """MLM logits [n, V] at the bool `positions` [B, L] (row-major), unpadded: the encoder
+    runs in full (no sparse last layer), the head only at `positions`."""
+    from mlmkit.models.adapters import adapter_for
+
+    hidden = unpadded_hidden(model, input_ids, documents)
+    return adapter_for(model).head(model, hidden[positions])
+
+
+def unpadded_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smoothing: float):
+    """`objectives.mlm.sparse_mlm_loss` with unpadded attention: `attention_mask` is the
+    indexed mask (document number per token, 0 on padding; `train.data.prepare_rows`)."""
+    import torch.nn.functional as F
+
+    logits = unpadded_logits(model, input_ids, attention_mask, mask).float()
+    targets = labels[mask]
+    per_token = F.cross_entropy(logits, targets, reduction="none",
+                                label_smoothing=label_smoothing)
+    correct = (logits.detach().argmax(-1) == targets).sum()
+    return per_token.sum(), correct, targets, per_token
