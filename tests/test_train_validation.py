@@ -42,6 +42,10 @@ BAD = [
     ("precision", "fp16", "--precision"), ("schedule", "zigzag", "--schedule"),
     ("objective", "gpt", "--objective"), ("packing", "none", "--packing"),
     ("compile", "yes", "--compile"), ("corpus", "", "--corpus"),
+    ("optimizer", "lamb", "--optimizer"), ("optimizer", 3, "--optimizer"),
+    ("decoupled_weight_decay", "yes", "--decoupled-weight-decay"),
+    ("unpadded", 1, "--unpadded"), ("batch_warmup_tokens", -1, "--batch-warmup-tokens"),
+    ("batch_warmup_start", 0, "--batch-warmup-start"),
 ]
 
 
