@@ -46,6 +46,12 @@ def test_the_rule():
         c.replace(batch_warmup_start=32)
     with pytest.raises(InvalidArgument, match="without --batch-warmup-tokens"):
         PretrainConfig(batch_warmup_start=2, steps=10)
+    # a recipe stretched to other --steps keeps its warm-up's share of the run
+    from mlmkit.train.recipes import recipe_config
+
+    assert recipe_config("modernbert", {"steps": 100})["batch_warmup_tokens"] == 3000
+    assert recipe_config("modernbert", {"steps": 100, "batch_warmup_tokens": 7}
+                         )["batch_warmup_tokens"] == 7
 
 
 def test_batches_grow_and_a_kill_inside_the_warmup_resumes_exactly(tmp_path, tokenizer_dir):

@@ -80,6 +80,10 @@ def recipe_config(name: str, overrides: dict | None = None) -> dict:
         from mlmkit.train.phases import scale_phases
 
         values["phases"] = scale_phases(values["phases"], int(overrides["steps"]))
+        if values.get("batch_warmup_tokens") and "batch_warmup_tokens" not in overrides:
+            # the batch warm-up keeps its share of the run (tokens scale with the steps)
+            share = int(overrides["steps"]) / int(recipe.config.get("steps") or 1)
+            values["batch_warmup_tokens"] = max(1, round(values["batch_warmup_tokens"] * share))
     values.update(overrides)
     return values
 
