@@ -105,8 +105,11 @@ def test_piece_encoding_is_identical_to_word_ids(kind, tokenizer_factory, corpus
     (others), equal the per-document word_ids() reading on the corpus and edge cases."""
     tokenizer = tokenizer_factory(kind)
     definition = tokenizer.backend_tokenizer.to_str()
-    backend, table = shards_module._backend(definition)
+    backend = shards_module._backend(definition)
+    table = backend.table
     assert (table is not None) == (kind == "wordpiece")  # the fast path is taken
+    if kind == "wordpiece":  # NFD + StripAccents: ASCII documents skip the normalizer
+        assert backend.ascii is not None
     documents = corpus_sample[:200] + EDGE
     ids, starts, lengths = shards_module.encode_documents(backend, table, documents,
                                                           np.dtype(np.uint16))
@@ -117,3 +120,16 @@ def test_piece_encoding_is_identical_to_word_ids(kind, tokenizer_factory, corpus
     if table is not None:  # the general path agrees on the same text
         general = shards_module.encode_documents(backend, None, documents, np.dtype(np.uint16))
         assert general[0].tolist() == ref_ids and general[1].tolist() == ref_starts
+
+
+def test_only_normalizers_that_keep_ascii_are_skipped():
+    nfd = {"type": "NFD"}
+    same = shards_module._ascii_identity
+    assert same({"normalizer": {"type": "Sequence", "normalizers": [nfd, {"type": "NFKC"}]}})
+    assert not same({"normalizer": {"type": "Sequence", "normalizers": [
+        nfd, {"type": "Lowercase"}]}})
+    assert not same({"normalizer": {"type": "BertNormalizer", "lowercase": True}})
+    # a normalized non-ASCII added token could match ASCII text only through the normalizer
+    assert not same({"normalizer": nfd, "added_tokens": [{"content": "café", "normalized": True}]})
+    assert same({"normalizer": nfd, "added_tokens": [{"content": "café", "normalized": False},
+                                                     {"content": "[MASK]", "normalized": True}]})
