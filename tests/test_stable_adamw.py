@@ -56,7 +56,8 @@ def test_equals_torch_adamw_when_nothing_is_clipped(clip_updates):
         mine.step()
         reference.step()
         if clip_updates:  # the premise: no tensor's RMS exceeded 1
-            assert mine.last_rms and max(float(r) for r in mine.last_rms) <= 1.0
+            # (at step 1 v̂ = g², so RMS = 1 up to rounding)
+            assert mine.last_rms and max(float(r) for r in mine.last_rms) <= 1 + 1e-6
     for p, q in zip(ours, theirs, strict=True):
         torch.testing.assert_close(p, q, rtol=0, atol=1e-7)
 

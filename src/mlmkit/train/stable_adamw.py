@@ -75,7 +75,8 @@ class StableAdamW(torch.optim.Optimizer):
         return loss
 
     def _update(self, group: dict, params: list, step: int) -> None:
-        """One step of tensors sharing device, dtype and step count (foreach ops)."""
+        """One step of tensors sharing device, dtype and step count (foreach ops, two
+        temporaries: the denominator and, with clipping, the normalised gradient)."""
         beta1, beta2 = group["betas"]
         lr, eps, decay = group["lr"], group["eps"], group["weight_decay"]
         grads = [p.grad for p in params]
@@ -85,36 +86,30 @@ class StableAdamW(torch.optim.Optimizer):
         torch._foreach_mul_(exp_avg_sqs, beta2)
         torch._foreach_addcmul_(exp_avg_sqs, grads, grads, value=1 - beta2)
         bias1, bias2 = 1 - beta1 ** step, 1 - beta2 ** step
-        bias2_sqrt = bias2 ** 0.5
+        denom = torch._foreach_sqrt(exp_avg_sqs)  # sqrt(v̂) once the bias is divided out
+        torch._foreach_div_(denom, bias2 ** 0.5)
+        scale = None
         if group["clip_updates"]:
-            # RMS_t = sqrt(mean(g² / max(v̂, ε²))) per tensor, v̂ = v / (1 - β2^t)
-            v_hat = torch._foreach_div(exp_avg_sqs, bias2)
-            torch._foreach_clamp_min_(v_hat, eps * eps)
-            torch._foreach_sqrt_(v_hat)
-            ratio = torch._foreach_div(grads, v_hat)
+            # RMS_t = sqrt(mean(g² / max(v̂, ε²))) = ‖g / max(sqrt(v̂), ε)‖ / sqrt(numel)
+            ratio = torch._foreach_clamp_min(denom, eps)
+            torch._foreach_reciprocal_(ratio)
+            torch._foreach_mul_(ratio, grads)
             norms = torch.stack(torch._foreach_norm(ratio)).float()
+            del ratio
             sizes = torch.tensor([p.numel() for p in params], dtype=torch.float32,
                                  device=norms.device)
             rms = norms / sizes.sqrt()
             self.last_rms.extend(rms.unbind())
-            scale = 1.0 / rms.clamp_min(1.0)  # η_t / α_t per tensor
-            del v_hat, ratio
-        else:
-            scale = None
+            scale = (1.0 / rms.clamp_min(1.0)).tolist()  # η_t / α_t per tensor
+        torch._foreach_add_(denom, eps)
+        step_size = lr / bias1
         if decay:
             factor = decay * (lr / group["max_lr"] if group["decoupled"] else lr)
             if scale is None:
                 torch._foreach_mul_(params, 1 - factor)
             else:
-                keep = (1 - factor * scale).to(params[0].dtype)
-                torch._foreach_mul_(params, list(keep.unbind()))
-        denom = torch._foreach_sqrt(exp_avg_sqs)
-        torch._foreach_div_(denom, bias2_sqrt)
-        torch._foreach_add_(denom, eps)
-        step_size = lr / bias1
+                torch._foreach_mul_(params, [1 - factor * k for k in scale])
         if scale is None:
             torch._foreach_addcdiv_(params, exp_avgs, denom, value=-step_size)
         else:
-            updates = torch._foreach_div(exp_avgs, denom)
-            torch._foreach_mul_(updates, list((-step_size * scale).to(params[0].dtype).unbind()))
-            torch._foreach_add_(params, updates)
+            torch._foreach_addcdiv_(params, exp_avgs, denom, [-step_size * k for k in scale])
