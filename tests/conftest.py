@@ -127,6 +127,29 @@ def _seed():
     torch.manual_seed(0)
 
 
+# Test files that run whole on one pytest-xdist worker (`make test`): their module fixtures
+# are multi-process or long training runs, built once instead of once per worker that gets
+# one of their tests. (xdist's own `xdist_group` marker does nothing under pytest 9: the
+# group suffix it writes into `item._nodeid` is no longer part of the node id.)
+WHOLE_FILES = frozenset({"tests/test_ddp.py", "tests/test_fsdp.py", "tests/test_electra.py",
+                         "tests/test_serve_browser.py", "tests/test_score_shards.py"})
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """`--dist loadgroup` with every file of WHOLE_FILES as one unit of work."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadGroupScheduling
+
+    class WholeFiles(LoadGroupScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return path if path in WHOLE_FILES else super()._split_scope(nodeid)
+
+    return WholeFiles(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
     """Tests marked `slow` first: pytest-xdist hands tests out in collection order, so the
     longest ones start early instead of leaving one worker busy at the end (`make test`)."""

@@ -15,8 +15,9 @@ import torch.multiprocessing as mp
 
 from mlmkit.train import PretrainConfig, pretrain
 
-# One worker runs the whole module: its multi-process fixture is built once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ddp")]
+# One worker runs the whole module (tests/conftest.py WHOLE_FILES): its multi-process fixture
+# is built once.
+pytestmark = pytest.mark.slow
 
 DEADLINE_S = 400  # a hung collective fails the test instead of blocking the suite
 

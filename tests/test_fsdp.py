@@ -19,8 +19,9 @@ import torch
 
 from mlmkit.train import PretrainConfig, pretrain
 
-# One worker runs the whole module: its multi-process fixture is built once.
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("fsdp")]
+# One worker runs the whole module (tests/conftest.py WHOLE_FILES): its multi-process fixture
+# is built once.
+pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 400
 

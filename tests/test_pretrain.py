@@ -24,7 +24,7 @@ from mlmkit.train.checkpoint import list_states, load_latest_state
 from mlmkit.train.schedule import lr_factor
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def tokenizer_path(wordpiece_tokenizer, fixture_dir) -> str:
     path = fixture_dir / "tok-wordpiece"
     assert (path / "tokenizer.json").exists()
@@ -157,7 +157,7 @@ def test_shard_cache_is_reused_and_keyed_by_tokenizer(wordpiece_tokenizer, bpe_t
 # ---- end to end
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def reference_run(tmp_path_factory, tokenizer_path):
     """An uninterrupted 12-step run (with dropout) that resumed runs must reproduce."""
     run_dir = tmp_path_factory.mktemp("reference")

@@ -137,7 +137,7 @@ def run_section(section: str, workdir: Path) -> None:
                                  + traceback.format_exc(limit=-6)) from None
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def launcher(tmp_path_factory):
     """Runs a section in its own process. Through the test fork server (tests/forkserver.py)
     the section's process and each `mlmkit` it starts skip the ~3 s of torch and
