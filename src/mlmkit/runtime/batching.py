@@ -95,6 +95,18 @@ def _device_type(model) -> str:
         return "cpu"
 
 
+def _any_training(net) -> bool:
+    """Whether any module of `net` is in training mode (a plain walk: `Module.modules()`
+    builds names and a memo set, ~1 ms per call on a small BERT)."""
+    stack = [net]
+    while stack:
+        module = stack.pop()
+        if getattr(module, "training", False):
+            return True
+        stack.extend(m for m in getattr(module, "_modules", {}).values() if m is not None)
+    return False
+
+
 @functools.lru_cache(maxsize=1)
 def cache_bytes() -> int:
     """The size of this machine's last-level CPU cache (Linux sysfs), else 32 MiB. Read once
@@ -347,7 +359,7 @@ def run_jobs(
     results, collected = None, None
     # Eval mode only when something is in training mode: `Module.eval()` walks and sets
     # every submodule, a few ms of CPU per call that a server's one-text calls paid each time.
-    training = [m for m in net.modules() if m.training] if hasattr(net, "modules") else []
+    training = [m for m in net.modules() if m.training] if _any_training(net) else []
     if training:
         net.eval()
     try:
