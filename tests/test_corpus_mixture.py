@@ -171,6 +171,7 @@ def test_pretrain_build_mixes_the_weighted_corpora(tmp_path, monkeypatch, wordpi
     source = mixed.source_of(np.arange(len(mixed)))
     assert np.bincount(source).tolist() == mixed.counts
     assert abs(mixed.counts[0] / len(mixed) - 0.75) < 1 / len(mixed)
+    assert f"a.txt 0.75 of {mixed.sizes[0]:,} blocks" in data.describe()
 
 
 def test_a_mixture_run_resumes_bit_identically(tmp_path, monkeypatch, wordpiece_tokenizer):

@@ -41,8 +41,12 @@ class PretrainData:
 
     def describe(self) -> str:
         val = self.validation_shards
+        mixture = getattr(self.train, "weights", None)  # a weighted --corpus (issue 17)
+        mixed = ("" if mixture is None else " (mixture: " + ", ".join(
+            f"{name} {weight:.3g} of {size:,} blocks" for name, weight, size in zip(
+                self.train.names, mixture, self.train.sizes, strict=True)) + ")")
         return (f"{self.train_shards.n_documents:,} documents, {self.train_shards.n_tokens:,} "
-                f"tokens → {len(self.train):,} blocks"
+                f"tokens → {len(self.train):,} blocks{mixed}"
                 + (f"; validation {val.n_tokens:,} tokens → {len(self.validation):,} blocks"
                    if val is not None else "; no validation split"))
 
