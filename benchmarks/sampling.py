@@ -55,6 +55,7 @@ from mlmkit.tokenizer import train_tokenizer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tinyshakespeare" / "input.txt"
 WINDOW, SPAN_START, SPAN = 48, 16, 16
+SHORT_WINDOW, SHORT_SPANS, SHORT_SPAN = 64, 4, 4  # four 4-token spans, one per 16 tokens
 PROMPT_LEN, CONTINUATION = 16, 32
 
 SETTINGS = [
@@ -200,31 +201,54 @@ class RowCalls:
         return sum(self.calls) / len(self.calls)
 
 
-def infill_eval(mlm, windows, options) -> dict:
+def long_span_task(windows) -> list[tuple[list[int], list[tuple[int, int]]]]:
+    """One 16-token span in the middle of each 48-token window."""
+    return [(w, [(SPAN_START, SPAN)]) for w in windows]
+
+
+def short_spans_task(windows, rng: random.Random):
+    """Four 4-token spans per 64-token window, one in each quarter, at least 2 tokens from
+    the quarter's edges (16 masks, as in the long-span task)."""
+    quarter = SHORT_WINDOW // SHORT_SPANS
+    return [(w, [(q * quarter + rng.randint(2, quarter - SHORT_SPAN - 2), SHORT_SPAN)
+                 for q in range(SHORT_SPANS)]) for w in windows]
+
+
+def infill_eval(mlm, task, options) -> dict:
+    """Argmax infilling of every span of `task` [(window, [(start, length)])]: accuracy (±
+    its standard error over tokens), NFE per sequence and of the batched run, tokens/s."""
     mask = mlm.tokenizer.mask_token_id
-    rows = [[Segment(PROMPT, w[:SPAN_START]), Segment(MASK, [mask] * SPAN),
-             Segment(PROMPT, w[SPAN_START + SPAN:])] for w in windows]
+    rows, truths = [], []
+    for window, spans in task:
+        row, truth, at = [], [], 0
+        for start, length in spans:
+            row += [Segment(PROMPT, window[at:start]), Segment(MASK, [mask] * length)]
+            truth += window[start:start + length]
+            at = start + length
+        rows.append(row + [Segment(PROMPT, window[at:])])
+        truths.append(truth)
+    masks = len(truths[0])
     calls = RowCalls(len(rows))
     started = time.perf_counter()
-    batches = unmask_rows(mlm, rows, options, default_steps=SPAN, allow_eos=False,
+    batches = unmask_rows(mlm, rows, options, default_steps=masks, allow_eos=False,
                           what="window", rows=len(rows), precision="fp32", progress=False,
                           on_step=calls)
     seconds = time.perf_counter() - started
     right = total = 0
-    per_window = [0.0] * len(windows)
+    per_window = [0.0] * len(rows)
     for batch in batches:
         for row in range(batch.ids.shape[0]):
-            truth = windows[batch.first + row][SPAN_START:SPAN_START + SPAN]
+            truth = truths[batch.first + row]
             got = batch.ids[row][batch.canvas.masked[row]].tolist()
             hits = sum(a == b for a, b in zip(got, truth, strict=True))
-            per_window[batch.first + row] = hits / SPAN
+            per_window[batch.first + row] = hits / len(truth)
             right += hits
-            total += SPAN
+            total += len(truth)
     accuracy = right / total
     batch_nfe = sum(b.model_calls for b in batches) / len(batches)
     nfe = calls.mean()
     return {"accuracy": accuracy, "se": math.sqrt(accuracy * (1 - accuracy) / total),
-            "nfe": nfe, "batch_nfe": batch_nfe, "tokens_per_call": SPAN / nfe,
+            "nfe": nfe, "batch_nfe": batch_nfe, "tokens_per_call": masks / nfe,
             "tokens_per_s": total / seconds, "seconds": seconds, "per_window": per_window}
 
 
@@ -236,10 +260,56 @@ def paired_se(a: list[float], b: list[float]) -> float:
     return math.sqrt(sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d))
 
 
-def span_unigram_accuracy(windows, unigram: int) -> float:
+def span_unigram_accuracy(task, unigram: int) -> float:
     """The infilling spans' accuracy of the unigram baseline (its token at every mask)."""
-    spans = [w[SPAN_START:SPAN_START + SPAN] for w in windows]
-    return sum(t == unigram for s in spans for t in s) / (SPAN * len(spans))
+    truth = [t for w, spans in task for start, length in spans for t in w[start:start + length]]
+    return sum(t == unigram for t in truth) / len(truth)
+
+
+def floor_check(results, key: str, name: str, unigram: float) -> dict:
+    """The floor on task `key`: the adaptive setting with the fewest calls per sequence whose
+    accuracy is within 2 paired standard errors (over windows) of one token per step."""
+    base = results[0][key]
+    for r in results[1:]:
+        r[key]["diff_se"] = paired_se(base["per_window"], r[key]["per_window"])
+    base["diff_se"] = 0.0
+    fair = [r for r in results if r["policy"] in ("threshold", "factor", "entropy-bound")
+            and r[key]["accuracy"] >= base["accuracy"] - 2 * r[key]["diff_se"]]
+    best = max(fair, key=lambda r: base["nfe"] / r[key]["nfe"], default=None)
+    summary = {"baseline_nfe": base["nfe"], "baseline_batch_nfe": base["batch_nfe"],
+               "baseline_accuracy": base["accuracy"], "baseline_se": base["se"],
+               "unigram_accuracy": unigram,
+               "context_shown": base["accuracy"] > unigram + 2 * base["se"]}
+    print(f"\n{name}: one token per step scores {base['accuracy']:.3f} ± {base['se']:.3f} "
+          f"(unigram baseline {unigram:.3f}) in {base['nfe']:.0f} calls; adaptive settings "
+          f"(gap to it in paired standard errors over windows):")
+    for r in results:
+        if r["policy"] in ("threshold", "factor", "entropy-bound"):
+            gap = base["accuracy"] - r[key]["accuracy"]
+            print(f"  {r['policy']:<14}{str(r['setting']):<52} NFE {r[key]['nfe']:5.1f} "
+                  f"({base['nfe'] / r[key]['nfe']:.1f}x fewer), accuracy "
+                  f"{r[key]['accuracy']:.3f}, gap {gap:+.3f} = "
+                  f"{gap / max(r[key]['diff_se'], 1e-12):+.1f} se"
+                  f"{' (equal)' if r in fair else ''}")
+    if not summary["context_shown"]:
+        print("  one token per step is not above the unigram baseline here: no speed-quality "
+              "claim follows on this task")
+    if best is None:
+        print("  no adaptive setting reached its accuracy within 2 se")
+        summary["floor_met"] = False
+        return summary
+    ratio = base["nfe"] / best[key]["nfe"]
+    batch_ratio = base["batch_nfe"] / best[key]["batch_nfe"]
+    summary.update(best_policy=best["policy"], best_setting=best["setting"],
+                   best_nfe=best[key]["nfe"], best_batch_nfe=best[key]["batch_nfe"],
+                   best_accuracy=best[key]["accuracy"], best_diff_se=best[key]["diff_se"],
+                   call_ratio=ratio, batch_call_ratio=batch_ratio,
+                   floor_met=ratio >= 3 and summary["context_shown"])
+    print(f"  at equal accuracy: {best['policy']} {best['setting']} needs "
+          f"{best[key]['nfe']:.1f} calls per sequence vs {base['nfe']:.1f}: {ratio:.1f}x fewer "
+          f"(floor 3x: {'met' if summary['floor_met'] else 'NOT met'}); batched: "
+          f"{best[key]['batch_nfe']:.0f} vs {base['batch_nfe']:.0f} calls ({batch_ratio:.1f}x)")
+    return summary
 
 
 def distinct_2(sequences) -> float:
@@ -362,19 +432,29 @@ def main() -> None:
     windows = [test[s:s + WINDOW] for s in rng.sample(range(len(test) - WINDOW), args.windows)]
     prompts = [test[s:s + PROMPT_LEN]
                for s in rng.sample(range(len(test) - PROMPT_LEN), args.prompts)]
-    span_unigram = span_unigram_accuracy(windows, unigram)
-    print(f"infilling spans: {args.windows} x {SPAN} tokens; the unigram baseline "
-          f"({tokenizer.convert_ids_to_tokens([unigram])[0]!r} everywhere) scores "
-          f"{span_unigram:.3f}", flush=True)
+    short = [test[s:s + SHORT_WINDOW]
+             for s in rng.sample(range(len(test) - SHORT_WINDOW), args.windows)]
+    tasks = {"infill": long_span_task(windows), "infill_short": short_spans_task(short, rng)}
+    names = {"infill": f"one {SPAN}-token span in a {WINDOW}-token window",
+             "infill_short": f"{SHORT_SPANS} spans of {SHORT_SPAN} tokens in a "
+                             f"{SHORT_WINDOW}-token window"}
+    unigram_scores = {key: span_unigram_accuracy(task, unigram) for key, task in tasks.items()}
+    for key in tasks:
+        print(f"infilling, {names[key]} ({args.windows} windows): the unigram baseline "
+              f"({tokenizer.convert_ids_to_tokens([unigram])[0]!r} everywhere) scores "
+              f"{unigram_scores[key]:.3f}", flush=True)
 
     results = []
     print("NFE: model calls per sequence (a row's calls while it has masks: its cost alone); "
           "batch: calls of the whole batched run (until its slowest row is done)")
-    print(f"{'policy':<14}{'setting':<34}{'NFE':>6}{'batch':>6}{'tok/call':>9}{'acc':>7}"
-          f"{'±se':>6}{'tok/s':>8}{'cont NFE':>9}{'judge PPPL':>11}{'dist-2':>7}", flush=True)
+    print(f"{'':<48}{'--- one 16-token span ---':^34}{'--- four 4-token spans ---':^34}"
+          f"{'--- continuation ---':^27}")
+    print(f"{'policy':<14}{'setting':<34}"
+          + f"{'NFE':>6}{'batch':>6}{'acc':>7}{'±se':>6}{'tok/s':>8}{'':>1}" * 2
+          + f"{'NFE':>6}{'judge PPPL':>11}{'dist-2':>7}", flush=True)
     for policy, setting in SETTINGS:
         infill_options = SamplerOptions(temperature=0, **setting)
-        fill = infill_eval(mlm, windows, infill_options)
+        fills = {key: infill_eval(mlm, task, infill_options) for key, task in tasks.items()}
         gen_setting = dict(setting)
         if "steps" in gen_setting:  # the same tokens per step on the 32-token continuation
             gen_setting["steps"] = gen_setting["steps"] * CONTINUATION // SPAN
@@ -383,54 +463,20 @@ def main() -> None:
         cont = continuation_eval(mlm, judge, prompts,
                                  SamplerOptions(temperature=0.8, seed=0, **gen_setting))
         label = ", ".join(f"{k}={v}" for k, v in setting.items() if k != "reveal")
-        results.append({"policy": policy, "setting": setting, "infill": fill,
+        results.append({"policy": policy, "setting": setting, **fills,
                         "continuation": {k: v for k, v in cont.items() if k != "generated"}})
-        print(f"{policy:<14}{label:<34}{fill['nfe']:>6.1f}{fill['batch_nfe']:>6.0f}"
-              f"{fill['tokens_per_call']:>9.2f}{fill['accuracy']:>7.3f}{fill['se']:>6.3f}"
-              f"{fill['tokens_per_s']:>8.0f}{cont['nfe']:>9.1f}{cont['judge_pppl']:>11.1f}"
-              f"{cont['distinct_2']:>7.2f}", flush=True)
+        print(f"{policy:<14}{label:<34}" + "".join(
+            f"{f['nfe']:>6.1f}{f['batch_nfe']:>6.0f}{f['accuracy']:>7.3f}{f['se']:>6.3f}"
+            f"{f['tokens_per_s']:>8.0f} " for f in fills.values())
+            + f"{cont['nfe']:>6.1f}{cont['judge_pppl']:>11.1f}{cont['distinct_2']:>7.2f}",
+            flush=True)
 
-    base = results[0]["infill"]
+    summary = {"context_check": checks}
+    for key in tasks:
+        summary[key] = floor_check(results, key, names[key], unigram_scores[key])
     for r in results:
-        r["infill"]["diff_se"] = paired_se(base["per_window"], r["infill"]["per_window"]) \
-            if r is not results[0] else 0.0
-    fair = [r for r in results if r["policy"] in ("threshold", "factor", "entropy-bound")
-            and r["infill"]["accuracy"] >= base["accuracy"] - 2 * r["infill"]["diff_se"]]
-    best = max(fair, key=lambda r: base["nfe"] / r["infill"]["nfe"], default=None)
-    summary = {"baseline_nfe": base["nfe"], "baseline_accuracy": base["accuracy"],
-               "span_unigram_accuracy": span_unigram, "context_check": checks}
-    print("\nadaptive settings within 2 paired standard errors (over windows) of the "
-          "baseline's accuracy:")
-    for r in results:
-        if r["policy"] in ("threshold", "factor", "entropy-bound"):
-            gap = base["accuracy"] - r["infill"]["accuracy"]
-            print(f"  {r['policy']:<14}{str(r['setting']):<52} NFE {r['infill']['nfe']:5.1f} "
-                  f"({base['nfe'] / r['infill']['nfe']:.1f}x fewer), accuracy gap {gap:+.3f} "
-                  f"= {gap / max(r['infill']['diff_se'], 1e-12):+.1f} se "
-                  f"{'(equal)' if r in fair else ''}")
-    summary["context_shown"] = base["accuracy"] > span_unigram + 2 * base["se"]
-    if not summary["context_shown"]:
-        print("the baseline is not above the unigram baseline: the model has not learned "
-              "context, and no speed-quality claim follows from this run")
-    if best is not None:
-        ratio = base["nfe"] / best["infill"]["nfe"]
-        batch_ratio = base["batch_nfe"] / best["infill"]["batch_nfe"]
-        summary.update(best_policy=best["policy"], best_setting=best["setting"],
-                       best_nfe=best["infill"]["nfe"], best_batch_nfe=best["infill"]["batch_nfe"],
-                       best_accuracy=best["infill"]["accuracy"],
-                       best_diff_se=best["infill"]["diff_se"], call_ratio=ratio,
-                       batch_call_ratio=batch_ratio,
-                       floor_met=ratio >= 3 and summary["context_shown"])
-        print(f"at equal accuracy: {best['policy']} {best['setting']} needs "
-              f"{best['infill']['nfe']:.1f} calls per sequence vs {base['nfe']:.1f} for one "
-              f"token per step: {ratio:.1f}x fewer (floor 3x: "
-              f"{'met' if summary['floor_met'] else 'NOT met'}); the batched run of "
-              f"{len(windows)} rows: {best['infill']['batch_nfe']:.0f} vs "
-              f"{base['batch_nfe']:.0f} calls ({batch_ratio:.1f}x)")
-    else:
-        print("no adaptive setting reached the baseline's accuracy within 2 se")
-    for r in results:
-        r["infill"].pop("per_window")
+        for key in tasks:
+            r[key].pop("per_window")
 
     # Block cache: 96-token continuations in blocks of 8, 2 tokens per step.
     cache_rows = {}
@@ -455,42 +501,46 @@ def main() -> None:
         Path(args.json).write_text(json.dumps({"results": results, "summary": summary},
                                               indent=1) + "\n")
     if args.plot:
-        plot(results, args.plot, span_unigram)
+        plot(results, args.plot, unigram_scores, names)
 
 
-def plot(results, path, unigram: float | None = None) -> None:
+def plot(results, path, unigram: dict[str, float], names: dict[str, str]) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
     styles = {"count": "o-", "threshold": "s-", "factor": "^-", "entropy-bound": "D-",
               "remask": "x", "edit": "*"}
+    panels = list(zip(axes, ("infill", "infill_short"), strict=False))
     for policy, style in styles.items():
-        rows = sorted((r for r in results if r["policy"] == policy),
-                      key=lambda r: r["infill"]["nfe"])
-        if not rows:
+        chosen = [r for r in results if r["policy"] == policy]
+        if not chosen:
             continue
-        left.errorbar([r["infill"]["nfe"] for r in rows],
-                      [r["infill"]["accuracy"] for r in rows],
-                      yerr=[r["infill"]["se"] for r in rows], fmt=style, label=policy,
-                      capsize=2, markersize=5)
-        right.plot([r["continuation"]["nfe"] for r in rows],
-                   [r["continuation"]["judge_pppl"] for r in rows], style, label=policy,
-                   markersize=5)
-    if unigram is not None:
-        left.axhline(unigram, color="grey", linestyle=":", linewidth=1,
+        for axis, key in panels:
+            rows = sorted(chosen, key=lambda r, k=key: r[k]["nfe"])
+            axis.errorbar([r[key]["nfe"] for r in rows], [r[key]["accuracy"] for r in rows],
+                          yerr=[r[key]["se"] for r in rows], fmt=style, label=policy,
+                          capsize=2, markersize=5)
+        rows = sorted(chosen, key=lambda r: r["continuation"]["nfe"])
+        axes[2].plot([r["continuation"]["nfe"] for r in rows],
+                     [r["continuation"]["judge_pppl"] for r in rows], style, label=policy,
+                     markersize=5)
+    for axis, key in panels:
+        axis.axhline(unigram[key], color="grey", linestyle=":", linewidth=1,
                      label="unigram baseline")
-    left.set(xscale="log", xlabel="model calls (NFE) per 16-token span",
-             ylabel="infilling accuracy (held-out)", title="Infilling: speed vs quality")
-    right.set(xscale="log", xlabel="model calls (NFE) per 32-token continuation",
-              ylabel="judge pseudo-perplexity (lower is better)",
-              title="Continuation: speed vs quality")
-    left.legend(fontsize=8)
+        axis.set(xscale="log", xlabel="model calls per sequence (NFE)",
+                 ylabel="infilling accuracy (held-out)", title=f"Infilling: {names[key]}")
+        axis.title.set_fontsize(10)
+    axes[2].set(xscale="log", xlabel="model calls per 32-token continuation (NFE)",
+                ylabel="judge pseudo-perplexity (lower is better)",
+                title="Continuation: speed vs quality")
+    axes[2].title.set_fontsize(10)
+    axes[0].legend(fontsize=8)
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=100)
     print(f"plot: {path}")
 
 
