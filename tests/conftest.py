@@ -154,3 +154,28 @@ def pytest_collection_modifyitems(config, items):
     """Tests marked `slow` first: pytest-xdist hands tests out in collection order, so the
     longest ones start early instead of leaving one worker busy at the end (`make test`)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _cpu_seconds() -> float:
+    import resource
+
+    own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
+                                                           resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With MLMKIT_TEST_CPU_LOG=FILE, append each test's CPU seconds (set-up, call and
+    teardown; this process and the child processes it waited for) to FILE: where the suite's
+    CPU goes, which wall-clock durations on a loaded machine do not show."""
+    path = os.environ.get("MLMKIT_TEST_CPU_LOG")
+    if not path:
+        return (yield)
+    started = _cpu_seconds()
+    try:
+        return (yield)
+    finally:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write(f"{_cpu_seconds() - started:8.2f} {item.nodeid}\n")
+
