@@ -21,7 +21,8 @@ def test_spec_lists_weights_and_paths_with_separators(tmp_path):
     assert [(p.source, p.weight) for p in parse_corpus_spec(str(odd))] == [(str(odd), None)]
     parts = parse_corpus_spec(["a.txt:0.7", "hf:user/set:cfg:3"])
     assert [(p.source, p.weight) for p in parts] == [("a.txt", 0.7), ("hf:user/set:cfg", 3.0)]
-    assert [p.source for p in parse_corpus_spec("a.txt, data/*.txt")] == ["a.txt", "data/*.txt"]
+    assert [p.source for p in parse_corpus_spec("a.txt:1, data/[a,b]*.txt:2")] == [
+        "a.txt", "data/[a,b]*.txt"]  # a comma inside a glob's [...] does not separate
     with pytest.raises(MlmkitError, match=r"'b.txt' has no weight while others do"):
         parse_corpus_spec("a.txt:0.7,b.txt")
     with pytest.raises(MlmkitError, match=r"--corpus 'b.txt:0': the weight 0 must be"):

@@ -62,6 +62,20 @@ def _part(text: str, spec: str) -> CorpusPart:
     return CorpusPart(text)
 
 
+def _split_list(text: str) -> list[str]:
+    """`text` cut at its commas, except those inside a glob's `[...]` class."""
+    pieces, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == "[":
+            depth += 1
+        elif char == "]" and depth:
+            depth -= 1
+        elif char == "," and not depth:
+            pieces.append(text[start:i])
+            start = i + 1
+    return pieces + [text[start:]]
+
+
 def parse_corpus_spec(spec: str | Sequence[str]) -> list[CorpusPart]:
     """The sources (and weights) of a `--corpus` value: a string, comma-separated or not,
     or a list of them. A value that names an existing path is one source whatever it
@@ -73,7 +87,7 @@ def parse_corpus_spec(spec: str | Sequence[str]) -> list[CorpusPart]:
         if _exists(text) or text.strip() == "python-docs":
             parts.append(CorpusPart(text))
         else:
-            parts += [_part(piece, text) for piece in text.split(",")]
+            parts += [_part(piece, text) for piece in _split_list(text)]
     if not parts:
         raise InvalidArgument("--corpus: give at least one source")
     weighted = [p for p in parts if p.weight is not None]
