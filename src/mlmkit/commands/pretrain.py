@@ -73,7 +73,8 @@ def _field_options() -> list[inspect.Parameter]:
                 annotation = type(flag_default)
         option = typer.Option(flag_default, *decls, help=f"{text} (default: {default})",
                               rich_help_panel=f"Config: {f.metadata['group']}",
-                              show_default=False, min=1 if f.name == "threads" else None)
+                              show_default=False, min=1 if f.name == "threads" else None,
+                              metavar="SOURCE[:WEIGHT]" if f.name == "corpus" else None)
         params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option,
                                         annotation=annotation))
     return params
