@@ -38,7 +38,9 @@ import argparse
 import collections
 import json
 import math
+import os
 import random
+import shutil
 import time
 from pathlib import Path
 
@@ -128,12 +130,13 @@ def train(mlm: MLM, stream: list[int], steps: int, seed: int, batch: int = 32, l
 
 def trained(name: str, tokenizer, stream, steps: int, seed: int, retrain: bool,
             root: Path, batch: int, preset: str = "modernbert-tiny", lr: float = 3e-3) -> MLM:
-    from transformers import AutoModelForMaskedLM
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     path = root / f"{name}-{preset}-steps{steps}-batch{batch}-lr{lr:g}-seed{seed}"
-    if path.is_dir() and not retrain:
+    # (a cached model without its tokenizer predates the fix above: trained again)
+    if (path / "tokenizer.json").is_file() and not retrain:
         model = AutoModelForMaskedLM.from_pretrained(path).eval()
-        return MLM(model=model, tokenizer=tokenizer, name=name)
+        return MLM(model=model, tokenizer=AutoTokenizer.from_pretrained(path), name=name)
     model = build_mlm(preset, tokenizer, max_length=128, seed=seed)
     mlm = MLM(model=model, tokenizer=tokenizer, name=name)
     started, cpu = time.perf_counter(), time.process_time()
@@ -143,8 +146,28 @@ def trained(name: str, tokenizer, stream, steps: int, seed: int, retrain: bool,
           f"last loss {loss:.3f}", flush=True)
     tmp = path.with_name(path.name + ".tmp")
     model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)  # the ids the model learned travel with it
+    if path.exists():
+        shutil.rmtree(path)
     tmp.rename(path)  # whole, so a concurrent run (e.g. one warming the judge) sees it or not
     return mlm
+
+
+def cached_tokenizer(text: str, path: Path, vocab: int, retrain: bool):
+    """The benchmark's WordPiece tokenizer, trained once and then read back: training is
+    not deterministic across processes (the ids of equally frequent pieces change), so a
+    cached model must never meet a freshly trained tokenizer."""
+    from transformers import AutoTokenizer
+
+    if (path / "tokenizer.json").is_file() and not retrain:
+        return AutoTokenizer.from_pretrained(path)
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    train_tokenizer([line for line in text.splitlines() if line.strip()], tmp,
+                    kind="wordpiece", vocab_size=vocab, show_progress=False)
+    if path.exists():
+        shutil.rmtree(path)
+    tmp.rename(path)
+    return AutoTokenizer.from_pretrained(path)
 
 
 def loaded(path: str, name: str) -> MLM:
@@ -397,10 +420,8 @@ def main() -> None:
     cut = int(len(text) * 0.9)
     train_text, test_text = text[:cut], text[cut:]
     root = cache_dir("benchmarks", "diffusion_sampling")
-    tokenizer = train_tokenizer([line for line in train_text.splitlines() if line.strip()],
-                                root / f"tokenizer-{args.vocab}", kind="wordpiece",
-                                vocab_size=args.vocab,
-                                show_progress=False)
+    tokenizer = cached_tokenizer(train_text, root / f"tokenizer-{args.vocab}", args.vocab,
+                                 args.retrain and args.train_only != "judge")
     if args.model:
         mlm = loaded(args.model, "sampler")
         tokenizer = mlm.tokenizer
