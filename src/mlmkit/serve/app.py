@@ -291,7 +291,9 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         work = Work(("fill", body.top_k, body.mode), texts,
                     server.fill_run(name, body.top_k, body.mode))
         results = await server.answer(request, name, work)
-        return {"model": name, "results": results}
+        # The results are plain JSON types already (`to_dict()`): a JSONResponse skips
+        # FastAPI's recursive jsonable_encoder (~1 ms per request), same bytes.
+        return JSONResponse({"model": name, "results": results})
 
     @app.post("/v1/score", dependencies=guard, summary="PLL, PLL-word-l2r, PPPL, token and "
               "word scores (mlmkit.score)")
@@ -309,7 +311,7 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         out = {"model": name, "results": [r for r, _ in pairs]}
         if body.alternatives:
             out["alternatives"] = [a for _, a in pairs]
-        return out
+        return JSONResponse(out)  # plain JSON types already, as in fill
 
     async def unmask(request: Request, body, name: str, inputs: list[str], what: str,
                      call):
