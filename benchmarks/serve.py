@@ -5,7 +5,11 @@ model, one after the other, each sent the same requests by 32 concurrent clients
 workloads: score (one sentence's PLL per request: the rescoring service) and fill (one
 sentence with one [MASK] per request: the fill-mask API). Printed per workload: both
 throughputs, the ratio, and whether every request got the same numbers from both servers
-(max |difference| of the PLLs / top-1 probabilities; the floor is 3x at identical results).
+(max |difference| of the PLLs / top-1 probabilities; the floor is 3x at identical results),
+the server process's CPU milliseconds per request (all its threads: HTTP, JSON, tokenizing
+and the model), and the MFU of each server (benchmarks/flops.py: PLL FLOPs of the score
+texts, one read per fill text, over the requests' wall time and a wall-clock matmul peak
+measured here at the servers' threads).
 Then the batched server is held under 50 concurrent clients for a minute (score and fill
 mixed): errors (must be 0), requests/s and latency percentiles.
 
@@ -74,6 +78,11 @@ class Server:
         if not line:
             raise SystemExit(f"the server did not start: {' '.join(command)}")
         self.url = json.loads(line)["url"]
+
+    def cpu_seconds(self) -> float:
+        """CPU seconds the server process has used so far (all threads; Linux /proc)."""
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
@@ -206,13 +215,15 @@ def main() -> None:
           f"({words:.1f} words on average), {args.clients} concurrent clients; "
           f"load average {os.getloadavg()[0]:.2f}")
 
-    measured = {}
+    measured, server_cpu = {}, {}
     for name, extra in (("batched", []), ("unbatched", ["--no-batching"])):
         server = Server(model, *flags, *extra)
         try:
             for workload in REQUESTS:
+                cpu = server.cpu_seconds()
                 measured[name, workload] = asyncio.run(
                     _send_all(server.url, texts, args.clients, workload))
+                server_cpu[name, workload] = server.cpu_seconds() - cpu
         finally:
             code = server.stop()
         print(f"  {name} server stopped by SIGTERM after draining (exit {code})")
@@ -224,6 +235,25 @@ def main() -> None:
         print(f"  {workload:<6} batched {len(texts) / fast:7.1f} requests/s, unbatched "
               f"{len(texts) / slow:7.1f} requests/s: {slow / fast:.2f}x; same results: {same}; "
               f"{len(texts) / max(calls, 1):.1f} requests per batched call")
+        print(f"         server CPU per request: batched "
+              f"{1000 * server_cpu['batched', workload] / len(texts):.1f} ms, unbatched "
+              f"{1000 * server_cpu['unbatched', workload] / len(texts):.1f} ms: "
+              f"{server_cpu['unbatched', workload] / server_cpu['batched', workload]:.2f}x "
+              "(load-robust: the wall ratio above also holds the load generator and the "
+              "other jobs on these cores)")
+    from flops import forward_flops, matmul_peak, mfu, mfu_text, pll_flops
+    from transformers import AutoConfig, AutoTokenizer
+
+    config, tokenizer = AutoConfig.from_pretrained(model), AutoTokenizer.from_pretrained(model)
+    needed = {"score": pll_flops(config, [len(x) for x in tokenizer(texts)["input_ids"]]),
+              "fill": sum(forward_flops(config, len(x), 1) for x in
+                          tokenizer([masked(t) for t in texts])["input_ids"])}
+    peak = matmul_peak(threads=args.threads)
+    for workload in REQUESTS:
+        print(f"  {workload:<6} " + mfu_text({
+            name: mfu(needed[workload], measured[name, workload][0], peak)
+            for name in ("batched", "unbatched")}, peak,
+            f"wall clock, {args.threads} thread(s)"))
 
     if args.load_seconds > 0:
         server = Server(model, *flags)
