@@ -83,9 +83,11 @@ SAMPLER_OPTIONS = {
     "show": (bool, SHOW), "trace": (str, TRACE),
 }
 
-FAST_FIELDS = ("reveal", "threshold", "factor", "entropy_bound", "remask", "sigma",
-               "remask_steps", "edit", "max_steps", "block_cache")
-"""The fast-sampling flags, passed to generate/infill (and SamplerOptions) by name."""
+SAMPLING_FIELDS = ("steps", "sampler", "confidence", "temperature", "top_k", "top_p",
+                   "block_length", "cfg_scale", "cache", "reveal", "threshold", "factor",
+                   "entropy_bound", "remask", "sigma", "remask_steps", "edit", "max_steps",
+                   "block_cache")
+"""The sampler flags, passed to generate/infill (and SamplerOptions) by name."""
 
 
 def parse_fixes(fixes: list[str]) -> dict[int, str]:
@@ -141,6 +143,46 @@ def step_hooks(tokenizer, n_rows: int, show: bool, trace):
     return view, recorder, on_step
 
 
+def run_unmasking(call, model: str, *, text: str, texts_file: str | None, what: str,
+                  keep_blank: bool, sampling: dict, check, output, trace, show, encoding,
+                  encoding_errors, device, precision, threads, trust_remote_code, batch_tokens,
+                  seed, **call_kwargs):
+    """The body `generate` and `infill` share: check the sampler options, the command's own
+    arguments (`check()`), the input and output files, all before the model loads; read the
+    texts (TEXT or one per line of TEXTS_FILE); run `call(mlm, texts, ...)` under the live
+    view and the trace. Returns (results, the input files)."""
+    from mlmkit.generate.options import SamplerOptions
+    from mlmkit.generate.setup import open_model
+    from mlmkit.runtime.batching import check_budget
+    from mlmkit.runtime.output import check_output_path
+    from mlmkit.runtime.records import check_input_file
+
+    SamplerOptions(seed=seed, **sampling)
+    check()
+    check_budget(batch_tokens)
+    inputs = [texts_file] if texts_file is not None else []
+    if texts_file is not None:
+        check_input_file(texts_file, f"{what} file")
+    check_output_path(output, inputs=inputs)
+    if trace is not None:
+        check_output_path(trace, inputs=inputs, what="trace")
+    texts = read_inputs(texts_file, what, encoding, encoding_errors,
+                        keep_blank=keep_blank) if texts_file is not None else [text]
+    mlm, precision = open_model(model, device=device, precision=precision, threads=threads,
+                                trust_remote_code=trust_remote_code or None)
+    view, recorder, on_step = step_hooks(mlm.tokenizer, len(texts), show, trace)
+    kwargs = dict(sampling, seed=seed, batch_tokens=batch_tokens, precision=precision,
+                  progress=False if show else None, on_step=on_step, **call_kwargs)
+    if view is not None:
+        with view:
+            results = call(mlm, texts, **kwargs)
+    else:
+        results = call(mlm, texts, **kwargs)
+    if recorder is not None:
+        recorder.save(trace, inputs=inputs)
+    return results, inputs
+
+
 @shared_options(extra=SAMPLER_OPTIONS)
 def generate_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
@@ -155,49 +197,25 @@ def generate_command(
     show, trace, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
     from mlmkit.generate import generate
-    from mlmkit.generate.options import SamplerOptions
-    from mlmkit.generate.setup import open_model
     from mlmkit.runtime import checks
-    from mlmkit.runtime.batching import check_budget
-    from mlmkit.runtime.output import check_output_path, open_output
-    from mlmkit.runtime.records import check_input_file
+    from mlmkit.runtime.output import open_output
     from mlmkit.runtime.results import dumps
 
-    SamplerOptions(steps=steps, sampler=sampler, confidence=confidence, temperature=temperature,
-                   top_k=top_k, top_p=top_p, block_length=block_length, cfg_scale=cfg_scale,
-                   seed=seed, cache=cache, **(fast := dict(
-                       reveal=reveal, threshold=threshold, factor=factor,
-                       entropy_bound=entropy_bound, remask=remask, sigma=sigma,
-                       remask_steps=remask_steps, edit=edit, max_steps=max_steps,
-                       block_cache=block_cache)))
-    checks.count("length", length, 1)
-    check_budget(batch_tokens)
-    constraints = parse_fixes(fix)
-    if prompts_file is not None and prompt:
-        raise InvalidArgument("give --prompt or --prompts-file, not both")
-    inputs = [prompts_file] if prompts_file is not None else []
-    if prompts_file is not None:
-        check_input_file(prompts_file, "prompts file")
-    check_output_path(output, inputs=inputs)
-    if trace is not None:
-        check_output_path(trace, inputs=inputs, what="trace")
-    prompts = read_inputs(prompts_file, "prompts", encoding, encoding_errors,
-                          keep_blank=True) if prompts_file is not None else [prompt]
-    mlm, precision = open_model(model, device=device, precision=precision, threads=threads,
-                                trust_remote_code=trust_remote_code or None)
-    view, recorder, on_step = step_hooks(mlm.tokenizer, len(prompts), show, trace)
-    kwargs = dict(length=length, steps=steps, sampler=sampler, confidence=confidence,
-                  temperature=temperature, top_k=top_k, top_p=top_p, block_length=block_length,
-                  cfg_scale=cfg_scale, constraints=constraints, seed=seed, cache=cache,
-                  batch_tokens=batch_tokens, precision=precision,
-                  progress=False if show else None, on_step=on_step, **fast)
-    if view is not None:
-        with view:
-            results = generate(mlm, prompts, **kwargs)
-    else:
-        results = generate(mlm, prompts, **kwargs)
-    if recorder is not None:
-        recorder.save(trace, inputs=inputs)
+    sampling = {name: value for name, value in locals().items() if name in SAMPLING_FIELDS}
+    constraints = {}
+
+    def check() -> None:
+        checks.count("length", length, 1)
+        constraints.update(parse_fixes(fix))
+        if prompts_file is not None and prompt:
+            raise InvalidArgument("give --prompt or --prompts-file, not both")
+
+    results, inputs = run_unmasking(
+        generate, model, text=prompt, texts_file=prompts_file, what="prompts", keep_blank=True,
+        sampling=sampling, check=check, output=output, trace=trace, show=show,
+        encoding=encoding, encoding_errors=encoding_errors, device=device,
+        precision=precision, threads=threads, trust_remote_code=trust_remote_code,
+        batch_tokens=batch_tokens, seed=seed, length=length, constraints=constraints)
     with open_output(output, inputs=inputs) as handle:
         for result in results:
             handle.write((dumps(result) if as_json else result.full_text) + "\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from mlmkit.cli_options import shared_options
-from mlmkit.commands.generate import SAMPLER_OPTIONS, read_inputs, step_hooks
+from mlmkit.commands.generate import SAMPLER_OPTIONS, SAMPLING_FIELDS, run_unmasking
 
 SHORT_HELP = "Fill the [MASK] spans of a template by iterative unmasking."
 EXAMPLE = """
@@ -32,50 +32,25 @@ def infill_command(
 ) -> None:
     from mlmkit.errors import InvalidArgument
     from mlmkit.generate import infill
-    from mlmkit.generate.options import SamplerOptions
-    from mlmkit.generate.setup import open_model
     from mlmkit.runtime import checks
-    from mlmkit.runtime.batching import check_budget
-    from mlmkit.runtime.output import check_output_path, open_output
+    from mlmkit.runtime.output import open_output
     from mlmkit.runtime.progress import status
-    from mlmkit.runtime.records import check_input_file
     from mlmkit.runtime.results import dumps
 
-    SamplerOptions(steps=steps, sampler=sampler, confidence=confidence, temperature=temperature,
-                   top_k=top_k, top_p=top_p, block_length=block_length, cfg_scale=cfg_scale,
-                   seed=seed, cache=cache, **(fast := dict(
-                       reveal=reveal, threshold=threshold, factor=factor,
-                       entropy_bound=entropy_bound, remask=remask, sigma=sigma,
-                       remask_steps=remask_steps, edit=edit, max_steps=max_steps,
-                       block_cache=block_cache)))
-    checks.count("max_candidates", max_candidates, 1, 10_000)
-    check_budget(batch_tokens)
-    if (template is None) == (templates_file is None):
-        raise InvalidArgument("give either a TEMPLATE argument or --templates-file, not both "
-                              "or neither")
-    inputs = [templates_file] if templates_file is not None else []
-    if templates_file is not None:
-        check_input_file(templates_file, "templates file")
-    check_output_path(output, inputs=inputs)
-    if trace is not None:
-        check_output_path(trace, inputs=inputs, what="trace")
-    templates = read_inputs(templates_file, "templates", encoding, encoding_errors,
-                            keep_blank=False) if templates_file is not None else [template]
-    mlm, precision = open_model(model, device=device, precision=precision, threads=threads,
-                                trust_remote_code=trust_remote_code or None)
-    view, recorder, on_step = step_hooks(mlm.tokenizer, len(templates), show, trace)
-    kwargs = dict(steps=steps, sampler=sampler, confidence=confidence, temperature=temperature,
-                  top_k=top_k, top_p=top_p, block_length=block_length, cfg_scale=cfg_scale,
-                  seed=seed, cache=cache, max_candidates=max_candidates,
-                  batch_tokens=batch_tokens, precision=precision,
-                  progress=False if show else None, on_step=on_step, **fast)
-    if view is not None:
-        with view:
-            results = infill(mlm, templates, **kwargs)
-    else:
-        results = infill(mlm, templates, **kwargs)
-    if recorder is not None:
-        recorder.save(trace, inputs=inputs)
+    sampling = {name: value for name, value in locals().items() if name in SAMPLING_FIELDS}
+
+    def check() -> None:
+        checks.count("max_candidates", max_candidates, 1, 10_000)
+        if (template is None) == (templates_file is None):
+            raise InvalidArgument("give either a TEMPLATE argument or --templates-file, not "
+                                  "both or neither")
+
+    results, inputs = run_unmasking(
+        infill, model, text=template, texts_file=templates_file, what="templates",
+        keep_blank=False, sampling=sampling, check=check, output=output, trace=trace,
+        show=show, encoding=encoding, encoding_errors=encoding_errors, device=device,
+        precision=precision, threads=threads, trust_remote_code=trust_remote_code,
+        batch_tokens=batch_tokens, seed=seed, max_candidates=max_candidates)
     with open_output(output, inputs=inputs) as handle:
         for result in results:
             handle.write((dumps(result) if as_json else result.text) + "\n")
