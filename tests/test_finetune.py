@@ -127,6 +127,8 @@ def test_head_run_keeps_the_best_epoch_and_counts_truncation(tiny_mlm, sst, tmp_
     with torch.no_grad():
         predicted = model(**enc).logits.argmax(-1).numpy()
     assert np.mean(predicted == data.validation.labels) == pytest.approx(run.metrics["accuracy"])
+    # the predictions kept for eval compare are the best epoch's (reused, not recomputed)
+    assert np.mean(run._predictions == predicted) == 1.0
 
 
 def test_kill_and_resume_is_exact(tiny_mlm, sst, tmp_path):
@@ -237,3 +239,70 @@ def test_cli_finetune_json_and_errors(saved_tiny_mlm, sst, tmp_path):
     assert bad.exit_code == 1
     assert "no column 'text'" in bad.stderr and "'body', 'topic'" in bad.stderr
     assert "Traceback" not in bad.output
+
+
+# --- datasets names: --offline -----------------------------------------------------------
+
+def test_offline_reads_the_local_cache_only_and_restores_the_settings(tmp_path, monkeypatch,
+                                                                      saved_tiny_mlm):
+    """A tiny dataset prepared into a temporary datasets cache (as a download leaves it).
+    offline=True reads it without one call to the hub and leaves no setting behind; without
+    it, datasets tries the hub first (here refused), as it normally does; a name that is not
+    cached is one line under --offline."""
+    import datasets
+    import huggingface_hub.constants as hub
+    from datasets.packaged_modules.csv.csv import Csv
+    from typer.testing import CliRunner
+
+    from mlmkit.cli import app
+    from mlmkit.errors import PathError
+    from mlmkit.finetune.data import load_task_data
+    from mlmkit.finetune.tasks import get_task
+
+    files = {}
+    for split, n in (("train", 12), ("validation", 4)):
+        files[split] = str(tmp_path / f"{split}.csv")
+        (tmp_path / f"{split}.csv").write_text("sentence,label\n" + "".join(
+            f"{split} sentence {i},{i % 2}\n" for i in range(n)))
+    cache = tmp_path / "hf-datasets"
+    Csv(cache_dir=str(cache), dataset_name="tiny_sst", config_name="default", hash="0" * 16,
+        data_files=files).download_and_prepare()
+    for folder in (cache / "tiny_sst").glob("default-*"):  # the name a hub download gets
+        folder.rename(folder.with_name("default"))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(cache))
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hub, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_DATASETS_OFFLINE", raising=False)
+    calls = []
+
+    def refused(*args, **kwargs):
+        calls.append(kwargs.get("repo_id", args[0] if args else None))
+        raise ConnectionError("no network in tests")
+
+    monkeypatch.setattr(datasets.load.HfApi, "hf_hub_download", refused)
+    monkeypatch.setattr(datasets.load.HfApi, "dataset_info", refused)
+    sst2 = get_task("sst2")
+    data = load_task_data(sst2, dataset="tiny_sst", offline=True)
+    assert calls == []
+    assert data.train.texts[:2] == [("train sentence 0",), ("train sentence 1",)]
+    assert len(data.train) == 12 and len(data.validation) == 4
+    assert data.train.labels.tolist()[:4] == [0, 1, 0, 1]
+    assert hub.HF_HUB_OFFLINE is False and datasets.config.HF_HUB_OFFLINE is False
+    assert "HF_DATASETS_OFFLINE" not in __import__("os").environ
+    online = load_task_data(sst2, dataset="tiny_sst")  # normal: the hub first, then the cache
+    assert calls == ["tiny_sst"] * 2 and online.validation.texts == data.validation.texts
+    with pytest.raises(PathError, match="neither a file nor in the local Hugging Face datasets "
+                       "cache .* --offline forbids"):
+        load_task_data(sst2, dataset="not_cached_here", offline=True)
+    runner = CliRunner()
+    done = runner.invoke(app, ["finetune", str(saved_tiny_mlm("bert")), "--task", "sst2",
+                               "--dataset", "tiny_sst", "--offline", "--epochs", "1",
+                               "--threads", "1", "--json"])
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["runs"][0]["examples"] == {"train": 12, "validation": 4}
+    missing = runner.invoke(app, ["finetune", str(saved_tiny_mlm("bert")), "--task", "sst2",
+                                  "--dataset", "not_cached_here", "--offline"])
+    assert missing.exit_code == 1 and "Traceback" not in missing.output
+    assert "error: --dataset 'not_cached_here'" in missing.stderr and \
+        "--offline" in missing.stderr
+    assert len(calls) == 2 and hub.HF_HUB_OFFLINE is False

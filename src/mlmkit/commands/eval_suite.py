@@ -41,6 +41,8 @@ def suite_command(
     facts: str = typer.Option(None, "--facts", help="A facts jsonl for the knowledge probe."),
     out_dir: str = typer.Option(None, "--out-dir", help="Write suite.json, suite.md and "
                                 "suite.png here."),
+    offline: bool = typer.Option(False, "--offline", help="Load a hub model name from the "
+                                 "local Hugging Face cache only, never the network."),
     *, device, precision, threads, batch_tokens, seed, as_json,
 ) -> None:
     """Run the evaluation suite on a model and print its table (Markdown)."""
@@ -55,7 +57,8 @@ def suite_command(
             raise PathError(f"--out-dir {out_dir!r} is a file: name a folder")
         check_output_path(str(Path(out_dir) / "suite.json"))
     result = evaluate_suite(model, data, quick=quick, parts=parts, texts=texts, facts=facts,
-                            output_dir=out_dir, batch_tokens=batch_tokens, precision=precision,
+                            output_dir=out_dir, offline=offline, batch_tokens=batch_tokens,
+                            precision=precision,
                             device=device, threads=threads, seed=seed)
     if as_json:
         print(result.to_json(), flush=True)

@@ -26,7 +26,9 @@ def finetune_command(
                                    "dataset's, else 10% of train carved with a fixed seed)."),
     test: str = typer.Option(None, "--test", help="Test file: the best epoch is evaluated on it."),
     dataset: str = typer.Option(None, "--dataset", help="A Hugging Face datasets name "
-                                "NAME[:CONFIG], read from the local cache (offline)."),
+                                "NAME[:CONFIG] (downloaded if needed; see --offline)."),
+    offline: bool = typer.Option(False, "--offline", help="Read --dataset names and hub models "
+                                 "from the local Hugging Face caches only, never the network."),
     text_cols: str = typer.Option(None, "--text-cols", help="The text column, or two "
                                   "comma-separated (sentence pairs)."),
     label_col: str = typer.Option(None, "--label-col", help="The label column (default: label)."),
@@ -76,7 +78,7 @@ def finetune_command(
     from mlmkit.runtime.results import dumps
 
     result = finetune(model, task, train=train, validation=validation, test=test,
-                      dataset=dataset, text_cols=text_cols, label_col=label_col,
+                      dataset=dataset, offline=offline, text_cols=text_cols, label_col=label_col,
                       regression=regression, method=method, epochs=epochs, lr=lr,
                       batch_size=batch_size, max_length=max_length, warmup=warmup,
                       weight_decay=weight_decay, bucket=bucket, shots=shots, seeds=seeds,

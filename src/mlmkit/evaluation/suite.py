@@ -50,6 +50,7 @@ class SuiteResult(Result):
     details: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
     items: dict = field(default_factory=dict)
+    cpu_seconds: dict = field(default_factory=dict)
 
     def markdown(self) -> str:
         lines = [f"| metric ({self.model}{', quick' if self.quick else ''}) | value | n |",
@@ -60,6 +61,9 @@ class SuiteResult(Result):
         total = sum(self.seconds.values())
         lines.append(f"\nTime: {total:.0f} s (" + ", ".join(
             f"{k} {v:.0f} s" for k, v in self.seconds.items()) + ")")
+        if self.cpu_seconds:
+            lines.append(f"CPU: {sum(self.cpu_seconds.values()):.0f} s (" + ", ".join(
+                f"{k} {v:.0f} s" for k, v in self.cpu_seconds.items()) + ")")
         return "\n".join(lines) + "\n"
 
 
@@ -142,6 +146,7 @@ def evaluate_suite(
     texts=None,
     facts=None,
     output_dir: str | Path | None = None,
+    offline: bool = False,
     batch_tokens: int | None = None,
     precision: str = "auto",
     device=None,
@@ -153,7 +158,8 @@ def evaluate_suite(
     and `agnews/` (the shared data sets). `parts` picks parts (default: all that apply:
     `elbo` for diffusion models, `facts` when a facts file is given); `texts` is a file of
     held-out texts for `pppl` (default: python-docs validation); `quick` sub-samples every
-    part. `output_dir` receives suite.json, suite.md and suite.png."""
+    part. `output_dir` receives suite.json, suite.md and suite.png. `offline=True` loads a
+    hub model name from the local cache only (never the network)."""
     from mlmkit.models import prepare_mlm
     from mlmkit.runtime.checks import choice, count
     from mlmkit.runtime.progress import status
@@ -192,8 +198,11 @@ def evaluate_suite(
         facts = read_facts(facts)
         if not facts:
             raise InvalidArgument("the facts file (--facts) holds no facts")
-    mlm, infer_precision = prepare_mlm(model, device=device, precision=precision,
-                                       threads=threads)
+    from mlmkit.finetune.data import hub_offline
+
+    with hub_offline(offline):
+        mlm, infer_precision = prepare_mlm(model, device=device, precision=precision,
+                                           threads=threads)
     if parts is None:
         if is_diffusion(model):
             chosen.append("elbo")
@@ -203,11 +212,12 @@ def evaluate_suite(
     result = SuiteResult(model=str(getattr(mlm, "name", model)), quick=quick, metrics={})
     runtime = {"batch_tokens": batch_tokens, "precision": infer_precision, "progress": progress}
     for part in chosen:
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         say(f"suite: {part} ...")
         RUNNERS[part](mlm, result, data=data, quick=quick, texts=texts, facts=facts,
                       seed=seed, runtime=runtime, precision=precision)
         result.seconds[part] = round(time.perf_counter() - started, 2)
+        result.cpu_seconds[part] = round(time.process_time() - cpu_started, 2)
         say(f"suite: {part} done in {result.seconds[part]:.0f} s")
     if output_dir is not None:
         write_suite(result, output_dir)
@@ -417,7 +427,8 @@ def load_suite(path) -> SuiteResult:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return SuiteResult(**{k: data[k] for k in ("model", "quick", "metrics", "details",
-                                                   "seconds", "items")})
+                                                   "seconds", "items")},
+                           cpu_seconds=data.get("cpu_seconds", {}))
     except (OSError, ValueError, KeyError, TypeError) as error:
         from mlmkit.errors import InvalidData
 

@@ -64,6 +64,7 @@ def finetune(
     validation=None,
     test=None,
     dataset: str | None = None,
+    offline: bool = False,
     text_cols=None,
     label_col: str | None = None,
     regression: bool | None = None,
@@ -102,8 +103,10 @@ def finetune(
     `task`: a GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli), agnews, or a
     name of your own with `text_cols` (one or two columns) and `label_col`. Data: `train`,
     `validation`, `test` files (JSONL/TSV/CSV), else `dataset` (a Hugging Face datasets name,
-    `NAME[:CONFIG]`, read from the local cache), else the task's own dataset; without a
-    validation split one is carved from train (10%, a fixed seed).
+    `NAME[:CONFIG]`), else the task's own dataset; without a validation split one is carved
+    from train (10%, a fixed seed). `offline=True` reads datasets names and hub models from
+    the local caches only (never the network; a name not cached is an error); without it
+    `datasets` downloads what it needs, as usual.
     `method`: "head" (an AutoModelForSequenceClassification; classification or regression)
     or "prompt" (PET / LM-BFF: a cloze `template` and a `verbalizer` through the MLM head).
     Defaults follow the cramming GLUE recipe (lr 4e-5, batch 16, length 128, 3 epochs, 10%
@@ -161,9 +164,12 @@ def finetune(
 
     check_method(method, spec.regression, None)
     target, precision = prepare(device, precision, threads, task="training")
-    mlm = as_mlm(model, device=str(target))
-    data = load_task_data(spec, train=train, validation=validation, test=test,
-                          dataset=dataset)
+    from mlmkit.finetune.data import hub_offline
+
+    with hub_offline(offline):
+        mlm = as_mlm(model, device=str(target))
+        data = load_task_data(spec, train=train, validation=validation, test=test,
+                              dataset=dataset, offline=offline)
     data.train = limit(data.train, train_limit)
     data.validation = limit(data.validation, eval_limit)
     say = status if progress is not False else None

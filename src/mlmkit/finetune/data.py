@@ -1,7 +1,8 @@
 """The splits of a fine-tuning task: texts and labels from files or a datasets name.
 
 Files are JSONL, TSV or CSV (`mlmkit.runtime.records.read_table`); a Hugging Face datasets
-name is read from the local cache (offline). Labels are checked against the task: a label
+name is loaded by `datasets` (downloaded if needed), or from the local cache only with
+`offline=True` (`--offline`). Labels are checked against the task: a label
 the task does not know, a non-numeric regression target, a missing column (the message
 lists the columns that exist) or an empty split is an error naming the file and line.
 """
@@ -9,6 +10,7 @@ lists the columns that exist) or an empty split is an error naming the file and 
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,24 +60,66 @@ def _raw_rows(path, what: str):
         yield f"{name} line {number}", row
 
 
-def _dataset_rows(task: Task, dataset: str, split: str):
-    import os
+@contextmanager
+def hub_offline(enabled: bool):
+    """With `enabled`: Hugging Face datasets names and hub models are read from the local
+    caches only (no network) for the duration, as `HF_HUB_OFFLINE=1` would do, and the
+    settings are restored afterwards (no process-wide side effect). Without it: nothing is
+    changed (the libraries' normal behaviour, which honours `HF_HUB_OFFLINE` if it is set)."""
+    if not enabled:
+        yield
+        return
+    import importlib
 
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # the local cache only, never the hub
-    import datasets
+    saved = []  # transformers asks huggingface_hub.constants (is_offline_mode) at each call
+    for module_name, names in (("huggingface_hub.constants", ("HF_HUB_OFFLINE",)),
+                               ("datasets.config", ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))):
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name in names:
+            if hasattr(module, name):
+                saved.append((module, name, getattr(module, name)))
+                setattr(module, name, True)
+    try:
+        yield
+    finally:
+        for module, name, value in reversed(saved):
+            setattr(module, name, value)
 
-    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"):
-        if hasattr(datasets.config, name):
-            setattr(datasets.config, name, True)
+
+def _cache_dir() -> str:
+    try:
+        import datasets.config
+
+        return str(datasets.config.HF_DATASETS_CACHE)
+    except ImportError:
+        return "the Hugging Face datasets cache"
+
+
+def _dataset_rows(task: Task, dataset: str, split: str, offline: bool = False):
     name, _, config = dataset.partition(":")
     config = config or (task.dataset_config if dataset == task.dataset else None)
     try:
-        data = datasets.load_dataset(name, config, split=split)
-    except Exception as error:  # noqa: BLE001 - datasets raises many kinds when offline
-        message = " ".join(str(error).split())[:160]
-        raise PathError(f"--dataset {dataset!r} split {split!r} could not be read from the local "
-                        f"Hugging Face cache ({message}); download it once online, or pass "
-                        "--train/--validation files") from error
+        import datasets
+    except ImportError:
+        raise InvalidArgument(f"--dataset {dataset!r} needs the datasets library (pip install "
+                              "datasets), or pass --train/--validation files") from None
+    with hub_offline(offline):
+        try:
+            data = datasets.load_dataset(name, config, split=split)
+        except Exception as error:  # noqa: BLE001 - datasets raises many kinds
+            message = " ".join(str(error).split())[:160]
+            if offline:
+                raise PathError(f"--dataset {dataset!r} split {split!r} is neither a file nor "
+                                f"in the local Hugging Face datasets cache ({_cache_dir()}) and "
+                                f"--offline forbids downloading it ({message}): run once "
+                                "without --offline to download it, or pass --train/--validation "
+                                "files") from error
+            raise PathError(f"--dataset {dataset!r} split {split!r} could not be loaded "
+                            f"({message}); check the name and config (NAME[:CONFIG]) and the "
+                            "network, or pass --train/--validation files") from error
     for i, row in enumerate(data):
         yield f"{dataset} {split} row {i}", row
 
@@ -99,12 +143,13 @@ def _text(where: str, row: dict, column: str) -> str:
 
 
 def read_split(task: Task, name: str, *, path=None, dataset: str | None = None,
-               split: str | None = None) -> tuple[list, list, str]:
+               split: str | None = None, offline: bool = False) -> tuple[list, list, str]:
     """(texts, raw labels with where each came from, source) of one split."""
     if path is not None:
         rows, source = _raw_rows(path, f"{name} file"), str(path)
     else:
-        rows, source = _dataset_rows(task, dataset, split or name), f"{dataset}:{split or name}"
+        rows = _dataset_rows(task, dataset, split or name, offline)
+        source = f"{dataset}:{split or name}"
     texts, labels = [], []
     checked = False
     for where, row in rows:
@@ -175,7 +220,7 @@ def carve(split: Split, fraction: float = VALIDATION_FRACTION,
 
 
 def load_task_data(task: Task, *, train=None, validation=None, test=None,
-                   dataset: str | None = None) -> TaskData:
+                   dataset: str | None = None, offline: bool = False) -> TaskData:
     """Read and check the task's splits (files first, then `dataset`, then the task's own)."""
     if train is None and dataset is None:
         if task.dataset is None:
@@ -183,7 +228,8 @@ def load_task_data(task: Task, *, train=None, validation=None, test=None,
                                   "or --dataset NAME[:CONFIG]")
         dataset = task.dataset
     train_texts, train_raw, train_source = read_split(
-        task, "train", path=train, dataset=None if train is not None else dataset)
+        task, "train", path=train, dataset=None if train is not None else dataset,
+        offline=offline)
     names = None
     if not task.regression:
         names = list(task.labels) if task.labels else _custom_names(train_raw)
@@ -192,7 +238,7 @@ def load_task_data(task: Task, *, train=None, validation=None, test=None,
                                   train is None):
         texts, raw, source = read_split(task, "validation", path=validation,
                                         dataset=None if validation is not None else dataset,
-                                        split=task.validation_split)
+                                        split=task.validation_split, offline=offline)
         valid_split = Split("validation", texts, label_index(task, raw, names), source)
     else:
         train_split, valid_split = carve(train_split)

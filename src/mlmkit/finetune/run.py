@@ -276,11 +276,14 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
             "history": history, "best": best, "elapsed": elapsed, "seen": seen,
             "losses": losses})
 
-    def keep_best(metrics: dict) -> None:
-        nonlocal best_state
+    best_predictions = None  # the best epoch's validation predictions, made in this process
+
+    def keep_best(metrics: dict, predictions) -> None:
+        nonlocal best_state, best_predictions
         score = _score(data.task, metrics)
         if score > best["score"] or not best["metrics"]:
             best.update(score=score, epoch=epoch + 1, metrics=metrics)
+            best_predictions = predictions
             if run_path is not None:
                 _save_model(trainer, run_path / "best", merge_lora)
             best_state = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
@@ -328,11 +331,11 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                 epoch, position, losses = epoch + 1, 0, []
                 save()
                 continue
-            metrics, _ = trainer.evaluate(valid_enc, batch_tokens)
+            metrics, predictions = trainer.evaluate(valid_enc, batch_tokens)
             record = {"epoch": epoch + 1, "step": step,
                       "train_loss": float(np.mean(losses)) if losses else None, **metrics}
             history.append(record)
-            keep_best(metrics)
+            keep_best(metrics, predictions)
             say(f"epoch {epoch + 1}/{recipe.epochs}: loss "
                 f"{record['train_loss'] if record['train_loss'] is not None else float('nan'):.4f}, "
                 + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
@@ -345,6 +348,8 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     test_metrics, predictions = None, None
     if test_enc is not None:
         test_metrics, predictions = trainer.evaluate(test_enc, batch_tokens)
+    elif best_state is not None and best_predictions is not None:
+        predictions = best_predictions  # the restored weights made them: no second pass
     else:
         _, predictions = trainer.evaluate(valid_enc, batch_tokens)
     result = _result(trainer, data, recipe, best, history, truncated, step, elapsed, seen,
