@@ -51,6 +51,8 @@ _FUNCTIONS = {
     # training
     "pretrain": "mlmkit.train",
     "PretrainConfig": "mlmkit.train",
+    # downstream evaluation
+    "evaluate_suite": "mlmkit.evaluation", "compare_suites": "mlmkit.evaluation",
 }
 
 # Other spellings of a public function: `mlmkit.fill` is the CLI's name of `fill_mask`.
