@@ -5,8 +5,10 @@ batch, masking rate (30%, 80/10/10) and AdamW settings are trained four ways: ml
 it runs by default (`--precision auto`: bf16 where the hardware multiplies bf16 natively,
 else fp32), mlmkit in fp32, HF `Trainer` + `DataCollatorForLanguageModeling` +
 `BertForMaskedLM` with its defaults, and the same with `bf16=True`. Printed: tokens/s of
-each (timed after warm-up steps) and the ratios; mlmkit's model FLOPs utilisation
-against a matmul peak of its precision measured in this run (benchmarks/flops.py), next
+each (timed after warm-up steps) and the ratios; the model FLOPs utilisation of each
+against a matmul peak of its precision measured in this run (benchmarks/flops.py), twice:
+from wall time, and from the process's CPU time (rates and peak per CPU-second of all its
+threads, i.e. per thread: what the run got of a machine shared with other jobs), next
 to the same loop with its last layer computed in full (MLMKIT_SPARSE_LAST_LAYER=0, today's
 loop before issue 20, with the largest loss difference); and the held-out
 masked-token accuracy each reaches after the same wall-clock budget, scored by one
@@ -90,26 +92,53 @@ def accuracy(model, batches) -> float:
             "accuracy"]
 
 
+@contextlib.contextmanager
+def step_cpu_seconds():
+    """The process CPU seconds of each training step of mlmkit's loop (all threads), measured
+    around `Run.step` from outside: the loop itself, its RNG and its losses are untouched."""
+    from mlmkit.train.run import Run
+
+    original, seconds = Run.step, []
+
+    def step(self):
+        start = time.process_time()
+        try:
+            original(self)
+        finally:
+            seconds.append(time.process_time() - start)
+
+    Run.step = step
+    try:
+        yield seconds
+    finally:
+        Run.step = original
+
+
 def run_mlmkit(base: PretrainConfig, work: Path, *, steps=None, time_budget=None,
                warm: int = 2):
+    """(tokens/s of wall time, result, tokens per CPU-second of the process)."""
     run_dir = work / f"mlmkit-{steps or time_budget}"
     shutil.rmtree(run_dir, ignore_errors=True)
     config = base.replace(run_dir=str(run_dir), steps=steps, time=time_budget, log_every=1,
                           eval_every=0, save_every=0, pppl_sentences=0, eval_blocks=1)
-    result = pretrain(config)
+    with step_cpu_seconds() as cpu:
+        result = pretrain(config)
     train = [r for r in result.history if r["split"] == "train"]
     if steps:
         tokens = np.diff([r["tokens"] for r in train[warm - 1:]])
         seconds = np.diff([r["elapsed"] for r in train[warm - 1:]])
         rate = float(np.median(tokens) / np.median(seconds))
+        cpu_rate = float(np.median(tokens) / np.median(cpu[warm:]))  # the same steps
     else:
         rate = train[-1]["tokens"] / train[-1]["elapsed"]
-    return rate, result
+        cpu_rate = train[-1]["tokens"] / sum(cpu)
+    return rate, result, cpu_rate
 
 
 def run_hf(base: PretrainConfig, tokenizer, data, work: Path, *, bf16: bool, steps: int,
            time_budget: float | None = None, warm: int = 2):
-    """HF Trainer with defaults (plus the shared optimizer settings); returns (tokens/s, model)."""
+    """HF Trainer with defaults (plus the shared optimizer settings); returns (tokens/s of
+    wall time, model, steps, tokens per CPU-second of the process)."""
     from transformers import (
         DataCollatorForLanguageModeling,
         Trainer,
@@ -119,13 +148,15 @@ def run_hf(base: PretrainConfig, tokenizer, data, work: Path, *, bf16: bool, ste
 
     class Clock(TrainerCallback):
         def __init__(self):
-            self.times, self.start = [], None
+            self.times, self.cpu, self.start = [], [], None
 
         def on_train_begin(self, args, state, control, **kw):
             self.start = time.perf_counter()
+            self.cpu_start = time.process_time()
 
         def on_step_end(self, args, state, control, **kw):
             self.times.append(time.perf_counter())
+            self.cpu.append(time.process_time())
             if time_budget and self.times[-1] - self.start >= time_budget:
                 control.should_training_stop = True
 
@@ -148,9 +179,11 @@ def run_hf(base: PretrainConfig, tokenizer, data, work: Path, *, bf16: bool, ste
     tokens_per_step = base.batch_size * base.seq_len
     if time_budget:
         rate = tokens_per_step * len(clock.times) / (clock.times[-1] - clock.start)
+        cpu_rate = tokens_per_step * len(clock.cpu) / (clock.cpu[-1] - clock.cpu_start)
     else:
         rate = tokens_per_step / float(np.median(np.diff(clock.times[warm - 1:])))
-    return rate, model, len(clock.times)
+        cpu_rate = tokens_per_step / float(np.median(np.diff(clock.cpu[warm - 1:])))
+    return rate, model, len(clock.times), cpu_rate
 
 
 def main() -> None:
@@ -196,10 +229,14 @@ def main() -> None:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     precision = resolve_precision(base.precision, device, task="training")
     peaks = {"fp32": matmul_peak(torch.float32)}
+    cpu_peaks = {"fp32": matmul_peak(torch.float32, clock=time.process_time)}
     if precision == "bf16":
         peaks["bf16"] = matmul_peak(torch.bfloat16)
-    print("measured matmul peak: " + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s"
-                                                for k, v in peaks.items()))
+        cpu_peaks["bf16"] = matmul_peak(torch.bfloat16, clock=time.process_time)
+    print("measured matmul peak: " + ", ".join(
+        f"{k} {v / 1e9:.1f} GFLOP/s of wall time, {cpu_peaks[k] / 1e9:.1f} per CPU-second"
+        for k, v in peaks.items()) + f" ({torch.get_num_threads()} threads; load average "
+        f"{os.getloadavg()[0]:.2f})")
     steps = args.timed_steps + 2
     systems = {"mlmkit": base, "mlmkit_compile": base.replace(compile=True),
                "mlmkit_fp32": base.replace(precision="fp32")}
@@ -213,27 +250,30 @@ def main() -> None:
               "hf_bf16": "HF Trainer bf16"}
 
     # ---- tokens/s
-    rates = {}
+    rates, cpu_rates = {}, {}
     for name, config in systems.items():
-        rates[name], _ = run_mlmkit(config, work, steps=steps)
+        rates[name], _, cpu_rates[name] = run_mlmkit(config, work, steps=steps)
         print(f"{labels[name]:18s} {rates[name]:8.0f} tokens/s", flush=True)
     # today's loop before the sparse last layer, in this run: its losses must equal the
     # default row's for the same seed (float tolerance), only the speed may differ
     os.environ["MLMKIT_SPARSE_LAST_LAYER"] = "0"
     try:
-        rates["mlmkit_full"], full_result = run_mlmkit(base, work, steps=steps)
+        rates["mlmkit_full"], full_result, cpu_rates["mlmkit_full"] = run_mlmkit(
+            base, work, steps=steps)
     finally:
         os.environ.pop("MLMKIT_SPARSE_LAST_LAYER")
     print(f"{labels['mlmkit_full']:18s} {rates['mlmkit_full']:8.0f} tokens/s", flush=True)
-    _, sparse_result = run_mlmkit(base, work, steps=steps)
+    _, sparse_result, _ = run_mlmkit(base, work, steps=steps)
     losses = [[r["loss"] for r in result.history if r["split"] == "train"]
               for result in (sparse_result, full_result)]
     print(f"losses, sparse vs full last layer, {len(losses[0])} steps: max |difference| "
           f"{max(abs(a - b) for a, b in zip(*losses, strict=True)):.2e}", flush=True)
-    rates["hf"], _, _ = run_hf(base, tokenizer, data, work, bf16=False, steps=steps)
+    rates["hf"], _, _, cpu_rates["hf"] = run_hf(base, tokenizer, data, work, bf16=False,
+                                                steps=steps)
     print(f"{labels['hf']:18s} {rates['hf']:8.0f} tokens/s", flush=True)
     if not args.skip_bf16:
-        rates["hf_bf16"], _, _ = run_hf(base, tokenizer, data, work, bf16=True, steps=steps)
+        rates["hf_bf16"], _, _, cpu_rates["hf_bf16"] = run_hf(base, tokenizer, data, work,
+                                                              bf16=True, steps=steps)
         print(f"{labels['hf_bf16']:18s} {rates['hf_bf16']:8.0f} tokens/s", flush=True)
     probe = build_mlm(base.model, tokenizer, max_length=base.seq_len)
     needed = train_flops_per_token(probe.config, base.seq_len, read_share=MASK_RATE)
@@ -242,8 +282,16 @@ def main() -> None:
     precisions.update(mlmkit_full=precision, hf="fp32", hf_bf16="bf16")
     mfu = {name: rates[name] * needed / peaks.get(precisions[name], peaks["fp32"])
            for name in rates}
-    print("MFU (the FLOPs the task needs, benchmarks/flops.py, over the matmul peak of the "
-          "precision used): " + ", ".join(f"{labels[k]} {100 * v:.1f}%" for k, v in mfu.items()))
+    cpu_mfu = {name: cpu_rates[name] * needed / cpu_peaks.get(precisions[name],
+                                                              cpu_peaks["fp32"])
+               for name in cpu_rates}
+    print("MFU from wall time (the FLOPs the task needs, benchmarks/flops.py, over the "
+          "matmul peak of the precision used, both per wall second; low when other jobs "
+          "share the cores): " + ", ".join(f"{labels[k]} {100 * v:.1f}%"
+                                           for k, v in mfu.items()))
+    print("MFU from CPU time per thread (the same, rates and peak per CPU-second of this "
+          "process's threads: the share of the cores it got): " + ", ".join(
+              f"{labels[k]} {100 * v:.1f}%" for k, v in cpu_mfu.items()))
 
     # ---- accuracy after the same wall-clock budget
     val = eval_batches(tokenizer, data.validation, 256, args.batch_size)
@@ -252,15 +300,15 @@ def main() -> None:
 
     timed = systems if args.budget > 0 else {}  # --budget 0: tokens/s only
     for name, config in timed.items():
-        _, result = run_mlmkit(config, work, time_budget=f"{args.budget}s")
+        _, result, _ = run_mlmkit(config, work, time_budget=f"{args.budget}s")
         acc[name] = accuracy(AutoModelForMaskedLM.from_pretrained(result.final_dir), val)
         done[name] = result.summary["steps"]
     for name, bf16 in (("hf", False), ("hf_bf16", True)):
         if name not in rates or not timed:
             continue
         planned = max(3, int(args.budget * rates[name] / (args.batch_size * args.seq_len)))
-        _, model, done[name] = run_hf(base, tokenizer, data, work, bf16=bf16, steps=planned,
-                                      time_budget=args.budget)
+        _, model, done[name], _ = run_hf(base, tokenizer, data, work, bf16=bf16,
+                                         steps=planned, time_budget=args.budget)
         acc[name] = accuracy(model.float(), val)
 
     print()
@@ -275,7 +323,8 @@ def main() -> None:
           "or better accuracy. --compile's first step includes compiling (cached on disk "
           "by torch for the next run), and counts in its wall-clock budget.")
     figures = {"tokens_per_s": rates, "accuracy": acc, "steps": done, "mfu": mfu,
-               "peak_flops": peaks, "precision": precision,
+               "tokens_per_cpu_s": cpu_rates, "mfu_cpu_time": cpu_mfu,
+               "peak_flops": peaks, "peak_flops_per_cpu_s": cpu_peaks, "precision": precision,
                "budget_s": args.budget, "config": base.to_dict()}
     if args.section == "all":
         figures["objectives"] = objective_figures(args, base, work)
@@ -325,7 +374,7 @@ def objective_figures(args, base: PretrainConfig, work: Path) -> dict:
     for objective in ("mlm", "electra", "diffusion"):
         config = base.replace(objective=objective,
                               masking=base.masking if objective == "mlm" else "default")
-        rates[objective], _ = run_mlmkit(config, work / objective, steps=steps)
+        rates[objective], _, _ = run_mlmkit(config, work / objective, steps=steps)
         print(f"--objective {objective:9s} {rates[objective]:8.0f} tokens/s "
               f"({rates[objective] / rates['mlm']:.2f} × MLM)", flush=True)
     scaling = {n: run_torchrun(base, work, n, steps) for n in (1, 2)}
