@@ -136,3 +136,12 @@ def test_build_optimizer_and_config():
         PretrainConfig(optimizer="lamb")
     with pytest.raises(InvalidArgument, match="--decoupled-weight-decay 'yes'"):
         PretrainConfig(decoupled_weight_decay="yes")
+
+
+def test_fsdp_refuses_it_until_sharded_norms_are_handled():
+    from mlmkit.train.run import check_config
+
+    config = PretrainConfig(optimizer="stableadamw", parallel="fsdp", steps=10)
+    with pytest.raises(InvalidArgument, match="not supported with --parallel fsdp"):
+        check_config(config, world_size=2)
+    check_config(config, world_size=1)  # one process: FSDP is not used
