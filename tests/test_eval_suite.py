@@ -99,9 +99,13 @@ def test_cli_suite_and_compare(saved_tiny_mlm, small_data, suite, tmp_path):
     runner = CliRunner()
     model = str(saved_tiny_mlm("bert"))
     done = runner.invoke(app, ["eval", "suite", model, "--data", str(small_data), "--quick",
-                               "--parts", "blimp", "--threads", "1", "--json",
+                               "--parts", "blimp", "--threads", "1", "--json", "--offline",
                                "--out-dir", str(tmp_path / "s")])
     assert done.exit_code == 0, done.output
+    uncached = runner.invoke(app, ["eval", "suite", "someorg/not-cached-model", "--offline",
+                                   "--parts", "pppl", "--threads", "1"])
+    assert uncached.exit_code == 1 and "Traceback" not in uncached.output
+    assert "'someorg/not-cached-model'" in uncached.stderr and "cached" in uncached.stderr
     assert json.loads(done.stdout)["metrics"]["blimp"] == pytest.approx(
         suite[0].metrics["blimp"])
     compared = runner.invoke(app, ["eval", "compare", str(tmp_path / "s"),

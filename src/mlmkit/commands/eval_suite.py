@@ -77,6 +77,8 @@ def compare_command(
     parts: str = typer.Option(None, "--parts", help="Parts of the suites to run (see eval "
                               "suite)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples (0: none)."),
+    offline: bool = typer.Option(False, "--offline", help="Load hub model names from the "
+                                 "local Hugging Face cache only, never the network."),
     *, device, precision, threads, batch_tokens, seed, output, as_json,
 ) -> None:
     """Suite results side by side: each number with its bootstrap 95% interval, and each
@@ -99,7 +101,8 @@ def compare_command(
     for source in runs:
         check_source(source)
     suites = [resolve_suite(r, data=data, quick=quick, parts=parts, batch_tokens=batch_tokens,
-                            precision=precision, device=device, threads=threads, seed=seed)
+                            precision=precision, device=device, threads=threads, seed=seed,
+                            offline=offline)
               for r in runs]
     result = compare_suites(suites, n_boot=bootstrap, seed=seed, names=list(runs))
     text = result.to_json() + "\n" if as_json else result.markdown()
