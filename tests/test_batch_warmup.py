@@ -1,6 +1,6 @@
 """Batch-size warm-up (issue 19): the batch follows the linear rule in tokens, rounded to
-grad-accum × processes; a run killed inside the warm-up (with StableAdamW and decoupled
-decay, gradient accumulation and dropout) resumes bit-identically."""
+grad-accum × processes; a run killed inside the warm-up (with StableAdamW, decoupled
+decay, unpadded attention, gradient accumulation and dropout) resumes bit-identically."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ def config(run_dir, tokenizer_dir, **extra) -> PretrainConfig:
               "steps": 4, "seq_len": 32, "batch_size": 8, "grad_accum": 2,
               "batch_warmup_tokens": 500, "batch_warmup_start": 2, "optimizer": "stableadamw",
               "decoupled_weight_decay": True, "weight_decay": 0.01, "dropout": 0.1,
+              "unpadded": True,
               "eval_every": 0, "eval_blocks": 2, "pppl_sentences": 0, "save_every": 0,
               "progress": False, "fill_mask_examples": 0, "threads": 1, "precision": "fp32",
               "log_every": 1}
