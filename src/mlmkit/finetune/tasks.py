@@ -2,7 +2,7 @@
 
 Each task says which columns hold its text(s) and label, its label names (in the order of
 the label indices the official data uses), its official metrics, where its data lives in
-the Hugging Face datasets hub (read from the local cache, offline), and the cloze template
+the Hugging Face datasets hub (the local cache only with --offline), and the cloze template
 and verbalizer of the prompt-based method. Any other name is a custom task: the columns
 come from `text_cols` / `label_col`, the labels from the training data.
 """
@@ -24,7 +24,7 @@ class Task:
     labels: tuple[str, ...] | None = None  # None: read from the training data
     regression: bool = False
     metrics: tuple[str, ...] = ("accuracy",)
-    dataset: str | None = None  # Hugging Face datasets name (offline cache)
+    dataset: str | None = None  # Hugging Face datasets name (see --offline)
     dataset_config: str | None = None
     validation_split: str | None = "validation"  # None: carve one from train (fixed seed)
     template: str | None = None  # prompt method: {text} (or {text1}, {text2}) and [MASK]
