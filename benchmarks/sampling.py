@@ -317,6 +317,13 @@ def floor_check(results, key: str, name: str, unigram: float) -> dict:
     if not summary["context_shown"]:
         print("  one token per step is not above the unigram baseline here: no speed-quality "
               "claim follows on this task")
+    fewest = min((r for r in results if r["policy"] == "count"), key=lambda r: r[key]["nfe"])
+    summary["flat_curve"] = fewest[key]["accuracy"] >= base["accuracy"] - 2 * fewest[key][
+        "diff_se"]
+    if summary["flat_curve"]:
+        print(f"  the fixed-count sampler at {fewest[key]['nfe']:.0f} calls is as accurate "
+              f"({fewest[key]['accuracy']:.3f}): accuracy does not rise with calls here, so "
+              f"fewer calls at equal accuracy says nothing about an adaptive policy")
     if best is None:
         print("  no adaptive setting reached its accuracy within 2 se")
         summary["floor_met"] = False
@@ -327,7 +334,8 @@ def floor_check(results, key: str, name: str, unigram: float) -> dict:
                    best_nfe=best[key]["nfe"], best_batch_nfe=best[key]["batch_nfe"],
                    best_accuracy=best[key]["accuracy"], best_diff_se=best[key]["diff_se"],
                    call_ratio=ratio, batch_call_ratio=batch_ratio,
-                   floor_met=ratio >= 3 and summary["context_shown"])
+                   floor_met=ratio >= 3 and summary["context_shown"]
+                   and not summary["flat_curve"])
     print(f"  at equal accuracy: {best['policy']} {best['setting']} needs "
           f"{best[key]['nfe']:.1f} calls per sequence vs {base['nfe']:.1f}: {ratio:.1f}x fewer "
           f"(floor 3x: {'met' if summary['floor_met'] else 'NOT met'}); batched: "
