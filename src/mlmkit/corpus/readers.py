@@ -158,14 +158,19 @@ def _text_column(path, names, field) -> None:
 
 def _batches_texts(path, batches, field) -> Iterator[str]:
     for batch in batches:
-        for text in batch.column(0).to_pylist():
-            if text is None:
-                continue
-            if not isinstance(text, str):
-                raise MlmkitError(f"{str(path)!r}: column {field!r} holds "
-                                  f"{type(text).__name__} values, not text: choose --field")
-            if text.strip():
-                yield text
+        yield from _column_texts(str(path), batch.column(0).to_pylist(), field)
+
+
+def _column_texts(source: str, values, field) -> Iterator[str]:
+    """The non-blank texts of a column's values (None skipped; other types an error)."""
+    for text in values:
+        if text is None:
+            continue
+        if not isinstance(text, str):
+            raise MlmkitError(f"{source!r}: column {field!r} holds "
+                              f"{type(text).__name__} values, not text: choose --field")
+        if text.strip():
+            yield text
 
 
 def _read_parquet(path, *, field, **_) -> Iterator[str]:
@@ -236,14 +241,7 @@ def _read_hub(source: str, *, field, split, **_) -> Iterator[str]:
         for batch in part.iter(batch_size=_BATCH_ROWS):
             if field not in batch:
                 _text_column(source, list(batch), field)
-            for text in batch[field]:
-                if text is None:
-                    continue
-                if not isinstance(text, str):
-                    raise MlmkitError(f"{source!r}: column {field!r} holds "
-                                      f"{type(text).__name__} values, not text: choose --field")
-                if text.strip():
-                    yield text
+            yield from _column_texts(source, batch[field], field)
 
 
 _READERS = {".txt": _read_txt, ".jsonl": _read_jsonl, ".csv": _read_delimited,

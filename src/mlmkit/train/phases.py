@@ -306,13 +306,9 @@ class PhaseOrder:
         self.last_counts: dict[str, int] = {}
 
     def counts(self, phase: int, batch_size: int) -> list[int]:
-        weights = [w for _, w in self.plan.phases[phase].mixture]
-        exact = [w * batch_size for w in weights]
-        counts = [int(e) for e in exact]
-        for j in sorted(range(len(exact)), key=lambda j: exact[j] - counts[j],
-                        reverse=True)[:batch_size - sum(counts)]:
-            counts[j] += 1
-        return counts
+        from mlmkit.corpus.mixture import shares
+
+        return shares([w for _, w in self.plan.phases[phase].mixture], batch_size)
 
     def next_indices(self, batch_size: int, rank: int = 0, world_size: int = 1) -> np.ndarray:
         phase = self.plan.index(self.step)
