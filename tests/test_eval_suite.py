@@ -164,3 +164,34 @@ def test_pretrain_logs_the_suite_as_learning_curves(wordpiece_tokenizer, corpus_
     assert [r["step"] for r in suite] == [2, 4] and moved == [False, False]
     assert all(0 <= r["blimp"] <= 1 for r in suite)
     assert (tmp_path / "r" / "plots" / "suite.png").is_file()
+
+
+def test_elbo_and_facts_parts_equal_their_own_functions(tiny_mlm, small_data, tmp_path):
+    """The suite's `elbo` part is the token-weighted mean of `mlmkit.generate.elbo` over its
+    python-docs sample, and its `facts` part is the P@1 of `knowledge_probe` on the file."""
+    from mlmkit.corpus.python_docs import python_docs
+    from mlmkit.evaluation import evaluate_suite
+    from mlmkit.evaluation.suite import _sample, _size
+    from mlmkit.generate import elbo
+    from mlmkit.probe import knowledge_probe
+
+    mlm = tiny_mlm("bert")
+    rows = [{"template": "[X] returns a [Y].", "subject": "It", "object": "list"},
+            {"template": "[X] is a [Y].", "subject": "This", "object": "file"},
+            {"template": "[X] opens the [Y].", "subject": "It", "object": "file"}]
+    facts = tmp_path / "facts.jsonl"
+    facts.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = evaluate_suite(mlm, small_data, quick=True, parts="elbo,facts", facts=str(facts),
+                            device="cpu", threads=1, progress=False)
+    pool = [t for t in python_docs("validation") if 5 <= len(t.split()) <= 60]
+    chosen = [pool[i] for i in _sample(len(pool), _size("elbo_texts", True))]
+    bounds = elbo(mlm, chosen, samples=_size("elbo_samples", True), seed=0, device="cpu",
+                  threads=1, progress=False)
+    expected = sum(b.nats for b in bounds) / sum(b.n_tokens for b in bounds)
+    assert result.metrics["elbo_nats_per_token"] == pytest.approx(expected, rel=1e-9)
+    probed = [f for f in knowledge_probe(mlm, str(facts), device="cpu", threads=1,
+                                         progress=False).facts if f.rank is not None]
+    assert probed
+    assert result.metrics["facts_p@1"] == pytest.approx(
+        sum(f.rank == 1 for f in probed) / len(probed))
+    assert len(result.items["facts_p@1"]["values"]) == len(probed)
