@@ -77,3 +77,10 @@ def test_batches_grow_and_a_kill_inside_the_warmup_resumes_exactly(tmp_path, tok
     a = run.objective.model.state_dict()
     b = load_file(str(tmp_path / "halted" / "final" / "model.safetensors"))
     assert b.keys() <= a.keys() and all(torch.equal(a[k], b[k]) for k in b)
+
+    # the sizes round to grad-accum x processes: inside the warm-up, another number of
+    # processes would take other batches, so it is refused in one line
+    state = run.state_dict()
+    assert state["processes"] == 1 and state["counters"]["tokens"] < 500
+    with pytest.raises(InvalidArgument, match="inside its batch-size warm-up on 2 process"):
+        run.load_state_dict({**state, "processes": 2})

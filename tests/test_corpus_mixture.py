@@ -218,3 +218,21 @@ def test_pretrain_cli_repeated_corpus_flags_fail_in_one_line(tmp_path):
                                                                   else "error: corpus glob")
         assert message in result.output and result.output.count("\n") == 1
         assert not run_dir.exists()  # refused before anything is written
+
+
+def test_python_docs_in_a_list_keeps_its_own_splits(tmp_path):
+    """Listed with other sources, python-docs gives its own validation split to validation
+    and its train split to training, never a hashed share of its training documents."""
+    from mlmkit.corpus.python_docs import python_docs
+    from mlmkit.train.data import corpus_documents
+
+    notes = tmp_path / "notes.txt"
+    notes.write_text("".join(f"Note number {i} about files.\n" for i in range(200)))
+    corpus = f"{notes}:0.7,python-docs:0.3"
+    validation = list(corpus_documents(corpus, "validation")())
+    train = list(corpus_documents(corpus, "train")())
+    docs_validation, docs_train = python_docs("validation"), python_docs("train")
+    assert [t for t in validation if not t.startswith("Note number")] == docs_validation
+    assert [t for t in train if not t.startswith("Note number")] == docs_train
+    notes_seen = [t for t in validation + train if t.startswith("Note number")]
+    assert sorted(notes_seen) == sorted(f"Note number {i} about files." for i in range(200))

@@ -223,8 +223,11 @@ def _read_hub(source: str, *, field, split, **_) -> Iterator[str]:
     try:
         loaded = datasets.load_dataset(name, config, split=split, streaming=True)
     except Exception as streaming_error:  # noqa: BLE001 (the library raises many kinds)
+        from mlmkit.runtime.hub import hub_offline
+
         try:
-            loaded = datasets.load_dataset(name, config, split=split)
+            with hub_offline(True):  # the cached copy only: never a whole download here
+                loaded = datasets.load_dataset(name, config, split=split)
         except Exception:  # noqa: BLE001
             reason = str(streaming_error).splitlines()[0] if str(streaming_error) else \
                 type(streaming_error).__name__

@@ -198,7 +198,7 @@ def evaluate_suite(
         facts = read_facts(facts)
         if not facts:
             raise InvalidArgument("the facts file (--facts) holds no facts")
-    from mlmkit.finetune.data import hub_offline
+    from mlmkit.runtime.hub import hub_offline
 
     with hub_offline(offline):
         mlm, infer_precision = prepare_mlm(model, device=device, precision=precision,

@@ -164,7 +164,7 @@ def finetune(
 
     check_method(method, spec.regression, None)
     target, precision = prepare(device, precision, threads, task="training")
-    from mlmkit.finetune.data import hub_offline
+    from mlmkit.runtime.hub import hub_offline
 
     with hub_offline(offline):
         mlm = as_mlm(model, device=str(target))

@@ -10,13 +10,13 @@ lists the columns that exist) or an empty split is an error naming the file and 
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
 from mlmkit.errors import InvalidArgument, InvalidData, PathError
 from mlmkit.finetune.tasks import Task
+from mlmkit.runtime.hub import hub_offline
 
 VALIDATION_FRACTION = 0.1
 CARVE_SEED = 0  # the carved validation split is the same whatever --seed says
@@ -60,52 +60,17 @@ def _raw_rows(path, what: str):
         yield f"{name} line {number}", row
 
 
-@contextmanager
-def hub_offline(enabled: bool):
-    """With `enabled`: Hugging Face datasets names and hub models are read from the local
-    caches only (no network) for the duration, as `HF_HUB_OFFLINE=1` would do, and the
-    settings are restored afterwards (no process-wide side effect). Without it: nothing is
-    changed (the libraries' normal behaviour, which honours `HF_HUB_OFFLINE` if it is set)."""
-    if not enabled:
-        yield
-        return
-    import importlib
-
-    saved = []  # transformers asks huggingface_hub.constants (is_offline_mode) at each call
-    for module_name, names in (("huggingface_hub.constants", ("HF_HUB_OFFLINE",)),
-                               ("datasets.config", ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))):
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            continue
-        for name in names:
-            if hasattr(module, name):
-                saved.append((module, name, getattr(module, name)))
-                setattr(module, name, True)
-    try:
-        yield
-    finally:
-        for module, name, value in reversed(saved):
-            setattr(module, name, value)
-
-
 def _cache_dir() -> str:
-    try:
-        import datasets.config
+    import datasets.config
 
-        return str(datasets.config.HF_DATASETS_CACHE)
-    except ImportError:
-        return "the Hugging Face datasets cache"
+    return str(datasets.config.HF_DATASETS_CACHE)
 
 
 def _dataset_rows(task: Task, dataset: str, split: str, offline: bool = False):
     name, _, config = dataset.partition(":")
     config = config or (task.dataset_config if dataset == task.dataset else None)
-    try:
-        import datasets
-    except ImportError:
-        raise InvalidArgument(f"--dataset {dataset!r} needs the datasets library (pip install "
-                              "datasets), or pass --train/--validation files") from None
+    import datasets
+
     with hub_offline(offline):
         try:
             data = datasets.load_dataset(name, config, split=split)

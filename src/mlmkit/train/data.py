@@ -73,9 +73,13 @@ def corpus_documents(corpus: str, split: str, field: str = "text",
     read_corpus(sources, field=field)  # a missing file or glob fails now, not in the pass
 
     def documents():
-        for text in read_corpus(sources, field=field):
-            if (split == "validation") == _is_validation(text, validation_share):
-                yield text
+        for source in sources:
+            if source == "python-docs":  # it has its own splits: never a hashed share of train
+                yield from corpus_documents(source, split)()
+                continue
+            for text in read_corpus(source, field=field):
+                if (split == "validation") == _is_validation(text, validation_share):
+                    yield text
 
     return documents
 

@@ -21,9 +21,6 @@ def parameter_groups(modules: dict[str, torch.nn.Module], weight_decay: float) -
             {"params": no_decay, "weight_decay": 0.0}]
 
 
-OPTIMIZERS = ("adamw", "stableadamw")
-
-
 def build_optimizer(modules: dict[str, torch.nn.Module], *, lr: float, weight_decay: float,
                     betas: tuple[float, float], eps: float, device: torch.device,
                     kind: str = "adamw", decoupled: bool = False) -> torch.optim.Optimizer:

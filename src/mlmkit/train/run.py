@@ -276,6 +276,8 @@ class Run:
             "fingerprints": fingerprints(self.tokenizer, self.data),
             # metrics of steps since the last log line, so that line averages the same steps
             "pending": self.window.state_dict(),
+            # a batch-size warm-up's sizes round to grad-accum x processes (batch_warmup_size)
+            "processes": self.runtime.world_size,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -287,6 +289,13 @@ class Run:
             for name, module in self.objective.modules.items():
                 module.load_state_dict(state["modules"][name])
             self.optimizer.load_state_dict(state["optimizer"])
+        saved_world = state.get("processes", self.runtime.world_size)
+        if (self.config.batch_warmup_tokens and saved_world != self.runtime.world_size
+                and state["counters"]["tokens"] < self.config.batch_warmup_tokens):
+            raise InvalidArgument(
+                f"this run was saved inside its batch-size warm-up on {saved_world} "
+                f"process(es), whose batch sizes round to --grad-accum x processes: resume it "
+                f"on {saved_world} process(es) (after the warm-up any number works)")
         self.objective.load_state_dict(state["objective"])
         self.order.load_state_dict(state["data"])
         self.state = TrainState(**state["counters"])
@@ -362,8 +371,9 @@ def batch_warmup_size(config: PretrainConfig, tokens: int, world_size: int = 1) 
     batch grows linearly from `batch_warmup_start` (default --batch-size / 8) to
     --batch-size over the first `batch_warmup_tokens` tokens, rounded down to a multiple of
     grad-accum × processes so every micro-step of every process gets the same number of
-    rows. A function of the run's token count alone, which the checkpoint holds: a resumed
-    run takes the same batches.
+    rows. A function of the run's token count (which the checkpoint holds) and of
+    grad-accum × processes: a resumed run takes the same batches on the same number of
+    processes (`Run.load_state_dict` refuses another number inside the warm-up).
     """
     full, total = config.batch_size, config.batch_warmup_tokens
     if not total or tokens >= total:
