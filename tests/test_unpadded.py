@@ -97,3 +97,32 @@ def test_refused_in_one_line_before_any_work(tmp_path, change, message):
         build_run(run_config(tmp_path, "unused-tokenizer", **change))
     assert "\n" not in str(error.value)
     assert not (tmp_path / "run").exists()
+
+
+def test_an_unpadded_run_is_evaluated_as_it_trains(tmp_path, tokenizer_factory, fixture_dir):
+    """Held-out blocks are scored with attention within each document too: the evaluation's
+    loss equals the training loss function's on the same masked blocks, and differs from
+    packed attention across the documents of a row."""
+    from mlmkit.models.unpadded import unpadded_mlm_loss
+    from mlmkit.objectives.mlm import sparse_mlm_loss
+
+    tokenizer_factory("bpe")
+    corpus = tmp_path / "short.jsonl"
+    corpus.write_text("".join(f'{{"text": "Open the file number {i} and read it."}}\n'
+                              for i in range(80)), encoding="utf-8")
+    run = build_run(run_config(tmp_path, str(fixture_dir / "tok-bpe"), corpus=str(corpus),
+                               validation_share=0.3))
+    metrics = run.objective.evaluate(run.validation, [])
+    batches = run.objective._eval_batches
+    assert any(int(b["attention_mask"].max()) > 1 for b in batches)  # several documents a row
+    run.objective.model.eval()  # as the evaluation ran it (no dropout)
+    with torch.no_grad():
+        within = [unpadded_mlm_loss(run.objective.model, b["input_ids"], b["attention_mask"],
+                                    b["mask"], b["labels"], 0.0)[0] for b in batches]
+        across = [sparse_mlm_loss(run.objective.model, b["input_ids"],
+                                  (b["attention_mask"] > 0).long(), b["mask"], b["labels"],
+                                  0.0)[0] for b in batches]
+    count = sum(int(b["mask"].sum()) for b in batches)
+    assert metrics["masked_tokens"] == count
+    assert metrics["loss"] == pytest.approx(float(sum(within)) / count, rel=1e-5)
+    assert abs(metrics["loss"] - float(sum(across)) / count) > 1e-5

@@ -16,18 +16,21 @@ from mlmkit.models import masked_log_probs
 
 
 @torch.no_grad()
-def masked_token_metrics(model, batches, autocast) -> dict[str, float]:
+def masked_token_metrics(model, batches, autocast, log_probs_fn=None) -> dict[str, float]:
     """Mean loss, top-1 and top-5 accuracy over the masked positions of `batches`.
 
-    Each batch is a dict with input_ids, attention_mask, mask (bool) and labels.
+    Each batch is a dict with input_ids, attention_mask, mask (bool) and labels;
+    `log_probs_fn(model, input_ids, attention_mask, mask)` gives the log-probabilities at the
+    masked positions (default: the primitive's `masked_log_probs`).
     """
+    log_probs_fn = log_probs_fn or masked_log_probs
     loss_sum, top1, top5, count = 0.0, 0, 0, 0
     for batch in batches:
         mask = batch["mask"]
         if not mask.any():
             continue
         with autocast():
-            log_probs = masked_log_probs(model, batch["input_ids"], batch["attention_mask"], mask)
+            log_probs = log_probs_fn(model, batch["input_ids"], batch["attention_mask"], mask)
         targets = batch["labels"][mask]
         loss_sum += float(-log_probs.gather(1, targets[:, None]).double().sum())
         best = log_probs.topk(min(5, log_probs.shape[1]), dim=-1).indices

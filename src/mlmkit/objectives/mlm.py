@@ -109,6 +109,14 @@ def sparse_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smooth
     return per_token.sum(), correct, targets, per_token
 
 
+def _unpadded_log_probs(model, input_ids, documents, mask):
+    """`masked_log_probs` with attention within each document (`documents`: the indexed
+    mask, each token's document number, 0 on padding)."""
+    from mlmkit.models.unpadded import unpadded_logits
+
+    return unpadded_logits(model, input_ids, documents, mask).float().log_softmax(-1)
+
+
 class MLMObjective(Objective):
     """BERT/RoBERTa-style MLM over packed blocks."""
 
@@ -119,7 +127,8 @@ class MLMObjective(Objective):
         self.model = build_run_model(config, tokenizer, runtime, init_model)
         self.policy = build_masking_policy(config, tokenizer)
         self._loss_fn = sparse_mlm_loss
-        if getattr(config, "unpadded", False):  # attention within each document (issue 19)
+        self._unpadded = bool(getattr(config, "unpadded", False))
+        if self._unpadded:  # attention within each document (issue 19)
             from mlmkit.models.unpadded import unpadded_mlm_loss
 
             self._loss_fn = unpadded_mlm_loss
@@ -159,10 +168,14 @@ class MLMObjective(Objective):
             seed = self.config.seed + EVAL_SEED_OFFSET
             self._eval_batches = [self._mask(b, step=0, seed=seed + i, device=self.runtime.device)
                                   for i, b in enumerate(blocks)]
+            if self._unpadded:  # evaluated as it trains: attention within each document
+                for batch, block in zip(self._eval_batches, blocks, strict=True):
+                    batch["attention_mask"] = (block.document_ids + 1).to(self.runtime.device)
         was_training = self.model.training
         self.model.eval()
         try:
-            metrics = masked_token_metrics(self.model, self._eval_batches, self.runtime.autocast)
+            metrics = masked_token_metrics(self.model, self._eval_batches, self.runtime.autocast,
+                                           _unpadded_log_probs if self._unpadded else None)
             if sentences:
                 scores = score_sentences(MLM(self.model, self.tokenizer), sentences,
                                          self.runtime)
