@@ -142,7 +142,10 @@ class MLMObjective(Objective):
         self._loss_fn = torch.compile(self._loss_fn, dynamic=True)
 
     def _mask(self, batch, step: int, seed: int, device=None) -> dict[str, torch.Tensor]:
-        return mask_blocks(self.policy, batch, step, seed, device, targets="labels")
+        tensors = mask_blocks(self.policy, batch, step, seed, device, targets="labels")
+        if self._unpadded:  # the indexed mask: each token's document number, 0 on padding
+            tensors["attention_mask"] = (batch.document_ids + 1).to(tensors["input_ids"].device)
+        return tensors
 
     def prepare(self, batch, step: int, seed: int | None = None) -> Prepared:
         # The policy derives its randomness from (seed, step): the masks of a resumed run
@@ -168,9 +171,6 @@ class MLMObjective(Objective):
             seed = self.config.seed + EVAL_SEED_OFFSET
             self._eval_batches = [self._mask(b, step=0, seed=seed + i, device=self.runtime.device)
                                   for i, b in enumerate(blocks)]
-            if self._unpadded:  # evaluated as it trains: attention within each document
-                for batch, block in zip(self._eval_batches, blocks, strict=True):
-                    batch["attention_mask"] = (block.document_ids + 1).to(self.runtime.device)
         was_training = self.model.training
         self.model.eval()
         try:

@@ -263,9 +263,6 @@ def prepare_rows(objective, blocks: PackedBlocks, indices: np.ndarray, rows: np.
         one = BlockBatch(*(t[i:i + 1] for t in (batch.input_ids, batch.attention_mask,
                                                 batch.word_starts, batch.document_ids)))
         parts.append(objective.prepare(one, step, seed=row_seed(seed, int(row))))
-        if getattr(objective.config, "unpadded", False):  # issue 19: --unpadded
-            # the indexed mask: each token's document number (1, 2, ...; 0 on padding)
-            parts[-1].tensors["attention_mask"] = one.document_ids + 1
     tensors = {key: torch.cat([p.tensors[key] for p in parts]) for key in parts[0].tensors}
     counts = {key: float(sum(p.counts[key] for p in parts)) for key in parts[0].counts}
     return Prepared(tensors=tensors, counts=counts), batch.n_tokens
