@@ -95,16 +95,16 @@ def _device_type(model) -> str:
         return "cpu"
 
 
-def _any_training(net) -> bool:
-    """Whether any module of `net` is in training mode (a plain walk: `Module.modules()`
-    builds names and a memo set, ~1 ms per call on a small BERT)."""
-    stack = [net]
+def _training_modules(net) -> list:
+    """The modules of `net` in training mode (a plain walk: `Module.modules()` builds names
+    and a memo set, ~1 ms per call on a small BERT)."""
+    found, stack = [], [net]
     while stack:
         module = stack.pop()
         if getattr(module, "training", False):
-            return True
+            found.append(module)
         stack.extend(m for m in getattr(module, "_modules", {}).values() if m is not None)
-    return False
+    return found
 
 
 @functools.lru_cache(maxsize=1)
@@ -359,7 +359,7 @@ def run_jobs(
     results, collected = None, None
     # Eval mode only when something is in training mode: `Module.eval()` walks and sets
     # every submodule, a few ms of CPU per call that a server's one-text calls paid each time.
-    training = [m for m in net.modules() if m.training] if _any_training(net) else []
+    training = _training_modules(net)
     if training:
         net.eval()
     try:
@@ -402,10 +402,6 @@ def run_jobs(
                             results[i] = v
                 bar.advance(hi - lo)
     finally:
-        if training:  # back to exactly the modes of before
-            was = {id(m) for m in training}
-            net.train(True)
-            for m in net.modules():
-                if id(m) not in was:
-                    m.training = False
+        for module in training:  # back to exactly the modes of before
+            module.training = True
     return results
