@@ -219,19 +219,14 @@ class _Backend:
 
         if self.ascii is None:
             return run(self.full, documents)
-        plain = [i for i, text in enumerate(documents) if text.isascii()]
-        if len(plain) == len(documents):
-            return run(self.ascii, documents)
-        if not plain:
-            return run(self.full, documents)
+        ascii_text = [text.isascii() for text in documents]
         encodings: list = [None] * len(documents)
-        for i, encoding in zip(plain, run(self.ascii, [documents[i] for i in plain]),
-                               strict=True):
-            encodings[i] = encoding
-        rest = [i for i, text in enumerate(documents) if encodings[i] is None]
-        for i, encoding in zip(rest, run(self.full, [documents[i] for i in rest]),
-                               strict=True):
-            encodings[i] = encoding
+        for tokenizer, wanted in ((self.ascii, True), (self.full, False)):
+            chosen = [i for i, is_ascii in enumerate(ascii_text) if is_ascii == wanted]
+            if chosen:
+                for i, encoding in zip(chosen, run(tokenizer, [documents[i] for i in chosen]),
+                                       strict=True):
+                    encodings[i] = encoding
         return encodings
 
 
@@ -276,11 +271,10 @@ def tokenize_piece(definition: str, dtype: str, documents: list[str], target: st
     staging = staging_dir(target)
     try:
         backend = _backend(definition)
-        table = backend.table
         ids, starts, lengths = [], [], []
         for start in range(0, len(documents), BATCH_DOCUMENTS):
-            one = encode_documents(backend, table, documents[start:start + BATCH_DOCUMENTS],
-                                   np.dtype(dtype))
+            one = encode_documents(backend, backend.table,
+                                   documents[start:start + BATCH_DOCUMENTS], np.dtype(dtype))
             for out, part in zip((ids, starts, lengths), one, strict=True):
                 out.append(part)
         ids_all = np.concatenate(ids) if ids else np.zeros(0, dtype=dtype)
