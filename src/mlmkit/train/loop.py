@@ -22,7 +22,7 @@ from mlmkit.train.config import PretrainConfig
 from mlmkit.train.plots import plot_history
 from mlmkit.train.progress import TrainProgress
 from mlmkit.train.run import Run, build_run
-from mlmkit.train.runtime import Runtime
+from mlmkit.train.runtime import Runtime, retained_heap
 from mlmkit.train.signals import StopOnSignal
 
 
@@ -56,7 +56,7 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
                     restart=restart)
     run.open_directory()
     with StopOnSignal() as stop, TrainProgress(run.config.progress and run.is_main) as bar, \
-            _closing(run):
+            _closing(run), retained_heap(run.runtime.device):
         bar.print(f"data: {run.data.describe()}")
         bar.print(f"model: {run.config.init or run.config.model}, "
                   f"{sum(p.numel() for p in run.parameters) / 1e6:.2f}M parameters; "
