@@ -6,12 +6,19 @@ workloads: score (one sentence's PLL per request: the rescoring service) and fil
 sentence with one [MASK] per request: the fill-mask API). Printed per workload: both
 throughputs, the ratio, and whether every request got the same numbers from both servers
 (max |difference| of the PLLs / top-1 probabilities; the floor is 3x at identical results),
-the server process's CPU milliseconds per request (all its threads: HTTP, JSON, tokenizing
-and the model), and the MFU of each server (benchmarks/flops.py: PLL FLOPs of the score
+the server process's CPU milliseconds per request (all its threads), split into the model's
+thread (the library call: tokenizing, the forward passes, the results; the server's own count,
+`cpu_seconds` of GET /v1/models) and the event loop (HTTP, JSON, validation, the token-length
+check), and the MFU of each server (benchmarks/flops.py: PLL FLOPs of the score
 texts, one read per fill text, over the requests' wall time and a wall-clock matmul peak
 measured here at the servers' threads).
 Then the batched server is held under 50 concurrent clients for a minute (score and fill
 mixed): errors (must be 0), requests/s and latency percentiles.
+
+The load generator shares the 2 cores with the server, so it is made cheap, the same for both
+servers: one asyncio process of raw HTTP/1.1 keep-alive connections on asyncio streams (no
+HTTP library), its own CPU per request printed beside the servers' (about 0.1-0.5 ms, where
+httpx cost more per request than the server's own HTTP layer).
 
     .venv/bin/python benchmarks/serve.py [--preset tiny] [--requests 256] [--clients 32]
         [--load-clients 50] [--load-seconds 60] [--threads 1] [--device cpu]
@@ -79,9 +86,12 @@ class Server:
             raise SystemExit(f"the server did not start: {' '.join(command)}")
         self.url = json.loads(line)["url"]
 
-    def cpu_seconds(self) -> float:
-        """CPU seconds the server process has used so far (all threads; Linux /proc)."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+    def cpu_seconds(self, main_thread: bool = False) -> float:
+        """CPU seconds the server process (or its main thread: the event loop) has used so
+        far (Linux /proc)."""
+        pid = self.process.pid
+        path = f"/proc/{pid}/task/{pid}/stat" if main_thread else f"/proc/{pid}/stat"
+        fields = Path(path).read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> int:
@@ -131,7 +141,11 @@ class Connection:
             self.writer.close()
 
 
-async def _send_all(url: str, texts: list[str], clients: int, workload: str):
+async def _send_all(server: Server, texts: list[str], clients: int, workload: str):
+    """The requests, by `clients` concurrent connections: (seconds, per-request numbers,
+    library calls, model-thread CPU s, load-generator CPU s, server CPU s, event-loop CPU s),
+    the CPU times counted after the connections' warm-up."""
+    url = server.url
     path, body, number = REQUESTS[workload]
     results: list[float | None] = [None] * len(texts)
     queue: asyncio.Queue = asyncio.Queue()
@@ -148,20 +162,24 @@ async def _send_all(url: str, texts: list[str], clients: int, workload: str):
                 raise SystemExit(f"{path} answered {status}: {answer}")
             results[i] = number(answer["results"][0])
 
-    before = await _calls(connections[0])
-    start = time.perf_counter()
+    before, model_before = await _calls(connections[0])
+    cpu, loop = server.cpu_seconds(), server.cpu_seconds(main_thread=True)
+    start, client_cpu = time.perf_counter(), time.process_time()
     await asyncio.gather(*(client(c) for c in connections))
-    seconds = time.perf_counter() - start
-    calls = await _calls(connections[0]) - before
+    seconds, client_cpu = time.perf_counter() - start, time.process_time() - client_cpu
+    cpu, loop = server.cpu_seconds() - cpu, server.cpu_seconds(main_thread=True) - loop
+    calls, model_cpu = await _calls(connections[0])
     for c in connections:
         c.close()
-    return seconds, results, calls
+    return seconds, results, calls - before, model_cpu - model_before, client_cpu, cpu, loop
 
 
-async def _calls(connection) -> int:
-    """Library calls the server has run (a gathered batch counts once)."""
+async def _calls(connection) -> tuple[int, float]:
+    """Library calls the server has run (a gathered batch counts once), and their CPU seconds
+    on the model's thread."""
     _, info = await connection.request("GET", "/v1/models")
-    return sum(m["calls"] for m in info["models"])
+    return (sum(m["calls"] for m in info["models"]),
+            sum(m["cpu_seconds"] for m in info["models"]))
 
 
 async def _hold(url: str, texts: list[str], clients: int, seconds: float):
@@ -215,20 +233,21 @@ def main() -> None:
           f"({words:.1f} words on average), {args.clients} concurrent clients; "
           f"load average {os.getloadavg()[0]:.2f}")
 
-    measured, server_cpu = {}, {}
+    measured, server_cpu, loop_cpu = {}, {}, {}
     for name, extra in (("batched", []), ("unbatched", ["--no-batching"])):
         server = Server(model, *flags, *extra)
         try:
             for workload in REQUESTS:
-                cpu = server.cpu_seconds()
                 measured[name, workload] = asyncio.run(
-                    _send_all(server.url, texts, args.clients, workload))
-                server_cpu[name, workload] = server.cpu_seconds() - cpu
+                    _send_all(server, texts, args.clients, workload))
+                server_cpu[name, workload], loop_cpu[name, workload] = \
+                    measured[name, workload][5:]
         finally:
             code = server.stop()
         print(f"  {name} server stopped by SIGTERM after draining (exit {code})")
+    n = len(texts)
     for workload in REQUESTS:
-        (fast, a, calls), (slow, b, _) = measured["batched", workload], \
+        (fast, a, calls, *_), (slow, b, *_) = measured["batched", workload], \
             measured["unbatched", workload]
         difference = float(np.max(np.abs(np.array(a, np.float64) - np.array(b, np.float64))))
         same = "exactly" if difference == 0 else f"max |difference| {difference:.1e}"
@@ -241,6 +260,13 @@ def main() -> None:
               f"{server_cpu['unbatched', workload] / server_cpu['batched', workload]:.2f}x "
               "(load-robust: the wall ratio above also holds the load generator and the "
               "other jobs on these cores)")
+        for name in ("batched", "unbatched"):
+            model_cpu, client_cpu = measured[name, workload][3:5]
+            print(f"           {name:<9} model thread (library call) "
+                  f"{1000 * model_cpu / n:.1f} ms, event loop (HTTP, JSON, checks) "
+                  f"{1000 * loop_cpu[name, workload] / n:.1f} ms, other threads "
+                  f"{1000 * (server_cpu[name, workload] - model_cpu - loop_cpu[name, workload]) / n:.1f}"
+                  f" ms; load generator {1000 * client_cpu / n:.2f} ms")
     from flops import forward_flops, matmul_peak, mfu, mfu_text, pll_flops
     from transformers import AutoConfig, AutoTokenizer
 

@@ -17,6 +17,7 @@ error reaches the request that caused it and nobody else.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ class ModelWorker:
         self.task: asyncio.Task | None = None
         self.calls = 0  # library calls run (a gathered batch counts once)
         self.works = 0  # works answered
+        self.cpu_seconds = 0.0  # CPU time of the library calls, on the model's thread
         self.running = False  # a call is on the model's thread now
 
     def start(self) -> None:
@@ -75,6 +77,15 @@ class ModelWorker:
     async def in_thread(self, function, *args):
         """Run `function(*args)` on the model's thread (e.g. a tokenizer check)."""
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
+
+    def _timed(self, run, inputs):
+        """`run(inputs)` on the model's thread, adding its CPU time to `cpu_seconds` (what the
+        model and the library cost, apart from HTTP and JSON on the event loop)."""
+        began = time.thread_time()
+        try:
+            return run(inputs)
+        finally:
+            self.cpu_seconds += time.thread_time() - began
 
     def _groups(self, works: list[Work]) -> list[list[Work]]:
         if not self.batching:
@@ -112,7 +123,7 @@ class ModelWorker:
         try:
             self.running = True
             try:
-                outputs = await self.in_thread(live[0].run, inputs)
+                outputs = await self.in_thread(self._timed, live[0].run, inputs)
             finally:
                 self.running = False
             self.calls += 1
