@@ -17,6 +17,12 @@ evaluator (the same validation blocks with the same HF-collator masks for all).
     python benchmarks/pretrain.py                 # about 12 minutes on 2 CPU cores
     python benchmarks/pretrain.py --budget 30 --timed-steps 4   # a quick look
     python benchmarks/pretrain.py --section objectives   # issue 6: ELECTRA, diffusion, DDP
+    python benchmarks/pretrain.py --section profile      # issue 20: where a step's time goes
+
+Every run trains with the thread count the matmul peak is measured at (--threads, default
+$MLMKIT_THREADS or the usable cores), so the MFU of each row is against its own threads'
+peak. HF Trainer's tokens/s rows run before mlmkit's, on glibc's allocator as a plain process has it
+(mlmkit's loop keeps freed memory in the heap while it trains: train/runtime.py).
 
 The objectives section trains the same config with --objective electra and diffusion
 (tokens/s relative to MLM, in this run) and runs `torchrun --nproc_per_node 1` and `2`
@@ -206,20 +212,32 @@ def main() -> None:
     parser.add_argument("--skip-compile", action="store_true",
                         help="leave out the mlmkit --compile row")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
-    parser.add_argument("--section", choices=("all", "trainer", "objectives"), default="all",
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads of every system and of the peak (default: "
+                             "$MLMKIT_THREADS, else the usable cores)")
+    parser.add_argument("--section", choices=("all", "trainer", "objectives", "profile"),
+                        default="all",
                         help="trainer: mlmkit vs HF Trainer; objectives: ELECTRA / diffusion "
-                             "vs MLM and 1- vs 2-process scaling (issue 6)")
+                             "vs MLM and 1- vs 2-process scaling (issue 6); profile: one "
+                             "mlmkit step's time by kind of op (issue 20)")
     args = parser.parse_args()
-    set_threads()  # the cores this process may use (or $MLMKIT_THREADS), as mlmkit does
+    # the cores this process may use (or $MLMKIT_THREADS), as mlmkit does; the runs are
+    # given this count, so it is the one the peak is measured at (not mlmkit's load-based
+    # default, which may pick fewer threads than the peak used)
+    threads = set_threads(args.threads)
 
     masking = args.masking or {"units": "tokens", "rate": MASK_RATE}
     base = PretrainConfig(model=args.model, seq_len=args.seq_len, batch_size=args.batch_size,
                           lr=args.lr, warmup=0.06, schedule="linear", masking=masking,
-                          progress=False, fill_mask_examples=0, steps=10)
+                          progress=False, fill_mask_examples=0, steps=10, threads=threads)
     tokenizer = resolve_tokenizer(base, show_progress=False)
     data = build_data(base, tokenizer, show_progress=False)
     work = Path(tempfile.mkdtemp(prefix="mlmkit-bench-pretrain-"))
     print(f"data: {data.describe()}; threads {torch.get_num_threads()}")
+    if args.section == "profile":
+        profile_step(base, work, args.timed_steps)
+        shutil.rmtree(work, ignore_errors=True)
+        return
     if args.section == "objectives":
         figures = {"objectives": objective_figures(args, base, work), "config": base.to_dict()}
         if args.json:
@@ -251,6 +269,14 @@ def main() -> None:
 
     # ---- tokens/s
     rates, cpu_rates = {}, {}
+    # HF first: on glibc's allocator as a plain process has it
+    rates["hf"], _, _, cpu_rates["hf"] = run_hf(base, tokenizer, data, work, bf16=False,
+                                                steps=steps)
+    print(f"{labels['hf']:18s} {rates['hf']:8.0f} tokens/s", flush=True)
+    if not args.skip_bf16:
+        rates["hf_bf16"], _, _, cpu_rates["hf_bf16"] = run_hf(base, tokenizer, data, work,
+                                                              bf16=True, steps=steps)
+        print(f"{labels['hf_bf16']:18s} {rates['hf_bf16']:8.0f} tokens/s", flush=True)
     for name, config in systems.items():
         rates[name], _, cpu_rates[name] = run_mlmkit(config, work, steps=steps)
         print(f"{labels[name]:18s} {rates[name]:8.0f} tokens/s", flush=True)
@@ -268,13 +294,6 @@ def main() -> None:
               for result in (sparse_result, full_result)]
     print(f"losses, sparse vs full last layer, {len(losses[0])} steps: max |difference| "
           f"{max(abs(a - b) for a, b in zip(*losses, strict=True)):.2e}", flush=True)
-    rates["hf"], _, _, cpu_rates["hf"] = run_hf(base, tokenizer, data, work, bf16=False,
-                                                steps=steps)
-    print(f"{labels['hf']:18s} {rates['hf']:8.0f} tokens/s", flush=True)
-    if not args.skip_bf16:
-        rates["hf_bf16"], _, _, cpu_rates["hf_bf16"] = run_hf(base, tokenizer, data, work,
-                                                              bf16=True, steps=steps)
-        print(f"{labels['hf_bf16']:18s} {rates['hf_bf16']:8.0f} tokens/s", flush=True)
     probe = build_mlm(base.model, tokenizer, max_length=base.seq_len)
     needed = train_flops_per_token(probe.config, base.seq_len, read_share=MASK_RATE)
     precisions = {name: resolve_precision(config.precision, device, task="training")
@@ -331,6 +350,85 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1, default=str))
     shutil.rmtree(work, ignore_errors=True)
+
+
+# ---- issue 20: where one training step's time goes
+
+OP_KINDS = (  # (kind, test on the aten op name), first match wins
+    ("matmuls (linear layers and head, forward and backward)",
+     lambda k: k in ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")),
+    ("attention (SDPA forward and backward)", lambda k: "scaled_dot_product" in k),
+    ("loss (log-softmax, NLL, argmax; forward and backward)",
+     lambda k: any(w in k for w in ("softmax", "nll", "argmax", "cross_entropy"))),
+    ("GELU (forward and backward)", lambda k: "gelu" in k),
+    ("LayerNorm (forward and backward)", lambda k: "layer_norm" in k),
+    ("bias copies in addmm, bias-gradient sums, residual adds, fills",
+     lambda k: k in ("aten::copy_", "aten::fill_", "aten::sum", "aten::add_", "aten::add",
+                     "aten::mul_", "aten::mul", "aten::zero_", "aten::clone")),
+    ("optimizer (fused AdamW) and gradient-norm clipping",
+     lambda k: "adam" in k.lower() or "vector_norm" in k or "foreach" in k),
+    ("embeddings (forward and backward)", lambda k: "embedding" in k),
+    ("other aten ops (masking, indexing, views, dtype moves)",
+     lambda k: k.startswith("aten::")),
+)
+
+
+def profile_step(base: PretrainConfig, work: Path, steps: int) -> dict:
+    """torch.profiler over `steps` steps of mlmkit's loop (after 2 warm-up steps): each kind
+    of op's share of the step, the rest (Python, autograd engine, profiler) as the gap to
+    the step's wall time, and the matmuls' own GFLOP/s against the square-matmul peak of
+    the same threads. Profiled times are wall times; on a shared machine they are scaled
+    by the window's CPU/wall ratio, so read the shares, not the seconds."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from mlmkit.train.run import build_run
+    from mlmkit.train.runtime import retained_heap
+
+    steps = max(1, steps)
+    config = base.replace(run_dir=str(work / "profile"), steps=steps + 2, log_every=1,
+                          eval_every=0, save_every=0, pppl_sentences=0, eval_blocks=1)
+    run = build_run(config)
+    run.objective.train()
+    peak = matmul_peak(torch.float32, clock=time.process_time)
+    with retained_heap(run.runtime.device):
+        for _ in range(2):
+            run.step()
+        wall, cpu = time.perf_counter(), time.process_time()
+        with profile(activities=[ProfilerActivity.CPU], with_flops=True) as prof:
+            for _ in range(steps):
+                run.step()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    scale = cpu / wall / torch.get_num_threads() if wall else 1.0  # the share of cores got
+    seconds = {kind: 0.0 for kind, _ in OP_KINDS}
+    matmul_flops = 0.0
+    for event in prof.key_averages():
+        kind = next((k for k, test in OP_KINDS if test(event.key)), None)
+        if kind is None:  # autograd / optimizer wrappers: their self time goes to "rest"
+            continue
+        seconds[kind] += event.self_cpu_time_total / 1e6 * scale
+        if kind == OP_KINDS[0][0]:
+            matmul_flops += event.flops
+    step_seconds = wall * scale / steps
+    shares = {k: v / steps / step_seconds for k, v in seconds.items()}
+    shares["Python, autograd engine, profiler (the rest of the step)"] = 1 - sum(shares.values())
+    tokens = config.batch_size * config.seq_len
+    needed = train_flops_per_token(run.objective.modules["model"].config, config.seq_len,
+                                   read_share=MASK_RATE) * tokens
+    matmul_s, attention_s = (seconds[k] / steps for k in (OP_KINDS[0][0], OP_KINDS[1][0]))
+    matmul_rate = matmul_flops / steps / max(matmul_s, 1e-9)
+    bound = needed / (matmul_s + attention_s) / peak  # every other op at zero time
+    print(f"one step of {tokens} tokens, {torch.get_num_threads()} thread(s), profiled over "
+          f"{steps} steps: {step_seconds:.3f} s per step (CPU {cpu / steps:.3f} s; load "
+          f"average {os.getloadavg()[0]:.2f})")
+    for kind, share in shares.items():
+        print(f"  {share:6.1%}  {kind}")
+    print(f"matmuls: {matmul_flops / steps / 1e9:.1f} GFLOP a step at {matmul_rate / 1e9:.1f} "
+          f"GFLOP/s, {matmul_rate / peak:.0%} of the square-matmul peak ({peak / 1e9:.1f} "
+          f"GFLOP/s per CPU-second, same threads). The FLOP model counts {needed / 1e9:.1f} "
+          f"GFLOP a step (attention included): MFU {needed / step_seconds / peak:.1%} here; "
+          f"with every op but matmuls and attention at zero time, at most {bound:.1%}")
+    return {"shares": shares, "matmul_gflops": matmul_rate / 1e9, "peak_gflops": peak / 1e9,
+            "bound": bound}
 
 
 # ---- issue 6: other objectives and data-parallel scaling
