@@ -90,17 +90,18 @@ class ModelWorker:
     def _groups(self, works: list[Work]) -> list[list[Work]]:
         if not self.batching:
             return [[w] for w in works]
-        groups: dict = {}
+        groups: dict = {}  # key -> [the open group, its number of inputs]
         out: list[list[Work]] = []
         for w in works:
             if w.key is None:
                 out.append([w])
                 continue
             group = groups.get(w.key)
-            if group is None or sum(len(x.inputs) for x in group) + len(w.inputs) > self.max_batch:
-                group = groups[w.key] = []
-                out.append(group)
-            group.append(w)
+            if group is None or group[1] + len(w.inputs) > self.max_batch:
+                group = groups[w.key] = [[], 0]
+                out.append(group[0])
+            group[0].append(w)
+            group[1] += len(w.inputs)
         return out
 
     async def _loop(self) -> None:
