@@ -6,9 +6,11 @@ it runs by default (`--precision auto`: bf16 where the hardware multiplies bf16 
 else fp32), mlmkit in fp32, HF `Trainer` + `DataCollatorForLanguageModeling` +
 `BertForMaskedLM` with its defaults, and the same with `bf16=True`. Printed: tokens/s of
 each (timed after warm-up steps) and the ratios; the model FLOPs utilisation of each
-against a matmul peak of its precision measured in this run (benchmarks/flops.py), twice:
-from wall time, and from the process's CPU time (rates and peak per CPU-second of all its
-threads, i.e. per thread: what the run got of a machine shared with other jobs), next
+against a matmul peak of its precision measured in this run (benchmarks/flops.py), three
+times: from wall time, and from the process's CPU time (rates and peak per CPU-second of all its
+threads, i.e. per thread: what the run got of a machine shared with other jobs), and a
+third time against the peak sampled between the system's own steps (a 1024² round after
+each, left out of the step times: the same contention as the steps), next
 to the same loop with its last layer computed in full (MLMKIT_SPARSE_LAST_LAYER=0, today's
 loop before issue 20, with the largest loss difference); and the held-out
 masked-token accuracy each reaches after the same wall-clock budget, scored by one
@@ -98,10 +100,29 @@ def accuracy(model, batches) -> float:
             "accuracy"]
 
 
+def peak_round(size: int = 1024, times: int = 3) -> tuple[float, float]:
+    """One short round of the square fp32 matmul peak: (FLOP/s of wall time, FLOP/s per
+    CPU-second). Run between training steps, it samples the peak under the same
+    contention as the steps around it (other jobs on a shared machine lower both)."""
+    a = torch.randn(size, size)
+    a @ a
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(times):
+        a @ a
+    flops = times * 2 * size**3
+    return (flops / max(time.perf_counter() - wall, 1e-9),
+            flops / max(time.process_time() - cpu, 1e-9))
+
+
+# peak rounds sampled between the timed steps of each system's last run (peak_round)
+BETWEEN: list[tuple[float, float]] = []
+
+
 @contextlib.contextmanager
-def step_cpu_seconds():
+def step_cpu_seconds(between: bool = False):
     """The process CPU seconds of each training step of mlmkit's loop (all threads), measured
-    around `Run.step` from outside: the loop itself, its RNG and its losses are untouched."""
+    around `Run.step` from outside: the loop itself, its RNG and its losses are untouched.
+    `between`: a peak round after each step (outside the step's time), into BETWEEN."""
     from mlmkit.train.run import Run
 
     original, seconds = Run.step, []
@@ -112,6 +133,8 @@ def step_cpu_seconds():
             original(self)
         finally:
             seconds.append(time.process_time() - start)
+        if between:
+            BETWEEN.append(peak_round())
 
     Run.step = step
     try:
@@ -127,7 +150,8 @@ def run_mlmkit(base: PretrainConfig, work: Path, *, steps=None, time_budget=None
     shutil.rmtree(run_dir, ignore_errors=True)
     config = base.replace(run_dir=str(run_dir), steps=steps, time=time_budget, log_every=1,
                           eval_every=0, save_every=0, pppl_sentences=0, eval_blocks=1)
-    with step_cpu_seconds() as cpu:
+    BETWEEN.clear()
+    with step_cpu_seconds(between=bool(steps)) as cpu:
         result = pretrain(config)
     train = [r for r in result.history if r["split"] == "train"]
     if steps:
@@ -155,17 +179,24 @@ def run_hf(base: PretrainConfig, tokenizer, data, work: Path, *, bf16: bool, ste
     class Clock(TrainerCallback):
         def __init__(self):
             self.times, self.cpu, self.start = [], [], None
+            self.skipped = self.cpu_skipped = 0.0  # seconds of peak rounds between steps
 
         def on_train_begin(self, args, state, control, **kw):
             self.start = time.perf_counter()
             self.cpu_start = time.process_time()
 
         def on_step_end(self, args, state, control, **kw):
-            self.times.append(time.perf_counter())
-            self.cpu.append(time.process_time())
+            self.times.append(time.perf_counter() - self.skipped)
+            self.cpu.append(time.process_time() - self.cpu_skipped)
             if time_budget and self.times[-1] - self.start >= time_budget:
                 control.should_training_stop = True
+            elif not time_budget:  # a peak round between steps, left out of their times
+                wall, cpu = time.perf_counter(), time.process_time()
+                BETWEEN.append(peak_round())
+                self.skipped += time.perf_counter() - wall
+                self.cpu_skipped += time.process_time() - cpu
 
+    BETWEEN.clear()
     model = build_mlm(base.model, tokenizer, max_length=base.seq_len, seed=base.seed)
     if base.dropout is not None:  # the same model config as mlmkit's
         set_dropout(model, base.dropout)
@@ -268,10 +299,11 @@ def main() -> None:
               "hf_bf16": "HF Trainer bf16"}
 
     # ---- tokens/s
-    rates, cpu_rates = {}, {}
+    rates, cpu_rates, between = {}, {}, {}  # between: peak rounds between its steps
     # HF first: on glibc's allocator as a plain process has it
     rates["hf"], _, _, cpu_rates["hf"] = run_hf(base, tokenizer, data, work, bf16=False,
                                                 steps=steps)
+    between["hf"] = list(BETWEEN)
     print(f"{labels['hf']:18s} {rates['hf']:8.0f} tokens/s", flush=True)
     if not args.skip_bf16:
         rates["hf_bf16"], _, _, cpu_rates["hf_bf16"] = run_hf(base, tokenizer, data, work,
@@ -279,6 +311,7 @@ def main() -> None:
         print(f"{labels['hf_bf16']:18s} {rates['hf_bf16']:8.0f} tokens/s", flush=True)
     for name, config in systems.items():
         rates[name], _, cpu_rates[name] = run_mlmkit(config, work, steps=steps)
+        between[name] = list(BETWEEN)
         print(f"{labels[name]:18s} {rates[name]:8.0f} tokens/s", flush=True)
     # today's loop before the sparse last layer, in this run: its losses must equal the
     # default row's for the same seed (float tolerance), only the speed may differ
@@ -286,6 +319,7 @@ def main() -> None:
     try:
         rates["mlmkit_full"], full_result, cpu_rates["mlmkit_full"] = run_mlmkit(
             base, work, steps=steps)
+        between["mlmkit_full"] = list(BETWEEN)
     finally:
         os.environ.pop("MLMKIT_SPARSE_LAST_LAYER")
     print(f"{labels['mlmkit_full']:18s} {rates['mlmkit_full']:8.0f} tokens/s", flush=True)
@@ -311,6 +345,15 @@ def main() -> None:
     print("MFU from CPU time per thread (the same, rates and peak per CPU-second of this "
           "process's threads: the share of the cores it got): " + ", ".join(
               f"{labels[k]} {100 * v:.1f}%" for k, v in cpu_mfu.items()))
+    # fp32 rows: against the fp32 peak sampled between their own steps (same contention)
+    near = {name: [float(np.median([p[i] for p in between[name]])) for i in (0, 1)]
+            for name in between if precisions[name] == "fp32" and between[name]}
+    near_mfu = {name: (rates[name] * needed / near[name][0],
+                       cpu_rates[name] * needed / near[name][1]) for name in near}
+    print("MFU against the fp32 peak sampled between the same steps (median of one 1024² "
+          "round after each step; wall / CPU time): " + ", ".join(
+              f"{labels[k]} {100 * w:.1f}% / {100 * c:.1f}% (peak {near[k][0] / 1e9:.1f} / "
+              f"{near[k][1] / 1e9:.1f} GFLOP/s)" for k, (w, c) in near_mfu.items()))
 
     # ---- accuracy after the same wall-clock budget
     val = eval_batches(tokenizer, data.validation, 256, args.batch_size)
@@ -343,6 +386,7 @@ def main() -> None:
           "by torch for the next run), and counts in its wall-clock budget.")
     figures = {"tokens_per_s": rates, "accuracy": acc, "steps": done, "mfu": mfu,
                "tokens_per_cpu_s": cpu_rates, "mfu_cpu_time": cpu_mfu,
+               "mfu_peak_between_steps": near_mfu, "peak_between_steps": near,
                "peak_flops": peaks, "peak_flops_per_cpu_s": cpu_peaks, "precision": precision,
                "budget_s": args.budget, "config": base.to_dict()}
     if args.section == "all":
