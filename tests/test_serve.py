@@ -169,6 +169,7 @@ def test_concurrent_requests_are_gathered_into_one_call(models, batching):
     for answer, e in zip(answers, expected, strict=True):
         assert answer["results"][0]["pll"] == pytest.approx(e.pll, abs=1e-4)
     assert calls == (1 if batching else len(texts))
+    assert app.state.server.workers["bert"].cpu_seconds > 0  # GET /v1/models cpu_seconds
 
 
 def test_a_bad_request_in_a_batch_fails_alone(models):
@@ -267,6 +268,12 @@ def test_specific_statuses_and_messages(client):
     assert status == 413 and "--max-body-bytes" in message
     status, message = error("/v1/score", json.dumps({"texts": ["word " * 200]}).encode())
     assert status == 413 and "--max-tokens" in message
+    # The bound counts what the library runs, special tokens included: 64 passes, 65 not.
+    tokenizer = client.app.state.server.models["bert"].tokenizer
+    words = next(k for k in range(1, 80) if len(tokenizer(" ".join(["list"] * k))["input_ids"]) > 64)
+    for k, code in ((words - 1, 200), (words, 413)):
+        body = {"texts": [" ".join(["list"] * k)], "model": "bert"}
+        assert client.post("/v1/score", json=body).status_code == code
     status, message = error("/v1/score", json.dumps({"texts": ["a"], "model": "x"}).encode())
     assert status == 404 and "bert, roberta" in message
     status, message = error("/v1/generate", json.dumps({"prompt": "a", "steps": 99}).encode())
