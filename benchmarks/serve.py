@@ -265,7 +265,7 @@ def main() -> None:
             print(f"           {name:<9} model thread (library call) "
                   f"{1000 * model_cpu / n:.1f} ms, event loop (HTTP, JSON, checks) "
                   f"{1000 * loop_cpu[name, workload] / n:.1f} ms, other threads "
-                  f"{1000 * (server_cpu[name, workload] - model_cpu - loop_cpu[name, workload]) / n:.1f}"
+                  f"{max(0.0, 1000 * (server_cpu[name, workload] - model_cpu - loop_cpu[name, workload]) / n):.1f}"
                   f" ms; load generator {1000 * client_cpu / n:.2f} ms")
     from flops import forward_flops, matmul_peak, mfu, mfu_text, pll_flops
     from transformers import AutoConfig, AutoTokenizer
