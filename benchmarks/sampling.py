@@ -34,7 +34,7 @@ matmul peak measured in the run at its threads. The block
 cache is measured on longer continuations (96 tokens in blocks of 8): wall time, token
 agreement with the exact loop and the largest log-probability error of a cached call.
 
-    nice .venv/bin/python benchmarks/sampling.py --threads 1 \
+    nice .venv/bin/python benchmarks/sampling.py --threads 1 --windows 256 \
         --plot docs/img/diffusion_sampling.png --json sampling.json
 
 The trained models are cached under $MLMKIT_CACHE/benchmarks/diffusion_sampling (a rerun
@@ -578,7 +578,8 @@ def main() -> None:
                 gen_setting["remask_steps"] *= CONTINUATION // SPAN
         cont = continuation_eval(mlm, judge, prompts,
                                  SamplerOptions(temperature=0.8, seed=0, **gen_setting))
-        label = ", ".join(f"{k}={v}" for k, v in setting.items() if k != "reveal")
+        label = ", ".join(f"{k}={v}" for k, v in setting.items()
+                          if k != "reveal").replace("remask_steps=", "+")
         results.append({"policy": policy, "setting": setting, **fills,
                         "continuation": {k: v for k, v in cont.items() if k != "generated"}})
         work = [fills["infill"], fills["infill_short"], cont]
