@@ -579,7 +579,8 @@ def main() -> None:
         cont = continuation_eval(mlm, judge, prompts,
                                  SamplerOptions(temperature=0.8, seed=0, **gen_setting))
         label = ", ".join(f"{k}={v}" for k, v in setting.items()
-                          if k != "reveal").replace("remask_steps=", "+")
+                          if k != "reveal").replace("remask_steps=", "+").replace(
+                              "remask=", "")
         results.append({"policy": policy, "setting": setting, **fills,
                         "continuation": {k: v for k, v in cont.items() if k != "generated"}})
         work = [fills["infill"], fills["infill_short"], cont]
