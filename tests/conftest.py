@@ -6,6 +6,7 @@ Nothing here touches the network; everything is built in a session temp dir.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -45,22 +46,37 @@ def corpus_sample() -> list[str]:
     return python_docs("train")[:1500]
 
 
-def _tokenizer(kind: str, fixture_dir: Path, corpus_sample: list[str]):
+def _tokenizer(kind: str, fixture_dir: Path, corpus_sample: list[str], shared: Path):
+    """The tokenizer of `kind`, trained once for the whole test run: pytest-xdist's workers
+    share `shared`, and the first to need a kind trains it there (a unigram takes seconds)."""
+    import shutil
+
+    from filelock import FileLock
+    from transformers import AutoTokenizer
+
     from mlmkit.tokenizer import train_tokenizer
 
-    return train_tokenizer(
-        corpus_sample, fixture_dir / f"tok-{kind}", kind=kind, vocab_size=1024,
-        show_progress=False,
-    )
+    trained = shared / f"tok-{kind}"
+    with FileLock(str(trained) + ".lock"):
+        if not (trained / "tokenizer.json").exists():
+            train_tokenizer(corpus_sample, trained, kind=kind, vocab_size=1024,
+                            show_progress=False)
+    own = fixture_dir / f"tok-{kind}"  # tests read and write this worker's copy
+    shutil.copytree(trained, own)
+    return AutoTokenizer.from_pretrained(str(own))
 
 
 @pytest.fixture(scope="session")
-def tokenizer_factory(fixture_dir, corpus_sample):
+def tokenizer_factory(fixture_dir, corpus_sample, tmp_path_factory):
     cache = {}
+    # Under pytest-xdist the workers' temp dirs share this parent; alone it is per run too.
+    shared = tmp_path_factory.getbasetemp().parent
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = tmp_path_factory.getbasetemp()
 
     def make(kind: str):
         if kind not in cache:
-            cache[kind] = _tokenizer(kind, fixture_dir, corpus_sample)
+            cache[kind] = _tokenizer(kind, fixture_dir, corpus_sample, shared)
         return cache[kind]
 
     return make
@@ -120,6 +136,40 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"the shared data sets are not at {SHARED_DATA} (see ../shared/data/README)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def fork_server(tmp_path_factory):
+    """This worker's test fork server (tests/forkserver.py), or None with
+    MLMKIT_TEST_REAL_PROCESSES=1: every `mlmkit` process a test starts through it skips the
+    ~3 s of torch and transformers imports and is otherwise a real process (its own pid,
+    pipes, signals and exit status). Started on first use; one for the README test and the
+    CLI tests alike."""
+    import forkserver
+
+    if forkserver.disabled():
+        yield None
+        return
+    place = tmp_path_factory.mktemp("forkserver")
+    shim_dir = place / "bin"
+    forkserver.write_shim(shim_dir, str(Path(sys.executable).parent / "mlmkit"))
+    socket_path = place / "socket"
+    # The shim finds the server through the environment its caller gives it.
+    os.environ["MLMKIT_FORKSERVER"] = str(socket_path)
+    server = forkserver.Server(socket_path, dict(os.environ), shim_dir)
+    yield server
+    server.stop()
+    os.environ.pop("MLMKIT_FORKSERVER", None)
+
+
+@pytest.fixture(scope="session")
+def mlmkit_command(fork_server) -> list[str]:
+    """The argv prefix that runs `mlmkit` in a new process: the fork server's shim, or
+    `python -m mlmkit` when the server is off. Tests of the interpreter's own start-up
+    (imports, `python -m`) use sys.executable instead."""
+    if fork_server is None:
+        return [sys.executable, "-m", "mlmkit"]
+    return [str(fork_server.shim_dir / "mlmkit")]
 
 
 @pytest.fixture(autouse=True)

@@ -67,7 +67,9 @@ for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal
 sys.exit(read_int())
 '''
 
-PRELOAD = ("torch", "transformers", "tokenizers", "numpy")
+PRELOAD = ("torch", "transformers", "tokenizers", "numpy",
+           # what commands import when they need it: plots, fine-tuning data, LoRA, serving
+           "matplotlib.pyplot", "datasets", "peft", "fastapi")
 PRELOAD_ATTRIBUTES = (
     # transformers loads model code lazily; the README's families, loaded once here.
     "BertForMaskedLM", "RobertaForMaskedLM", "ModernBertForMaskedLM", "ElectraForMaskedLM",
@@ -90,8 +92,9 @@ def write_shim(directory: Path, real_mlmkit: str) -> Path:
 class Server:
     """The running server process: start it, wait until it listens, stop it."""
 
-    def __init__(self, socket_path: Path, env: dict[str, str]):
+    def __init__(self, socket_path: Path, env: dict[str, str], shim_dir: Path):
         self.socket_path = socket_path
+        self.shim_dir = shim_dir  # holds the `mlmkit` shim that talks to this server
         self.process = subprocess.Popen([sys.executable, __file__, str(socket_path)], env=env,
                                         stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 300
@@ -213,6 +216,9 @@ def _preload() -> None:
     from mlmkit import cli
 
     cli._quiet_libraries()  # the environment transformers reads when it is imported
+    import matplotlib
+
+    matplotlib.use("Agg")  # as mlmkit's plots do: no display
     for name in PRELOAD:
         importlib.import_module(name)
     import transformers

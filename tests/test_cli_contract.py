@@ -269,8 +269,8 @@ def test_a_missing_model_is_exit_1_in_one_line(name, cli_files, monkeypatch):
     assert "no-such-model" in result.stderr
 
 
-def test_a_missing_model_in_a_real_process_has_no_traceback(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "mlmkit", "fill", str(tmp_path / "none"),
+def test_a_missing_model_in_a_real_process_has_no_traceback(tmp_path, mlmkit_command):
+    done = subprocess.run([*mlmkit_command, "fill", str(tmp_path / "none"),
                            "A [MASK]."], capture_output=True, text=True, timeout=300)
     assert done.returncode == 1
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
@@ -314,8 +314,8 @@ def test_dash_reads_stdin_and_machine_output_is_only_json(name, cli_files, monke
     assert not ANSI.search(result.stderr), "colour or cursor codes on a non-terminal stderr"
 
 
-def test_score_pipes_from_stdin_to_stdout_in_a_real_process(cli_files):
-    done = subprocess.run([sys.executable, "-m", "mlmkit", "score", cli_files["model"], "-",
+def test_score_pipes_from_stdin_to_stdout_in_a_real_process(cli_files, mlmkit_command):
+    done = subprocess.run([*mlmkit_command, "score", cli_files["model"], "-",
                            "-o", "-", "--device", "cpu"], input=TEXTS, capture_output=True,
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -53,16 +53,17 @@ def _flags(config: dict) -> list[str]:
     return flags
 
 
-def _two_nodes(config: dict, log_dir: Path) -> None:
+def _two_nodes(config: dict, log_dir: Path, mlmkit_command: list[str]) -> None:
     """Two `torchrun --nnodes 2 --nproc_per_node 1` launches on this machine, meeting at a
-    c10d rendezvous, each running `python -m mlmkit pretrain` (the CLI)."""
+    c10d rendezvous, each running `mlmkit pretrain` (the CLI, through the test fork server
+    unless it is off)."""
     port = _free_port()
     env = dict(os.environ, OMP_NUM_THREADS="1", MLMKIT_THREADS="1", GLOO_SOCKET_IFNAME="lo",
                TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1")
     argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2",
             "--nproc_per_node", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint",
             f"127.0.0.1:{port}", "--rdzv_id", "mlmkit-test", "--max_restarts", "0",
-            "-m", "mlmkit", "pretrain", *_flags(config)]
+            "--no-python", *mlmkit_command, "pretrain", *_flags(config)]
     logs = [open(log_dir / f"node{i}.log", "w") for i in range(2)]  # noqa: SIM115
     try:
         nodes = [subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -97,7 +98,7 @@ def _model_weights(run) -> dict:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, wordpiece_tokenizer, fixture_dir):
+def runs(tmp_path_factory, wordpiece_tokenizer, fixture_dir, mlmkit_command):
     from mlmkit.corpus.python_docs import python_docs
 
     root = tmp_path_factory.mktemp("fsdp")
@@ -107,7 +108,8 @@ def runs(tmp_path_factory, wordpiece_tokenizer, fixture_dir):
     single = root / "single"
     pretrain(PretrainConfig(**_config(single, tokenizer, str(corpus), save_every=0)))
     sharded = root / "sharded"
-    _two_nodes(_config(sharded, tokenizer, str(corpus), parallel="fsdp", halt_after=4), root)
+    _two_nodes(_config(sharded, tokenizer, str(corpus), parallel="fsdp", halt_after=4), root,
+               mlmkit_command)
     shutil.copytree(sharded, root / "damaged")  # before a test resumes the run
     return {"single": single, "sharded": sharded, "root": root}
 

@@ -113,12 +113,11 @@ def test_bad_cli_input(saved_tiny_mlm, tmp_path):
     assert result.exit_code == 1 and "has no text (it is empty)" in result.stderr
 
 
-def test_show_writes_no_cursor_codes_into_a_pipe(saved_tiny_mlm, tmp_path):
+def test_show_writes_no_cursor_codes_into_a_pipe(saved_tiny_mlm, tmp_path, mlmkit_command):
     import subprocess
-    import sys
 
     model = str(saved_tiny_mlm("bert"))
-    done = subprocess.run([sys.executable, "-m", "mlmkit", "generate", model, "--prompt",
+    done = subprocess.run([*mlmkit_command, "generate", model, "--prompt",
                            "Return the", "--length", "4", "--show", "--seed", "3"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -214,12 +213,13 @@ def test_resume_after_halt_is_bit_identical(reference_run, tmp_path, tokenizer_p
 
 
 @pytest.mark.slow
-def test_sigterm_to_a_real_process_then_resume(reference_run, tmp_path, tokenizer_path):
+def test_sigterm_to_a_real_process_then_resume(reference_run, tmp_path, tokenizer_path,
+                                                mlmkit_command):
     run_dir = tmp_path / "run"
     config = tiny_config(run_dir, tokenizer_path, eval_every=6)
     config_file = tmp_path / "config.yaml"
     config_file.write_text(config.to_yaml())
-    process = subprocess.Popen([sys.executable, "-m", "mlmkit", "pretrain", "--config",
+    process = subprocess.Popen([*mlmkit_command, "pretrain", "--config",
                                 str(config_file), "--log-every", "1"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -501,9 +501,10 @@ def test_schedule_extension_keeps_the_current_rate():
 
 
 @pytest.mark.slow
-def test_cli_writes_status_to_stderr_and_the_summary_to_stdout(tmp_path, tokenizer_path):
+def test_cli_writes_status_to_stderr_and_the_summary_to_stdout(tmp_path, tokenizer_path,
+                                                               mlmkit_command):
     run_dir = tmp_path / "run"
-    base = [sys.executable, "-m", "mlmkit", "pretrain", "--model", "tiny", "--tokenizer",
+    base = [*mlmkit_command, "pretrain", "--model", "tiny", "--tokenizer",
             tokenizer_path, "--seq-len", "32", "--steps", "2", "--eval-blocks", "2",
             "--pppl-sentences", "0", "--fill-mask-examples", "0", "--threads", "1",
             "--precision", "fp32", "--seed", "3"]

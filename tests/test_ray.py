@@ -36,16 +36,18 @@ def test_the_classes_add_the_engines_results_to_a_batch(tiny_mlm):
 
 
 @pytest.mark.slow
-def test_scoring_a_parquet_dataset_on_a_local_ray_cluster(saved_tiny_mlm, tmp_path):
+def test_scoring_a_parquet_dataset_on_a_local_ray_cluster(saved_tiny_mlm, tmp_path, monkeypatch):
     ray = pytest.importorskip("ray", reason="the extra mlmkit[ray] is not installed "
                                             "(pip install 'mlmkit[ray]'; make install does)")
     pd = pytest.importorskip("pandas")
     model = str(saved_tiny_mlm("bert"))
     source = tmp_path / "texts.parquet"
     pd.DataFrame({"id": range(len(TEXTS)), "text": TEXTS}).to_parquet(source)
+    # Workers inherit this environment: a runtime_env would start a second pool of workers.
+    monkeypatch.setenv("MLMKIT_THREADS", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             configure_logging=False, runtime_env={"env_vars": {"MLMKIT_THREADS": "1",
-                                                                "OMP_NUM_THREADS": "1"}})
+             configure_logging=False)
     try:
         ray.data.DataContext.get_current().enable_progress_bars = False
         dataset = ray.data.read_parquet(str(source))

@@ -94,8 +94,10 @@ def parse(text: str) -> dict[str, list[Block]]:
 SECTIONS = parse(README.read_text(encoding="utf-8"))
 
 
-def _environment() -> dict[str, str]:
+def _environment(shim_dir: Path | None = None) -> dict[str, str]:
     env = dict(os.environ)
+    if shim_dir is not None:  # the sections' own processes keep it for their bash blocks
+        env["MLMKIT_TEST_SHIM_DIR"] = str(shim_dir)
     # The fork server's `mlmkit` shim (if any) first, then this virtualenv's bin.
     path = [env.get("MLMKIT_TEST_SHIM_DIR", ""), str(Path(sys.executable).parent)]
     env["PATH"] = os.pathsep.join([p for p in path if p] + [env.get("PATH", "")])
@@ -138,35 +140,25 @@ def run_section(section: str, workdir: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def launcher(tmp_path_factory):
-    """Runs a section in its own process. Through the test fork server (tests/forkserver.py)
-    the section's process and each `mlmkit` it starts skip the ~3 s of torch and
-    transformers imports (forked from a process that made them); otherwise (or with
+def launcher(fork_server):
+    """Runs a section in its own process. Through the test fork server (conftest's
+    `fork_server`) the section's process and each `mlmkit` it starts skip the ~3 s of torch
+    and transformers imports (forked from a process that made them); otherwise (with
     MLMKIT_TEST_REAL_PROCESSES=1) each is a freshly started interpreter."""
-    import forkserver
-
-    if forkserver.disabled():
+    if fork_server is None:
         def launch(section: str, workdir: Path) -> subprocess.CompletedProcess:
             return subprocess.run([sys.executable, __file__, section, str(workdir)],
                                   env=_environment(), capture_output=True, text=True,
                                   timeout=900)
 
-        yield launch
-        return
-    place = tmp_path_factory.mktemp("forkserver")
-    shim_dir = place / "bin"
-    forkserver.write_shim(shim_dir, str(Path(sys.executable).parent / "mlmkit"))
-    env = _environment()
-    env.update(MLMKIT_TEST_SHIM_DIR=str(shim_dir), MLMKIT_FORKSERVER=str(place / "socket"),
-               PATH=os.pathsep.join([str(shim_dir), env["PATH"]]))
-    server = forkserver.Server(place / "socket", env)
+        return launch
+    env = _environment(shim_dir=fork_server.shim_dir)
 
     def launch(section: str, workdir: Path) -> subprocess.CompletedProcess:
-        return server.run("python", [__file__, section, str(workdir)], workdir, env,
-                          timeout=900)
+        return fork_server.run("python", [__file__, section, str(workdir)], workdir, env,
+                               timeout=900)
 
-    yield launch
-    server.stop()
+    return launch
 
 
 @pytest.fixture(scope="module")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -74,12 +75,12 @@ def test_score_stdin_to_stdout_and_json_summary(saved_tiny_mlm, texts_file, tmp_
 
 
 @pytest.mark.slow
-def test_score_into_a_closed_pipe_has_no_traceback(saved_tiny_mlm, tmp_path):
+def test_score_into_a_closed_pipe_has_no_traceback(saved_tiny_mlm, tmp_path, mlmkit_command):
     model = str(saved_tiny_mlm("bert"))
     many = tmp_path / "many.txt"
     many.write_text("Open the file for reading and return its lines.\n" * 400)
     done = subprocess.run(
-        f"{sys.executable} -m mlmkit score {model} - -o - --chunk-texts 20 --device cpu "
+        f"{shlex.join(mlmkit_command)} score {model} - -o - --chunk-texts 20 --device cpu "
         f"< {many} | head -n 2", shell=True, capture_output=True, text=True, timeout=300,
         env=dict(os.environ, MLMKIT_THREADS="1"))
     assert done.returncode == 0
@@ -87,7 +88,7 @@ def test_score_into_a_closed_pipe_has_no_traceback(saved_tiny_mlm, tmp_path):
     assert "Traceback" not in done.stderr and "Error" not in done.stderr, done.stderr
 
 
-def test_score_input_errors_are_one_line(saved_tiny_mlm, tmp_path):
+def test_score_input_errors_are_one_line(saved_tiny_mlm, tmp_path, mlmkit_command):
     model = str(saved_tiny_mlm("bert"))
     data = tmp_path / "in.jsonl"
     data.write_text(json.dumps({"sentence": TEXTS[0]}) + "\n" + json.dumps({"other": 1}) + "\n")
@@ -104,8 +105,8 @@ def test_score_input_errors_are_one_line(saved_tiny_mlm, tmp_path):
     result = CliRunner().invoke(app, ["score", model, str(latin), "-o", str(out),
                                       "--encoding", "latin-1", "--device", "cpu"])
     assert result.exit_code == 0 and _records(out)[1]["text"] == "Read the café menu."
-    missing = subprocess.run([sys.executable, "-m", "mlmkit", "score", model, "nope.txt", "-o",
-                              str(out)], capture_output=True, text=True, timeout=120)
+    missing = subprocess.run([*mlmkit_command, "score", model, "nope.txt", "-o", str(out)],
+                             capture_output=True, text=True, timeout=120)
     assert missing.returncode == 1 and "nope.txt" in missing.stderr
     assert len(missing.stderr.strip().splitlines()) == 1
 
@@ -224,7 +225,7 @@ def test_rescore_and_blimp_refuse_an_output_equal_to_an_input(saved_tiny_mlm, tm
 
 
 @pytest.mark.slow
-def test_torchrun_two_ranks_merge_in_order(saved_tiny_mlm, texts_file, tmp_path):
+def test_torchrun_two_ranks_merge_in_order(saved_tiny_mlm, texts_file, tmp_path, mlmkit_command):
     model = str(saved_tiny_mlm("bert"))
     single, sharded = tmp_path / "single.jsonl", tmp_path / "sharded.jsonl"
     assert CliRunner().invoke(app, ["score", model, str(texts_file), "-o", str(single),
@@ -232,8 +233,8 @@ def test_torchrun_two_ranks_merge_in_order(saved_tiny_mlm, texts_file, tmp_path)
     torchrun = Path(sys.executable).with_name("torchrun")
     env = dict(os.environ, MLMKIT_DIST_TIMEOUT="60", OMP_NUM_THREADS="1", MLMKIT_THREADS="1")
     run = subprocess.run(
-        [str(torchrun), "--standalone", "--nproc_per_node", "2", "-m", "mlmkit", "score",
-         model, str(texts_file), "-o", str(sharded), "--device", "cpu", "--chunk-texts", "2"],
+        [str(torchrun), "--standalone", "--nproc_per_node", "2", "--no-python", *mlmkit_command,
+         "score", model, str(texts_file), "-o", str(sharded), "--device", "cpu", "--chunk-texts", "2"],
         capture_output=True, text=True, timeout=240, env=env,
     )
     assert run.returncode == 0, run.stderr[-3000:]
