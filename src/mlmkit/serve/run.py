@@ -56,4 +56,12 @@ def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json:
             if not self.should_exit:
                 announce()  # only once connections are accepted
 
+    # The models, torch, transformers and the app are a million long-lived objects: each
+    # full collection of the garbage collector walked them all (~0.2 s on the event loop,
+    # ~0.8 ms per request of a 256-request run). Frozen, collections walk only what requests
+    # allocate.
+    import gc
+
+    gc.collect()
+    gc.freeze()
     Server(config).run(sockets=[sock])
