@@ -36,7 +36,13 @@ def reference(tmp_path_factory, wordpiece_tokenizer):
 
 
 def test_pieces_in_worker_processes_equal_one_batch(reference, wordpiece_tokenizer):
-    backend = wordpiece_tokenizer.backend_tokenizer
+    # A copy without truncation or padding: the session tokenizer's backend keeps whatever
+    # an earlier test's call with `truncation=True, max_length=...` left on it.
+    from tokenizers import Tokenizer
+
+    backend = Tokenizer.from_str(wordpiece_tokenizer.backend_tokenizer.to_str())
+    backend.no_truncation()
+    backend.no_padding()
     ids = [e.ids for e in backend.encode_batch([d for d in DOCS if d.strip()],
                                                add_special_tokens=False)]
     assert reference.meta["pieces"] == 7 and reference.n_documents == len(ids)
