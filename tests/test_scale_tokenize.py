@@ -36,13 +36,7 @@ def reference(tmp_path_factory, wordpiece_tokenizer):
 
 
 def test_pieces_in_worker_processes_equal_one_batch(reference, wordpiece_tokenizer):
-    # A copy without truncation or padding: the session tokenizer's backend keeps whatever
-    # an earlier test's call with `truncation=True, max_length=...` left on it.
-    from tokenizers import Tokenizer
-
-    backend = Tokenizer.from_str(wordpiece_tokenizer.backend_tokenizer.to_str())
-    backend.no_truncation()
-    backend.no_padding()
+    backend = _clean_backend(wordpiece_tokenizer)
     ids = [e.ids for e in backend.encode_batch([d for d in DOCS if d.strip()],
                                                add_special_tokens=False)]
     assert reference.meta["pieces"] == 7 and reference.n_documents == len(ids)
@@ -93,12 +87,23 @@ EDGE = ["", "   ", "x", "a [MASK][SEP] b ##ab #ab ## #", "ünïcødé 日本語 
         "[UNK] [PAD]", "😀 emoji ##", "ｆｕｌｌ　ｗｉｄｔｈ"]
 
 
+def _clean_backend(tokenizer):
+    """A copy of the Rust tokenizer without truncation or padding: the session tokenizer's
+    backend keeps whatever an earlier test's `tokenizer(..., truncation=..., padding=...)`
+    call left on it (the library's own reading turns both off)."""
+    from tokenizers import Tokenizer
+
+    backend = Tokenizer.from_str(tokenizer.backend_tokenizer.to_str())
+    backend.no_truncation()
+    backend.no_padding()
+    return backend
+
+
 def _reference(tokenizer, documents):
     """What shards held before the fast path: each document's ids and starts from its
     `word_ids()` (None read as -1; a start where the id changes; the first token always)."""
     ids, starts = [], []
-    for encoding in tokenizer.backend_tokenizer.encode_batch(documents,
-                                                             add_special_tokens=False):
+    for encoding in _clean_backend(tokenizer).encode_batch(documents, add_special_tokens=False):
         words = [-1 if w is None else w for w in encoding.word_ids]
         ids += encoding.ids
         starts += [1 if i == 0 or words[i] != words[i - 1] else 0 for i in range(len(words))]
