@@ -150,18 +150,20 @@ def cut_batches(lengths: np.ndarray, batch_tokens: int, max_rows: int,
     (`padding_segments`); each segment is then cut as above.
     """
     lengths = np.asarray(lengths)
-    segments = padding_segments(lengths, batch_tokens)
-    if len(segments) > 1:
-        out = []
-        for a, b in segments:
-            part = cut_batches(lengths[a:b], batch_tokens, max_rows,
-                               None if reads is None else np.asarray(reads)[a:b], max_reads)
-            out.extend((a + lo, a + hi) for lo, hi in part)
-        return out
-    ranges, i, n = [], 0, len(lengths)
     read_ends = None
     if reads is not None and max_reads is not None:
         read_ends = np.cumsum(np.asarray(reads, dtype=np.int64))
+    ranges = []
+    for start, stop in padding_segments(lengths, batch_tokens):
+        ranges += _cut_segment(lengths, start, stop, batch_tokens, max_rows, read_ends,
+                               max_reads)
+    return ranges
+
+
+def _cut_segment(lengths: np.ndarray, i: int, n: int, batch_tokens: int, max_rows: int,
+                 read_ends: np.ndarray | None, max_reads: int | None) -> list[tuple[int, int]]:
+    """`cut_batches`' cuts of lengths[i:n], one segment of `padding_segments`."""
+    ranges = []
     while i < n:
         end = min(n, i + max(1, min(max_rows, batch_tokens // max(1, int(lengths[i])))))
         while end - i > 1 and (end - i) * int(lengths[end - 1]) > batch_tokens:
