@@ -69,10 +69,9 @@ def _tokenizer(kind: str, fixture_dir: Path, corpus_sample: list[str], shared: P
 @pytest.fixture(scope="session")
 def tokenizer_factory(fixture_dir, corpus_sample, tmp_path_factory):
     cache = {}
-    # Under pytest-xdist the workers' temp dirs share this parent; alone it is per run too.
-    shared = tmp_path_factory.getbasetemp().parent
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = tmp_path_factory.getbasetemp()
+    # Under pytest-xdist the workers' temp dirs share their parent (one per run).
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
     def make(kind: str):
         if kind not in cache:

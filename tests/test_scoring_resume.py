@@ -30,17 +30,20 @@ def corpus(tmp_path_factory):
     return path
 
 
-def _argv(model, source, out, *extra):
-    return [sys.executable, "-m", "mlmkit", "score", str(model), str(source), "-o", str(out),
+# The killed run is a fresh `python -m mlmkit` (SIGKILL cannot reach a fork server's child
+# through its shim); the runs to their end may go through the fork server.
+FRESH = [sys.executable, "-m", "mlmkit"]
+
+
+def _argv(command, model, source, out, *extra):
+    return [*command, "score", str(model), str(source), "-o", str(out),
             "--chunk-texts", str(CHUNK), "--device", "cpu", "--json", *extra]
 
 
 ENV = dict(os.environ, MLMKIT_THREADS="1", OMP_NUM_THREADS="1")
 
 
-def _run(argv, mlmkit_command):
-    """A run to its end (through the test fork server: it is not killed)."""
-    argv = [*mlmkit_command, *argv[3:]]  # `python -m mlmkit` replaced
+def _run(argv):
     done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=ENV)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
@@ -88,14 +91,13 @@ def test_a_killed_run_resumes_to_a_byte_identical_file(corpus, saved_tiny_mlm, r
                                                        tmp_path, mlmkit_command):
     model = saved_tiny_mlm("bert")
     whole = tmp_path / "uninterrupted.jsonl"  # the same command, never killed
-    _run(_argv(model, corpus, whole), mlmkit_command)
+    _run(_argv(mlmkit_command, model, corpus, whole))
     out = tmp_path / "scores.jsonl"
-    argv = _argv(model, corpus, out)
-    _kill_after(argv, out, 2 * CHUNK)
+    _kill_after(_argv(FRESH, model, corpus, out), out, 2 * CHUNK)
     (partial,) = _partials(out)
     with partial.open("ab") as handle:  # a line cut in half by the kill
         handle.write(b'{"line": 99999, "text": "cut')
-    summary = _run(argv, mlmkit_command)  # the killed run was a real `python -m mlmkit`
+    summary = _run(_argv(mlmkit_command, model, corpus, out))
     assert summary["resumed_lines"] >= 2 * CHUNK and summary["resumed_lines"] % CHUNK == 0
     assert out.read_bytes() == whole.read_bytes()
     assert not _partials(out)
