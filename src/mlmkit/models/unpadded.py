@@ -112,11 +112,9 @@ def unpadded_logits(model: torch.nn.Module, input_ids: torch.Tensor, documents: 
 def unpadded_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smoothing: float):
     """`objectives.mlm.sparse_mlm_loss` with unpadded attention: `attention_mask` is the
     indexed mask (document number per token, 0 on padding; `train.data.prepare_rows`)."""
-    import torch.nn.functional as F
+    from mlmkit.objectives.cross_entropy import cross_entropy_top1
 
     logits = unpadded_logits(model, input_ids, attention_mask, mask).float()
     targets = labels[mask]
-    per_token = F.cross_entropy(logits, targets, reduction="none",
-                                label_smoothing=label_smoothing)
-    correct = (logits.detach().argmax(-1) == targets).sum()
-    return per_token.sum(), correct, targets, per_token
+    per_token, top1 = cross_entropy_top1(logits, targets, label_smoothing)
+    return per_token.sum(), (top1 == targets).sum(), targets, per_token

@@ -10,10 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
 from mlmkit.models import MLM, build_mlm, masked_logits
+from mlmkit.models.fast_modernbert import use_fast_layers
 from mlmkit.objectives import LossOutput, Objective, Prepared
+from mlmkit.objectives.cross_entropy import cross_entropy_top1
 from mlmkit.objectives.metrics import masked_token_metrics, pseudo_perplexity
 from mlmkit.tokenizer import save_tokenizer
 
@@ -90,12 +91,14 @@ def use_fast_attention(model: torch.nn.Module, runtime) -> None:
 
 def build_run_model(config, tokenizer, runtime, init_model=None):
     """The run's masked LM: `init_model` (continued pretraining) or a fresh preset, with the
-    run's dropout and the runtime's fastest attention, on the run's device."""
+    run's dropout, the runtime's fastest attention and ModernBERT's fast rotary and GeGLU
+    backward (`models.fast_modernbert`), on the run's device."""
     model = init_model if init_model is not None else build_mlm(
         config.model, tokenizer, seed=config.seed)  # the preset's positions, not --seq-len
     if config.dropout is not None:
         set_dropout(model, config.dropout)
     use_fast_attention(model, runtime)
+    use_fast_layers(model)
     return model.to(runtime.device)
 
 
@@ -103,10 +106,8 @@ def sparse_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smooth
     """Summed cross-entropy, correct top-1 count, targets and per-token losses (masked only)."""
     logits = masked_logits(model, input_ids, attention_mask, mask).float()  # once, not per use
     targets = labels[mask]
-    per_token = F.cross_entropy(logits, targets, reduction="none",
-                                label_smoothing=label_smoothing)
-    correct = (logits.detach().argmax(-1) == targets).sum()
-    return per_token.sum(), correct, targets, per_token
+    per_token, top1 = cross_entropy_top1(logits, targets, label_smoothing)
+    return per_token.sum(), (top1 == targets).sum(), targets, per_token
 
 
 def _unpadded_log_probs(model, input_ids, documents, mask):

@@ -1,0 +1,140 @@
+"""ModernBERT's rotary embedding and GeGLU with hand-written backward passes, for training.
+
+transformers' ModernBERT splits the fused QKV projection with `unbind`, rotates q and k
+with `rotate_half` (two slices, a negation, a concatenation) and splits the GeGLU input
+with `chunk`; autograd then answers each of those views with a zero-filled gradient, a
+copy and a concatenation. On a CPU those element-wise passes were ~10% of a training
+step of the default model. The two functions here compute the same values (the same
+products, summed in the same order) and write each gradient once into one buffer, with
+no zero fill and no concatenation. `use_fast_layers` swaps them into a model's ModernBERT
+layers; the model, its weights and its checkpoints are unchanged, and the outputs and
+gradients equal transformers' within float rounding (tests/test_fast_modernbert.py).
+"""
+
+from __future__ import annotations
+
+import types
+
+import torch
+import torch.nn.functional as F
+
+
+def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor,
+                 signed_sin: torch.Tensor) -> None:
+    """out = x·cos + swap(x)·signed_sin, swap exchanging the halves of the last dim: with
+    signed_sin = (−sin₁, sin₂) that is ModernBERT's x·cos + rotate_half(x)·sin, and with
+    (sin₂, −sin₁) reversed it is the transpose of that rotation (the backward)."""
+    half = x.shape[-1] // 2
+    torch.mul(x, cos, out=out)
+    out[..., :half].addcmul_(x[..., half:], signed_sin[..., :half])
+    out[..., half:].addcmul_(x[..., :half], signed_sin[..., half:])
+
+
+class _RotaryQKV(torch.autograd.Function):
+    """[B, L, 3, H, dh] projections → rotated q, rotated k and v, each [B, L, H, dh]."""
+
+    @staticmethod
+    def forward(ctx, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+        half = cos.shape[-1] // 2
+        signed_sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
+        query = torch.empty_like(qkv[:, :, 0], memory_format=torch.contiguous_format)
+        key = torch.empty_like(query)
+        _rotate_into(query, qkv[:, :, 0], cos, signed_sin)
+        _rotate_into(key, qkv[:, :, 1], cos, signed_sin)
+        ctx.save_for_backward(cos, sin)
+        return query, key, qkv[:, :, 2]
+
+    @staticmethod
+    def backward(ctx, grad_query, grad_key, grad_value):
+        cos, sin = ctx.saved_tensors
+        half = cos.shape[-1] // 2
+        # the transpose of the rotation: g·cos + swap(g)·(sin₂, −sin₁)
+        signed_sin = torch.cat((sin[..., half:], -sin[..., :half]), dim=-1)
+        batch, length, heads, dim = grad_value.shape
+        grad = grad_value.new_empty(batch, length, 3, heads, dim)
+        _rotate_into(grad[:, :, 0], grad_query, cos, signed_sin)
+        _rotate_into(grad[:, :, 1], grad_key, cos, signed_sin)
+        grad[:, :, 2].copy_(grad_value)
+        return grad, None, None
+
+
+class _GeGLU(torch.autograd.Function):
+    """[..., 2I] → gelu(first half) · second half, [..., I] (exact, erf GELU)."""
+
+    @staticmethod
+    def forward(ctx, hidden: torch.Tensor):
+        inner = hidden.shape[-1] // 2
+        activated = F.gelu(hidden[..., :inner])
+        ctx.save_for_backward(hidden, activated)
+        return activated * hidden[..., inner:]
+
+    @staticmethod
+    def backward(ctx, grad):
+        hidden, activated = ctx.saved_tensors
+        inner = hidden.shape[-1] // 2
+        grad_hidden = torch.empty_like(hidden, memory_format=torch.contiguous_format)
+        torch.mul(grad, activated, out=grad_hidden[..., inner:])
+        torch.ops.aten.gelu_backward.grad_input(grad * hidden[..., inner:], hidden[..., :inner],
+                                                grad_input=grad_hidden[..., :inner])
+        return grad_hidden
+
+
+def _attention_forward(self, hidden_states, position_embeddings=None, attention_mask=None,
+                       **kwargs):
+    """transformers' `ModernBertAttention.forward` with the projections split and rotated
+    by `_RotaryQKV` (the same attention call, mask and scaling)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    from transformers.models.modernbert.modeling_modernbert import eager_attention_forward
+
+    input_shape = hidden_states.shape[:-1]
+    qkv = self.Wqkv(hidden_states).view(*input_shape, 3, -1, self.head_dim)
+    if qkv.dtype != torch.float32:  # transformers rotates in float32: its own code does
+        return type(self).forward(self, hidden_states, position_embeddings, attention_mask,
+                                  **kwargs)
+    cos, sin = position_embeddings  # [B|1, L, dh]
+    query, key, value = _RotaryQKV.apply(qkv, cos[:, :, None].to(qkv.dtype),
+                                         sin[:, :, None].to(qkv.dtype))
+    interface = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation,
+                                                      eager_attention_forward)
+    output, weights = interface(
+        self, query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2),
+        attention_mask, dropout=self.attention_dropout if self.training else 0.0,
+        scaling=self.head_dim ** -0.5, sliding_window=self.sliding_window,
+        deterministic=self.deterministic_flash_attn, **kwargs)
+    output = output.reshape(*input_shape, -1).contiguous()
+    return self.out_drop(self.Wo(output)), weights
+
+
+def _mlp_forward(self, hidden_states):
+    if torch.is_autocast_enabled(hidden_states.device.type) or hidden_states.dtype != torch.float32:
+        return type(self).forward(self, hidden_states)
+    return self.Wo(self.drop(_GeGLU.apply(self.Wi(hidden_states))))
+
+
+def _exact_gelu(module) -> bool:
+    from transformers.activations import GELUActivation
+
+    return (type(module) is GELUActivation and module.act is F.gelu) or (
+        type(module) is torch.nn.GELU and module.approximate == "none")
+
+
+def use_fast_layers(model: torch.nn.Module) -> int:
+    """Swap the fast rotary/QKV and GeGLU forwards into `model`'s ModernBERT attention and
+    MLP modules (a float32 model; others, and activations other than exact GELU, keep
+    transformers' code). Returns how many modules were changed."""
+    try:
+        from transformers.models.modernbert.modeling_modernbert import (
+            ModernBertAttention,
+            ModernBertMLP,
+        )
+    except ImportError:  # a transformers without ModernBERT
+        return 0
+    changed = 0
+    for module in model.modules():
+        if isinstance(module, ModernBertAttention):
+            module.forward = types.MethodType(_attention_forward, module)
+            changed += 1
+        elif isinstance(module, ModernBertMLP) and _exact_gelu(module.act):
+            module.forward = types.MethodType(_mlp_forward, module)
+            changed += 1
+    return changed

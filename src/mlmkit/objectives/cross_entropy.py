@@ -1,0 +1,46 @@
+"""Per-token cross-entropy and top-1 of [n, V] logits in fewer passes over the logits.
+
+`F.cross_entropy` then `argmax` reads a training step's [masked tokens, vocabulary] logits
+many times: log-softmax (max, exp-sum, output), argmax, and in the backward a zero
+fill, a scatter and the softmax again. Here the forward takes the row maxima and the
+top-1 in one pass (`max` returns both) and the softmax once, kept for the backward,
+which is one scaled copy: grad = softmax · g − onehot · g. The loss is the same quantity,
+logsumexp − logit of the target, in float32, equal to `F.cross_entropy` within float
+rounding (tests/test_cross_entropy.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+class _CrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, targets: torch.Tensor):
+        top, top1 = logits.max(dim=-1)
+        prob = logits.softmax(dim=-1)
+        # the top-1's probability is 1 / Σ exp(z − max) ≥ 1/V: its log never underflows
+        logsumexp = top - prob.gather(1, top1[:, None]).squeeze(1).log()
+        per_token = logsumexp - logits.gather(1, targets[:, None]).squeeze(1)
+        ctx.save_for_backward(prob, targets)
+        ctx.mark_non_differentiable(top1)
+        return per_token, top1
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor, _grad_top1):
+        prob, targets = ctx.saved_tensors
+        grad_logits = prob * grad[:, None]
+        grad_logits.scatter_add_(1, targets[:, None], -grad[:, None])
+        return grad_logits, None
+
+
+def cross_entropy_top1(logits: torch.Tensor, targets: torch.Tensor,
+                       label_smoothing: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token cross-entropy [n] of `logits` [n, V] (float32) against `targets` [n], and
+    each row's top-1 id [n] (not differentiable). With label smoothing, `F.cross_entropy`."""
+    if label_smoothing or logits.dtype != torch.float32 or logits.dim() != 2:
+        per_token = F.cross_entropy(logits, targets, reduction="none",
+                                    label_smoothing=label_smoothing)
+        return per_token, logits.detach().argmax(-1)
+    return _CrossEntropy.apply(logits, targets)

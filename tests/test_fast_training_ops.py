@@ -1,0 +1,74 @@
+"""The training step's hand-written backward passes equal autograd's: the fused
+cross-entropy (objectives/cross_entropy.py) and ModernBERT's rotary/QKV and GeGLU
+(models/fast_modernbert.py)."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from mlmkit.models.fast_modernbert import use_fast_layers
+from mlmkit.objectives.cross_entropy import cross_entropy_top1
+
+
+def _loss_and_grad(function, logits, targets):
+    logits = logits.clone().requires_grad_()
+    per_token, top1 = function(logits, targets)
+    (per_token * torch.linspace(0.5, 2.0, len(targets))).sum().backward()
+    return per_token.detach(), top1, logits.grad
+
+
+def _reference(logits, targets):
+    return F.cross_entropy(logits, targets, reduction="none"), logits.detach().argmax(-1)
+
+
+@pytest.mark.parametrize("scale", [1.0, 40.0])  # 40: targets far below the top (tiny p)
+def test_cross_entropy_equals_torch(scale):
+    generator = torch.Generator().manual_seed(0)
+    logits = torch.randn(37, 503, generator=generator) * scale
+    targets = torch.randint(0, 503, (37,), generator=generator)
+    ours, reference = (_loss_and_grad(f, logits, targets)
+                       for f in (cross_entropy_top1, _reference))
+    assert torch.allclose(ours[0], reference[0], rtol=1e-5, atol=1e-5)
+    assert torch.equal(ours[1], reference[1])
+    assert torch.allclose(ours[2], reference[2], rtol=1e-5, atol=1e-7)
+    assert torch.isfinite(ours[0]).all()
+
+
+def test_cross_entropy_with_label_smoothing_is_torchs():
+    logits, targets = torch.randn(5, 11), torch.tensor([0, 3, 10, 2, 2])
+    per_token, _ = cross_entropy_top1(logits, targets, label_smoothing=0.1)
+    expected = F.cross_entropy(logits, targets, reduction="none", label_smoothing=0.1)
+    assert torch.equal(per_token, expected)
+
+
+def _step(model, input_ids, attention_mask, labels):
+    model.zero_grad()
+    out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels)
+    out.loss.backward()
+    grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+    return out.loss.detach(), out.logits.detach(), grads
+
+
+def test_fast_modernbert_layers_equal_transformers(tiny_mlm):
+    reference = copy.deepcopy(tiny_mlm("modernbert").model).train()
+    fast = copy.deepcopy(reference)
+    assert use_fast_layers(fast) == 2 * reference.config.num_hidden_layers
+    generator = torch.Generator().manual_seed(0)
+    # longer than the local-attention window, with padding in one row
+    input_ids = torch.randint(5, reference.config.vocab_size, (2, 90), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[1, 70:] = 0
+    labels = torch.where(torch.rand(input_ids.shape, generator=generator) < 0.3, input_ids, -100)
+    expected, got = (_step(m, input_ids, attention_mask, labels) for m in (reference, fast))
+    assert torch.allclose(got[0], expected[0], atol=1e-6)
+    assert torch.allclose(got[1], expected[1], atol=1e-5)
+    assert got[2].keys() == expected[2].keys()
+    for name, grad in expected[2].items():
+        assert torch.allclose(got[2][name], grad, rtol=1e-4, atol=1e-6), name
+
+
+def test_fast_layers_leave_other_families_alone(tiny_mlm):
+    model = copy.deepcopy(tiny_mlm("bert").model)
+    assert use_fast_layers(model) == 0
