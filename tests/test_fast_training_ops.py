@@ -72,3 +72,12 @@ def test_fast_modernbert_layers_equal_transformers(tiny_mlm):
 def test_fast_layers_leave_other_families_alone(tiny_mlm):
     model = copy.deepcopy(tiny_mlm("bert").model)
     assert use_fast_layers(model) == 0
+
+
+def test_cross_entropy_stays_float32_under_autocast():
+    logits, targets = torch.randn(6, 300) * 5, torch.randint(0, 300, (6,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        per_token, _ = cross_entropy_top1(logits, targets)
+    assert per_token.dtype == torch.float32
+    assert torch.allclose(per_token, F.cross_entropy(logits, targets, reduction="none"),
+                          atol=1e-5)

@@ -43,4 +43,5 @@ def cross_entropy_top1(logits: torch.Tensor, targets: torch.Tensor,
         per_token = F.cross_entropy(logits, targets, reduction="none",
                                     label_smoothing=label_smoothing)
         return per_token, logits.detach().argmax(-1)
-    return _CrossEntropy.apply(logits, targets)
+    with torch.autocast(logits.device.type, enabled=False):  # float32, as F.cross_entropy
+        return _CrossEntropy.apply(logits, targets)
