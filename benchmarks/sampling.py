@@ -142,16 +142,29 @@ def train(mlm: MLM, stream: list[int], steps: int, seed: int, batch: int = 32, l
 
 def trained(name: str, tokenizer, stream, steps: int, seed: int, retrain: bool,
             root: Path, batch: int, preset: str = "modernbert-tiny", lr: float = 3e-3,
-            layers: int | None = None) -> MLM:
+            layers: int | None = None, init: Path | None = None) -> MLM:
+    """A model trained for `steps` steps and cached under a name that says how. With `init`
+    (a saved model directory), training starts from its weights, with a fresh warm-up and
+    decay, instead of from random ones: the cache name then ends in `-from-<init's name>`
+    (whose own name says how it was trained), and `--steps` counts only the added steps."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     shape = preset if layers is None else f"{preset}-{layers}layers"
-    path = root / f"{name}-{shape}-steps{steps}-batch{batch}-lr{lr:g}-seed{seed}"
+    if init is not None:
+        shape = "init"  # the shape is the init model's, named in the suffix
+    path = root / (f"{name}-{shape}-steps{steps}-batch{batch}-lr{lr:g}-seed{seed}"
+                   + (f"-from-{init.name}" if init is not None else ""))
     # (a cached model without its tokenizer predates the fix above: trained again)
     if (path / "tokenizer.json").is_file() and not retrain:
         model = AutoModelForMaskedLM.from_pretrained(path).eval()
         return MLM(model=model, tokenizer=AutoTokenizer.from_pretrained(path), name=name)
-    if layers is None:
+    if init is not None:
+        if not (init / "tokenizer.json").is_file():
+            raise SystemExit(f"--init {init}: not a saved model directory with its tokenizer")
+        if AutoTokenizer.from_pretrained(init).get_vocab() != tokenizer.get_vocab():
+            raise SystemExit(f"--init {init}: its tokenizer is not this run's (other ids)")
+        model = AutoModelForMaskedLM.from_pretrained(init)
+    elif layers is None:
         model = build_mlm(preset, tokenizer, max_length=128, seed=seed)
     else:  # the preset's width with another depth (its per-layer attention kinds re-derived)
         from mlmkit.models.presets import preset_config
@@ -165,8 +178,10 @@ def trained(name: str, tokenizer, stream, steps: int, seed: int, retrain: bool,
             model = AutoModelForMaskedLM.from_config(config)
     mlm = MLM(model=model, tokenizer=tokenizer, name=name)
     started, cpu = time.perf_counter(), time.process_time()
-    loss = train(mlm, stream, steps, seed, batch=batch, lr=lr)
-    print(f"trained {name} ({shape}): {steps} steps of {batch} sequences in "
+    # (continued training draws other batches than the init model's run drew)
+    loss = train(mlm, stream, steps, seed if init is None else seed + 1, batch=batch,
+                 lr=lr)
+    print(f"trained {path.name}: {steps} steps of {batch} sequences in "
           f"{time.perf_counter() - started:.0f} s wall, {time.process_time() - cpu:.0f} s CPU, "
           f"last loss {loss:.3f}", flush=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -176,6 +191,16 @@ def trained(name: str, tokenizer, stream, steps: int, seed: int, retrain: bool,
         shutil.rmtree(path)
     tmp.rename(path)  # whole, so a concurrent run (e.g. one warming the judge) sees it or not
     return mlm
+
+
+def init_path(init: str | None, root: Path) -> Path | None:
+    """--init: a model directory, or the name of one in this benchmark's cache."""
+    if init is None:
+        return None
+    path = Path(init)
+    if not path.exists() and (root / init).exists():
+        path = root / init
+    return path.resolve()
 
 
 def cached_tokenizer(text: str, path: Path, vocab: int, retrain: bool):
@@ -203,7 +228,10 @@ def loaded(path: str, name: str) -> MLM:
     return mlm
 
 
-def context_check(mlm: MLM, test: list[int], unigram: int, rows: int = 64, length: int = 62,
+CONFIDENCE_LEVELS = (0.5, 0.7, 0.9, 0.99)
+
+
+def context_check(mlm: MLM, test: list[int], unigram: int, rows: int = 256, length: int = 62,
                   rate: float = 0.15) -> dict:
     """Held-out accuracy at `rate` random masks (the same rows and masks for every model),
     beside the unigram baseline on those masks: a model that uses context is clearly above."""
@@ -221,10 +249,19 @@ def context_check(mlm: MLM, test: list[int], unigram: int, rows: int = 64, lengt
                                masked).float()
     truth = ids[masked]
     n = int(truth.numel())
-    accuracy = float((logits.argmax(-1) == truth).float().mean())
+    right = logits.argmax(-1) == truth
+    accuracy = float(right.float().mean())
+    # How confident it is: the share of masks whose top probability passes each level, and
+    # how often those are right (what `threshold` and `entropy-bound` can reveal at once).
+    top = logits.softmax(-1).max(-1).values
+    confident = {f"{level:g}": {"share": float((top > level).float().mean()),
+                                "accuracy": float(right[top > level].float().mean())
+                                if bool((top > level).any()) else float("nan")}
+                 for level in CONFIDENCE_LEVELS}
     return {"masks": n, "accuracy": accuracy, "se": math.sqrt(accuracy * (1 - accuracy) / n),
             "loss": float(torch.nn.functional.cross_entropy(logits, truth)),
-            "unigram_accuracy": float((truth == unigram).float().mean())}
+            "unigram_accuracy": float((truth == unigram).float().mean()),
+            "top_p_median": float(top.median()), "confident": confident}
 
 
 class RowCalls:
@@ -269,6 +306,28 @@ def short_spans_task(windows, rng: random.Random):
     quarter = SHORT_WINDOW // SHORT_SPANS
     return [(w, [(q * quarter + rng.randint(2, quarter - SHORT_SPAN - 2), SHORT_SPAN)
                  for q in range(SHORT_SPANS)]) for w in windows]
+
+
+def first_call_confidence(mlm: MLM, task) -> dict:
+    """The model's top probability at every span mask of `task` in the first call (all
+    spans masked): the share above each level and how often those are right. This is what
+    `threshold` (and, through the entropies, `entropy-bound`) can reveal in one call."""
+    tok = mlm.tokenizer
+    ids = torch.tensor([[tok.cls_token_id] + window + [tok.sep_token_id]
+                        for window, _ in task])
+    masked = torch.zeros_like(ids, dtype=torch.bool)
+    for row, (_, spans) in enumerate(task):
+        for start, length in spans:
+            masked[row, 1 + start:1 + start + length] = True
+    with torch.inference_mode():
+        logits = masked_logits(mlm.model, ids.masked_fill(masked, tok.mask_token_id), None,
+                               masked).float()
+    top = logits.softmax(-1).max(-1).values
+    right = logits.argmax(-1) == ids[masked]
+    return {f"{level:g}": {"share": float((top > level).float().mean()),
+                           "accuracy": float(right[top > level].float().mean())
+                           if bool((top > level).any()) else float("nan")}
+            for level in CONFIDENCE_LEVELS} | {"top_p_median": float(top.median())}
 
 
 def infill_eval(mlm, task, options) -> dict:
@@ -485,6 +544,10 @@ def main() -> None:
                         help="training steps of the judge")
     parser.add_argument("--batch", type=int, default=32, help="training sequences per step")
     parser.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
+    parser.add_argument("--init", default=None,
+                        help="continue training from this saved model (a directory, or a "
+                        "model's name in the cache; same tokenizer) for --steps more steps, "
+                        "with a fresh warm-up and decay, instead of from scratch")
     parser.add_argument("--model", default=None, help="a trained masked LM to sample from "
                         "(instead of training one; its own tokenizer is used)")
     parser.add_argument("--judge", default=None, help="a trained judge (same tokenizer)")
@@ -516,7 +579,8 @@ def main() -> None:
     half = len(stream) // 2
     if args.train_only != "judge" and not args.model:
         mlm = trained(f"sampler-v{args.vocab}", tokenizer, stream[:half], args.steps, 0,
-                      args.retrain, root, args.batch, args.preset, args.lr, args.layers)
+                      args.retrain, root, args.batch, args.preset, args.lr, args.layers,
+                      init_path(args.init, root))
     if args.train_only == "model":
         return
     if args.judge:
@@ -535,7 +599,9 @@ def main() -> None:
         print(f"context check ({name}): held-out accuracy at 15% random masks "
               f"{check['accuracy']:.3f} ± {check['se']:.3f} (loss {check['loss']:.3f}) vs "
               f"{check['unigram_accuracy']:.3f} for the unigram baseline "
-              f"({check['masks']} masks)", flush=True)
+              f"({check['masks']} masks); top probability: median {check['top_p_median']:.2f}, "
+              + ", ".join(f"> {level}: {c['share']:.1%} of masks ({c['accuracy']:.0%} right)"
+                          for level, c in check["confident"].items()), flush=True)
     rng = random.Random(0)
     windows = [test[s:s + WINDOW] for s in rng.sample(range(len(test) - WINDOW), args.windows)]
     prompts = [test[s:s + PROMPT_LEN]
@@ -552,6 +618,12 @@ def main() -> None:
         print(f"infilling, {names[key]} ({args.windows} windows): the unigram baseline "
               f"({tokenizer.convert_ids_to_tokens([unigram])[0]!r} everywhere) scores "
               f"{unigram_scores[key]:.3f} of tokens, {unigram_exact[key]:.3f} of spans exactly",
+              flush=True)
+    first_call = {key: first_call_confidence(mlm, task) for key, task in tasks.items()}
+    for key, shares in first_call.items():
+        print(f"first call, {names[key]}: top probability median {shares['top_p_median']:.2f}, "
+              + ", ".join(f"> {level}: {c['share']:.1%} of masks ({c['accuracy']:.0%} right)"
+                          for level, c in shares.items() if level != "top_p_median"),
               flush=True)
     # MFU: the matmul peak per CPU second of this process, at the run's threads (the
     # samplers are timed in CPU seconds too: the machine may be shared).
@@ -593,7 +665,8 @@ def main() -> None:
             + f"{cont['nfe']:>6.1f}{cont['judge_pppl']:>11.1f}{cont['distinct_2']:>7.2f}"
             f"{100 * results[-1]['mfu']:>6.1f}%", flush=True)
 
-    summary = {"context_check": checks, "matmul_peak_flops_per_cpu_s": peak}
+    summary = {"context_check": checks, "first_call_confidence": first_call,
+               "matmul_peak_flops_per_cpu_s": peak}
     for key in tasks:
         summary[key] = floor_check(results, key, names[key], unigram_scores[key])
         summary[f"{key}_exact"] = floor_check(results, key, names[key], unigram_exact[key],
