@@ -162,3 +162,18 @@ def test_training_loss_equals_the_full_last_layer(tiny_mlm, monkeypatch, _counte
             losses.append(sparse_mlm_loss(model, ids, mask, chosen, ids, 0.1)[0])
     assert len(_counted_sparse) == 1  # the first ran sparse, the second in full
     torch.testing.assert_close(losses[0], losses[1], atol=1e-4, rtol=1e-6)
+
+
+def test_sparse_modernbert_in_bfloat16_equals_full(tiny_mlm, _counted_sparse):
+    """A bf16 model rotates in float32 as transformers does (the float32 path is the
+    hand-written one of models/fast_modernbert.py): both equal the full forward."""
+    import copy
+
+    model = copy.deepcopy(tiny_mlm("modernbert").model).to(torch.bfloat16)
+    ids, mask = _batch(model.config.vocab_size, 0)
+    pairs = torch.tensor([[2, 8], [0, 3], [1, 5]])
+    with torch.inference_mode():
+        want = _full(model, ids, mask)[pairs[:, 0], pairs[:, 1]].float()
+        got = masked_logits(model, ids, mask, pairs).float()
+    torch.testing.assert_close(got, want, atol=0.05, rtol=0.02)
+    assert len(_counted_sparse) == 1

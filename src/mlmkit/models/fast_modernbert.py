@@ -30,32 +30,51 @@ def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor,
     out[..., half:].addcmul_(x[..., :half], signed_sin[..., half:])
 
 
-class _RotaryQKV(torch.autograd.Function):
-    """[B, L, 3, H, dh] projections → rotated q, rotated k and v, each [B, L, H, dh]."""
+class _Rotary(torch.autograd.Function):
+    """Projections [..., k, H, dh] → k tensors [..., H, dh]: the first `rotated` rotated
+    (q and k of a QKV projection: 2 of 3), the rest passed through as views."""
 
     @staticmethod
-    def forward(ctx, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
+    def forward(ctx, projections: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                rotated: int):
         half = cos.shape[-1] // 2
         signed_sin = torch.cat((-sin[..., :half], sin[..., half:]), dim=-1)
-        query = torch.empty_like(qkv[:, :, 0], memory_format=torch.contiguous_format)
-        key = torch.empty_like(query)
-        _rotate_into(query, qkv[:, :, 0], cos, signed_sin)
-        _rotate_into(key, qkv[:, :, 1], cos, signed_sin)
+        outputs = []
+        for i in range(projections.shape[-3]):
+            part = projections[..., i, :, :]
+            if i < rotated:
+                out = torch.empty_like(part, memory_format=torch.contiguous_format)
+                _rotate_into(out, part, cos, signed_sin)
+                part = out
+            outputs.append(part)
         ctx.save_for_backward(cos, sin)
-        return query, key, qkv[:, :, 2]
+        ctx.rotated, ctx.shape = rotated, projections.shape
+        return tuple(outputs)
 
     @staticmethod
-    def backward(ctx, grad_query, grad_key, grad_value):
+    def backward(ctx, *grads):
         cos, sin = ctx.saved_tensors
         half = cos.shape[-1] // 2
         # the transpose of the rotation: g·cos + swap(g)·(sin₂, −sin₁)
         signed_sin = torch.cat((sin[..., half:], -sin[..., :half]), dim=-1)
-        batch, length, heads, dim = grad_value.shape
-        grad = grad_value.new_empty(batch, length, 3, heads, dim)
-        _rotate_into(grad[:, :, 0], grad_query, cos, signed_sin)
-        _rotate_into(grad[:, :, 1], grad_key, cos, signed_sin)
-        grad[:, :, 2].copy_(grad_value)
-        return grad, None, None
+        grad = cos.new_empty(ctx.shape)
+        for i, part in enumerate(grads):
+            into = grad[..., i, :, :]
+            if part is None:  # an output the loss does not read
+                into.zero_()
+            elif i < ctx.rotated:
+                _rotate_into(into, part, cos, signed_sin)
+            else:
+                into.copy_(part)
+        return grad, None, None, None
+
+
+def rotate_projections(projections: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                       rotated: int) -> tuple[torch.Tensor, ...]:
+    """ModernBERT's rotary embedding on the first `rotated` of `projections` [..., k, H, dh]
+    (cos, sin: broadcastable to [..., H, dh]); float32, one gradient buffer, no zero fill."""
+    return _Rotary.apply(projections, cos.to(projections.dtype), sin.to(projections.dtype),
+                         rotated)
 
 
 class _GeGLU(torch.autograd.Function):
@@ -82,7 +101,7 @@ class _GeGLU(torch.autograd.Function):
 def _attention_forward(self, hidden_states, position_embeddings=None, attention_mask=None,
                        **kwargs):
     """transformers' `ModernBertAttention.forward` with the projections split and rotated
-    by `_RotaryQKV` (the same attention call, mask and scaling)."""
+    by `rotate_projections` (the same attention call, mask and scaling)."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     from transformers.models.modernbert.modeling_modernbert import eager_attention_forward
 
@@ -92,8 +111,7 @@ def _attention_forward(self, hidden_states, position_embeddings=None, attention_
         return type(self).forward(self, hidden_states, position_embeddings, attention_mask,
                                   **kwargs)
     cos, sin = position_embeddings  # [B|1, L, dh]
-    query, key, value = _RotaryQKV.apply(qkv, cos[:, :, None].to(qkv.dtype),
-                                         sin[:, :, None].to(qkv.dtype))
+    query, key, value = rotate_projections(qkv, cos[:, :, None], sin[:, :, None], rotated=2)
     interface = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation,
                                                       eager_attention_forward)
     output, weights = interface(

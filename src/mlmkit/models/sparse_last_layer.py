@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from mlmkit.models.fast_modernbert import rotate_projections
+
 
 class _Captured(Exception):
     """Raised by the pre-hook once the last layer's input is captured: stops the forward."""
@@ -160,14 +162,18 @@ def _modernbert_layer(layer, hidden, mask, rows, cols, inputs):
     weight, bias = att.Wqkv.weight, att.Wqkv.bias
     key_value = F.linear(normed, weight[d:], None if bias is None else bias[d:])
     key_value = key_value.view(batch, length, 2, heads, att.head_dim)
-    key = key_value[:, :, 0].transpose(1, 2)
-    value = key_value[:, :, 1].transpose(1, 2)
-    key = _rotate(key, cos.unsqueeze(1), sin.unsqueeze(1))
     x = hidden[rows, cols]
     query = F.linear(normed[rows, cols], weight[:d], None if bias is None else bias[:d])
-    query = query.view(len(x), heads, att.head_dim)
+    query = query.view(len(x), 1, heads, att.head_dim)
     at = rows if cos.shape[0] > 1 else torch.zeros_like(rows)
-    query = _rotate(query, cos[at, cols].unsqueeze(1), sin[at, cols].unsqueeze(1))
+    if key_value.dtype == torch.float32:  # one gradient buffer, no zero fills
+        key, value = rotate_projections(key_value, cos[:, :, None], sin[:, :, None], 1)
+        (query,) = rotate_projections(query, cos[at, cols][:, None], sin[at, cols][:, None], 1)
+    else:  # transformers' float32 rotation, back to the projections' dtype
+        key, value = key_value[:, :, 0], key_value[:, :, 1]
+        key = _rotate(key, cos.unsqueeze(2), sin.unsqueeze(2))
+        query = _rotate(query[:, 0], cos[at, cols].unsqueeze(1), sin[at, cols].unsqueeze(1))
+    key, value = key.transpose(1, 2), value.transpose(1, 2)
     context = _attend(query, key, value, mask, rows, cols, scaling=att.head_dim ** -0.5,
                       dropout=_p(att.attention_dropout, att.training))
     x = x + att.out_drop(att.Wo(context))
