@@ -37,6 +37,14 @@ agreement with the exact loop and the largest log-probability error of a cached 
     nice .venv/bin/python benchmarks/sampling.py --threads 1 --windows 256 \
         --plot docs/img/diffusion_sampling.png --json sampling.json
 
+The README's run continues that 4,000-step model for 24,000 more steps (--init, a fresh
+warm-up and decay; 44 CPU-minutes at one thread) and samples from it:
+
+    nice .venv/bin/python benchmarks/sampling.py --threads 1 --train-only model
+    nice .venv/bin/python benchmarks/sampling.py --threads 1 --windows 256 \
+        --init sampler-v64-modernbert-tiny-steps4000-batch32-lr0.003-seed0 --steps 24000 \
+        --plot docs/img/diffusion_sampling.png --json sampling.json
+
 The trained models are cached under $MLMKIT_CACHE/benchmarks/diffusion_sampling (a rerun
 with the same settings reuses them; --retrain trains again); `--model PATH` / `--judge
 PATH` take already trained models instead (any masked LM directory whose tokenizer is
