@@ -239,6 +239,15 @@ def loaded(path: str, name: str) -> MLM:
 CONFIDENCE_LEVELS = (0.5, 0.7, 0.9, 0.99)
 
 
+def confidence_shares(top: torch.Tensor, right: torch.Tensor) -> dict:
+    """Per level: the share of masks whose top probability `top` passes it, and how often
+    those are `right` (what `threshold` and `entropy-bound` can reveal at once)."""
+    return {f"{level:g}": {"share": float((top > level).float().mean()),
+                           "accuracy": float(right[top > level].float().mean())
+                           if bool((top > level).any()) else float("nan")}
+            for level in CONFIDENCE_LEVELS}
+
+
 def context_check(mlm: MLM, test: list[int], unigram: int, rows: int = 256, length: int = 62,
                   rate: float = 0.15) -> dict:
     """Held-out accuracy at `rate` random masks (the same rows and masks for every model),
@@ -259,13 +268,8 @@ def context_check(mlm: MLM, test: list[int], unigram: int, rows: int = 256, leng
     n = int(truth.numel())
     right = logits.argmax(-1) == truth
     accuracy = float(right.float().mean())
-    # How confident it is: the share of masks whose top probability passes each level, and
-    # how often those are right (what `threshold` and `entropy-bound` can reveal at once).
     top = logits.softmax(-1).max(-1).values
-    confident = {f"{level:g}": {"share": float((top > level).float().mean()),
-                                "accuracy": float(right[top > level].float().mean())
-                                if bool((top > level).any()) else float("nan")}
-                 for level in CONFIDENCE_LEVELS}
+    confident = confidence_shares(top, right)
     return {"masks": n, "accuracy": accuracy, "se": math.sqrt(accuracy * (1 - accuracy) / n),
             "loss": float(torch.nn.functional.cross_entropy(logits, truth)),
             "unigram_accuracy": float((truth == unigram).float().mean()),
@@ -332,10 +336,7 @@ def first_call_confidence(mlm: MLM, task) -> dict:
                                masked).float()
     top = logits.softmax(-1).max(-1).values
     right = logits.argmax(-1) == ids[masked]
-    return {f"{level:g}": {"share": float((top > level).float().mean()),
-                           "accuracy": float(right[top > level].float().mean())
-                           if bool((top > level).any()) else float("nan")}
-            for level in CONFIDENCE_LEVELS} | {"top_p_median": float(top.median())}
+    return confidence_shares(top, right) | {"top_p_median": float(top.median())}
 
 
 def infill_eval(mlm, task, options) -> dict:
