@@ -81,3 +81,14 @@ def test_cross_entropy_stays_float32_under_autocast():
     assert per_token.dtype == torch.float32
     assert torch.allclose(per_token, F.cross_entropy(logits, targets, reduction="none"),
                           atol=1e-5)
+
+
+def test_fast_modernbert_layers_keep_transformers_code_under_autocast(tiny_mlm):
+    reference = copy.deepcopy(tiny_mlm("modernbert").model).train()
+    fast = copy.deepcopy(reference)
+    use_fast_layers(fast)
+    input_ids = torch.randint(5, reference.config.vocab_size, (2, 12),
+                              generator=torch.Generator().manual_seed(1))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        want, got = (m(input_ids=input_ids).logits for m in (reference, fast))
+    assert torch.equal(got, want)

@@ -3,12 +3,12 @@
 transformers' ModernBERT splits the fused QKV projection with `unbind`, rotates q and k
 with `rotate_half` (two slices, a negation, a concatenation) and splits the GeGLU input
 with `chunk`; autograd then answers each of those views with a zero-filled gradient, a
-copy and a concatenation. On a CPU those element-wise passes were ~10% of a training
-step of the default model. The two functions here compute the same values (the same
+copy and a concatenation: element-wise passes over every activation, a few percent of a
+CPU training step of the default model. The two functions here compute the same values (the same
 products, summed in the same order) and write each gradient once into one buffer, with
 no zero fill and no concatenation. `use_fast_layers` swaps them into a model's ModernBERT
 layers; the model, its weights and its checkpoints are unchanged, and the outputs and
-gradients equal transformers' within float rounding (tests/test_fast_modernbert.py).
+gradients equal transformers' within float rounding (tests/test_fast_training_ops.py).
 """
 
 from __future__ import annotations
@@ -98,6 +98,11 @@ class _GeGLU(torch.autograd.Function):
         return grad_hidden
 
 
+def _float32(hidden: torch.Tensor) -> bool:
+    """Whether this forward runs in float32 (not under autocast, not a half model)."""
+    return hidden.dtype == torch.float32 and not torch.is_autocast_enabled(hidden.device.type)
+
+
 def _attention_forward(self, hidden_states, position_embeddings=None, attention_mask=None,
                        **kwargs):
     """transformers' `ModernBertAttention.forward` with the projections split and rotated
@@ -105,11 +110,11 @@ def _attention_forward(self, hidden_states, position_embeddings=None, attention_
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     from transformers.models.modernbert.modeling_modernbert import eager_attention_forward
 
-    input_shape = hidden_states.shape[:-1]
-    qkv = self.Wqkv(hidden_states).view(*input_shape, 3, -1, self.head_dim)
-    if qkv.dtype != torch.float32:  # transformers rotates in float32: its own code does
+    if not _float32(hidden_states):  # transformers rotates in float32: its own code does
         return type(self).forward(self, hidden_states, position_embeddings, attention_mask,
                                   **kwargs)
+    input_shape = hidden_states.shape[:-1]
+    qkv = self.Wqkv(hidden_states).view(*input_shape, 3, -1, self.head_dim)
     cos, sin = position_embeddings  # [B|1, L, dh]
     query, key, value = rotate_projections(qkv, cos[:, :, None], sin[:, :, None], rotated=2)
     interface = ALL_ATTENTION_FUNCTIONS.get_interface(self.config._attn_implementation,
@@ -124,7 +129,7 @@ def _attention_forward(self, hidden_states, position_embeddings=None, attention_
 
 
 def _mlp_forward(self, hidden_states):
-    if torch.is_autocast_enabled(hidden_states.device.type) or hidden_states.dtype != torch.float32:
+    if not _float32(hidden_states):
         return type(self).forward(self, hidden_states)
     return self.Wo(self.drop(_GeGLU.apply(self.Wi(hidden_states))))
 
