@@ -153,6 +153,51 @@ def test_shard_cache_is_reused_and_keyed_by_tokenizer(wordpiece_tokenizer, bpe_t
     assert np.array_equal(again.tokens, first.tokens)
 
 
+def test_pieces_removed_by_a_concurrent_build_are_tokenized_again(wordpiece_tokenizer,
+                                                                  tmp_path, monkeypatch):
+    """Another build of the same corpus joins its shards and removes the shared pieces while
+    this one is joining them: this one tokenizes the missing pieces again (or uses the other's
+    shards), never fails."""
+    import shutil
+
+    import mlmkit.corpus.shards as shards_module
+
+    docs = [f"Document number {i} with a few words." for i in range(40)]
+    clean = tokenize_corpus(lambda: iter(docs), wordpiece_tokenizer, root=tmp_path / "a",
+                            show_progress=False, piece_documents=8)
+    real, calls = shards_module._write_shards, []
+
+    def racing(pieces, *args, **kwargs):
+        calls.append(len(pieces))
+        if len(calls) == 1:  # the other build removes a piece before this one reads it
+            shutil.rmtree(pieces[2])
+        return real(pieces, *args, **kwargs)
+
+    monkeypatch.setattr(shards_module, "_write_shards", racing)
+    raced = tokenize_corpus(lambda: iter(docs), wordpiece_tokenizer, root=tmp_path / "b",
+                            show_progress=False, piece_documents=8)
+    assert calls == [5, 5] and not raced.meta["reused"]
+    assert np.array_equal(raced.tokens, clean.tokens)
+
+
+def test_staging_dir_survives_its_parent_being_removed(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    from mlmkit.runtime.staging import staging_dir
+
+    real, removed = Path.mkdir, []
+
+    def mkdir(self, *args, **kwargs):
+        if self.name.endswith(".staging") and not removed:  # a concurrent rmdir wins
+            removed.append(1)
+            self.parent.rmdir()
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    path = staging_dir(tmp_path / "shared" / "piece")
+    assert removed and path.is_dir() and path.parent == tmp_path / "shared"
+
+
 # ---- end to end
 
 

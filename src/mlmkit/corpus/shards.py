@@ -495,31 +495,53 @@ def tokenize_corpus(
         raise MlmkitError(f"the corpus {name!r} has no documents: it is empty")
     key = shard_key(corpus_hash, tokenizer, settings)
     final = base / key
-    if (final / "meta.json").exists():
+    tokenize = candidate is not None  # the first piece matched, the rest did not
+    for attempt in range(JOIN_ATTEMPTS):
+        reused = _reuse(final, folder, order)
+        if reused is not None:
+            return reused
+        if tokenize:
+            corpus_hash, count, order, _ = one_pass(speculate=False)
+        staging = staging_dir(final)  # umask permissions, named by this process
         try:
-            shards = open_shards(final)
-            shards.meta["reused"] = True
-            _remove_pieces(folder, order)
-            return shards
-        except (OSError, ValueError, KeyError):
-            shutil.rmtree(final, ignore_errors=True)
-    if candidate is not None:  # the first piece matched, the rest did not: tokenize now
-        corpus_hash, count, order, _ = one_pass(speculate=False)
-    staging = staging_dir(final)  # umask permissions, named by this process
-    try:
-        _write_shards([folder / piece for piece in order], tokenizer, staging, name,
-                      order[0], pieces_key)
-        fsync_tree(staging)
-        try:
-            os.replace(staging, final)
-        except OSError:  # another process finished the same shards first: use theirs
+            _write_shards([folder / piece for piece in order], tokenizer, staging, name,
+                          order[0], pieces_key)
+            fsync_tree(staging)
+            try:
+                os.replace(staging, final)
+            except OSError:  # another process finished the same shards first: use theirs
+                shutil.rmtree(staging, ignore_errors=True)
+            break
+        except FileNotFoundError:
+            # a concurrent build of the same corpus joined its shards and removed the
+            # pieces this one was reading: use its shards, or tokenize what is missing
             shutil.rmtree(staging, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+            if attempt == JOIN_ATTEMPTS - 1:
+                raise
+            tokenize = True
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     _remove_pieces(folder, order)
     shards = open_shards(final)
     shards.meta["reused"] = False
+    return shards
+
+
+JOIN_ATTEMPTS = 3
+
+
+def _reuse(final: Path, folder: Path, order: list[str]) -> TokenShards | None:
+    """The finished shards at `final` (this corpus's pieces then removed), or None."""
+    if not (final / "meta.json").exists():
+        return None
+    try:
+        shards = open_shards(final)
+    except (OSError, ValueError, KeyError):
+        shutil.rmtree(final, ignore_errors=True)
+        return None
+    shards.meta["reused"] = True
+    _remove_pieces(folder, order)
     return shards
 
 

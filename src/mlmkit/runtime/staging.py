@@ -34,14 +34,22 @@ def staging_path(target: Path, kind: str = "staging") -> Path:
     return target.with_name(f".{target.name}.{_tag()}.{kind}")
 
 
-def staging_dir(target: str | Path) -> Path:
-    """An empty staging folder for `target` (umask permissions), replacing a stale one."""
+def staging_dir(target: str | Path, attempts: int = 5) -> Path:
+    """An empty staging folder for `target` (umask permissions), replacing a stale one.
+    The parent is made again if another process removes it meanwhile (a shared cache
+    folder that a concurrent build empties and removes when it is done)."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
     path = staging_path(target)
-    if path.exists():
-        shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(mode=0o777)
+    for attempt in range(attempts):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+        try:
+            path.mkdir(mode=0o777)
+            return path
+        except FileNotFoundError:  # the parent went between the two mkdirs
+            if attempt == attempts - 1:
+                raise
     return path
 
 
