@@ -46,7 +46,7 @@ def staging_dir(target: str | Path, attempts: int = 5) -> Path:
             shutil.rmtree(path, ignore_errors=True)
         try:
             path.mkdir(mode=0o777)
-            return path
+            break
         except FileNotFoundError:  # the parent went between the two mkdirs
             if attempt == attempts - 1:
                 raise
