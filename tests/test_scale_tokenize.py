@@ -144,3 +144,22 @@ def test_only_normalizers_that_keep_ascii_are_skipped():
     assert not same({"normalizer": nfd, "added_tokens": [{"content": "café", "normalized": True}]})
     assert same({"normalizer": nfd, "added_tokens": [{"content": "café", "normalized": False},
                                                      {"content": "[MASK]", "normalized": True}]})
+
+
+def test_the_tokenizer_fingerprint_ignores_a_calls_truncation_and_padding(wordpiece_tokenizer):
+    """transformers leaves a call's truncation/padding on the backend; the token ids of a
+    shard do not depend on them, so neither does its cache key (nor a resume check)."""
+    import copy
+
+    tokenizer = copy.deepcopy(wordpiece_tokenizer)
+    tokenizer.backend_tokenizer.no_truncation()
+    tokenizer.backend_tokenizer.no_padding()
+    plain = shards_module.tokenizer_fingerprint(tokenizer)
+    assert plain == shards_module.tokenizer_fingerprint(copy.deepcopy(tokenizer))
+    tokenizer(["a b c d e f", "a"], truncation=True, max_length=4, padding="max_length")
+    assert tokenizer.backend_tokenizer.padding is not None  # the state the key must ignore
+    assert tokenizer.backend_tokenizer.truncation is not None
+    assert shards_module.tokenizer_fingerprint(tokenizer) == plain
+    assert tokenizer.backend_tokenizer.padding is not None  # the caller's tokenizer untouched
+    tokenizer.add_tokens(["brandnewtoken"])  # other ids: another key
+    assert shards_module.tokenizer_fingerprint(tokenizer) != plain

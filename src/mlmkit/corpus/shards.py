@@ -71,9 +71,27 @@ def tokenizer_fingerprint(tokenizer) -> str:
             f"tokenizer {type(tokenizer).__name__} is not a fast tokenizer: pretraining needs "
             "one (word starts come from word_ids()); load it with AutoTokenizer(use_fast=True)"
         )
-    digest = hashlib.blake2b(backend.to_str().encode("utf-8"), digest_size=16)
+    digest = hashlib.blake2b(_without_call_state(backend).encode("utf-8"), digest_size=16)
     digest.update(str(len(tokenizer)).encode())
     return digest.hexdigest()
+
+
+def _without_call_state(backend) -> str:
+    """The serialized tokenizer without its truncation and padding settings.
+
+    transformers leaves the last call's `truncation=`/`padding=` set on the backend, so a
+    tokenizer that was once called with padding would otherwise miss the cache (and fail a
+    resume check) although its ids are the same: shards are built without either. The
+    common case (neither set) hashes exactly the string it always hashed.
+    """
+    if backend.truncation is None and backend.padding is None:
+        return backend.to_str()
+    from tokenizers import Tokenizer
+
+    copy = Tokenizer.from_str(backend.to_str())
+    copy.no_truncation()
+    copy.no_padding()
+    return copy.to_str()
 
 
 def documents_fingerprint(documents: Iterable[str]) -> tuple[str, int]:
