@@ -36,6 +36,19 @@ def test_cross_entropy_equals_torch(scale):
     assert torch.isfinite(ours[0]).all()
 
 
+def test_cross_entropy_backward_twice_is_refused_not_wrong():
+    """The backward scales the kept softmax in place: a second backward through the same
+    graph must fail autograd's version check, never return a gradient from a spent buffer."""
+    logits = torch.randn(5, 11, requires_grad=True)
+    per_token, _ = cross_entropy_top1(logits, torch.tensor([0, 3, 10, 2, 2]))
+    per_token.sum().backward(retain_graph=True)
+    first = logits.grad.clone()
+    assert torch.allclose(first, torch.softmax(logits.detach(), -1)
+                          - F.one_hot(torch.tensor([0, 3, 10, 2, 2]), 11), atol=1e-6)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        per_token.sum().backward()
+
+
 def test_cross_entropy_with_label_smoothing_is_torchs():
     logits, targets = torch.randn(5, 11), torch.tensor([0, 3, 10, 2, 2])
     per_token, _ = cross_entropy_top1(logits, targets, label_smoothing=0.1)

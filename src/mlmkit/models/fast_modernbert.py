@@ -93,8 +93,10 @@ class _GeGLU(torch.autograd.Function):
         inner = hidden.shape[-1] // 2
         grad_hidden = torch.empty_like(hidden, memory_format=torch.contiguous_format)
         torch.mul(grad, activated, out=grad_hidden[..., inner:])
-        torch.ops.aten.gelu_backward.grad_input(grad * hidden[..., inner:], hidden[..., :inner],
-                                                grad_input=grad_hidden[..., :inner])
+        # d/da [gelu(a)·b] = g·b·gelu'(a): g·b is written where the result goes and
+        # gelu_backward scales it there, element by element (no temporary)
+        gate = torch.mul(grad, hidden[..., inner:], out=grad_hidden[..., :inner])
+        torch.ops.aten.gelu_backward.grad_input(gate, hidden[..., :inner], grad_input=gate)
         return grad_hidden
 
 

@@ -31,7 +31,9 @@ class _CrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad: torch.Tensor, _grad_top1):
         prob, targets = ctx.saved_tensors
-        grad_logits = prob * grad[:, None]
+        # in place: the softmax is not read again, and a second backward through this
+        # graph (retain_graph) fails autograd's version check instead of reading it
+        grad_logits = prob.mul_(grad[:, None])
         grad_logits.scatter_add_(1, targets[:, None], -grad[:, None])
         return grad_logits, None
 
