@@ -218,6 +218,7 @@ def test_infill_takes_the_policies_and_reports_cost(tiny_mlm):
     ({"remask": "cap", "remask_steps": 3}, "--remask loop"),
     ({"edit": 1.0}, "edit=1.0"),
     ({"block_cache": True}, "--block-length"),
+    ({"max_steps": 5}, "--max-steps 5 caps the steps of --edit and --remask"),
 ])
 def test_bad_settings_fail_before_work(kwargs, needle):
     with pytest.raises(InvalidArgument, match=needle.replace("(", r"\(")):
@@ -232,6 +233,24 @@ def test_plans_beyond_the_cap_and_unsupported_caches_fail_before_any_call(tiny_m
         generate(mlm, "a", length=8, steps=2, block_length=4, remask="loop")
     with pytest.raises(InvalidArgument, match="not available for distilbert"):
         generate(tiny_mlm("distilbert"), "a", length=8, block_length=4, block_cache=True)
+
+
+def test_edit_steps_leave_later_blocks_room_within_max_steps(tiny_mlm):
+    # edit = 1e-4: a random model always prefers another token, so every block would edit
+    # until the cap; the first block once took the whole cap and later blocks ran past it
+    result = generate(tiny_mlm("bert"), "a", length=8, block_length=4, steps=8, edit=1e-4,
+                      max_steps=10, temperature=0)
+    assert result.steps == 10 and result.cost.nfe <= 10 and result.cost.edited > 0
+
+
+def test_template_and_loop_errors_name_what_to_change(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    with pytest.raises(InvalidArgument, match=r"span '\[MASK:-1\]' has no valid length"):
+        infill(mlm, "a [MASK] b [MASK:-1] c")
+    with pytest.raises(InvalidArgument, match=r"template 1 .* needs 130 tokens .* spans$"):
+        infill(mlm, "a [MASK:126] b")  # not "lower --length", which infill does not have
+    with pytest.raises(InvalidArgument, match="1 mask.s. allow at most 1 steps"):
+        infill(mlm, "a [MASK] b", remask="loop")  # not "--steps 2", which 1 mask refuses
 
 
 def test_cli_flags_and_json_cost(saved_tiny_mlm, tmp_path):

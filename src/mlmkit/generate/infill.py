@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mlmkit.errors import InvalidArgument
-from mlmkit.generate.canvas import MASK, PROMPT, Segment, text_ids
+from mlmkit.generate.canvas import MASK, PROMPT, Segment, special_wrap, text_ids
 from mlmkit.generate.cost import Cost
 from mlmkit.generate.generate import rows_per_batch
 from mlmkit.generate.options import SamplerOptions
@@ -81,6 +81,20 @@ def _span_ids(content, masked, lengths: tuple[int, ...]) -> list[list[int]]:
         spans.append(tokens[start:start + length])
         start += length
     return spans
+
+
+def _check_lengths(templates: list[str], jobs, special: int, max_length: int) -> None:
+    """Every candidate fits the model: else a one-line error naming the template (before
+    any model call; the canvas's own check would name a candidate and --length)."""
+    for index, lengths, segments in jobs:
+        masks = sum(lengths)
+        needed = sum(len(segment.ids) for segment in segments) + special
+        if needed > max_length:
+            raise InvalidArgument(
+                f"template {index + 1} {templates[index][:60]!r} needs {needed} tokens "
+                f"({needed - masks - special} of text, {masks} to fill, {special} special) but "
+                f"the model takes at most {max_length}: shorten its text or its [MASK:n] / "
+                f"[MASK:a-b] spans")
 
 
 def infill(
@@ -166,6 +180,7 @@ def infill(
     jobs = [(index, lengths, _rows(tokenizer, pieces, lengths, mask_id(mlm)))
             for index, (pieces, combos) in enumerate(zip(parsed, combos_of, strict=True))
             for lengths in combos]
+    _check_lengths(templates, jobs, len(sum(special_wrap(tokenizer), [])), mlm.max_length)
     most_masks = max(sum(lengths) for _, lengths, _ in jobs)
     batches = unmask_rows(mlm, [segments for _, _, segments in jobs], options,
                           default_steps=most_masks, allow_eos=False, what="template candidate",

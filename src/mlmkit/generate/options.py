@@ -164,6 +164,11 @@ class SamplerOptions:
                                          "active block: give --block-length too")
         if self.max_steps is not None:
             checks.count("max_steps", self.max_steps, 1, MAX_TOTAL_STEPS)
+            if self.edit is None and self.remask is None:
+                raise checks.InvalidArgument(
+                    f"--max-steps {self.max_steps} caps the steps of --edit and --remask (the "
+                    "other samplers run their planned steps): add --edit or --remask, or drop "
+                    "--max-steps")
 
     @property
     def adaptive(self) -> bool:
@@ -255,13 +260,24 @@ class SamplerOptions:
     def _check_plan(self, steps: int, blocks: int, most_masks: int) -> None:
         if self.remask == "loop" and not (self.adaptive and self.steps is None) and \
                 steps < 2 * blocks:
+            if self.scheduled and 2 * blocks > most_masks:  # --steps cannot go that high
+                raise checks.InvalidArgument(
+                    f"--remask loop runs its loop after half of each block's steps, so each "
+                    f"of its {blocks} block(s) needs 2 steps, but {most_masks} mask(s) allow "
+                    f"at most {most_masks} steps: use more masks per block (--block-length, "
+                    f"--length or longer spans), --remask cap, or --sampler ancestral")
             raise checks.InvalidArgument(
                 f"--remask loop runs its loop after half of each block's steps: with "
                 f"{blocks} block(s) it needs --steps {2 * blocks} or more (got {steps})")
         planned = self.planned_steps(steps, blocks, most_masks)
         cap = self.max_steps if self.max_steps is not None else MAX_TOTAL_STEPS
         if planned > cap:
+            if self.remask == "loop":
+                raise checks.InvalidArgument(
+                    f"the sampler plans {planned:,} steps (--steps and the --remask-steps of "
+                    f"each of {blocks} block(s)) but --max-steps allows {cap:,}: lower "
+                    f"--remask-steps or --steps, or raise --max-steps")
+            what = "--steps" if self.steps is not None else "one per mask"
             raise checks.InvalidArgument(
-                f"the sampler plans {planned:,} steps (--steps and the --remask-steps of each "
-                f"of {blocks} block(s)) but --max-steps allows {cap:,}: lower --remask-steps "
-                f"or --steps, or raise --max-steps")
+                f"the sampler plans {planned:,} steps ({what}) but --max-steps allows "
+                f"{cap:,}: raise --max-steps to {planned:,} or more, or give fewer --steps")

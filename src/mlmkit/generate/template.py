@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from mlmkit.errors import InvalidArgument
 
 SPAN = re.compile(r"\[MASK(?::(\d+)(?:-(\d+))?)?\]|<mask(?::(\d+)(?:-(\d+))?)?>")
+MALFORMED = re.compile(r"\[MASK:[^\]]*\]|<mask:[^>]*>")
+"""What looks like a span with a length but is not one ([MASK:-1], [MASK:x], <mask:1->)."""
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,13 @@ def parse_template(template: str, where: str = "template") -> list[str | Span]:
         cursor = match.end()
     if cursor < len(template):
         pieces.append(template[cursor:])
+    for piece in pieces:  # a span written wrongly is an error, not text to keep
+        bad = isinstance(piece, str) and MALFORMED.search(piece)
+        if bad:
+            raise InvalidArgument(
+                f"{where}: span {bad.group(0)!r} has no valid length: write [MASK:n] with "
+                f"n >= 1 or [MASK:a-b] with 1 <= a <= b"
+            )
     if not any(isinstance(p, Span) for p in pieces):
         raise InvalidArgument(
             f"{where} {template!r} has no mask span: mark what to fill with [MASK], [MASK:3] "

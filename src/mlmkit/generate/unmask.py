@@ -292,7 +292,11 @@ def unmask(
     blocks = block_index(masked, options.block_length)
     n_blocks = int(blocks.max()) + 1 if bool(masked.any()) else 0
     plan = _block_plan(options, n_blocks, masked, blocks) if n_blocks else []
-    cap = options.step_cap(sum(len(_schedule(options, n)) for n in plan))
+    planned = [len(_schedule(options, n)) for n in plan]
+    cap = options.step_cap(sum(planned))
+    # the steps later blocks may still need: a block's edit-only steps leave them room, so
+    # that no batch runs more than `cap` steps in all
+    later = [sum(planned[b + 1:]) for b in range(len(plan))]
     fix = _Corrections(options, masked, mask_id(mlm))
     editing, remasking = options.edit is not None, options.remask is not None
     steps_run = 0
@@ -387,7 +391,7 @@ def unmask(
                     predictor.version += 1
                 steps_run += 1
                 emit(block, reveal, remask, edited)
-            while editing and steps_run < cap:
+            while editing and steps_run < cap - later[block]:
                 editable = fix.generated & in_block & ~masked
                 if not bool(editable.any()):
                     break
