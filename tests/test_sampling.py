@@ -253,6 +253,15 @@ def test_template_and_loop_errors_name_what_to_change(tiny_mlm):
         infill(mlm, "a [MASK] b", remask="loop")  # not "--steps 2", which 1 mask refuses
 
 
+def test_whole_numbers_given_as_floats_run_as_ints(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    ints = dict(length=6, steps=4, block_length=3, remask="loop", remask_steps=1,
+                max_steps=12, top_k=5, seed=1)
+    floats = {k: float(v) if isinstance(v, int) else v for k, v in ints.items()}
+    assert generate(mlm, "a", **floats).token_ids == generate(mlm, "a", **ints).token_ids
+    assert infill(mlm, "a [MASK:1-2] b", max_candidates=2.0).lengths in ((1,), (2,))
+
+
 def test_cli_flags_and_json_cost(saved_tiny_mlm, tmp_path):
     runner = CliRunner()
     model = str(saved_tiny_mlm("bert"))

@@ -151,7 +151,7 @@ def generate(
                              entropy_bound=entropy_bound, remask=remask, sigma=sigma,
                              remask_steps=remask_steps, edit=edit, max_steps=max_steps,
                              block_cache=block_cache)
-    checks.count("length", length, 1)
+    length = checks.count("length", length, 1)
     batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "generate")
     prompts = [prompt] if isinstance(prompt, str) else list(prompt)
     if not prompts:

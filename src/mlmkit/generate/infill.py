@@ -146,7 +146,7 @@ def infill(
                              entropy_bound=entropy_bound, remask=remask, sigma=sigma,
                              remask_steps=remask_steps, edit=edit, max_steps=max_steps,
                              block_cache=block_cache)
-    checks.count("max_candidates", max_candidates, 1, 10_000)
+    max_candidates = checks.count("max_candidates", max_candidates, 1, 10_000)
     batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "infill")
     templates = [template] if isinstance(template, str) else list(template)
     if not templates:

@@ -100,18 +100,24 @@ class SamplerOptions:
     the planned steps). Edit-only steps stop at the cap; a plan beyond it is an error."""
 
     def __post_init__(self):
+        # whole numbers given as floats (4.0) are kept as ints: the loop indexes with them
         if self.steps is not None:
-            checks.count("steps", self.steps, 1)
+            self._whole("steps", checks.count("steps", self.steps, 1))
         get_sampler(self.sampler)
         check_confidence(self.confidence)
         if self.block_length is not None:
-            checks.count("block_length", self.block_length, 1)
+            self._whole("block_length", checks.count("block_length", self.block_length, 1))
         checks.non_negative("cfg_scale", self.cfg_scale)
-        checks.count("seed", self.seed, 0, 2**63 - 1)
+        self._whole("seed", checks.count("seed", self.seed, 0, 2**63 - 1))
+        if self.top_k is not None:
+            self._whole("top_k", checks.count("top_k", self.top_k, 1))
         if not isinstance(self.cache, bool):
             raise checks.InvalidArgument(f"cache={self.cache!r} must be True or False")
         self.choice  # noqa: B018 (validates temperature, top-k and top-p)
         self._check_policies()
+
+    def _whole(self, name: str, value: int) -> None:
+        object.__setattr__(self, name, value)
 
     def _check_policies(self) -> None:
         checks.choice("reveal", self.reveal, REVEALS)
@@ -153,7 +159,8 @@ class SamplerOptions:
                     raise checks.InvalidArgument(
                         f"--remask-steps is a setting of --remask loop, not --remask "
                         f"{self.remask}: drop it or use --remask loop")
-                checks.count("remask_steps", self.remask_steps, 1, MAX_TOTAL_STEPS)
+                self._whole("remask_steps", checks.count("remask_steps", self.remask_steps, 1,
+                                                         MAX_TOTAL_STEPS))
         if self.edit is not None:
             checks.probability("edit", self.edit, closed_low=False)
         if not isinstance(self.block_cache, bool):
@@ -163,7 +170,8 @@ class SamplerOptions:
             raise checks.InvalidArgument("--block-cache reuses the keys and values outside the "
                                          "active block: give --block-length too")
         if self.max_steps is not None:
-            checks.count("max_steps", self.max_steps, 1, MAX_TOTAL_STEPS)
+            self._whole("max_steps", checks.count("max_steps", self.max_steps, 1,
+                                                   MAX_TOTAL_STEPS))
             if self.edit is None and self.remask is None:
                 raise checks.InvalidArgument(
                     f"--max-steps {self.max_steps} caps the steps of --edit and --remask (the "
