@@ -4,6 +4,7 @@ and answers every bad request with a 4xx JSON error (tiny models, in-process).""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 
 import httpx
@@ -219,6 +220,12 @@ def _bad_requests(path: str, good: dict) -> list[tuple[str, bytes]]:
         ("nan", json.dumps(good)[:-1].encode() + b', "top_k": NaN}'),
         ("infinity", json.dumps(good)[:-1].encode() + b', "seed": -Infinity}'),
         ("huge", json.dumps({**good, field: "word " * 10_000}).encode()),
+        # A RecursionError (not a ValueError) in the JSON parser, and a lone surrogate that
+        # no tokenizer can encode, were 500s with a traceback on the server's stderr.
+        ("deep", b"[" * 5_000 + b"]" * 5_000),
+        ("deep-field", json.dumps({**good, field: functools.reduce(
+            lambda inner, _: [inner], range(40), [])}).encode()),
+        ("surrogate", json.dumps({**good, field: "caf\ud800 [MASK]"}).encode()),
     ]
     bodies = [
         ("wrong-type", {**good, field: 5}),
@@ -237,6 +244,8 @@ def _bad_requests(path: str, good: dict) -> list[tuple[str, bytes]]:
                    ("nan-temperature", {**good, "temperature": 1e999}),
                    ("bad-sampler", {**good, "sampler": "nope"}),
                    ("stream-a-list", {**good, field: [good[field]] * 2, "stream": True})]
+    if path == "/v1/generate":  # '²'.isdigit() is True, int('²') fails: was a 500
+        bodies.append(("superscript-position", {**good, "constraints": {"\u00b2": "the"}}))
     if path == "/v1/fill":
         bodies += [("no-mask", {"texts": ["no mask here"]}), ("top-k", {**good, "top_k": 0}),
                    ("many", {"texts": ["a [MASK]."] * 9})]
@@ -264,6 +273,14 @@ def test_specific_statuses_and_messages(client):
     assert status == 400 and "NaN" in message
     status, message = error("/v1/score", b'{"texts": "caf\xe9"}')
     assert status == 400 and "UTF-8" in message
+    status, message = error("/v1/score", b'{"texts": "caf\\ud800"}')
+    assert status == 400 and "surrogate (\\ud800)" in message
+    status, message = error("/v1/score", b'{"texts": ' + b"[" * 33 + b"]" * 33 + b"}")
+    assert status == 400 and "deeper than 32 levels" in message
+    # A surrogate pair is a character (😀), not an error; 32 levels are allowed.
+    assert client.post("/v1/score", content=b'{"texts": ["\\ud83d\\ude00 ok"]}',
+                       headers={"content-type": "application/json"}).status_code == 200
+    assert error("/v1/score", b'{"texts": ' + b"[" * 31 + b"]" * 31 + b"}")[0] == 422
     status, message = error("/v1/score", json.dumps({"texts": ["x" * 30_000]}).encode())
     assert status == 413 and "--max-body-bytes" in message
     status, message = error("/v1/score", json.dumps({"texts": ["word " * 200]}).encode())
@@ -286,6 +303,30 @@ def test_timeout_is_504(models):
     with TestClient(create_app(models, ServeConfig(threads=1, timeout=1e-4))) as c:
         response = c.post("/v1/generate", json={"prompt": "Open", "length": 32})
     assert response.status_code == 504 and "--timeout" in response.json()["error"]["message"]
+
+
+def test_a_given_up_generation_stops_at_its_next_step(models):
+    """A non-streamed generation whose request timed out (or whose client left) stops at its
+    next step, instead of holding the model for up to --max-steps more steps (it ran to its
+    end: 39 s of a blocked model after a client hung up, on the README's tiny model)."""
+    import time
+
+    mlm = models["bert"]
+    app = create_app({"bert": mlm}, ServeConfig(threads=1, timeout=0.3))
+    worker = app.state.server.workers["bert"]
+    # Every model call sleeps 50 ms (no CPU): the 100 steps would take 5 s.
+    slow = mlm.model.register_forward_hook(lambda *_: time.sleep(0.05))
+    try:
+        with TestClient(app) as c:
+            response = c.post("/v1/generate", json={"length": 100, "steps": 100})
+            assert response.status_code == 504
+            gave_up = time.monotonic()
+            while worker.running:
+                time.sleep(0.01)
+            assert time.monotonic() - gave_up < 2.0
+            assert worker.calls == 0  # stopped (a call that runs to its end is counted)
+    finally:
+        slow.remove()
 
 
 def test_api_key(models):
@@ -325,6 +366,10 @@ def test_cli_refuses_unsafe_or_bad_setups(tmp_path, saved_tiny_mlm):
         ([model, "--api-key", "short"], "8 characters"),
         ([model, "--timeout", "nan"], "--timeout"),
         ([str(tmp_path / "no-model")], "no-model"),
+        # Not an address of this machine (TEST-NET-1): uvicorn's own "ERROR:" line, exit 3,
+        # when --port was 0 (the check ran only for a fixed port).
+        ([model, "--host", "192.0.2.1", "--api-key", "s3cret-key", "--port", "0"],
+         "address of this machine"),
     ]
     for args, expected in cases:
         result = runner.invoke(cli_app, ["serve", *args])

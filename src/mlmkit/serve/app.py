@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import re
 import secrets
+import threading
 import time
 from importlib import resources
 from pathlib import Path
@@ -144,11 +146,14 @@ class Server:
 
     async def answer(self, request: Request, name: str, work: Work):
         """Submit `work` to the model's worker; wait for it, the timeout or the client leaving."""
+        return await self.wait(request, self.workers[name].submit(work))
+
+    async def wait(self, request: Request, future: asyncio.Future):
+        """The result of a submitted work; its future cancelled on timeout or hang-up."""
         # Woken by whichever comes first: the result, the client hanging up (the server's
         # receive channel says so once the body is read) or the timeout. Polling both every
         # 50 ms cost each waiting request ~0.1 ms of the event loop's CPU per poll, most of the
         # loop's time when many requests queue (issue 16: batched vs unbatched score).
-        future = self.workers[name].submit(work)
         gone = asyncio.ensure_future(_disconnected(request))
         try:
             done, _ = await asyncio.wait({future, gone}, timeout=self.config.timeout,
@@ -224,7 +229,8 @@ def _constraints(value) -> dict | None:
         return None
     out = {}
     for key, token in value.items():
-        if not key.strip().lstrip("-").isdigit():
+        # ASCII digits only: str.isdigit() also takes '²', which int() refuses (a 500).
+        if re.fullmatch(r"\s*-?[0-9]+\s*", key) is None:
             raise HTTPError(400, "InvalidArgument", f"constraints key {key!r} is not a "
                             "position: use whole numbers, e.g. {\"3\": \"the\"}")
         out[int(key)] = token
@@ -342,8 +348,19 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         """generate / infill: one call alone (its seeds depend on the call), or a stream."""
         mlm = server.models[name]
         if not body.stream:
-            work = Work(None, inputs, lambda items: [r.to_dict() for r in call(items, None)])
-            return {"model": name, "results": await server.answer(request, name, work)}
+            # The loop checks at every step whether its request was given up (timeout, or
+            # the client gone: `answer` cancels the future), so the model is freed then,
+            # not after up to --max-steps more steps.
+            given_up = threading.Event()
+
+            def check(event) -> None:
+                if given_up.is_set():
+                    raise Cancelled("the request was given up")
+
+            work = Work(None, inputs, lambda items: [r.to_dict() for r in call(items, check)])
+            future = server.workers[name].submit(work)
+            future.add_done_callback(lambda f: f.cancelled() and given_up.set())
+            return {"model": name, "results": await server.wait(request, future)}
         if len(inputs) != 1:
             raise HTTPError(400, "InvalidArgument", f"stream: true takes one {what}: send a "
                             f"single {what}, or stream: false for a list")

@@ -47,9 +47,40 @@ def json_problem(body: bytes) -> str | None:
     if not text.strip():
         return "the request body is empty: send a JSON object"
     try:
-        json.loads(text, parse_constant=_no_constants)
+        value = json.loads(text, parse_constant=_no_constants)
+    except RecursionError:  # not a ValueError: it would be a 500 (and FastAPI parses again)
+        return (f"the request body nests deeper than {MAX_DEPTH} levels: send a flat JSON "
+                "object")
     except ValueError as error:
         return f"the request body is not valid JSON: {str(error).splitlines()[0]}"
+    # Only bodies that could be too deep or hold a surrogate's \u escape are walked.
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH or b"\\ud" in body or b"\\uD" in body:
+        return _structure_problem(value)
+    return None
+
+
+MAX_DEPTH = 32
+"""Nesting a request body may have (the API's deepest field is 3 levels down)."""
+
+
+def _structure_problem(value) -> str | None:
+    """Too deep, or a string with a lone UTF-16 surrogate (JSON's "\\ud800" parses into a
+    str that no tokenizer or UTF-8 response can encode)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_DEPTH:
+                return (f"the request body nests deeper than {MAX_DEPTH} levels: send a flat "
+                        "JSON object")
+            children = [*item.keys(), *item.values()] if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+        elif isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as error:
+                return (f"a string of the request body holds an unpaired surrogate "
+                        f"(\\u{ord(item[error.start]):04x}): send valid Unicode text")
     return None
 
 

@@ -6,6 +6,7 @@ requests in flight finish (up to the request timeout), then exits.
 
 from __future__ import annotations
 
+import errno
 import json
 import socket
 import sys
@@ -21,9 +22,14 @@ def check_port(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as error:
+            if error.errno == errno.EADDRINUSE:
+                fix = "pick another --port, or 0 for any free port"
+            elif error.errno == errno.EACCES:
+                fix = "pick a --port above 1023, or 0 for any free port"
+            else:  # not an address of this machine, or a name that does not resolve
+                fix = "use an address of this machine (127.0.0.1, or 0.0.0.0 for all of them)"
             raise InvalidArgument(f"cannot listen on {host}:{port} (--host/--port): "
-                                  f"{error.strerror or error}; pick another --port, or 0 for "
-                                  "any free port") from None
+                                  f"{error.strerror or error}; {fix}") from None
 
 
 def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json: bool = False,
@@ -31,8 +37,7 @@ def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json:
     """Serve `app` until SIGTERM/SIGINT; announce the URL on stderr (or as JSON on stdout)."""
     import uvicorn
 
-    if port != 0:
-        check_port(host, port)
+    check_port(host, port)  # port 0 too: a host that is not this machine's fails there
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=max(1, int(timeout) + 1),
                             access_log=False, lifespan="on")
