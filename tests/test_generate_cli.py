@@ -94,6 +94,12 @@ def test_bad_cli_input(saved_tiny_mlm, tmp_path):
         (["infill", model, "A [MASK] b", "--temperature", "nan"], "temperature=nan"),
         (["infill", model, "--templates-file", str(latin)], "not valid utf-8"),
         (["infill", model, "A [MASK:2] b", "--steps", "3"], "steps=3 (--steps) is more than 2"),
+        (["generate", model, "--length", "4", "--trace", str(tmp_path / "o.txt"), "-o",
+          str(tmp_path / "o.txt")], "--trace '" + str(tmp_path / "o.txt") + "' is also the "
+         "output (-o)"),
+        (["generate", model, "--length", "4", "--max-steps", "30"], "--max-steps 30 caps"),
+        (["infill", model, "A [MASK] b [MASK:-1]"], "span '[MASK:-1]' has no valid length"),
+        (["infill", model, "a [MASK:126] b"], "template 1 'a [MASK:126] b' needs 130 tokens"),
         (["fill", model, "A [MASK].", "--top-k", "0"], "top_k=0 (--top-k)"),
         (["fill", model, "--file", str(latin_masks)], "not valid utf-8 at byte offset 18"),
         (["eval", "elbo", model, str(blank)], "has no text (every line is blank)"),

@@ -154,7 +154,7 @@ def run_unmasking(call, model: str, *, text: str, texts_file: str | None, what: 
     from mlmkit.generate.options import SamplerOptions
     from mlmkit.generate.setup import open_model
     from mlmkit.runtime.batching import check_budget
-    from mlmkit.runtime.output import check_output_path
+    from mlmkit.runtime.output import check_output_path, same_file
     from mlmkit.runtime.records import check_input_file
 
     SamplerOptions(seed=seed, **sampling)
@@ -166,6 +166,9 @@ def run_unmasking(call, model: str, *, text: str, texts_file: str | None, what: 
     check_output_path(output, inputs=inputs)
     if trace is not None:
         check_output_path(trace, inputs=inputs, what="trace")
+        if same_file(trace, output):
+            raise InvalidArgument(f"--trace {trace!r} is also the output (-o): the results "
+                                  "would overwrite the trace; give the trace another file")
     texts = read_inputs(texts_file, what, encoding, encoding_errors,
                         keep_blank=keep_blank) if texts_file is not None else [text]
     mlm, precision = open_model(model, device=device, precision=precision, threads=threads,
