@@ -219,6 +219,7 @@ def test_infill_takes_the_policies_and_reports_cost(tiny_mlm):
     ({"edit": 1.0}, "edit=1.0"),
     ({"block_cache": True}, "--block-length"),
     ({"max_steps": 5}, "--max-steps 5 caps the steps of --edit and --remask"),
+    ({"sampler": "ancestral", "confidence": "margin"}, "--confidence margin ranks"),
 ])
 def test_bad_settings_fail_before_work(kwargs, needle):
     with pytest.raises(InvalidArgument, match=needle.replace("(", r"\(")):

@@ -120,6 +120,11 @@ class SamplerOptions:
         object.__setattr__(self, name, value)
 
     def _check_policies(self) -> None:
+        if self.confidence != "prob" and self.sampler != "confidence":
+            raise checks.InvalidArgument(
+                f"--confidence {self.confidence} ranks the predictions of --sampler "
+                f"confidence; --sampler {self.sampler} does not rank them: drop --confidence "
+                "or use --sampler confidence")
         checks.choice("reveal", self.reveal, REVEALS)
         params = {"threshold": self.threshold, "factor": self.factor,
                   "entropy-bound": self.entropy_bound}
