@@ -16,6 +16,7 @@ import mlmkit
 from mlmkit.serve import ServeConfig, create_app
 
 TEXTS = ["Return the list of items.", "Open the file for reading."]
+JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
@@ -271,6 +272,13 @@ def test_specific_statuses_and_messages(client):
 
     status, message = error("/v1/score", b'{"texts": ["a"], "alternatives": NaN}')
     assert status == 400 and "NaN" in message
+    for kind in ("text/plain", None):  # FastAPI's answer was a 422 about "the body"
+        response = client.post("/v1/score", content=b'{"texts": "a"}',
+                               headers={"content-type": kind} if kind else {})
+        assert response.status_code == 415, response.text
+        assert "Content-Type: application/json" in response.json()["error"]["message"]
+    assert client.post("/v1/score", content=b'{"texts": "a"}', headers={
+        "content-type": "application/json; charset=utf-8"}).status_code == 200
     status, message = error("/v1/score", b'{"texts": "caf\xe9"}')
     assert status == 400 and "UTF-8" in message
     status, message = error("/v1/score", b'{"texts": "caf\\ud800"}')
@@ -338,6 +346,11 @@ def test_api_key(models):
                     headers={"Authorization": "Bearer s3cret-key"})
         assert ok.status_code == 200
         assert c.get("/healthz").status_code == 200 and c.get("/").status_code == 200
+        # Before the body is read: a client without the key gets no JSON parsing (was 400).
+        response = c.post("/v1/score", content=b'{"texts": [', headers=JSON)
+        assert response.status_code == 401 and response.headers["www-authenticate"] == "Bearer"
+        assert c.get("/v1/models").status_code == 401
+        assert c.get("/v1/models", headers={"X-API-Key": "s3cret-key"}).status_code == 200
 
 
 def test_models_docs_and_playground_are_served(client):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 
 from starlette.responses import JSONResponse
 
@@ -84,16 +85,49 @@ def _structure_problem(value) -> str | None:
     return None
 
 
-class BodyGuard:
-    """ASGI middleware: bounded, UTF-8, JSON bodies (without NaN/Infinity) on POST."""
+PUBLIC = {"/", "/healthz", "/docs", "/openapi.json"}
+"""Paths (and /static/) served without the API key: the playground asks for it itself."""
 
-    def __init__(self, app, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+
+def authorised(headers: dict, key: str | None) -> bool:
+    """`Authorization: Bearer KEY` or `X-API-Key: KEY` among raw ASGI `headers`."""
+    if key is None:
+        return True
+    given = headers.get(b"x-api-key")
+    auth = headers.get(b"authorization", b"")
+    if auth[:7].lower() == b"bearer ":
+        given = auth[7:].strip()
+    return given is not None and secrets.compare_digest(given, key.encode())
+
+
+class BodyGuard:
+    """ASGI middleware, before anything reads a body: the API key (401), then on POST a JSON
+    content type (415) and a bounded (413), UTF-8, JSON body without NaN/Infinity (400)."""
+
+    def __init__(self, app, max_bytes: int, api_key: str | None = None):
+        self.app, self.max_bytes, self.api_key = app, max_bytes, api_key
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope["method"] not in ("POST", "PUT", "PATCH"):
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = dict(scope.get("headers") or [])
+        path = scope["path"]
+        if not (path in PUBLIC or path.startswith("/static/") or authorised(headers,
+                                                                             self.api_key)):
+            # Checked before the body is read: no parsing for clients without the key.
+            return await error_response(401, "Unauthorized", "this server needs its API key: "
+                                        "send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
+                                        {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+        if scope["method"] not in ("POST", "PUT", "PATCH"):
+            return await self.app(scope, receive, send)
+        kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+        if kind != b"application/json" and not kind.endswith(b"+json"):
+            # FastAPI answered 422 "the body: Input should be a valid dictionary" here.
+            shown = kind.decode("latin-1") or "none"
+            return await error_response(415, "UnsupportedMediaType", f"the request's "
+                                        f"Content-Type is {shown}: send the JSON body with "
+                                        "'Content-Type: application/json'")(scope, receive,
+                                                                             send)
         declared = headers.get(b"content-length")
         limit = f"the request body is larger than {self.max_bytes:,} bytes (--max-body-bytes)"
         if declared is not None:
