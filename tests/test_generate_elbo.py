@@ -165,3 +165,13 @@ def test_elbo_bad_input(tiny_mlm):
         elbo(mlm, TEXT, parameterization="plain")
     with pytest.raises(MlmkitError, match="no texts"):
         elbo(mlm, [])
+
+
+def test_whole_numbers_given_as_floats_run_as_ints(tiny_mlm):
+    from mlmkit.generate import fill_mask
+
+    mlm = tiny_mlm("bert")  # checks.count accepts 4.0: torch once got the float (TypeError)
+    assert elbo(mlm, TEXT, samples=4.0, seed=3.0).nats == elbo(mlm, TEXT, samples=4,
+                                                                 seed=3).nats
+    assert fill_mask(mlm, "a [MASK] b", top_k=2.0).to_dict() == \
+        fill_mask(mlm, "a [MASK] b", top_k=2).to_dict()

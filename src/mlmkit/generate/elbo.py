@@ -167,10 +167,10 @@ def elbo(
     those of texts 0..i-1 from one generator seeded with `seed`. `batch_tokens` bounds the
     padded tokens of a batch of masked copies (default: sized for the model).
     """
-    checks.count("samples", samples, 1, MAX_SAMPLES)
+    samples = checks.count("samples", samples, 1, MAX_SAMPLES)
     checks.choice("method", method, METHODS)
     checks.choice("parameterization", parameterization, PARAMETERIZATIONS)
-    checks.count("seed", seed, 0, 2**63 - 1)
+    seed = checks.count("seed", seed, 0, 2**63 - 1)
     single = isinstance(texts, str)
     texts = [texts] if single else list(texts)
     if not texts:

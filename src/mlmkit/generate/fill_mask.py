@@ -227,7 +227,7 @@ def fill_mask(
     tok, net = mlm.tokenizer, mlm.model
     vocab = net.get_output_embeddings().weight.shape[0] if net.get_output_embeddings() is not None \
         else net.config.vocab_size
-    checks.count("top_k", top_k, 1, vocab)
+    top_k = checks.count("top_k", top_k, 1, vocab)
     if not texts:
         return []
     encoded = _encode(tok, texts, mlm.max_length)
