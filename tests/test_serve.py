@@ -362,6 +362,10 @@ def test_models_docs_and_playground_are_served(client):
             "/v1/compare", "/v1/models", "/healthz"} <= set(spec["paths"])
     page = client.get("/").text
     assert "/static/app.js" in page and "http://" not in page and "https://" not in page
+    # Unmask leaves steps to the library unless typed: a default of 6 made the infill
+    # example the tab switches to (4 masks) fail with "steps=6 is more than 4".
+    steps = page.split('id="unmask-steps"')[1].split(">")[0]
+    assert "value=" not in steps and 'placeholder="auto"' in steps
     for name in ("app.js", "style.css"):
         asset = client.get(f"/static/{name}")
         assert asset.status_code == 200 and "https://" not in asset.text  # no CDN
