@@ -90,7 +90,7 @@ def test_generate_infill_classify_equal_python(client, models):
     got = post(client, "/v1/infill", {"template": "Open the [MASK:1-2] file.", "steps": 2})
     assert untimed(got["results"]) == untimed([mlmkit.infill(
         models["bert"], "Open the [MASK:1-2] file.", steps=2).to_dict()])
-    verbalizer = {"yes": ["good"], "no": ["bad"]}
+    verbalizer = {"yes": ["good"], "no": "bad"}  # a word or words, as Python and the CLI
     got = post(client, "/v1/classify", {"texts": TEXTS, "verbalizer": verbalizer})
     assert got["result"] == mlmkit.cloze_classify(models["bert"], TEXTS,
                                                   verbalizer=verbalizer).to_dict()
@@ -279,6 +279,12 @@ def test_specific_statuses_and_messages(client):
         assert "Content-Type: application/json" in response.json()["error"]["message"]
     assert client.post("/v1/score", content=b'{"texts": "a"}', headers={
         "content-type": "application/json; charset=utf-8"}).status_code == 200
+    # One problem said once (was "texts.str: Input should be a valid string (and 1 more
+    # problem)": pydantic names each member of the union).
+    assert error("/v1/score", b'{"texts": [null]}') == (
+        422, "texts[0]: Input should be a valid string")
+    assert error("/v1/score", b'{"texts": 5}') == (
+        422, "texts: Input should be a string or a list of strings")
     status, message = error("/v1/score", b'{"texts": "caf\xe9"}')
     assert status == 400 and "UTF-8" in message
     status, message = error("/v1/score", b'{"texts": "caf\\ud800"}')

@@ -166,12 +166,45 @@ class BodyGuard:
 
 
 def _where(loc) -> str:
-    parts = [str(p) for p in loc if p != "body"]
-    return ".".join(parts) if parts else "the body"
+    out = ""
+    for part in loc:
+        if part != "body":
+            out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out or "the body"
+
+
+UNION_MEMBERS = {"str": "a string", "list[str]": "a list of strings", "int": "a whole number"}
+"""How pydantic names the members of the request fields' unions in an error's location."""
+
+
+def _merge_union(errors: list) -> list:
+    """pydantic reports a union field (`texts`: a string or a list of strings) once per
+    member, under the member's name: ("texts", "str"), ("texts", "list[str]", 0). One error
+    instead: the member that got furthest, its name taken out ("texts[0]: Input should be a
+    valid string"), or, when none got past the field, "texts: Input should be a string or a
+    list of strings"."""
+    if len(errors) < 2:
+        return errors
+    a, b = (tuple(e.get("loc", ())) for e in errors[:2])
+    at = next((k for k, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
+    if at is None or a[at] not in UNION_MEMBERS or b[at] not in UNION_MEMBERS:
+        return errors
+    prefix = a[:at]
+    group = [e for e in errors if tuple(e["loc"][:at]) == prefix and len(e["loc"]) > at
+             and e["loc"][at] in UNION_MEMBERS]
+    rest = [e for e in errors if e not in group]
+    deepest = max(group, key=lambda e: len(e["loc"]))
+    if len(deepest["loc"]) > at + 1:
+        merged = {**deepest, "loc": prefix + tuple(deepest["loc"][at + 1:])}
+    else:
+        members = " or ".join(UNION_MEMBERS[e["loc"][at]] for e in group)
+        merged = {"loc": prefix, "msg": f"Input should be {members}", "type": "union"}
+    return [merged, *rest]
 
 
 def validation_message(errors) -> str:
     """One line from pydantic's errors, without echoing the values sent."""
+    errors = _merge_union(list(errors))
     first = errors[0] if errors else {}
     message = f"{_where(first.get('loc', ()))}: {first.get('msg', 'invalid')}"
     if first.get("type") == "extra_forbidden":

@@ -74,8 +74,9 @@ class ClassifyRequest(Body):
     texts: Texts
     model: str | None = None
     template: str = "{text} It was [MASK]."
-    verbalizer: dict[str, list[str]] | None = Field(
-        None, description="Label -> words (default: positive great/good, negative terrible/bad).")
+    verbalizer: dict[str, str | list[str]] | None = Field(
+        None, description="Label -> a word or words (default: positive great/good, negative "
+        "terrible/bad), as mlmkit.cloze_classify and the CLI's --verbalizer take it.")
     aggregate: Literal["logsumexp", "mean", "max"] = "logsumexp"
 
 
