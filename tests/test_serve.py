@@ -244,7 +244,10 @@ def _bad_requests(path: str, good: dict) -> list[tuple[str, bytes]]:
         bodies += [("too-many-steps", {**good, "steps": 10_000}),
                    ("nan-temperature", {**good, "temperature": 1e999}),
                    ("bad-sampler", {**good, "sampler": "nope"}),
-                   ("stream-a-list", {**good, field: [good[field]] * 2, "stream": True})]
+                   ("stream-a-list", {**good, field: [good[field]] * 2, "stream": True}),
+                   # Checked before the stream starts (was a 200 holding an error event).
+                   ("stream-bad-option", {**good, "temperature": -1.0, "stream": True}),
+                   ("stream-too-many-steps", {**good, "steps": 30, "stream": True})]
     if path == "/v1/generate":  # '²'.isdigit() is True, int('²') fails: was a 500
         bodies.append(("superscript-position", {**good, "constraints": {"\u00b2": "the"}}))
     if path == "/v1/fill":

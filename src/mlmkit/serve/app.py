@@ -24,7 +24,7 @@ from mlmkit import __version__
 from mlmkit.errors import InvalidArgument, MlmkitError
 from mlmkit.serve.adapters import Cancelled, StepStream, token_alternatives, word_differences
 from mlmkit.serve.config import ServeConfig
-from mlmkit.serve.http_errors import BodyGuard, HTTPError, install_handlers
+from mlmkit.serve.http_errors import BodyGuard, HTTPError, install_handlers, log
 from mlmkit.serve.schemas import (
     SAMPLER_FIELDS,
     ClassifyRequest,
@@ -356,20 +356,34 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         work = Work(None, inputs, lambda items: [r.to_dict() for r in call(items, stream)])
         future = server.workers[name].submit(work)
         future.add_done_callback(lambda f: events.put_nowait(("done", None)))
+        deadline = time.monotonic() + config.timeout
+        # The response starts with the first step: every check of the options and inputs
+        # runs before it, so a bad request is a 4xx JSON error, as without streaming (it was
+        # a 200 whose stream held only an error event).
+        try:
+            first = await server.wait(request, asyncio.ensure_future(events.get()))
+        except BaseException:
+            stream.cancelled.set()
+            future.cancel()
+            raise
+        if first[0] == "done" and not future.cancelled() and future.exception() is not None:
+            raise future.exception()  # the handlers: 400 for mlmkit's errors, else a 500
 
         async def body_stream():
-            deadline = time.monotonic() + config.timeout
+            kind, data = first
             try:
                 while True:
-                    remaining = deadline - time.monotonic()
-                    try:
-                        kind, data = await asyncio.wait_for(events.get(), max(0.0, remaining))
-                    except asyncio.TimeoutError:
-                        yield _sse("error", {"error": {"type": "Timeout", "message": (
-                            f"the request took more than {config.timeout:g} s (--timeout)")}})
-                        return
                     if kind == "step":
                         yield _sse("step", data)
+                        remaining = deadline - time.monotonic()
+                        try:
+                            kind, data = await asyncio.wait_for(events.get(),
+                                                                max(0.0, remaining))
+                        except asyncio.TimeoutError:
+                            yield _sse("error", {"error": {"type": "Timeout", "message": (
+                                f"the request took more than {config.timeout:g} s "
+                                "(--timeout)")}})
+                            return
                         continue
                     if future.cancelled():
                         return
@@ -380,6 +394,7 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
                         yield _sse("error", {"error": {"type": type(error).__name__,
                                                        "message": str(error).splitlines()[0]}})
                     elif not isinstance(error, Cancelled):
+                        log.error("stream of POST %s failed", request.url.path, exc_info=error)
                         yield _sse("error", {"error": {"type": "InternalError", "message":
                                                        f"the server failed ({type(error).__name__})"}})
                     return
