@@ -316,6 +316,13 @@ def test_specific_statuses_and_messages(client):
     assert client.get("/v1/score").json()["error"]["type"] == "MethodNotAllowed"
 
 
+def test_alternatives_beyond_the_vocabulary_are_a_400(models):
+    with TestClient(create_app(models, ServeConfig(threads=1, max_top_k=100_000))) as c:
+        response = c.post("/v1/score", json={"texts": "Open it.", "per_token": True,
+                                             "alternatives": 50_000})
+    assert response.status_code == 400 and "tokens" in response.json()["error"]["message"]
+
+
 def test_timeout_is_504(models):
     with TestClient(create_app(models, ServeConfig(threads=1, timeout=1e-4))) as c:
         response = c.post("/v1/generate", json={"prompt": "Open", "length": 32})

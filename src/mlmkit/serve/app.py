@@ -316,6 +316,11 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         name = server.model_name(body.model)
         texts = server.texts(body.texts, "texts")
         server.count("alternatives", body.alternatives, 0, config.max_top_k, "--max-top-k")
+        mlm = server.models[name]
+        vocab = min(len(mlm.tokenizer), getattr(mlm.model.config, "vocab_size", 1 << 62))
+        if body.alternatives > vocab:  # torch.topk failed: a 500
+            raise HTTPError(400, "InvalidArgument", f"alternatives={body.alternatives} is more "
+                            f"than the model's {vocab:,} tokens: ask for fewer")
         if body.alternatives and not body.per_token:
             raise HTTPError(400, "InvalidArgument", "alternatives needs per_token: true (they "
                             "are listed per scored token)")
