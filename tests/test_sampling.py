@@ -244,6 +244,18 @@ def test_edit_steps_leave_later_blocks_room_within_max_steps(tiny_mlm):
     assert result.steps == 10 and result.cost.nfe <= 10 and result.cost.edited > 0
 
 
+def test_remask_loop_runs_under_an_adaptive_reveal(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    sure = _confident(mlm, _word(mlm.tokenizer))  # factor reveals a whole block per call
+    events, kwargs = _record(reveal="factor", remask="loop", sigma=1.0, remask_steps=2)
+    result = generate(sure, "a", length=8, block_length=4, **kwargs)
+    # the loop once sat at a fixed step the block never reached: nothing was remasked
+    assert result.cost.remasked > 0
+    loops = [e for e in events if e.remasked is not None and e.remasked.any()]
+    # at half of each block's 4 masks (block 0's loop also sees block 1's 4)
+    assert [(e.block, int(e.masked.sum())) for e in loops] == [(0, 6), (0, 6), (1, 2), (1, 2)]
+
+
 def test_template_and_loop_errors_name_what_to_change(tiny_mlm):
     mlm = tiny_mlm("bert")
     with pytest.raises(InvalidArgument, match=r"span '\[MASK:-1\]' has no valid length"):

@@ -221,6 +221,23 @@ def _schedule(options: SamplerOptions, block_steps: int) -> list[tuple[int, bool
     return plan
 
 
+def _block_steps(options: SamplerOptions, block_steps: int, masked, in_block, n_block,
+                 pending: list[int]):
+    """(scheduled step index, whether a remask-loop step) of one block, in order. With an
+    adaptive reveal the loop cannot sit at a fixed step (a block may finish in one call):
+    it runs once every row has at most half its block's masks left (`pending[0]` loop
+    steps; the step before holds each row there), and `pending[0]` is then 0."""
+    if not pending[0]:
+        yield from _schedule(options, block_steps)
+        return
+    for j in range(block_steps):
+        if pending[0] and bool(((masked & in_block).sum(1) * 2 <= n_block).all()):
+            for _ in range(pending[0]):
+                yield j, True
+            pending[0] = 0
+        yield j, False
+
+
 class _Corrections:
     """State of remasking and editing: which tokens the sampler revealed (the only ones that
     may change again) and the confidence each had when revealed."""
@@ -321,7 +338,9 @@ def unmask(
             n_block = (masked & in_block).sum(1)
             counts = reveal_counts(n_block, block_steps)
             grid = time_grid(block_steps).tolist()
-            for j, looping in _schedule(options, block_steps):
+            pending = [options.loop_steps(block_steps) if options.adaptive else 0]
+            for j, looping in _block_steps(options, block_steps, masked, in_block, n_block,
+                                           pending):
                 active = masked & in_block
                 if not bool(active.any()):
                     break
@@ -336,6 +355,11 @@ def unmask(
                     scores = _scattered(active, step.confidence())
                     count = adaptive_counts(options.reveal, options.reveal_parameter, scores,
                                             lambda a=active, st=step: _scattered(a, st.entropy()))
+                    if pending[0]:  # --remask loop: each row stops at half its masks
+                        left = active.sum(1)
+                        count = torch.where(left * 2 > n_block,
+                                            torch.minimum(count, left - n_block // 2),
+                                            torch.zeros_like(count))
                     if options.steps is not None:
                         left = active.sum(1)
                         floor = (left + (block_steps - j) - 1) // (block_steps - j)
