@@ -84,9 +84,10 @@ class SamplerOptions:
     sigma_t = eta * sigma_max, loop: sigma = eta in the loop steps (defaults 0.04, 0.5,
     0.1)."""
     remask_steps: int | None = None
-    """remask=loop: extra steps per block at constant time, after half its steps, where
-    sigma of the revealed tokens are remasked and as many masks revealed (default: half
-    the block's steps, at least 1)."""
+    """remask=loop: extra steps per block at constant time, after half its steps (adaptive
+    reveal: once every row has at most half its masks left), where sigma of the revealed
+    tokens are remasked and as many masks revealed (default: half the block's steps, at
+    least 1)."""
     edit: float | None = None
     """Edit threshold in (0, 1): a token the sampler revealed in the current block is
     replaced when the model gives another token more than this probability; after the
