@@ -385,6 +385,11 @@ def test_models_docs_and_playground_are_served(client):
     for name in ("app.js", "style.css"):
         asset = client.get(f"/static/{name}")
         assert asset.status_code == 200 and "https://" not in asset.text  # no CDN
+    # The copied curl command's key header: in single quotes the shell sent the text
+    # "$MLMKIT_API_KEY" itself (a 401).
+    script = client.get("/static/app.js").text
+    assert '"Authorization: Bearer $MLMKIT_API_KEY"' in script
+    assert "'Authorization: Bearer $MLMKIT_API_KEY'" not in script
     assert client.get("/docs").status_code == 200
 
 

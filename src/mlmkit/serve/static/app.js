@@ -87,7 +87,8 @@ function curlCode(path, body) {
   const sent = Object.assign({}, body);
   delete sent.stream;
   const json = JSON.stringify(sent).replace(/'/g, "'\\''");
-  const key = $("#api-key").value.trim() ? " -H 'Authorization: Bearer $MLMKIT_API_KEY'" : "";
+  // Double quotes: the shell expands $MLMKIT_API_KEY there (not inside single quotes).
+  const key = $("#api-key").value.trim() ? ' -H "Authorization: Bearer $MLMKIT_API_KEY"' : "";
   return `curl -s ${location.origin}${path} -H 'content-type: application/json'${key} \\\n  -d '${json}'`;
 }
 
@@ -179,6 +180,14 @@ async function loadModels() {
 }
 $("#api-key").addEventListener("change", loadModels);
 
+// A form sent before the model list arrived (the key typed, then Run clicked at once: the
+// key's change event and the click come together) waits for it, instead of asking for
+// model "" (a 404). False when the list cannot be had (the error box says why).
+async function ready() {
+  if (!state.models.length) await loadModels();
+  return state.models.length > 0;
+}
+
 const model = () => $("#model").value;
 
 // --- token pieces and colours --------------------------------------------------------------
@@ -225,6 +234,7 @@ function putIn(index, token) {
 
 $("#fill-form").addEventListener("submit", async (event) => {
   event.preventDefault();
+  if (!(await ready())) return;
   const body = { texts: [$("#fill-input").value], model: model(), top_k: Number($("#fill-k").value), mode: $("#fill-mode").value };
   const button = $("#fill-run");
   busy(button, true);
@@ -337,6 +347,7 @@ function showToken(token, alternatives, span) {
 
 $("#score-form").addEventListener("submit", async (event) => {
   event.preventDefault();
+  if (!(await ready())) return;
   const body = { texts: [$("#score-input").value], model: model(), metric: $("#score-metric").value, per_token: true, per_word: true, alternatives: 5 };
   const button = $("#score-run");
   busy(button, true);
@@ -360,6 +371,7 @@ $("#score-form").addEventListener("submit", async (event) => {
 
 $("#compare-form").addEventListener("submit", async (event) => {
   event.preventDefault();
+  if (!(await ready())) return;
   const models = Array.from(document.querySelectorAll("#compare-models input:checked")).map((i) => i.value);
   const body = { text: $("#compare-input").value, models, metric: "pll" };
   const button = $("#compare-run");
@@ -539,6 +551,7 @@ $("#unmask-scrubber").addEventListener("input", (event) => {
 
 $("#unmask-form").addEventListener("submit", async (event) => {
   event.preventDefault();
+  if (!(await ready())) return;
   stopPlaying();
   const [task, body] = unmaskBody();
   const path = `/v1/${task}`;
