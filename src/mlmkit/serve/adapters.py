@@ -109,12 +109,17 @@ class StepStream:
             if confidence is not None:
                 values = [None if np.isnan(v) else round(float(v), 6)
                           for v in confidence[row][content].tolist()]
+            # The fields of the CLI's --trace lines (mlmkit.generate.trace), and confidence.
             rows.append({"row": event.first_row + row,
                          "tokens": convert(event.ids[row][content].tolist()),
                          "masked": event.masked[row][content].tolist(),
                          "revealed": event.revealed[row][content].tolist(),
+                         **{name: getattr(event, name)[row][content].tolist()
+                            for name in ("remasked", "edited")
+                            if getattr(event, name) is not None},
                          "confidence": values})
-        self.emit({"step": event.step, "block": event.block, "rows": rows})
+        self.emit({"step": event.step, "block": event.block, "model_calls": event.model_calls,
+                   "rows": rows})
 
 
 def word_differences(names: list[str], results: list[dict]) -> list[dict]:
