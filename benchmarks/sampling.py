@@ -103,6 +103,23 @@ SETTINGS = [
 ]
 
 
+CORPORA = ("shakespeare", "python-docs")
+
+
+def corpus_text(corpus: str) -> tuple[str, str]:
+    """(training text, held-out text) of `corpus`: Tiny Shakespeare cut at 90%, or the
+    built-in corpus's train and validation documents (one per line)."""
+    if corpus == "python-docs":
+        from mlmkit.corpus.python_docs import python_docs
+
+        return ("\n".join(python_docs("train")), "\n".join(python_docs("validation")))
+    if not DATA.is_file():
+        raise SystemExit(f"Tiny Shakespeare is not at {DATA} (see ../shared/data/README.md)")
+    text = DATA.read_text(encoding="utf-8")
+    cut = int(len(text) * 0.9)
+    return text[:cut], text[cut:]
+
+
 def token_stream(tokenizer, text: str) -> list[int]:
     ids = []
     for start in range(0, len(text), 100_000):
@@ -567,19 +584,21 @@ def main() -> None:
                         "characters only, with and without ##; larger: pieces)")
     parser.add_argument("--windows", type=int, default=96, help="held-out infilling spans")
     parser.add_argument("--prompts", type=int, default=32, help="held-out prompts")
+    parser.add_argument("--corpus", choices=CORPORA, default="shakespeare",
+                        help="shakespeare: Tiny Shakespeare (90%% train, 10%% held out); "
+                             "python-docs: mlmkit's built-in corpus (its train and "
+                             "validation splits)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--retrain", action="store_true")
     parser.add_argument("--plot", default=None, help="write the curves to this PNG")
     parser.add_argument("--json", default=None, help="write every figure to this JSON file")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    if not DATA.is_file():
-        raise SystemExit(f"Tiny Shakespeare is not at {DATA} (see ../shared/data/README.md)")
-    text = DATA.read_text(encoding="utf-8")
-    cut = int(len(text) * 0.9)
-    train_text, test_text = text[:cut], text[cut:]
+    train_text, test_text = corpus_text(args.corpus)
+    # Tiny Shakespeare's cache names carry no corpus (they predate --corpus)
+    tag = "" if args.corpus == "shakespeare" else f"-{args.corpus}"
     root = cache_dir("benchmarks", "diffusion_sampling")
-    tokenizer = cached_tokenizer(train_text, root / f"tokenizer-{args.vocab}", args.vocab,
+    tokenizer = cached_tokenizer(train_text, root / f"tokenizer-{args.vocab}{tag}", args.vocab,
                                  args.retrain and args.train_only != "judge")
     if args.model:
         mlm = loaded(args.model, "sampler")
@@ -587,7 +606,7 @@ def main() -> None:
     stream = token_stream(tokenizer, train_text)
     half = len(stream) // 2
     if args.train_only != "judge" and not args.model:
-        mlm = trained(f"sampler-v{args.vocab}", tokenizer, stream[:half], args.steps, 0,
+        mlm = trained(f"sampler-v{args.vocab}{tag}", tokenizer, stream[:half], args.steps, 0,
                       args.retrain, root, args.batch, args.preset, args.lr, args.layers,
                       init_path(args.init, root))
     if args.train_only == "model":
@@ -595,7 +614,7 @@ def main() -> None:
     if args.judge:
         judge = loaded(args.judge, "judge")
     else:
-        judge = trained(f"judge-v{args.vocab}", tokenizer, stream[half:], args.judge_steps, 1,
+        judge = trained(f"judge-v{args.vocab}{tag}", tokenizer, stream[half:], args.judge_steps, 1,
                         args.retrain, root, args.batch, args.judge_preset, args.lr)
     if args.train_only == "judge":
         return
