@@ -135,9 +135,29 @@ def test_load_round_trip(saved_tiny_mlm, tiny_mlm, family):
     torch.testing.assert_close(a, b)
 
 
-def test_load_errors(tmp_path, saved_tiny_mlm, wordpiece_tokenizer):
+def _no_hub(*args, **kwargs):
+    raise AssertionError("the hub was asked")
+
+
+def test_load_errors(tmp_path, monkeypatch, saved_tiny_mlm, wordpiece_tokenizer):
     with pytest.raises(MlmkitError, match="does not exist"):
         load_mlm(tmp_path / "nothing-here")
+    # owner/name where 'owner' is a folder here: a local path, refused before any hub lookup
+    (tmp_path / "runs").mkdir()
+    with monkeypatch.context() as patch:
+        patch.chdir(tmp_path)
+        patch.setattr(transformers.AutoConfig, "from_pretrained", _no_hub)
+        with pytest.raises(MlmkitError, match="'runs/missing' does not exist"):
+            load_mlm("runs/missing")
+    # a hub name that cannot be fetched (offline here) says so, not "re-export the model"
+    def offline(*args, **kwargs):
+        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(transformers.AutoConfig, "from_pretrained", offline)
+        with pytest.raises(MlmkitError, match="not a local directory and its config could not "
+                                              "be fetched from the Hugging Face hub"):
+            load_mlm("no-such-owner/no-such-model")
     with pytest.raises(MlmkitError, match="config.json"):
         load_mlm(tmp_path)
     not_mlm = tmp_path / "gpt2"

@@ -173,6 +173,12 @@ def _load_config(name: str, trust_remote_code: bool = False):
         if "trust_remote_code" in str(error):
             raise ModelError(f"{name!r} needs its own model code: pass --trust-remote-code "
                              "(trust_remote_code=True) if you trust it") from error
+        if not Path(name).expanduser().is_dir():  # a hub name: not found, or no network
+            raise ModelError(f"model {name!r} is not a local directory and its config could "
+                             f"not be fetched from the Hugging Face hub ({_first_line(error)}): "
+                             "check the name, or pass a directory saved with save_pretrained "
+                             "(offline, a hub model must already be in the local cache)"
+                             ) from error
         raise ModelError(f"cannot read the model config of {name!r} ({_first_line(error)}): "
                          "re-download or re-export the model (save_pretrained writes "
                          "config.json)") from error
@@ -253,7 +259,11 @@ def load_mlm(
     target = resolve(device)
     name = str(model)
     path = Path(name).expanduser()
-    looks_local = path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
+    # a name like runs/model whose folder is here is a local path, not a hub id (whose
+    # lookup, offline, waits on retries before failing)
+    in_local_folder = len(path.parts) > 1 and path.parent.is_dir()
+    looks_local = (path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
+                   or in_local_folder)
     if looks_local and not path.exists():
         raise PathError(f"model path {name!r} does not exist: pass a directory saved with "
                         "save_pretrained or a Hugging Face hub name")
