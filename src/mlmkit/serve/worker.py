@@ -12,11 +12,17 @@ alone. A work whose client went away or timed out is dropped before it runs.
 
 If a gathered call fails with an mlmkit error, each of its works runs again alone, so the
 error reaches the request that caused it and nobody else.
+
+A call already running when every one of its requests is given up (timed out, or the client
+gone) stops at its next `check()`: the library calls check between pieces of a long call
+(score and fill) or at every unmasking step (generate and infill), so the model is free for
+the next request instead of finishing work nobody waits for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +55,7 @@ class ModelWorker:
         self.works = 0  # works answered
         self.cpu_seconds = 0.0  # CPU time of the library calls, on the model's thread
         self.running = False  # a call is on the model's thread now
+        self.abandoned = threading.Event()  # every request of the running call was given up
 
     def start(self) -> None:
         if self.task is None:
@@ -77,6 +84,14 @@ class ModelWorker:
     async def in_thread(self, function, *args):
         """Run `function(*args)` on the model's thread (e.g. a tokenizer check)."""
         return await asyncio.get_running_loop().run_in_executor(self.executor, function, *args)
+
+    def check(self) -> None:
+        """On the model's thread, inside a call: raise `Cancelled` when every request of the
+        call has been given up."""
+        if self.abandoned.is_set():
+            from mlmkit.serve.adapters import Cancelled
+
+            raise Cancelled("every request of this call was given up")
 
     def _timed(self, run, inputs):
         """`run(inputs)` on the model's thread, adding its CPU time to `cpu_seconds` (what the
@@ -121,6 +136,18 @@ class ModelWorker:
         if not live:
             return
         inputs = [x for w in live for x in w.inputs]
+        abandoned = self.abandoned = threading.Event()
+        left = len(live)
+
+        def given_up(future) -> None:  # on the loop's thread
+            nonlocal left
+            if future.cancelled():
+                left -= 1
+                if left == 0:
+                    abandoned.set()
+
+        for w in live:
+            w.future.add_done_callback(given_up)
         try:
             self.running = True
             try:
