@@ -353,3 +353,25 @@ def test_mask_id_and_logits_shift_come_from_the_config(remote_dir, tmp_path):
     assert predicted_left != predicted_here  # the test tells a shift from no shift
     assert int(events[0].ids[0, position]) == int(predicted_left)
     assert result.cost.nfe == 1
+
+
+def test_template_text_right_after_a_span_goes_on_the_word(wordpiece_tokenizer, bpe_tokenizer):
+    """'pars[MASK:2]ing x': the text after the span continues the span's word, so on a
+    WordPiece model it starts with a ##piece (it was tokenized as a new word)."""
+    from mlmkit.generate.canvas import continuation_ids, text_ids
+    from mlmkit.generate.infill import _rows
+    from mlmkit.generate.template import parse_template
+
+    tok = wordpiece_tokenizer
+    rows = _rows(tok, parse_template("pars[MASK:2]ing of it"), (2,), tok.mask_token_id)
+    after = tok.convert_ids_to_tokens(rows[2].ids)
+    assert after[0].startswith("##") and after[-2:] == ["of", "it"]
+    assert tok.decode(rows[0].ids + [tok.convert_tokens_to_ids("##s")] + rows[2].ids) \
+        == tok.decode(text_ids(tok, "parssing of it"))
+    # a space or punctuation after the span starts a word, as before
+    for text in (" ing of it", ", of it"):
+        assert continuation_ids(tok, text) == text_ids(tok, text)
+    spaced = _rows(tok, parse_template("pars[MASK:2] ing"), (2,), tok.mask_token_id)
+    assert spaced[2].ids == text_ids(tok, " ing")
+    # byte-level BPE already reads a text without a leading space as a word's rest
+    assert continuation_ids(bpe_tokenizer, "ing of it") == text_ids(bpe_tokenizer, "ing of it")

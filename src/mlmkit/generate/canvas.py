@@ -63,6 +63,44 @@ def text_ids(tokenizer, text: str) -> list[int]:
     return list(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"])
 
 
+def continuation_ids(tokenizer, text: str) -> list[int]:
+    """Token ids of `text` when it goes on a word begun before it: a template's text right
+    after a [MASK] span, with no space between ("pars[MASK:2]y to").
+
+    WordPiece marks a word's later pieces ("##y"), and a separately tokenized text would
+    start a new word ("y"): its first word is split again here from the continuation
+    pieces, by WordPiece's own longest-match rule. Byte-level BPE already reads a text
+    without a leading space as a continuation; other tokenizers are left as they tokenize.
+    """
+    ids = text_ids(tokenizer, text)
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    model = getattr(backend, "model", None)
+    if not ids or type(model).__name__ != "WordPiece" or backend.pre_tokenizer is None:
+        return ids
+    normalized = backend.normalizer.normalize_str(text) if backend.normalizer else text
+    words = backend.pre_tokenizer.pre_tokenize_str(normalized)
+    joined = backend.pre_tokenizer.pre_tokenize_str("a" + normalized)
+    if not words or words[0][1][0] != 0 or joined[0][0] != "a" + words[0][0]:
+        return ids  # the text starts with a space or punctuation: a word of its own
+    first = words[0][0]
+    encoding = backend.encode(text, add_special_tokens=False)
+    n_first = sum(1 for w in encoding.word_ids if w == encoding.word_ids[0])
+    pieces, start = [], 0
+    prefix = model.continuing_subword_prefix
+    while start < len(first) and len(first) <= model.max_input_chars_per_word:
+        end = len(first)
+        while end > start and backend.token_to_id(prefix + first[start:end]) is None:
+            end -= 1
+        if end == start:
+            break
+        pieces.append(backend.token_to_id(prefix + first[start:end]))
+        start = end
+    if start < len(first) or not pieces:  # WordPiece's rule: an unsplittable word is [UNK]
+        unk = backend.token_to_id(model.unk_token)
+        pieces = [unk] if unk is not None else ids[:n_first]
+    return pieces + ids[n_first:]
+
+
 def build_canvas(tokenizer, rows: list[list[Segment]], max_length: int, what: str,
                  first: int = 0) -> Canvas:
     """Wrap each row's segments in special tokens and pad the batch to its longest row.

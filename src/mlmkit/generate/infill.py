@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mlmkit.errors import InvalidArgument
-from mlmkit.generate.canvas import MASK, PROMPT, Segment, special_wrap, text_ids
+from mlmkit.generate.canvas import MASK, PROMPT, Segment, continuation_ids, special_wrap, text_ids
 from mlmkit.generate.cost import Cost
 from mlmkit.generate.generate import rows_per_batch
 from mlmkit.generate.options import SamplerOptions
@@ -68,7 +68,10 @@ def _rows(tokenizer, pieces: list[str | Span], lengths: tuple[int, ...],
             segments.append(Segment(MASK, [mask] * next(spans)))
         else:
             before_span = index + 1 < len(pieces) and isinstance(pieces[index + 1], Span)
-            ids = text_ids(tokenizer, piece.rstrip() if before_span else piece)
+            text = piece.rstrip() if before_span else piece
+            after_span = index > 0 and isinstance(pieces[index - 1], Span)
+            ids = (continuation_ids(tokenizer, text) if after_span and text[:1].strip()
+                   else text_ids(tokenizer, text))
             if ids:
                 segments.append(Segment(PROMPT, ids))
     return segments
