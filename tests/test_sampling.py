@@ -375,3 +375,15 @@ def test_template_text_right_after_a_span_goes_on_the_word(wordpiece_tokenizer, 
     assert spaced[2].ids == text_ids(tok, " ing")
     # byte-level BPE already reads a text without a leading space as a word's rest
     assert continuation_ids(bpe_tokenizer, "ing of it") == text_ids(bpe_tokenizer, "ing of it")
+
+
+def test_a_continuation_or_span_that_goes_on_a_word_has_no_wordpiece_marker(
+        wordpiece_tokenizer):
+    from mlmkit.generate.canvas import decode_part
+
+    tok = wordpiece_tokenizer
+    ids = tok.convert_tokens_to_ids(["##s", "of"])
+    assert tok.decode(ids).startswith("##")  # what the result texts showed
+    assert decode_part(tok, ids) == tok.decode(ids)[2:]
+    word = tok.convert_tokens_to_ids(["of", "##s"])
+    assert decode_part(tok, word) == tok.decode(word)

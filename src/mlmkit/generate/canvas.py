@@ -101,6 +101,18 @@ def continuation_ids(tokenizer, text: str) -> list[int]:
     return pieces + ids[n_first:]
 
 
+def decode_part(tokenizer, ids: list[int], **kwargs) -> str:
+    """The text of `ids` cut from a longer sequence (a continuation, a filled span): as
+    `tokenizer.decode`, without the WordPiece marker ("##") of a first token that goes on
+    the word before it."""
+    text = tokenizer.decode(ids, **kwargs)
+    model = getattr(getattr(tokenizer, "backend_tokenizer", None), "model", None)
+    prefix = getattr(model, "continuing_subword_prefix", None)
+    if type(model).__name__ == "WordPiece" and prefix and text.startswith(prefix):
+        text = text[len(prefix):]
+    return text
+
+
 def build_canvas(tokenizer, rows: list[list[Segment]], max_length: int, what: str,
                  first: int = 0) -> Canvas:
     """Wrap each row's segments in special tokens and pad the batch to its longest row.

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from mlmkit.errors import InvalidArgument
-from mlmkit.generate.canvas import FIXED, MASK, PROMPT, Segment, end_ids, text_ids
+from mlmkit.generate.canvas import FIXED, MASK, PROMPT, Segment, decode_part, end_ids, text_ids
 from mlmkit.generate.cost import Cost
 from mlmkit.generate.eos import pad_after_end
 from mlmkit.generate.options import SamplerOptions
@@ -182,7 +182,7 @@ def generate(
             prompt_ids = ids[row][canvas.prompt[row]].tolist()
             results.append(Generation(
                 prompt=text,
-                text=tokenizer.decode(keep, skip_special_tokens=False),
+                text=decode_part(tokenizer, keep, skip_special_tokens=False),
                 full_text=tokenizer.decode(prompt_ids + keep, skip_special_tokens=False),
                 token_ids=gen, ended=bool(cut[row].any()), model_calls=batch.model_calls,
                 steps=batch.steps, cost=Cost.of(batch, int(canvas.masked[row].sum())),

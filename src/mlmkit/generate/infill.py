@@ -12,7 +12,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mlmkit.errors import InvalidArgument
-from mlmkit.generate.canvas import MASK, PROMPT, Segment, continuation_ids, special_wrap, text_ids
+from mlmkit.generate.canvas import (
+    MASK,
+    PROMPT,
+    Segment,
+    continuation_ids,
+    decode_part,
+    special_wrap,
+    text_ids,
+)
 from mlmkit.generate.cost import Cost
 from mlmkit.generate.generate import rows_per_batch
 from mlmkit.generate.options import SamplerOptions
@@ -198,7 +206,7 @@ def infill(
             content = batch.ids[row][canvas.content[row]]
             spans = _span_ids(content, canvas.masked[row][canvas.content[row]], lengths)
             filled.append((index, Candidate(lengths, tokenizer.decode(content.tolist()),
-                                            [tokenizer.decode(s).strip() for s in spans], None),
+                                            [decode_part(tokenizer, s).strip() for s in spans], None),
                            content.tolist()))
             calls[index] = max(calls[index], batch.model_calls)
             tokens = int(canvas.masked[row].sum())
