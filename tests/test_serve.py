@@ -402,6 +402,7 @@ def test_models_docs_and_playground_are_served(client):
     assert '"Authorization: Bearer $MLMKIT_API_KEY"' in script
     assert "'Authorization: Bearer $MLMKIT_API_KEY'" not in script
     assert client.get("/docs").status_code == 200
+    assert client.head("/healthz").status_code == 200 and client.head("/").status_code == 200
 
 
 def test_cli_refuses_unsafe_or_bad_setups(tmp_path, saved_tiny_mlm):
@@ -414,6 +415,7 @@ def test_cli_refuses_unsafe_or_bad_setups(tmp_path, saved_tiny_mlm):
         ([model, "--api-key-file", str(tmp_path / "missing.txt")], "missing.txt"),
         ([model, "--api-key", "short"], "8 characters"),
         ([model, "--timeout", "nan"], "--timeout"),
+        ([model, "--batch-window-ms", "1e9"], "--batch-window-ms"),
         ([str(tmp_path / "no-model")], "no-model"),
         # Not an address of this machine (TEST-NET-1): uvicorn's own "ERROR:" line, exit 3,
         # when --port was 0 (the check ran only for a fixed port).

@@ -293,7 +293,8 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
     app.add_middleware(BodyGuard, max_bytes=config.max_body_bytes, api_key=config.api_key)
     install_handlers(app)
 
-    @app.get("/", include_in_schema=False)
+    # HEAD too (uptime checks, curl -I): FastAPI answers 405 to HEAD on a GET route.
+    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
     async def playground():
         return FileResponse(STATIC / "index.html")
 
@@ -307,6 +308,8 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
     async def healthz():
         return {"status": "ok", "models": list(server.models),
                 "uptime_s": round(time.time() - server.started, 3)}
+
+    app.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False)
 
     @app.get("/v1/models", summary="The served models and the bounds")
     async def list_models():

@@ -62,13 +62,18 @@ class ServeConfig:
         checks.count("max_top_k", self.max_top_k, 1, 1_000_000)
         checks.positive("timeout", self.timeout)
         checks.non_negative("batch_window_ms", self.batch_window_ms)
+        if self.batch_window_ms > 1000:  # each request that finds the model idle waits it
+            raise InvalidArgument(f"batch_window_ms (--batch-window-ms) {self.batch_window_ms:g} "
+                                  "is over a second, which every request would wait: a few "
+                                  "milliseconds gather concurrent requests (default 5)")
         checks.count("max_batch_texts", self.max_batch_texts, 1, 1_000_000)
         if self.batch_tokens is not None:
             checks.count("batch_tokens", self.batch_tokens, 1)
         if self.api_key is not None and (not isinstance(self.api_key, str)
                                          or len(self.api_key.strip()) < 8):
-            raise InvalidArgument("api_key (--api-key) must have at least 8 characters: use a "
-                                  "long random string, e.g. from `openssl rand -hex 16`")
+            raise InvalidArgument("api_key (--api-key, --api-key-file) must have at least 8 "
+                                  "characters: use a long random string, e.g. from `openssl "
+                                  "rand -hex 16`")
 
 
 def check_host(host: str, api_key: str | None) -> None:
