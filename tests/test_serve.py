@@ -405,6 +405,12 @@ def test_models_docs_and_playground_are_served(client):
     assert client.head("/healthz").status_code == 200 and client.head("/").status_code == 200
 
 
+def test_a_batch_window_over_a_second_is_refused():
+    # --batch-window-ms 1e9 served, and every request timed out waiting for company.
+    with pytest.raises(mlmkit.errors.InvalidArgument, match="--batch-window-ms"):
+        ServeConfig(batch_window_ms=1e9)
+
+
 def test_cli_refuses_unsafe_or_bad_setups(tmp_path, saved_tiny_mlm):
     from mlmkit.cli import app as cli_app
 
@@ -415,7 +421,6 @@ def test_cli_refuses_unsafe_or_bad_setups(tmp_path, saved_tiny_mlm):
         ([model, "--api-key-file", str(tmp_path / "missing.txt")], "missing.txt"),
         ([model, "--api-key", "short"], "8 characters"),
         ([model, "--timeout", "nan"], "--timeout"),
-        ([model, "--batch-window-ms", "1e9"], "--batch-window-ms"),
         ([str(tmp_path / "no-model")], "no-model"),
         # Not an address of this machine (TEST-NET-1): uvicorn's own "ERROR:" line, exit 3,
         # when --port was 0 (the check ran only for a fixed port).
