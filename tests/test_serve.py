@@ -251,6 +251,9 @@ def _bad_requests(path: str, good: dict) -> list[tuple[str, bytes]]:
                    ("stream-too-many-steps", {**good, "steps": 30, "stream": True})]
     if path == "/v1/generate":  # '²'.isdigit() is True, int('²') fails: was a 500
         bodies.append(("superscript-position", {**good, "constraints": {"\u00b2": "the"}}))
+    if path == "/v1/classify":
+        bodies.append(("huge-verbalizer", {**good, "verbalizer": {
+            "yes": [f"w{i}" for i in range(600)], "no": [f"v{i}" for i in range(600)]}}))
     if path == "/v1/fill":
         bodies += [("no-mask", {"texts": ["no mask here"]}), ("top-k", {**good, "top_k": 0}),
                    ("many", {"texts": ["a [MASK]."] * 9})]

@@ -223,6 +223,10 @@ class Server:
         return run
 
 
+MAX_VERBALIZER_WORDS = 1_000
+"""Words of a /v1/classify verbalizer, all labels together: 400 multi-token words cost 0.8 s
+of the README's tiny model per text, and a 1 MB body held ~50,000 (hours for 64 texts)."""
+
 PIECE_COST = 1_000_000
 """What one library call of a long request holds, in characters squared (PLL) or characters
 times masks (joint fill): ~1,000 characters of text."""
@@ -501,6 +505,11 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         texts = server.texts(body.texts, "texts")
         server.check_tokens(name, [body.template.replace("{text}", t) for t in texts],
                             "texts", isinstance(body.texts, str))
+        words = sum(1 if isinstance(w, str) else len(w)
+                    for w in (body.verbalizer or {}).values())
+        if words > MAX_VERBALIZER_WORDS:  # a multi-token word costs model calls per text
+            raise HTTPError(413, "TooLarge", f"the verbalizer has {words:,} words, more than "
+                            f"{MAX_VERBALIZER_WORDS:,}: send fewer")
         mlm = server.models[name]
 
         def run(items):
