@@ -169,6 +169,9 @@ def run_unmasking(call, model: str, *, text: str, texts_file: str | None, what: 
         if same_file(trace, output):
             raise InvalidArgument(f"--trace {trace!r} is also the output (-o): the results "
                                   "would overwrite the trace; give the trace another file")
+        if str(trace) == "-" and str(output) == "-":
+            raise InvalidArgument("--trace - and the results (-o -, the default) would both "
+                                  "go to standard output, mixed: give --trace or -o a file")
     texts = read_inputs(texts_file, what, encoding, encoding_errors,
                         keep_blank=keep_blank) if texts_file is not None else [text]
     mlm, precision = open_model(model, device=device, precision=precision, threads=threads,
