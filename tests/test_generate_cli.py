@@ -98,6 +98,10 @@ def test_bad_cli_input(saved_tiny_mlm, tmp_path):
           str(tmp_path / "o.txt")], "--trace '" + str(tmp_path / "o.txt") + "' is also the "
          "output (-o)"),
         (["infill", model, "A [MASK] b", "--trace", "-"], "--trace - and the results (-o -"),
+        (["generate", model, "--prompt", "The [MASK] is", "--length", "2"],
+         "prompt 1 holds the mask token '[MASK]'"),
+        (["generate", model, "--length", "3", "--fix", "1=[MASK]"],
+         "constraint at position 1 is the mask token"),
         (["generate", model, "--length", "4", "--max-steps", "30"], "--max-steps 30 caps"),
         (["infill", model, "A [MASK] b [MASK:-1]"], "span '[MASK:-1]' has no valid length"),
         (["infill", model, "a [MASK:126] b"], "template 1 'a [MASK:126] b' needs 130 tokens"),

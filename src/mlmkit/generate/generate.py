@@ -62,6 +62,9 @@ def _generated_segments(tokenizer, length: int, constraints: Mapping[int, str | 
             tokens = text_ids(tokenizer, str(value))
         if not tokens:
             raise InvalidArgument(f"constraint at position {position} is empty: give a token")
+        if mask in tokens:
+            raise InvalidArgument(f"constraint at position {position} is the mask token: "
+                                  "leave the position out of --fix to have it generated")
         if position < 0 or position + len(tokens) > length:
             raise InvalidArgument(
                 f"constraint {value!r} at position {position} does not fit in the {length} "
@@ -164,8 +167,16 @@ def generate(
     tokenizer = mlm.tokenizer
     generated_segments = _generated_segments(tokenizer, length, constraints, mlm.max_length,
                                              mask_id(mlm))
-    canvas_rows = [[Segment(PROMPT, text_ids(tokenizer, p))]
-                   + [Segment(s.kind, list(s.ids)) for s in generated_segments] for p in prompts]
+    prompt_ids = [text_ids(tokenizer, p) for p in prompts]
+    for index, ids in enumerate(prompt_ids):
+        if mask_id(mlm) in ids:
+            raise InvalidArgument(
+                f"prompt {index + 1} holds the mask token {tokenizer.mask_token!r}: generate "
+                "continues a prompt and never fills it; to fill masks inside a text use "
+                "mlmkit infill (mlmkit.infill)")
+    canvas_rows = [[Segment(PROMPT, ids)]
+                   + [Segment(s.kind, list(s.ids)) for s in generated_segments]
+                   for ids in prompt_ids]
     batches = unmask_rows(mlm, canvas_rows, options, default_steps=length, allow_eos=True,
                           what="prompt", batch_tokens=batch_tokens, rows=rows, precision=precision,
                           progress=progress, on_step=on_step)
