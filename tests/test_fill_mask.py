@@ -212,6 +212,11 @@ def test_cli_fill_json_file_and_joint(saved_tiny_mlm, tmp_path):
     assert sorted(m["step"] for m in data[1]["masks"]) == [0, 1, 2]
     out = runner.invoke(app, ["fill", str(path), MULTI, "--top-k", "2"])
     assert out.exit_code == 0 and "probability" in out.stdout and "filled:" in out.stdout
+    # Each table row holds every column: mask, rank, token, id, probability (the rank was
+    # missing, shifting the token under 'rank' and leaving 'probability' empty).
+    rows = [[c.strip() for c in line.split("│")[1:-1]] for line in out.stdout.splitlines()
+            if line.startswith("│")]
+    assert rows and all(len(row) == 5 and row[1] in ("1", "2") and row[4] for row in rows)
 
 
 def test_cli_fill_without_mask_is_one_error_line(saved_tiny_mlm, monkeypatch, capsys):

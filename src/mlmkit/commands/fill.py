@@ -35,7 +35,7 @@ def _table(result, joint: bool):
             cells = [str(mask.index + 1) if rank == 1 else ""]
             if joint:
                 cells.append(str(mask.step + 1) if rank == 1 else "")
-            cells += [escape(repr(candidate.token)), str(candidate.token_id),
+            cells += [str(rank), escape(repr(candidate.token)), str(candidate.token_id),
                       f"{candidate.score:.4f}"]
             table.add_row(*cells)
     return table
