@@ -281,7 +281,10 @@ function renderFill(result) {
 function heatmap(result, alternatives, onPick) {
   const box = document.createElement("div");
   box.className = "heat";
-  const text = result.text;
+  // The API's offsets count code points (Python's str); a JavaScript string counts UTF-16
+  // units, so text.slice() split an emoji and shifted every token after it.
+  const chars = Array.from(result.text);
+  const text = { length: chars.length, slice: (a, b) => chars.slice(a, b).join("") };
   const tokens = (result.tokens || []).map((t, i) => Object.assign({ i }, t));
   const low = Math.min(...tokens.map((t) => -t.logprob));
   const high = Math.max(...tokens.map((t) => -t.logprob));
