@@ -10,6 +10,7 @@ import pytest
 import mlmkit
 from mlmkit.errors import MlmkitError
 from mlmkit.scoring import evaluate_pairs, read_nbest, read_pairs, rescore
+from mlmkit.scoring.minimal_pairs import MinimalPair
 from mlmkit.scoring.wer import edit_distance, word_error_rate
 
 
@@ -99,6 +100,13 @@ def test_bad_minimal_pair_file(tmp_path):
     path.write_text('{"sentence_good": "a", "sentence_bad": "b"}\n{"sentence_good": "a"}\n')
     with pytest.raises(MlmkitError, match="line 2"):
         read_pairs(path)
+    # An empty sentence has no score: it was counted as a wrong pair, with a raw warning.
+    path.write_text('{"sentence_good": "a", "sentence_bad": "b"}\n'
+                    '{"sentence_good": "a", "sentence_bad": "  "}\n')
+    with pytest.raises(MlmkitError, match="line 2: 'sentence_bad' is empty"):
+        read_pairs(path)
+    with pytest.raises(MlmkitError, match=r"pairs\[0\] \(x\) has an empty"):
+        evaluate_pairs("unused", [MinimalPair("", "b", "x", "f")])
 
 
 @pytest.mark.parametrize("weight", [float("nan"), float("inf"), -float("inf"), 1e9, "0.3", None])

@@ -68,6 +68,10 @@ def read_pairs(path, limit: int | None = None, paradigms: list[str] | None = Non
             if not isinstance(good, str) or not isinstance(bad, str):
                 raise InvalidData(f"{display_name(file)} line {number}: needs the text fields "
                                   "'sentence_good' and 'sentence_bad'")
+            if not good.strip() or not bad.strip():
+                empty = "sentence_good" if not good.strip() else "sentence_bad"
+                raise InvalidData(f"{display_name(file)} line {number}: {empty!r} is empty; "
+                                  "a minimal pair needs two sentences: fix or remove the line")
             paradigm = str(row.get("UID", stem))
             if wanted is not None and paradigm not in wanted:
                 continue
@@ -100,6 +104,11 @@ def evaluate_pairs(
         raise InvalidData("no minimal pairs to evaluate: read them with read_pairs()")
     if not all(isinstance(p, MinimalPair) for p in pairs):
         raise InvalidArgument("pairs must be MinimalPair items, as read_pairs() returns")
+    for i, p in enumerate(pairs):
+        if not isinstance(p.good, str) or not isinstance(p.bad, str) or not p.good.strip() \
+                or not p.bad.strip():
+            raise InvalidData(f"pairs[{i}] ({p.paradigm}) has an empty or non-text sentence: "
+                              "a minimal pair needs two sentences (an empty one has no score)")
     unique = list(dict.fromkeys(s for p in pairs for s in (p.good, p.bad)))
     results = score(model, unique, metric=metric, unk=unk, batch_tokens=batch_tokens,
                     precision=precision, device=device, threads=threads, progress=progress)
