@@ -178,3 +178,28 @@ def test_references_that_are_empty_or_match_nothing_are_errors(tmp_path):
         read_nbest(tsv, refs)
     refs.write_text("u2\tc d\n")
     assert [u.reference for u in read_nbest(tsv, refs)] == [None, "c d"]
+
+
+def test_an_empty_hypothesis_is_said_once_by_name(saved_tiny_mlm, tmp_path):
+    """An empty hypothesis (an ASR output of silence) keeps am_score as its combined score;
+    the warning names it (it was 'text 0 is empty', an index into no list the user sees, as
+    a raw Python warning on the CLI's standard error)."""
+    import warnings
+
+    from typer.testing import CliRunner
+
+    from mlmkit.cli import app
+
+    path = tmp_path / "nbest.tsv"
+    path.write_text("u1\t-1.0\tthe cat\nu2\t-2.0\t\nu2\t-3.0\tthe dog\n", encoding="utf-8")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = rescore(saved_tiny_mlm("bert"), read_nbest(path))
+    assert [str(w.message).split(" have")[0] for w in caught] == [
+        "1 empty hypothesis(es) (first: utterance 'u2', hyp_1)"]
+    empty = result.utterances[1].hypotheses[0]
+    assert empty.pll is None and empty.combined == -2.0
+    out = CliRunner().invoke(app, ["rescore", str(saved_tiny_mlm("bert")), str(path), "--json"])
+    assert out.exit_code == 0, out.output
+    assert out.stderr.startswith("warning: 1 empty hypothesis(es)") and \
+        len(out.stderr.splitlines()) == 1

@@ -47,11 +47,13 @@ def rescore_command(
     rescored n-best and the 1-best, and reports WER before/after when references are
     present. The summary goes to standard output, or to standard error when an output
     is standard output."""
+    import warnings
+
     from mlmkit.errors import InvalidArgument
     from mlmkit.models import prepare_mlm
     from mlmkit.runtime.devices import prepare
     from mlmkit.runtime.output import check_output_path
-    from mlmkit.runtime.progress import console
+    from mlmkit.runtime.progress import console, warn
     from mlmkit.scoring import read_nbest, rescore
     from mlmkit.scoring.nbest import write_nbest_json, write_one_best
     from mlmkit.scoring.rescore import check_weight
@@ -73,9 +75,13 @@ def rescore_command(
     utterances = read_nbest(nbest, refs, encoding=encoding, errors=encoding_errors)
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads,
                                  allow_untrained_head=allow_untrained_head)
-    result = rescore(mlm, utterances, weight=weight, normalize=normalize, metric=metric,
-                     tune_weight=tune_weight, unk=unk, precision=precision,
-                     batch_tokens=batch_tokens)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = rescore(mlm, utterances, weight=weight, normalize=normalize, metric=metric,
+                         tune_weight=tune_weight, unk=unk, precision=precision,
+                         batch_tokens=batch_tokens)
+    for warning in caught:
+        warn(str(warning.message))
     if output:
         write_nbest_json(output, result.utterances, inputs=inputs)
     if one_best:

@@ -6,6 +6,7 @@ the weight can be searched on a dev split of the utterances that have references
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -111,10 +112,16 @@ def rescore(
                 raise InvalidData(f"utterance {utt.utt_id!r}, {h.name}: am_score {h.am_score!r} "
                                   "is not a finite number")
     hyps = [h for u in utterances for h in u.hypotheses]
-    results = score(model, [h.text for h in hyps], metric=metric, unk=unk,
+    live = [h for h in hyps if h.text.strip()]
+    empty = [(u.utt_id, h.name) for u in utterances for h in u.hypotheses if not h.text.strip()]
+    if empty:
+        warnings.warn(f"{len(empty)} empty hypothesis(es) (first: utterance {empty[0][0]!r}, "
+                      f"{empty[0][1]}) have no PLL: their LM term is 0 (combined = am_score)",
+                      stacklevel=2)
+    results = score(model, [h.text for h in live], metric=metric, unk=unk,
                     batch_tokens=batch_tokens, precision=precision, device=device,
                     threads=threads, progress=progress)
-    for h, r in zip(hyps, results, strict=True):
+    for h, r in zip(live, results, strict=True):
         h.pll, h.n_tokens = r.pll, r.n_tokens
     referenced = sorted((u for u in utterances if u.reference is not None),
                         key=lambda u: u.utt_id)
