@@ -226,7 +226,8 @@ def test_bad_inputs(tiny_mlm, tmp_path):
         cloze_classify(mlm, TEXTS, verbalizer="{pos: good}")
     with pytest.raises(MlmkitError, match="text 1"):
         cloze_classify(mlm, ["fine", "a [MASK] inside"])
-    with pytest.raises(MlmkitError, match="not in the verbalizer"):
+    with pytest.raises(MlmkitError, match=r"not in the verbalizer's .*: give a verbalizer "
+                                          r"\(--verbalizer\) with words"):
         cloze_classify(mlm, TEXTS, gold=["positive", "meh"])
     with pytest.raises(MlmkitError, match=r"\[Y\]"):
         knowledge_probe(mlm, [{"template": "[X] was born.", "subject": "A", "object": "b"}])

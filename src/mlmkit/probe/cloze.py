@@ -85,7 +85,9 @@ def cloze_classify(
             raise InvalidArgument(f"gold has {len(gold)} labels for {len(texts)} texts")
         unknown = sorted({str(g) for g in gold} - set(labels))
         if unknown:
-            raise InvalidData(f"gold label(s) {unknown} are not in the verbalizer's {labels}")
+            raise InvalidData(f"gold label(s) {unknown} are not in the verbalizer's {labels}: "
+                              "give a verbalizer (--verbalizer) with words for each gold "
+                              "label, e.g. '{\"1\": [\"great\"], \"0\": [\"terrible\"]}'")
     base = check_template(template, PLACEHOLDER, "template")
     mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
                                    batch_tokens=batch_tokens)
