@@ -203,3 +203,30 @@ def test_keyboard_phone_width_and_dark(page, artifacts):
     page.screenshot(path=str(artifacts / "serve-phone-dark.png"), full_page=True)
     page.click("#theme")
     page.set_viewport_size({"width": 1100, "height": 820})
+
+
+def test_score_heatmap_keeps_emoji_whole(page, server):
+    """The API's character offsets count code points; the heatmap sliced the UTF-16 string
+    with them, splitting an emoji and shifting every token after it."""
+    page.click("#tab-score")
+    text = "\U0001F600 Open the file."
+    page.fill("#score-input", text)
+    page.click("#score-run")
+    # (the tab may still show an earlier test's sentence: wait for this one)
+    page.wait_for_function("t => document.querySelector('#score-out .heat')?.textContent === t",
+                           arg=text)
+    shown = page.eval_on_selector_all("#score-out .tok", "o => o.map(x => x.textContent)")
+    expected = api(server, "/v1/score", {"texts": [text], "model": "bert", "per_token": True})
+    assert shown == [text[t["start"]:t["end"]] for t in expected["results"][0]["tokens"]]
+    assert shown[0] == "\U0001F600"
+    assert page.eval_on_selector("#score-out .heat", "e => e.textContent") == text
+
+
+def test_unmask_infill_example_runs_with_the_default_steps(page, server):
+    """Switching to infill puts a 4-mask example in; the default steps (6) were refused."""
+    page.click("#tab-unmask")
+    page.select_option("#unmask-task", "infill")
+    page.click("#unmask-run")
+    page.wait_for_selector("#unmask-result")
+    assert not page.is_visible("#error")
+    page.select_option("#unmask-task", "generate")
