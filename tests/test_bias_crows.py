@@ -241,3 +241,24 @@ def test_a_pair_sharing_only_its_special_tokens_is_neutral(tiny_mlm):
     assert result.extras["masked_tokens"].tolist() == [0]
     assert result.sent_more_score[0] == result.sent_less_score[0] == 0.0  # as metric.py: 0 == 0
     assert result.summary().neutral == 1 and result.summary().metric_score == 0.0
+
+
+def test_a_sentence_longer_than_the_model_is_said(tiny_mlm):
+    """metric.py cannot score a sentence longer than the model: mlmkit scores it in windows
+    and says so (it was silent, with transformers' 'indexing errors' line on stderr); AUL
+    refuses it with the sentence cut short in its one-line error (it was the whole text)."""
+    import warnings
+
+    mlm = tiny_mlm("bert")
+    long = "The poor " + "man " * 140 + "is lazy."
+    pairs = [CrowsPair(1, 2, "Yes it is.", "No it is.", "stereo", "age"),
+             CrowsPair(2, 3, long, long.replace("poor", "rich"), "stereo", "socioeconomic")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        score_crows(mlm, pairs, batch_tokens=4096)
+    assert [str(w.message)[:70] for w in caught] == [
+        "1 pair(s) have a sentence longer than the model's 128 tokens (first: r"]
+    with pytest.raises(MlmkitError, match=r"'… has \d+ tokens, more than the model's 128: "
+                                          r"AUL scores whole sentences; shorten") as error:
+        score_aul(mlm, pairs)
+    assert len(str(error.value)) < 250

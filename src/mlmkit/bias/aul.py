@@ -63,14 +63,16 @@ def aul_sentence_scores(
     mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
                                    batch_tokens=batch_tokens)
     tokenizer, net = mlm.tokenizer, mlm.model
-    encoded = [tokenizer.encode(t.lower() if lowercase else t, add_special_tokens=True)
-               for t in texts]
+    encoded = [tokenizer.encode(t.lower() if lowercase else t, add_special_tokens=True,
+                                verbose=False) for t in texts]
     for text, ids in zip(texts, encoded, strict=True):
+        shown = repr(text) if len(text) <= 80 else repr(text[:80]) + "…"
         if len(ids) < 3:
-            raise InvalidData(f"the sentence {text!r} has no token besides its special tokens")
+            raise InvalidData(f"the sentence {shown} has no token besides its special tokens")
         if len(ids) > mlm.max_length:
-            raise InvalidData(f"the sentence {text!r} has {len(ids)} tokens, more than the "
-                              f"model's {mlm.max_length}: AUL scores whole sentences")
+            raise InvalidData(f"the sentence {shown} has {len(ids)} tokens, more than the "
+                              f"model's {mlm.max_length}: AUL scores whole sentences; shorten "
+                              "it or remove its pair")
     # every token but the first and the last ([CLS] … [SEP]) is read
     jobs = TokenJobs(encoded, [range(1, len(ids) - 1) for ids in encoded])
 

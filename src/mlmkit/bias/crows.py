@@ -11,6 +11,7 @@ copies of all 1,508 pairs go through the scoring engine in length-sorted batches
 from __future__ import annotations
 
 import difflib
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -53,8 +54,8 @@ def crows_inputs(tokenizer, pairs: Sequence[CrowsPair], lowercase: bool):
         sent1, sent2 = pair.sent1, pair.sent2
         if lowercase:
             sent1, sent2 = sent1.lower(), sent2.lower()
-        a = tokenizer.encode(sent1, add_special_tokens=True)
-        b = tokenizer.encode(sent2, add_special_tokens=True)
+        a = tokenizer.encode(sent1, add_special_tokens=True, verbose=False)
+        b = tokenizer.encode(sent2, add_special_tokens=True, verbose=False)
         t1, t2 = shared_positions(a, b)
         ids1.append(a)
         ids2.append(b)
@@ -92,6 +93,13 @@ def score_crows(
     if lowercase is None:
         lowercase = is_uncased(mlm.tokenizer)
     ids1, ids2, targets1, targets2 = crows_inputs(mlm.tokenizer, pairs, lowercase)
+    long = [p for p, a, b in zip(pairs, ids1, ids2, strict=True)
+            if max(len(a), len(b)) > mlm.max_length]
+    if long:
+        warnings.warn(f"{len(long)} pair(s) have a sentence longer than the model's "
+                      f"{mlm.max_length} tokens (first: row {long[0].row}, line "
+                      f"{long[0].line}): scored in sliding windows, which metric.py cannot do",
+                      stacklevel=2)
     logp = score_token_ids(mlm, ids1 + ids2, targets1 + targets2, batch_tokens=batch_tokens,
                            precision=precision, progress=progress_wanted(progress))
     n = len(pairs)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 
@@ -62,6 +63,20 @@ def _interval(score, digits: int = 2) -> str:
     from mlmkit.bias.formatting import interval
 
     return interval(score, digits, short=True, none="")
+
+
+@contextlib.contextmanager
+def _warnings_as_lines():
+    """The library's warnings (e.g. a pair scored in windows) as `warning:` lines."""
+    import warnings
+
+    from mlmkit.runtime.progress import warn
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        yield
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        warn(message)
 
 
 def _check_outputs(output: str, inputs: list, pairs_csv: Path | None = None) -> None:
@@ -189,8 +204,9 @@ def crows_command(
                           batch_tokens=batch_tokens, limit=limit)  # before the model loads
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     began = time.perf_counter()
-    result = audit(mlm, measure, items, n_boot=bootstrap, seed=seed, limit=limit,
-                   lowercase=lowercase, batch_tokens=batch_tokens, precision=precision)
+    with _warnings_as_lines():
+        result = audit(mlm, measure, items, n_boot=bootstrap, seed=seed, limit=limit,
+                       lowercase=lowercase, batch_tokens=batch_tokens, precision=precision)
     status(f"scored {result.n} pairs in {time.perf_counter() - began:.1f} s")
     if pairs_csv is not None:
         result.result.write_csv(pairs_csv, inputs=inputs)
@@ -263,8 +279,9 @@ def compare_command(
     mlm_a, precision_a = prepare_mlm(model_a, device=device, precision=precision,
                                      threads=threads)
     mlm_b, _ = prepare_mlm(model_b, device=device, precision=precision, threads=threads)
-    result = compare(mlm_a, mlm_b, benchmark_name, items, n_boot=bootstrap, seed=seed,
-                     limit=limit, batch_tokens=batch_tokens, precision=precision_a)
+    with _warnings_as_lines():
+        result = compare(mlm_a, mlm_b, benchmark_name, items, n_boot=bootstrap, seed=seed,
+                         limit=limit, batch_tokens=batch_tokens, precision=precision_a)
     if _write(result, output, as_json, inputs):
         return
     table = Table(title=f"{benchmark_name}: A = {escape(result.model_a)}, B = "
