@@ -387,3 +387,28 @@ def test_a_continuation_or_span_that_goes_on_a_word_has_no_wordpiece_marker(
     assert decode_part(tok, ids) == tok.decode(ids)[2:]
     word = tok.convert_tokens_to_ids(["of", "##s"])
     assert decode_part(tok, word) == tok.decode(word)
+
+
+def test_each_step_reports_the_probability_of_what_it_revealed(tiny_mlm):
+    """StepEvent.probability is the step's own prediction of each revealed token: the same
+    as a fresh forward of the canvas before the step, over the tokens generation may emit
+    (so live views need no model call of their own)."""
+    from mlmkit.generate.canvas import suppressed_ids
+    from mlmkit.models import masked_log_probs
+
+    mlm = tiny_mlm("bert")
+    events, kwargs = _record(length=5, steps=3, temperature=1.0, seed=2)
+    generate(mlm, PROMPTS, **kwargs)
+    assert len(events) == 3
+    mask, pad = mlm.tokenizer.mask_token_id, mlm.tokenizer.pad_token_id
+    for event in events:
+        before = event.ids.clone()
+        before[event.masked | event.revealed] = mask
+        attention = (event.content | (event.ids != pad)).long()
+        with torch.inference_mode():
+            log_probs = masked_log_probs(mlm.model, before, attention, event.revealed)
+            log_probs[:, suppressed_ids(mlm.tokenizer, allow_eos=True)] = float("-inf")
+        expected = log_probs.float().log_softmax(-1).gather(1, event.ids[event.revealed].view(-1, 1)).exp()
+        got = event.probability[event.revealed]
+        torch.testing.assert_close(got, expected.squeeze(1), rtol=1e-5, atol=1e-6)
+        assert event.probability[~event.revealed].isnan().all()

@@ -133,10 +133,17 @@ def _events(text: str) -> list[tuple[str, dict]]:
 
 def test_generate_stream_sends_each_step_then_the_same_result(client, models):
     body = {"prompt": "Return the", "length": 6, "steps": 3, "seed": 1}
-    with client.stream("POST", "/v1/generate", json={**body, "stream": True}) as response:
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream")
-        events = _events(response.read().decode())
+    forwards = []
+    hook = models["bert"].model.get_input_embeddings().register_forward_pre_hook(
+        lambda *_: forwards.append(1))
+    try:
+        with client.stream("POST", "/v1/generate", json={**body, "stream": True}) as response:
+            assert response.status_code == 200
+            assert response.headers["content-type"].startswith("text/event-stream")
+            events = _events(response.read().decode())
+    finally:
+        hook.remove()
+    assert len(forwards) == 3  # the steps' own calls: the confidences cost none
     steps = [data for name, data in events if name == "step"]
     assert events[-1][0] == "result"
     expected = mlmkit.generate(models["bert"], ["Return the"], **{k: v for k, v in body.items()

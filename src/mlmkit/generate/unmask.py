@@ -63,6 +63,10 @@ class StepEvent:
     """Wall time of this batch so far."""
     filled: int = 0
     """Masks of this batch filled so far (all rows)."""
+    probability: torch.Tensor | None = None
+    """float [B, L]: the probability the step's predictions gave each token it revealed
+    (the distribution the sampler drew from, before temperature; NaN elsewhere; None when
+    the step revealed nothing)."""
 
 
 @dataclass
@@ -319,7 +323,7 @@ def unmask(
     steps_run = 0
     total_masks = int(masked.sum())
 
-    def emit(block, reveal, remasked=None, edited=None):
+    def emit(block, reveal, remasked=None, edited=None, probability=None):
         if on_step is not None:
             on_step(StepEvent(step=steps_run, block=block, ids=ids.cpu().clone(),
                               masked=masked.cpu().clone(), revealed=reveal.cpu(),
@@ -328,7 +332,8 @@ def unmask(
                               edited=None if edited is None else edited.cpu(),
                               model_calls=predictor.calls,
                               filled=int(total_masks - masked.sum()),
-                              seconds=time.perf_counter() - started))
+                              seconds=time.perf_counter() - started,
+                              probability=probability))
 
     with torch.inference_mode():
         for block, block_steps in enumerate(plan):
@@ -390,9 +395,11 @@ def unmask(
                         keep = ~remask[edited]
                         edited &= ~remask
                         new, probs = new[keep], probs[keep]
-                changed = False
+                changed, probability = False, None
                 if bool(reveal.any()):
                     tokens = step.tokens_at(reveal)
+                    if on_step is not None:  # for live views: no model call of their own
+                        probability = _revealed_probability(step, reveal, tokens)
                     ids[reveal] = tokens
                     masked &= ~reveal
                     if remasking or editing:
@@ -414,7 +421,7 @@ def unmask(
                 if changed:
                     predictor.version += 1
                 steps_run += 1
-                emit(block, reveal, remask, edited)
+                emit(block, reveal, remask, edited, probability)
             while editing and steps_run < cap - later[block]:
                 editable = fix.generated & in_block & ~masked
                 if not bool(editable.any()):
@@ -434,6 +441,16 @@ def unmask(
     return UnmaskResult(ids=ids, model_calls=predictor.calls, steps=steps_run,
                         seconds=time.perf_counter() - started, remasked=fix.remasked,
                         edited=fix.edited)
+
+
+def _revealed_probability(step: _Step, reveal: torch.Tensor, tokens: torch.Tensor
+                          ) -> torch.Tensor:
+    """float [B, L] on the CPU: the step's softmax probability of each revealed token."""
+    logits = step.logits()[reveal[step.active]].float()
+    chosen = torch.softmax(logits, dim=-1).gather(1, tokens.view(-1, 1)).squeeze(1)
+    out = torch.full(reveal.shape, float("nan"))
+    out[reveal.cpu()] = chosen.cpu()
+    return out
 
 
 def _chosen_confidence(step: _Step, reveal: torch.Tensor) -> torch.Tensor:

@@ -4,9 +4,10 @@
   position when it is masked (the same masked copies PLL reads; the scores themselves always
   come from `mlmkit.score`). One `run_jobs` call through the shared batching layer.
 - `StepStream`: an `on_step` hook of `generate` / `infill` that turns each `StepEvent` into a
-  JSON-ready step (tokens, masks, what was revealed) with the model's probability of each
-  revealed token on the canvas before the step (the confidence the view colours by). It
-  also stops the loop when the client has gone (`cancelled`).
+  JSON-ready step (tokens, masks, what was revealed) with the probability the step's own
+  predictions gave each revealed token (`StepEvent.probability`: the confidence the view
+  colours by, at no extra model call). It also stops the loop when the client has gone
+  (`cancelled`).
 - `word_differences`: the words every compared model scored at the same characters, with
   each model's log-probability.
 """
@@ -72,35 +73,11 @@ class StepStream:
     def __init__(self, mlm, emit, confidence: bool = True):
         self.mlm, self.emit, self.with_confidence = mlm, emit, confidence
         self.cancelled = threading.Event()
-        self.mask_id = mlm.tokenizer.mask_token_id
-        self.pad_id = mlm.tokenizer.pad_token_id if mlm.tokenizer.pad_token_id is not None \
-            else -1
-
-    def _confidence(self, event):
-        """The model's probability of each revealed token given the canvas before the step."""
-        import torch
-
-        from mlmkit.models import masked_log_probs
-
-        before = event.ids.clone()
-        before[event.masked | event.revealed] = self.mask_id
-        attention = (event.content | (event.ids != self.pad_id)).long()
-        model = self.mlm.model
-        device = self.mlm.device
-        with torch.inference_mode():
-            log_probs = masked_log_probs(model, before.to(device), attention.to(device),
-                                         event.revealed.to(device))
-            tokens = event.ids[event.revealed].to(device)
-            probs = log_probs.float().gather(1, tokens.view(-1, 1)).squeeze(1).exp()
-        out = torch.full(event.ids.shape, float("nan"))
-        out[event.revealed] = probs.cpu()
-        return out
 
     def __call__(self, event) -> None:
         if self.cancelled.is_set():
             raise Cancelled("the client went away")
-        confidence = self._confidence(event) if self.with_confidence and bool(
-            event.revealed.any()) else None
+        confidence = event.probability if self.with_confidence else None
         rows = []
         convert = self.mlm.tokenizer.convert_ids_to_tokens
         for row in range(event.ids.shape[0]):
