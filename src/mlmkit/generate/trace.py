@@ -8,12 +8,30 @@ from pathlib import Path
 from mlmkit.generate.unmask import StepEvent
 
 
+def step_row(tokenizer, event: StepEvent, row: int) -> dict:
+    """One row of a step as JSON-ready fields: the content tokens (masks as the mask token),
+    which are masked and which were revealed at this step (bools per content token),
+    "remasked" and "edited" with --remask / --edit, and "confidence": the probability the
+    step gave each token it revealed (None elsewhere, or when it revealed nothing)."""
+    content = event.content[row]
+    confidence = None
+    if event.probability is not None:
+        confidence = [None if value != value else round(value, 6)  # NaN: not revealed
+                      for value in event.probability[row][content].tolist()]
+    return {
+        "tokens": tokenizer.convert_ids_to_tokens(event.ids[row][content].tolist()),
+        "masked": event.masked[row][content].tolist(),
+        "revealed": event.revealed[row][content].tolist(),
+        **{name: getattr(event, name)[row][content].tolist()
+           for name in ("remasked", "edited") if getattr(event, name) is not None},
+        "confidence": confidence,
+    }
+
+
 class TraceRecorder:
     """Collects step events; `save` writes them atomically as JSON lines.
 
-    Each line: {"row", "step", "block", "tokens" (content tokens as strings, masks as the
-    mask token), "masked" and "revealed" (bools per content token), "remasked" and "edited"
-    with --remask / --edit, and "model_calls" so far}.
+    Each line: {"row", "step", "block", the fields of `step_row`, and "model_calls" so far}.
     """
 
     def __init__(self, tokenizer):
@@ -22,16 +40,9 @@ class TraceRecorder:
 
     def __call__(self, event: StepEvent) -> None:
         for row in range(event.ids.shape[0]):
-            content = event.content[row]
             self.lines.append(json.dumps({
-                "row": event.first_row + row,
-                "step": event.step,
-                "block": event.block,
-                "tokens": self.tokenizer.convert_ids_to_tokens(event.ids[row][content].tolist()),
-                "masked": event.masked[row][content].tolist(),
-                "revealed": event.revealed[row][content].tolist(),
-                **{name: getattr(event, name)[row][content].tolist()
-                   for name in ("remasked", "edited") if getattr(event, name) is not None},
+                "row": event.first_row + row, "step": event.step, "block": event.block,
+                **step_row(self.tokenizer, event, row),
                 "model_calls": event.model_calls,
             }, ensure_ascii=False))
 

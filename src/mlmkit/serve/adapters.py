@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import threading
 
-import numpy as np
-
 
 def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
                        batch_tokens=None, precision="auto") -> list[list[list[dict]]]:
@@ -70,31 +68,18 @@ class Cancelled(Exception):
 class StepStream:
     """An `on_step` hook: each step as a dict, handed to `emit` (from the model's thread)."""
 
-    def __init__(self, mlm, emit, confidence: bool = True):
-        self.mlm, self.emit, self.with_confidence = mlm, emit, confidence
+    def __init__(self, mlm, emit):
+        self.mlm, self.emit = mlm, emit
         self.cancelled = threading.Event()
 
     def __call__(self, event) -> None:
         if self.cancelled.is_set():
             raise Cancelled("the client went away")
-        confidence = event.probability if self.with_confidence else None
-        rows = []
-        convert = self.mlm.tokenizer.convert_ids_to_tokens
-        for row in range(event.ids.shape[0]):
-            content = event.content[row]
-            values = None
-            if confidence is not None:
-                values = [None if np.isnan(v) else round(float(v), 6)
-                          for v in confidence[row][content].tolist()]
-            # The fields of the CLI's --trace lines (mlmkit.generate.trace), and confidence.
-            rows.append({"row": event.first_row + row,
-                         "tokens": convert(event.ids[row][content].tolist()),
-                         "masked": event.masked[row][content].tolist(),
-                         "revealed": event.revealed[row][content].tolist(),
-                         **{name: getattr(event, name)[row][content].tolist()
-                            for name in ("remasked", "edited")
-                            if getattr(event, name) is not None},
-                         "confidence": values})
+        from mlmkit.generate.trace import step_row
+
+        # the fields of the CLI's --trace lines, confidence included
+        rows = [{"row": event.first_row + row, **step_row(self.mlm.tokenizer, event, row)}
+                for row in range(event.ids.shape[0])]
         self.emit({"step": event.step, "block": event.block, "model_calls": event.model_calls,
                    "rows": rows})
 
