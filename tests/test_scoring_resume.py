@@ -187,3 +187,34 @@ def test_the_fingerprint_follows_the_model_and_the_settings(corpus, tiny_mlm):
     assert fingerprint(corpus, MLM(retrained, mlm.tokenizer), settings) != key
     assert fingerprint(corpus, tiny_mlm("electra"), settings) != key
     assert fingerprint(corpus, mlm, {**settings, "metric": "pll_word_l2r"}) != key
+
+
+def test_ctrl_c_says_interrupted_and_where_the_partial_is(corpus, saved_tiny_mlm, reference,
+                                                          tmp_path, monkeypatch):
+    """Ctrl-C: exit 130 with 'interrupted' (it was a silent 130), the output file absent,
+    the kept partial named; the same command then resumes to the uninterrupted bytes."""
+    from typer.testing import CliRunner
+
+    import mlmkit.scoring.stream as stream
+    from mlmkit.cli import app
+
+    calls, real = [], stream.score
+
+    def interrupted_on_the_third_chunk(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    out = tmp_path / "scores.jsonl"
+    argv = _argv([], saved_tiny_mlm("bert"), corpus, out)
+    monkeypatch.setattr(stream, "score", interrupted_on_the_third_chunk)
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 130 and not out.exists()
+    warning, last = result.stderr.strip().splitlines()
+    [kept] = _partials(out)
+    assert last == "interrupted" and warning.startswith(f"warning: {str(out)!r} was not written")
+    assert repr(str(kept)) in warning and kept.read_bytes().count(b"\n") == 2 * CHUNK
+    monkeypatch.setattr(stream, "score", real)
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0 and out.read_bytes() == reference

@@ -65,6 +65,9 @@ class _Group(TyperGroup):
             return super().invoke(ctx)
         except MlmkitError as error:
             raise _user_error(str(error)) from None
+        except KeyboardInterrupt:  # typer would turn it into a silent exit 130
+            print("interrupted", file=sys.stderr, flush=True)
+            raise typer.Exit(130) from None
         except OSError as error:
             for kind, message in PATH_ERRORS:
                 if isinstance(error, kind):

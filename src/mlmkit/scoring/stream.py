@@ -334,6 +334,12 @@ def score_file(
             handle.close()  # kept: the next run with the same settings resumes from it
             if not resumable:
                 partial.unlink(missing_ok=True)
+            else:
+                from mlmkit.runtime.progress import warn
+
+                warn(f"{str(output)!r} was not written: the lines scored so far are kept in "
+                     f"{str(partial)!r}; the same command resumes from them (--no-resume "
+                     "starts over)")
         raise
     except BaseException:
         if handle is not None:
