@@ -182,7 +182,8 @@ def test_inputs_file_errors_name_the_line(tmp_path, tiny_mlm):
     with pytest.raises(MlmkitError, match=r"inputs\.txt' line 3 has no mask"):
         read_fill_inputs(path, tiny_mlm("bert").tokenizer)
     path.write_text("A [MASK] here.\n\nand <mask> there\n", encoding="utf-8")
-    assert read_fill_inputs(path) == ["A [MASK] here.", "and <mask> there"]
+    with pytest.warns(UserWarning, match=r"1 blank line\(s\) of '.*inputs\.txt' skipped"):
+        assert read_fill_inputs(path) == ["A [MASK] here.", "and <mask> there"]
     with pytest.raises(MlmkitError, match="does not exist"):
         read_fill_inputs(tmp_path / "missing.txt")
     path.write_bytes(b"A [MASK] here.\ncaf\xe9 [MASK]\n")
@@ -204,9 +205,10 @@ def test_cli_fill_json_file_and_joint(saved_tiny_mlm, tmp_path):
     data = [json.loads(line) for line in out.stdout.splitlines()]
     assert len(data) == 1 and len(data[0]["masks"][0]["candidates"]) == 3
     inputs = tmp_path / "inputs.txt"
-    inputs.write_text(f"{SINGLE}\n{MULTI}\n", encoding="utf-8")
+    inputs.write_text(f"{SINGLE}\n  \n{MULTI}\n", encoding="utf-8")
     out = runner.invoke(app, ["fill", str(path), "--file", str(inputs), "--joint", "--json"])
     assert out.exit_code == 0, out.output
+    assert out.stderr.startswith("warning: 1 blank line(s) of")  # said, not silent
     data = [json.loads(line) for line in out.stdout.splitlines()]
     assert [d["mode"] for d in data] == ["joint", "joint"]
     assert sorted(m["step"] for m in data[1]["masks"]) == [0, 1, 2]

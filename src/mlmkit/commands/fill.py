@@ -54,6 +54,8 @@ def fill_command(
                                                       "first, each seeing the ones filled."),
     *, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
+    import warnings
+
     from mlmkit.commands.score import seed_everything
     from mlmkit.errors import InvalidArgument
     from mlmkit.generate.fill_mask import fill_mask, read_fill_inputs
@@ -61,6 +63,7 @@ def fill_command(
     from mlmkit.runtime import checks
     from mlmkit.runtime.batching import check_budget
     from mlmkit.runtime.output import check_output_path, open_output
+    from mlmkit.runtime.progress import warn
     from mlmkit.runtime.records import check_input_file
     from mlmkit.runtime.results import dumps
 
@@ -77,8 +80,12 @@ def fill_command(
     check_output_path(output, inputs=inputs)
     seed_everything(seed)  # fill-mask draws nothing at random; --seed is accepted for all
     mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
-    items = read_fill_inputs(file, mlm.tokenizer, encoding, encoding_errors) \
-        if file is not None else list(texts)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        items = read_fill_inputs(file, mlm.tokenizer, encoding, encoding_errors) \
+            if file is not None else list(texts)
+    for warning in caught:
+        warn(str(warning.message))
     results = fill_mask(mlm, items, top_k=top_k, mode="joint" if joint else "independent",
                         batch_tokens=batch_tokens, precision=precision)
     with open_output(output, inputs=inputs) as handle:

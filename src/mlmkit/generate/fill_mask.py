@@ -87,9 +87,10 @@ def read_fill_inputs(path: str | Path, tokenizer=None, encoding: str = "utf-8",
 
     pattern = mask_pattern(tokenizer) if tokenizer is not None else re.compile(
         "|".join(re.escape(s) for s in MASK_SPELLINGS))
-    texts = []
+    texts, blank = [], 0
     for number, text in read_texts(path, encoding=encoding, errors=errors):
         if not text.strip():
+            blank += 1
             continue
         if not pattern.search(text):
             raise InvalidData(f"{display_name(path)} line {number} has no mask: write "
@@ -99,6 +100,9 @@ def read_fill_inputs(path: str | Path, tokenizer=None, encoding: str = "utf-8",
     if not texts:
         raise InvalidData(f"inputs file {display_name(path)} is empty: write one input per "
                           "line")
+    if blank:
+        warnings.warn(f"{blank} blank line(s) of {display_name(path)} skipped: the results "
+                      "are one per non-blank line", stacklevel=2)
     return texts
 
 
