@@ -195,3 +195,20 @@ def test_elbo_and_facts_parts_equal_their_own_functions(tiny_mlm, small_data, tm
     assert result.metrics["facts_p@1"] == pytest.approx(
         sum(f.rank == 1 for f in probed) / len(probed))
     assert len(result.items["facts_p@1"]["values"]) == len(probed)
+
+
+def test_pppl_scores_whole_held_out_texts_and_says_blank_lines(tiny_mlm, small_data, tmp_path):
+    """A --texts line over 2,000 characters was cut to 2,000 silently; blank lines were
+    dropped silently."""
+    import mlmkit
+    from mlmkit.evaluation import evaluate_suite
+
+    mlm = tiny_mlm("bert")
+    long = "Return" + " " * 2000 + "the items."  # cut at 2,000 characters: 'Return'
+    path = tmp_path / "held-out.txt"
+    path.write_text(f"Return the items.\n\n{long}\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"1 blank line\(s\) of the texts file .* skipped"):
+        result = evaluate_suite(mlm, small_data, parts="pppl", texts=str(path), device="cpu",
+                                threads=1, progress=False)
+    whole = mlmkit.score(mlm, ["Return the items.", long])
+    assert sorted(result.items["pppl"]["weights"]) == sorted(s.n_tokens for s in whole)

@@ -56,10 +56,18 @@ def suite_command(
 
             raise PathError(f"--out-dir {out_dir!r} is a file: name a folder")
         check_output_path(str(Path(out_dir) / "suite.json"))
-    result = evaluate_suite(model, data, quick=quick, parts=parts, texts=texts, facts=facts,
-                            output_dir=out_dir, offline=offline, batch_tokens=batch_tokens,
-                            precision=precision,
-                            device=device, threads=threads, seed=seed)
+    import warnings
+
+    from mlmkit.runtime.progress import warn
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = evaluate_suite(model, data, quick=quick, parts=parts, texts=texts,
+                                facts=facts, output_dir=out_dir, offline=offline,
+                                batch_tokens=batch_tokens, precision=precision,
+                                device=device, threads=threads, seed=seed)
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        warn(message)
     if as_json:
         print(result.to_json(), flush=True)
     else:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -265,8 +266,8 @@ def _pppl(mlm, result, *, quick, texts, runtime, **_):
         source = "python-docs validation"
     else:
         pool, source = texts, "the texts file (--texts)"
+    # whole texts: a long one is scored in sliding windows (never cut short)
     chosen = [pool[i] for i in _sample(len(pool), _size("pppl_texts", quick))]
-    chosen = [t[:2000] for t in chosen]
     scored = [s for s in score(mlm, chosen, **runtime) if s.pll is not None and s.n_tokens]
     nll = np.array([-s.pll for s in scored], dtype=np.float64)
     tokens = np.array([s.n_tokens for s in scored], dtype=np.float64)
@@ -279,10 +280,14 @@ def _pppl(mlm, result, *, quick, texts, runtime, **_):
 def _held_out_texts(path) -> list[str]:
     from mlmkit.runtime.records import read_texts
 
-    pool = [t for _, t in read_texts(path) if t.strip()]
+    lines = [t for _, t in read_texts(path)]
+    pool = [t for t in lines if t.strip()]
     if not pool:
         raise InvalidArgument(f"texts file {str(path)!r} (--texts) holds no text: give one "
                               "held-out text per line")
+    if len(pool) < len(lines):
+        warnings.warn(f"{len(lines) - len(pool)} blank line(s) of the texts file "
+                      f"{str(path)!r} (--texts) skipped", stacklevel=3)
     return pool
 
 
