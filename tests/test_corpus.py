@@ -159,7 +159,7 @@ def test_jsonl_invalid_json_and_non_text_field_name_the_line(tmp_path):
     with pytest.raises(MlmkitError, match=r"a\.jsonl' line 3: invalid JSON"):
         list(read_corpus(path))
     path.write_text('{"text": 3}\n', encoding="utf-8")
-    with pytest.raises(MlmkitError, match=r"line 1: field 'text' holds a int"):
+    with pytest.raises(MlmkitError, match=r"line 1: field 'text' holds number, not a string"):
         list(read_corpus(path))
     path.write_text("[1, 2]\n", encoding="utf-8")
     with pytest.raises(MlmkitError, match=r"line 1: a JSON list, not an object"):

@@ -144,9 +144,20 @@ def parse_json_line(path, number: int, line: str, what: str = "records") -> dict
                           f"{what} files hold one flat JSON object per line") from None
     if not isinstance(row, dict):
         raise InvalidData(f"{display_name(path)} line {number}: a JSON "
-                          f"{type(row).__name__}, not an object; {what} files hold one JSON "
+                          f"{json_type(row)}, not an object; {what} files hold one JSON "
                           "object per line")
     return row
+
+
+def json_type(value) -> str:
+    """The JSON name of a parsed value's type (for errors: 'null', not 'NoneType')."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {list: "list", dict: "object", str: "string"}.get(type(value), type(value).__name__)
 
 
 def is_jsonl(path) -> bool:
@@ -207,7 +218,14 @@ def read_texts(path, field: str | None = None, encoding: str = "utf-8",
         if not line.strip():
             yield number, ""
             continue
-        row = parse_json_line(path, number, line, "text")
+        try:
+            row = parse_json_line(path, number, line, "text")
+        except InvalidData as error:
+            if is_jsonl(path):
+                raise
+            raise InvalidData(f"{error}; --field {name!r} reads JSONL (or TSV/CSV) input: for "
+                              "a plain text file, one text per line, leave --field out") \
+                from None
         yield number, text_field(path, number, row, name)
 
 
@@ -217,7 +235,7 @@ def text_field(path, number: int, row: dict, name: str) -> str:
                           f"fields are {sorted(row)}): choose the text field with --field")
     value = row[name]
     if not isinstance(value, str):
-        raise InvalidData(f"{display_name(path)} line {number}: field {name!r} holds a "
-                          f"{type(value).__name__}, not text; choose the text field with "
+        raise InvalidData(f"{display_name(path)} line {number}: field {name!r} holds "
+                          f"{json_type(value)}, not a string; choose the text field with "
                           "--field")
     return value
