@@ -138,3 +138,16 @@ def test_bad_stereoset_files_are_refused(tmp_path):
         read_stereoset(tmp_path / "bad.json")
     with pytest.raises(MlmkitError, match="no score"):
         StereoSetResult(read_stereoset(FIXTURE), {"g1-s": 0.1})
+    # Scores are kept by sentence id: a reused id let one example's score stand for another's.
+    reused = json.loads(json.dumps(document))
+    copy = json.loads(json.dumps(reused["data"]["intrasentence"][0]))
+    copy["id"] = "other"
+    reused["data"]["intrasentence"].append(copy)
+    with pytest.raises(MlmkitError, match=r"intrasentence\[5\] \(id 'other'\): the sentence "
+                                          r"id 'g1-s' is also used in .*intrasentence\[0\]"):
+        read_stereoset(_write(tmp_path, reused))
+    unmatched = json.loads(json.dumps(document))
+    unmatched["data"]["intrasentence"][0]["sentences"][0]["sentence"] = "Short."
+    with pytest.raises(MlmkitError, match=r"intrasentence\[0\]\.sentences\[0\]: the "
+                                          r"sentence 'Short\.' has no word"):
+        read_stereoset(_write(tmp_path, unmatched))

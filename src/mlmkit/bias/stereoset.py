@@ -96,7 +96,17 @@ def read_stereoset(path: str | Path) -> list[StereoExample]:
                           f"StereoSet dev.json format") from error
     if not isinstance(raw, list) or not raw:
         raise InvalidData(f"{str(path)!r}: data.intrasentence is empty")
-    return [_example(item, i, path) for i, item in enumerate(raw)]
+    examples = [_example(item, i, path) for i, item in enumerate(raw)]
+    first: dict[str, int] = {}  # sentence id -> example index: scores are kept by sentence id
+    for i, example in enumerate(examples):
+        for sentence in example.sentences.values():
+            if first.setdefault(sentence.id, i) != i or \
+                    sum(s.id == sentence.id for s in example.sentences.values()) > 1:
+                raise InvalidData(f"{str(path)!r} data.intrasentence[{i}] (id {example.id!r}): "
+                                  f"the sentence id {sentence.id!r} is also used in "
+                                  f"data.intrasentence[{first[sentence.id]}]; sentence ids "
+                                  "must be unique: fix or remove the duplicate")
+    return examples
 
 
 def _example(item, index: int, path: Path) -> StereoExample:
@@ -129,7 +139,11 @@ def _example(item, index: int, path: Path) -> StereoExample:
         if s["gold_label"] not in GOLD_LABELS:
             raise InvalidData(f"{where}.sentences[{j}] has gold_label {s['gold_label']!r}: use "
                               f"one of {list(GOLD_LABELS)}")
-        word = template_word(item["context"], s["sentence"])
+        try:
+            word = template_word(item["context"], s["sentence"])
+        except InvalidData as error:
+            raise InvalidData(f"{where}.sentences[{j}]: {error}: fix the sentence or the "
+                              "context") from None
         if not word:
             raise InvalidData(f"{where}.sentences[{j}] ({s['sentence']!r}) has no word at the "
                               f"BLANK once punctuation is removed")
