@@ -79,6 +79,16 @@ def test_bad_nbest_files(tmp_path):
         read_nbest(tsv)
     with pytest.raises(MlmkitError, match="does not exist"):
         read_nbest(tmp_path / "missing.json")
+    # A repeated key or reference was kept last, silently dropping the other.
+    broken.write_text('{"u1": {"hyp_1": {"score": 1, "text": "a"}, '
+                      '"hyp_1": {"score": 2, "text": "b"}}}\n')
+    with pytest.raises(MlmkitError, match="the key 'hyp_1' appears twice"):
+        read_nbest(broken)
+    good, refs = tmp_path / "good.tsv", tmp_path / "refs.tsv"
+    good.write_text("u1\t-1.0\ta b\n")
+    refs.write_text("u1\ta b\nu1\ta c\n")
+    with pytest.raises(MlmkitError, match="refs.tsv' line 2: a second reference for 'u1'"):
+        read_nbest(good, refs)
 
 
 def test_blimp_subset(tiny_mlm, shared_data):

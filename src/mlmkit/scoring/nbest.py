@@ -48,10 +48,28 @@ def _am_score(value, where: str) -> float:
     return am
 
 
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs: list[tuple]) -> dict:
+    """json.loads keeps the last of two equal keys: a hypothesis or utterance lost."""
+    seen = {}
+    for key, value in pairs:
+        if key in seen:
+            raise _DuplicateKey(key)
+        seen[key] = value
+    return seen
+
+
 def _read_json(path, text: str) -> list[Utterance]:
     path = display_name(path)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except _DuplicateKey as error:
+        raise InvalidData(f"{path}: the key {error.args[0]!r} appears twice in one object (an "
+                          "utterance or hypothesis would be lost): give each a unique "
+                          "name") from None
     except json.JSONDecodeError as error:
         raise InvalidData(f"{path}: invalid JSON at line {error.lineno}, column {error.colno}: "
                           f"{error.msg}; fix the file or pass a TSV n-best list") from error
@@ -112,6 +130,9 @@ def read_references(path, encoding: str = "utf-8",
         if not tab:
             raise InvalidData(f"{display_name(path)} line {number}: expected "
                               "utt_id<TAB>reference")
+        if utt_id in refs:
+            raise InvalidData(f"{display_name(path)} line {number}: a second reference for "
+                              f"{utt_id!r}: give one reference per utterance")
         refs[utt_id] = text
     if not refs:
         raise InvalidData(f"references file {display_name(path)} holds no references: write "
