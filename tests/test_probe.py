@@ -224,6 +224,8 @@ def test_bad_inputs(tiny_mlm, tmp_path):
         cloze_classify(mlm, TEXTS, verbalizer={"a": ["good"], "b": ["good"]})
     with pytest.raises(MlmkitError, match="not valid JSON"):
         cloze_classify(mlm, TEXTS, verbalizer="{pos: good}")
+    with pytest.raises(MlmkitError, match="the label 'a' is given twice"):  # was: last kept
+        cloze_classify(mlm, TEXTS, verbalizer='{"a": ["good"], "b": ["bad"], "a": ["fine"]}')
     with pytest.raises(MlmkitError, match="text 1"):
         cloze_classify(mlm, ["fine", "a [MASK] inside"])
     with pytest.raises(MlmkitError, match=r"not in the verbalizer's .*: give a verbalizer "

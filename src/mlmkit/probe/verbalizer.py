@@ -10,6 +10,10 @@ from mlmkit.errors import InvalidArgument
 DEFAULT_VERBALIZER = {"positive": ["great", "good"], "negative": ["terrible", "bad"]}
 
 
+def _pairs(pairs: list) -> list[tuple]:
+    return [tuple(p) for p in pairs]
+
+
 def parse_verbalizer(verbalizer, where: str = "verbalizer") -> dict[str, list[str]]:
     """`{label: [word, ...]}` (a bare word is a list of one), checked and copied.
 
@@ -24,10 +28,17 @@ def parse_verbalizer(verbalizer, where: str = "verbalizer") -> dict[str, list[st
             text = "".join(line for _, line in decoded_lines(path))
             where = f"{where} file {str(path)!r}"
         try:
-            verbalizer = json.loads(text)
+            verbalizer = json.loads(text, object_pairs_hook=_pairs)
         except json.JSONDecodeError as error:
             raise InvalidArgument(f"{where}: not valid JSON ({error.msg}); write e.g. "
                               '\'{"positive": ["good", "great"], "negative": ["bad"]}\'') from error
+    if isinstance(verbalizer, list) and all(isinstance(p, tuple) for p in verbalizer):
+        labels = [label for label, _ in verbalizer]
+        twice = next((label for label in labels if labels.count(label) > 1), None)
+        if twice is not None:  # json.loads would keep only the last one's words
+            raise InvalidArgument(f"{where}: the label {twice!r} is given twice; give each "
+                                  "label once, with all its words in one list")
+        verbalizer = dict(verbalizer)
     if not isinstance(verbalizer, dict) or len(verbalizer) < 2:
         raise InvalidArgument(f"{where}: needs an object mapping at least two labels to words, e.g. "
                           '{"positive": ["good"], "negative": ["bad"]}')
