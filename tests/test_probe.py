@@ -241,7 +241,8 @@ def test_bad_inputs(tiny_mlm, tmp_path):
         read_items(empty)
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "a", "label": "pos"}\n{"txt": "b"}\n')
-    with pytest.raises(MlmkitError, match=r"line 2: unknown field\(s\) \['txt'\]"):
+    with pytest.raises(MlmkitError, match=r"line 2: unknown field\(s\) \['txt'\].*; name "
+                                          r"the text and label fields with --text-field"):
         read_labelled_texts(bad)
     broken = tmp_path / "broken.jsonl"
     broken.write_text('{"candidates": ["a b", "a c"]}\n{"candidates": \n')

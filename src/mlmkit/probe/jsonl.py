@@ -16,18 +16,19 @@ def row_name(path, number: int) -> str:
     return f"{display_name(path)} line {number}"
 
 
-def read_jsonl(path, allowed: set[str], what: str) -> list[tuple[int, dict]]:
+def read_jsonl(path, allowed: set[str], what: str,
+               hint: str = "") -> list[tuple[int, dict]]:
     """(line number, row) for every non-blank line of `path` (a file or `-`).
 
     `allowed` is the set of field names a row may hold; `what` names the kind of data in
-    errors ("facts", "items", ...).
+    errors ("facts", "items", ...); `hint` ends the unknown-field error (what to do).
     """
     rows = []
     for number, row in read_json_objects(path, what=what):
         unknown = sorted(set(row) - allowed)
         if unknown:
             raise InvalidData(f"{row_name(path, number)}: unknown field(s) {unknown}; {what} rows "
-                              f"may hold {sorted(allowed)}")
+                              f"may hold {sorted(allowed)}" + (f"; {hint}" if hint else ""))
         rows.append((number, row))
     if not rows:
         raise InvalidData(f"{what} file {display_name(path)} is empty: it needs one JSON object "

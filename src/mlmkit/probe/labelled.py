@@ -11,7 +11,9 @@ from mlmkit.probe.jsonl import field, read_jsonl, row_name
 def read_labelled_texts(path: str | Path, text_field: str = "text",
                         label_field: str = "label") -> tuple[list[str], list[str] | None]:
     """(texts, gold labels or None); labels must be on every row or on none."""
-    rows = read_jsonl(path, {text_field, label_field, "id"}, "texts")
+    rows = read_jsonl(path, {text_field, label_field, "id"}, "texts",
+                      hint="name the text and label fields with --text-field / --label-field "
+                      "(text_field= / label_field=), or remove the others")
     texts, labels, unlabelled = [], [], []
     for number, row in rows:
         where = row_name(path, number)
