@@ -61,3 +61,16 @@ def test_read_texts_errors_speak_json_and_explain_field_on_plain_text(tmp_path):
     with pytest.raises(MlmkitError, match=r"line 1: invalid JSON .*; --field 'text' reads "
                                           r"JSONL .* leave --field out"):
         list(read_texts(plain, field="text"))
+
+
+def test_a_unicode_line_separator_in_a_text_keeps_its_record_on_one_line(tiny_mlm, tmp_path):
+    """U+2028 / U+2029 / U+0085 inside a text were written raw: str.splitlines() (and many
+    JSONL readers) cut the record in two. Escaped, the JSON is the same."""
+    texts = ["one\u2028two", "three\u0085four\u2029five"]
+    source = tmp_path / "texts.txt"
+    source.write_text("\n".join(texts) + "\n", encoding="utf-8")
+    out = tmp_path / "scores.jsonl"
+    score_file(tiny_mlm("bert"), source, out, progress=False)
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["text"] for line in lines] == texts
+    assert mlmkit.runtime.results.dumps({"t": texts[0]}) == '{"t": "one\\u2028two"}'

@@ -41,9 +41,21 @@ class Result:
                 if not f.name.startswith("_")}
 
     def to_json(self, **kwargs) -> str:
-        return json.dumps(self.to_dict(), ensure_ascii=False, allow_nan=False, **kwargs)
+        return one_line(json.dumps(self.to_dict(), ensure_ascii=False, allow_nan=False,
+                                   **kwargs))
+
+
+# Characters json.dumps(ensure_ascii=False) leaves raw that str.splitlines() and many JSONL
+# readers take as line ends: escaped, so one record stays one line (the JSON is equal).
+_LINE_BREAKS = str.maketrans({"\u0085": "\\u0085", "\u2028": "\\u2028",
+                              "\u2029": "\\u2029"})
+
+
+def one_line(text: str) -> str:
+    """`text` (JSON) with the Unicode line separators inside its strings escaped."""
+    return text.translate(_LINE_BREAKS)
 
 
 def dumps(value, **kwargs) -> str:
     """JSON text of any result, list of results or plain value (never NaN/Infinity)."""
-    return json.dumps(jsonable(value), ensure_ascii=False, allow_nan=False, **kwargs)
+    return one_line(json.dumps(jsonable(value), ensure_ascii=False, allow_nan=False, **kwargs))

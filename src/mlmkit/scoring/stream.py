@@ -38,7 +38,7 @@ from mlmkit.runtime import checks
 from mlmkit.runtime.output import check_output_path, fsync_directory
 from mlmkit.runtime.records import STDIN, check_input_file
 from mlmkit.runtime.records import read_texts as _read_texts
-from mlmkit.runtime.results import Result
+from mlmkit.runtime.results import Result, one_line
 from mlmkit.scoring.results import TextScore
 from mlmkit.scoring.text_scores import check_score_options, score
 
@@ -163,8 +163,8 @@ def _complete_prefix(path: Path, chunk_texts: int) -> tuple[int, int]:
 
 
 def _record(line: int, result: TextScore) -> str:
-    return json.dumps({"line": line, **result.to_dict()}, ensure_ascii=False,
-                      allow_nan=False) + "\n"
+    return one_line(json.dumps({"line": line, **result.to_dict()}, ensure_ascii=False,
+                               allow_nan=False)) + "\n"
 
 
 def score_file(
