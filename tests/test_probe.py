@@ -425,6 +425,13 @@ def test_non_utf8_and_malformed_files_name_file_and_line(tmp_path):
     wrong_type.write_text('{"candidates": "a b"}\n')
     with pytest.raises(InvalidData, match=r"line 1: field 'candidates' must be a list"):
         read_items(wrong_type)
+    # A candidate given twice: its two scores tie, and a tie went to the first, silently.
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text('{"candidates": ["a b", "a c", "a b"], "label": 2}\n')
+    with pytest.raises(InvalidData, match=r"line 1: the candidate 'a b' is given twice"):
+        read_items(twice)
+    with pytest.raises(InvalidData, match=r"item 0: the candidate 'a b' is given twice"):
+        rank_statements("unused", [["a b", "a b"]])
 
 
 def test_long_prompts_use_windows_in_cloze_and_are_named_in_facts(tiny_mlm):

@@ -41,6 +41,10 @@ def _generic(row: dict, where: str) -> Item:
     candidates = field(row, "candidates", list, where)
     if len(candidates) < 2 or not all(isinstance(c, str) and c.strip() for c in candidates):
         raise InvalidData(f"{where}: 'candidates' needs at least two non-empty strings")
+    twice = [c for k, c in enumerate(candidates) if c in candidates[:k]]
+    if twice:
+        raise InvalidData(f"{where}: the candidate {twice[0][:60]!r} is given twice; an item "
+                          "needs distinct candidates: remove the duplicate")
     gold = field(row, "label", int, where, required=False)
     answer = field(row, "answer", str, where, required=False)
     if answer is not None:

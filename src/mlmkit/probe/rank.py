@@ -37,6 +37,11 @@ def _as_items(candidates_per_item, gold) -> list[Item]:
         if len(item.candidates) < 2 or not all(isinstance(c, str) and c.strip()
                                                for c in item.candidates):
             raise InvalidData(f"item {i}: needs at least two non-empty candidate statements")
+        twice = [c for k, c in enumerate(item.candidates) if c in item.candidates[:k]]
+        if twice:  # equal scores: the tie would go to the first, silently
+            name = f"item {i}" + (f" (id {item.item_id!r})" if item.item_id else "")
+            raise InvalidData(f"{name}: the candidate {twice[0][:60]!r} is given twice; an item "
+                              "needs distinct candidates: remove the duplicate")
         items.append(item)
     if gold is not None:
         if len(gold) != len(items):
