@@ -149,15 +149,35 @@ def test_load_errors(tmp_path, monkeypatch, saved_tiny_mlm, wordpiece_tokenizer)
         patch.setattr(transformers.AutoConfig, "from_pretrained", _no_hub)
         with pytest.raises(MlmkitError, match="'runs/missing' does not exist"):
             load_mlm("runs/missing")
-    # a hub name that cannot be fetched (offline here) says so, not "re-export the model"
-    def offline(*args, **kwargs):
-        raise OSError("We couldn't connect to 'https://huggingface.co' to load the files")
+    # a hub name the hub does not give: one line saying so (not "re-export the model")
+    def refused(*args, **kwargs):
+        raise OSError("no-such-owner/no-such-model is not a valid model identifier")
+
+    from huggingface_hub import constants
+
+    import mlmkit.runtime.hub as hub
 
     with monkeypatch.context() as patch:
-        patch.setattr(transformers.AutoConfig, "from_pretrained", offline)
-        with pytest.raises(MlmkitError, match="not a local directory and its config could not "
-                                              "be fetched from the Hugging Face hub"):
+        patch.setattr(constants, "HF_HUB_OFFLINE", False)  # (the tests run offline)
+        patch.setattr(hub, "hub_reachable", lambda timeout=3.0: True)
+        patch.setattr(transformers.AutoConfig, "from_pretrained", refused)
+        with pytest.raises(MlmkitError, match="the Hugging Face hub did not give its config"):
             load_mlm("no-such-owner/no-such-model")
+    # no network: the cache alone, at once (huggingface_hub would retry for ~25 s first)
+    modes = []
+
+    def cache_only(*args, **kwargs):
+        modes.append(constants.HF_HUB_OFFLINE)
+        raise OSError("not in the cache")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(constants, "HF_HUB_OFFLINE", False)
+        patch.setattr(hub, "hub_reachable", lambda timeout=3.0: False)
+        patch.setattr(transformers.AutoConfig, "from_pretrained", cache_only)
+        with pytest.raises(MlmkitError, match="nor in the Hugging Face cache, and the hub "
+                                              "cannot be reached"):
+            load_mlm("no-such-owner/no-such-model")
+        assert modes == [True] and not constants.HF_HUB_OFFLINE  # restored afterwards
     with pytest.raises(MlmkitError, match="config.json"):
         load_mlm(tmp_path)
     not_mlm = tmp_path / "gpt2"

@@ -174,11 +174,14 @@ def _load_config(name: str, trust_remote_code: bool = False):
             raise ModelError(f"{name!r} needs its own model code: pass --trust-remote-code "
                              "(trust_remote_code=True) if you trust it") from error
         if not Path(name).expanduser().is_dir():  # a hub name: not found, or no network
-            raise ModelError(f"model {name!r} is not a local directory and its config could "
-                             f"not be fetched from the Hugging Face hub ({_first_line(error)}): "
-                             "check the name, or pass a directory saved with save_pretrained "
-                             "(offline, a hub model must already be in the local cache)"
-                             ) from error
+            if _offline_mode():
+                raise ModelError(f"model {name!r} is neither a local directory nor in the "
+                                 "Hugging Face cache, and the hub cannot be reached (no "
+                                 "network?): pass a directory saved with save_pretrained, or "
+                                 "download the model where there is a network") from error
+            raise ModelError(f"model {name!r} is not a local directory and the Hugging Face "
+                             f"hub did not give its config ({_first_line(error)}): check the "
+                             "name, or pass a directory saved with save_pretrained") from error
         raise ModelError(f"cannot read the model config of {name!r} ({_first_line(error)}): "
                          "re-download or re-export the model (save_pretrained writes "
                          "config.json)") from error
@@ -251,7 +254,31 @@ def load_mlm(
     release; `allow_untrained_head=True` accepts it, e.g. to train the head), a tokenizer
     without a mask token. A checkpoint that ships its own code (NeoBERT, ...) loads only with
     `trust_remote_code=True` (or $MLMKIT_TRUST_REMOTE_CODE=1): that code runs on this machine.
+    A hub name is read from the local cache alone when the hub cannot be reached.
     """
+    from mlmkit.runtime.hub import hub_offline, hub_reachable
+
+    local = Path(str(model)).expanduser().exists()
+    with hub_offline(not local and not _offline_mode() and not hub_reachable()):
+        return _load_mlm(model, device, dtype, allow_untrained_head=allow_untrained_head,
+                         trust_remote_code=trust_remote_code)
+
+
+def _offline_mode() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _load_mlm(
+    model: str | Path,
+    device: str | torch.device | None = "auto",
+    dtype: str | torch.dtype | None = None,
+    *,
+    allow_untrained_head: bool = False,
+    trust_remote_code: bool | None = None,
+) -> MLM:
+    """`load_mlm` under the hub access it chose."""
     from mlmkit.runtime.devices import resolve_device as resolve
 
     trust_remote_code = trust_remote_code_default(trust_remote_code)

@@ -1,4 +1,5 @@
-"""Hugging Face hub access: the local caches only, for a while (`--offline`)."""
+"""Hugging Face hub access: the local caches only, for a while (`--offline`), and whether
+the hub can be reached at all."""
 
 from __future__ import annotations
 
@@ -32,3 +33,22 @@ def hub_offline(enabled: bool):
     finally:
         for module, name, value in reversed(saved):
             setattr(module, name, value)
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the hub's host (`HF_ENDPOINT`, default huggingface.co) accepts a connection
+    within `timeout` seconds. Without a network, huggingface_hub retries every request for
+    about 25 s and logs each try before it falls back to the cache: asking once first lets a
+    caller use the cache at once (`hub_offline`) and fail in one line."""
+    import socket
+    from urllib.parse import urlparse
+
+    from huggingface_hub import constants
+
+    url = urlparse(constants.ENDPOINT)
+    port = url.port or (80 if url.scheme == "http" else 443)
+    try:
+        with socket.create_connection((url.hostname, port), timeout=timeout):
+            return True
+    except (OSError, ValueError):
+        return False
