@@ -429,6 +429,7 @@ def test_cli_refuses_unsafe_or_bad_setups(tmp_path, saved_tiny_mlm):
     cases = [
         ([model, "--host", "0.0.0.0"], "--api-key"),
         ([model, "--api-key-file", str(tmp_path / "missing.txt")], "missing.txt"),
+        ([model, "--api-key-file", str(tmp_path)], "is a directory: pass the file"),
         ([model, "--api-key", "short"], "8 characters"),
         ([model, "--timeout", "nan"], "--timeout"),
         ([str(tmp_path / "no-model")], "no-model"),

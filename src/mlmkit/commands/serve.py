@@ -72,7 +72,10 @@ def serve_command(
     if api_key_file is not None:
         if api_key is not None:
             raise InvalidArgument("give --api-key or --api-key-file, not both")
-        path = Path(api_key_file)
+        path = Path(api_key_file).expanduser()
+        if path.is_dir():
+            raise PathError(f"--api-key-file {api_key_file} is a directory: pass the file "
+                            "that holds the key (one line)")
         if not path.is_file():
             raise PathError(f"--api-key-file {api_key_file}: no such file; write the key in it "
                             "(one line)")
