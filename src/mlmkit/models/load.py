@@ -256,30 +256,8 @@ def load_mlm(
     `trust_remote_code=True` (or $MLMKIT_TRUST_REMOTE_CODE=1): that code runs on this machine.
     A hub name is read from the local cache alone when the hub cannot be reached.
     """
-    from mlmkit.runtime.hub import hub_offline, hub_reachable
-
-    local = Path(str(model)).expanduser().exists()
-    with hub_offline(not local and not _offline_mode() and not hub_reachable()):
-        return _load_mlm(model, device, dtype, allow_untrained_head=allow_untrained_head,
-                         trust_remote_code=trust_remote_code)
-
-
-def _offline_mode() -> bool:
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
-
-
-def _load_mlm(
-    model: str | Path,
-    device: str | torch.device | None = "auto",
-    dtype: str | torch.dtype | None = None,
-    *,
-    allow_untrained_head: bool = False,
-    trust_remote_code: bool | None = None,
-) -> MLM:
-    """`load_mlm` under the hub access it chose."""
     from mlmkit.runtime.devices import resolve_device as resolve
+    from mlmkit.runtime.hub import hub_offline, hub_reachable
 
     trust_remote_code = trust_remote_code_default(trust_remote_code)
 
@@ -301,6 +279,22 @@ def _load_mlm(
         raise ModelError(f"{name!r} has no config.json: it is not a saved Hugging Face model")
     if path.is_dir():
         name = str(path)
+    # no network: the local cache at once (huggingface_hub would retry for ~25 s first)
+    with hub_offline(not path.is_dir() and not _offline_mode() and not hub_reachable()):
+        return _load_files(name, path, str(model), target, dtype,
+                           allow_untrained_head=allow_untrained_head,
+                           trust_remote_code=trust_remote_code)
+
+
+def _offline_mode() -> bool:
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def _load_files(name: str, path: Path, shown: str, target, dtype, *,
+                allow_untrained_head: bool, trust_remote_code: bool) -> MLM:
+    """The config, tokenizer and weights of `name` (a checked directory or a hub name)."""
     config = _load_config(name, trust_remote_code)
     mlm_types = transformers.models.auto.modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
     remote = "AutoModelForMaskedLM" in (getattr(config, "auto_map", None) or {})
@@ -329,7 +323,7 @@ def _load_mlm(
     _check_trained(name, net, info, allow_untrained_head)
     net.to(target).eval()
     head, _ = untrained_weights(net, info.get("missing_keys") or ())
-    return MLM(model=net, tokenizer=tokenizer, name=str(model), untrained_head=tuple(head))
+    return MLM(model=net, tokenizer=tokenizer, name=shown, untrained_head=tuple(head))
 
 
 def _check_head(model, name: str) -> None:
