@@ -72,7 +72,10 @@ def continuation_ids(tokenizer, text: str) -> list[int]:
     pieces, by WordPiece's own longest-match rule. Byte-level BPE already reads a text
     without a leading space as a continuation; other tokenizers are left as they tokenize.
     """
-    ids = text_ids(tokenizer, text)
+    if not text:
+        return []
+    encoded = tokenizer(text, add_special_tokens=False, verbose=False)
+    ids = list(encoded["input_ids"])
     backend = getattr(tokenizer, "backend_tokenizer", None)
     model = getattr(backend, "model", None)
     if not ids or type(model).__name__ != "WordPiece" or backend.pre_tokenizer is None:
@@ -83,8 +86,8 @@ def continuation_ids(tokenizer, text: str) -> list[int]:
     if not words or words[0][1][0] != 0 or joined[0][0] != "a" + words[0][0]:
         return ids  # the text starts with a space or punctuation: a word of its own
     first = words[0][0]
-    encoding = backend.encode(text, add_special_tokens=False)
-    n_first = sum(1 for w in encoding.word_ids if w == encoding.word_ids[0])
+    word_ids = encoded.word_ids()
+    n_first = sum(1 for w in word_ids if w == word_ids[0])
     pieces, start = [], 0
     prefix = model.continuing_subword_prefix
     while start < len(first) and len(first) <= model.max_input_chars_per_word:
