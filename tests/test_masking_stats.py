@@ -266,3 +266,29 @@ def test_tfidf_counts_each_token_within_its_own_document_and_row(planted, wordpi
             assert torch.isclose(weights[r, c], (1 + torch.log(torch.tensor(float(tf))))
                                  * idf[r, c])
     assert tfidf.token_weights(ids[:, :0], None, docs[:, :0]).shape == (6, 0)  # empty rows
+
+
+def test_preview_and_stats_of_long_texts_do_not_warn_about_the_model_length(
+        tmp_path, wordpiece_tokenizer):
+    """Neither feeds a model: transformers' "Token indices sequence length is longer than the
+    specified maximum" warning would be about nothing (it reached the preview's stderr)."""
+    import logging
+
+    from transformers import AutoTokenizer
+
+    from mlmkit.masking.preview import preview_masking
+
+    wordpiece_tokenizer.save_pretrained(tmp_path)  # a fresh copy: it warns once per object
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path)
+    long_text = "Return the number of items in a container. " * 120
+    assert len(tokenizer(long_text, verbose=False)["input_ids"]) > tokenizer.model_max_length
+    seen = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logging.getLogger("transformers").addHandler(handler)
+    try:
+        preview_masking(build_policy("bert", tokenizer), tokenizer, long_text, seed=1)
+        compute_stats([long_text, long_text], tokenizer)
+    finally:
+        logging.getLogger("transformers").removeHandler(handler)
+    assert not [m for m in seen if "Token indices" in m]

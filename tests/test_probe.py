@@ -276,6 +276,15 @@ def test_cli(saved_tiny_mlm, tmp_path):
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert payload["n"] == 2 and payload["labels"] == ["pos", "neg"]
+    long_data = tmp_path / "long.jsonl"
+    long_data.write_text(json.dumps({"text": "Open the file and read it. " * 120}) + "\n")
+    result = runner.invoke(app, ["probe", "classify", model, str(long_data), "--json",
+                                 "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    # One `warning:` line, not Python's warning format with the file and the source line.
+    assert result.stderr.startswith("warning: 1 text(s) make a prompt longer"), result.stderr
+    assert "UserWarning" not in result.stderr and len(result.stderr.splitlines()) == 1
+    assert json.loads(result.stdout)["windowed_texts"] == [0]
     items = tmp_path / "items.jsonl"
     items.write_text(json.dumps({"candidates": ITEMS[1], "label": 0}) + "\n")
     result = runner.invoke(app, ["probe", "rank", model, str(items), "--device", "cpu"])
@@ -439,7 +448,13 @@ def test_long_prompts_use_windows_in_cloze_and_are_named_in_facts(tiny_mlm):
     long_text = " ".join(["Return the number of items in a container."] * 20)
     assert len(mlm.tokenizer(long_text)["input_ids"]) > mlm.max_length
     word = _single_token_words(mlm, ["list", "value"], 1)[0]
-    result = cloze_classify(mlm, [long_text], TEMPLATE, {"a": [word], "b": ["class"]})
+    with pytest.warns(UserWarning, match=r"1 text\(s\) make a prompt longer .* \(first: "
+                      r"text 1\): .* sliding windows"):
+        both = cloze_classify(mlm, ["A short one.", long_text], TEMPLATE,
+                              {"a": [word], "b": ["class"]})
+    assert both.windowed_texts == [1] and both.to_dict()["windowed_texts"] == [1]
+    with pytest.warns(UserWarning, match="sliding windows"):
+        result = cloze_classify(mlm, [long_text], TEMPLATE, {"a": [word], "b": ["class"]})
     before = TEMPLATE.split("[MASK]")[0].replace("{text}", long_text)
     filled = TEMPLATE.replace("{text}", long_text).replace("[MASK]", word)
     ids, cols = _span(mlm, filled, len(before), len(before) + len(word))

@@ -13,6 +13,7 @@ import importlib
 import os
 import pkgutil
 import sys
+import warnings
 
 import typer
 from typer._click.exceptions import ClickException
@@ -62,7 +63,9 @@ class _Group(TyperGroup):
 
     def invoke(self, ctx):
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():
+                warnings.showwarning = _warning_line
+                return super().invoke(ctx)
         except MlmkitError as error:
             raise _user_error(str(error)) from None
         except KeyboardInterrupt:  # typer would turn it into a silent exit 130
@@ -73,6 +76,14 @@ class _Group(TyperGroup):
                 if isinstance(error, kind):
                     raise _user_error(f"{error.filename or error}{message}") from None
             raise
+
+
+def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning that reaches the command line as one `warning:` line on standard error
+    (Python's own format adds the file, the category and the source line)."""
+    from mlmkit.runtime.progress import warn
+
+    warn(str(message))
 
 
 # Path errors that escape a command, as one line (the path, then what to do).

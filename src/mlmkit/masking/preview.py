@@ -26,7 +26,7 @@ def preview_masking(policy, tokenizer, text: str, *, seed: int = 0, step: int = 
 
     checks.count("step", step, 0)
     checks.count("seed", seed, 0, 2**63 - 1)
-    encoded = tokenizer(text, return_tensors="pt")
+    encoded = tokenizer(text, return_tensors="pt", verbose=False)
     ids = encoded["input_ids"]
     words = encoded.word_ids(0) if getattr(encoded, "encodings", None) else None
     starts = None

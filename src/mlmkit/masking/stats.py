@@ -72,7 +72,7 @@ def _tokenize(texts: Iterable[str], tokenizer, batch_size: int, progress):
 
     def flush():
         nonlocal n_docs
-        encoded = tokenizer(batch, add_special_tokens=False)
+        encoded = tokenizer(batch, add_special_tokens=False, verbose=False)
         for i, row in enumerate(encoded["input_ids"]):
             words = np.asarray([-1 if w is None else w for w in encoded.word_ids(i)])
             flags = np.ones(len(row), dtype=bool)

@@ -87,7 +87,7 @@ class WordStarts:
         texts = tokenizer.batch_decode([[anchor, i] for i in range(size)],
                                        skip_special_tokens=False,
                                        clean_up_tokenization_spaces=False)
-        encoded = tokenizer(texts, add_special_tokens=False)
+        encoded = tokenizer(texts, add_special_tokens=False, verbose=False)
         table = torch.zeros(size, dtype=torch.bool)
         first = torch.zeros(size, dtype=torch.long)
         last = torch.zeros(size, dtype=torch.long)

@@ -9,6 +9,8 @@ per subword filled left to right. A label's score aggregates its words' log-prob
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
@@ -108,6 +110,13 @@ def cloze_classify(
         raise InvalidArgument(f"verbalizer word {words[q % w]!r}: the tokenizer of {mlm.name!r} "
                               f"spells it with its unknown token {mlm.tokenizer.unk_token!r}; "
                               "choose words its vocabulary has")
+    windowed = sorted({int(pair_prompt[q]) for q, ids in enumerate(answers.filled_ids)
+                       if len(ids) > mlm.max_length})
+    if windowed:
+        warnings.warn(f"{len(windowed)} text(s) make a prompt longer than the model's "
+                      f"{mlm.max_length} tokens (first: text {windowed[0]}): their words are "
+                      "scored in sliding windows, so the model does not see all of the text",
+                      stacklevel=2)
     flat = score_single_tokens(mlm, answers, batch_tokens=batch_tokens, precision=precision,
                                progress=progress)
     multi = np.nonzero(np.isnan(flat))[0]  # several tokens, or a prompt past max length
@@ -136,4 +145,5 @@ def cloze_classify(
         accuracy = float(np.mean([p.label == p.gold for p in predictions]))
     multi_words = [words[j] for j in np.nonzero((~single).any(axis=0))[0]]
     return ClozeResult(predictions=predictions, labels=labels, template=template,
-                       aggregate=aggregate, accuracy=accuracy, multi_token_words=multi_words)
+                       aggregate=aggregate, accuracy=accuracy, multi_token_words=multi_words,
+                       windowed_texts=windowed)

@@ -29,11 +29,13 @@ class ClozeResult(Result):
     aggregate: str
     accuracy: float | None  # when gold labels were given
     multi_token_words: list[str]  # verbalizer words scored as several masks somewhere
+    windowed_texts: list[int] = field(default_factory=list)  # prompts past the model's length
 
     def to_dict(self) -> dict:
         return jsonable({"template": self.template, "aggregate": self.aggregate,
                          "labels": self.labels, "accuracy": self.accuracy,
                          "n": len(self.predictions), "multi_token_words": self.multi_token_words,
+                         "windowed_texts": self.windowed_texts,
                          "predictions": [p.to_dict() for p in self.predictions]})
 
 
