@@ -117,3 +117,16 @@ def test_merge_refuses_what_is_not_one_complete_run(scored, tmp_path):
     bad = runner.invoke(app, ["score", str(scored["model"]), str(scored["source"]), "-o",
                               str(out), "--shard", "3/3"])
     _one_line_error(bad, "--shard 3/3")
+
+
+def test_a_shard_counts_its_own_lines_and_blank_lines(scored, tmp_path):
+    """Line 7 (blank) is in piece 1, so shard 1/3 reports it and shard 0/3 does not; each
+    reports the records it wrote, not the input's 30 lines."""
+    summaries = []
+    for i in (0, 1):
+        result = _score(scored["model"], scored["source"], tmp_path / f"p{i}.jsonl",
+                        "--shard", f"{i}/3", "--json")
+        summaries.append(json.loads(result.stdout.strip().splitlines()[-1]))
+        assert ("warning: 1 empty" in result.stderr) == (i == 1), result.stderr
+    assert [(s["texts"], s["empty"], s["first_empty_line"]) for s in summaries] == \
+        [(12, 0, None), (10, 1, 7)]

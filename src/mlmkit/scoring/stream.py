@@ -50,7 +50,7 @@ class FileSummary(Result):
     """What a file scoring run did."""
 
     texts: int
-    """Input lines (each has one output record)."""
+    """Output records: the input's lines (a shard: its own lines)."""
     empty: int
     seconds: float
     first_empty_line: int | None = None
@@ -250,7 +250,7 @@ def score_file(
             partial = part_path(output, rank, world) if world > 1 else output.with_name(
                 f".{output.name}.{os.getpid()}.partial")
     total = count_lines(input_path) if str(input_path) != STDIN else None
-    n_lines = empty = taken = 0
+    n_lines = empty = taken = blank_lines = 0
     first_empty = None
 
     held: list[str] = []  # records of blank lines before the first text: held until one
@@ -299,11 +299,14 @@ def score_file(
             for index, (number, text) in enumerate(read_texts(input_path, field, encoding,
                                                               encoding_errors)):
                 n_lines = index + 1
-                if not text.strip():
+                blank = not text.strip()
+                blank_lines += blank
+                mine = shard is None or owns_piece(index, chunk_texts, *shard)
+                if blank and mine:  # a shard reports its own lines; a run (merged) all
                     empty += 1
                     first_empty = first_empty or number
                 if shard is not None:
-                    if not owns_piece(index, chunk_texts, *shard):
+                    if not mine:
                         continue
                 elif not owns(index, rank, world):
                     continue
@@ -318,7 +321,7 @@ def score_file(
             if chunk:
                 flush(chunk, out)
                 bar.advance(len(chunk) * world)
-            if n_lines == empty:
+            if n_lines == blank_lines:
                 where = "standard input" if str(input_path) == STDIN else repr(str(input_path))
                 raise InvalidData(f"{where} holds no text ({n_lines} line(s), all blank): give "
                                   "one text per line" + (f" (--field {field!r})" if field
@@ -362,6 +365,6 @@ def score_file(
     if empty:
         warnings.warn(f"{empty} empty or whitespace-only line(s) got a null score "
                       f"(first: line {first_empty})", stacklevel=2)
-    return FileSummary(texts=n_lines, empty=empty, seconds=time.perf_counter() - began,
+    return FileSummary(texts=n_lines if shard is None else taken, empty=empty, seconds=time.perf_counter() - began,
                        first_empty_line=first_empty, resumed_lines=skip,
                        output=str(output_path))
