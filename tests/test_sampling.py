@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 
 import pytest
 import torch
@@ -412,3 +413,15 @@ def test_each_step_reports_the_probability_of_what_it_revealed(tiny_mlm):
         got = event.probability[event.revealed]
         torch.testing.assert_close(got, expected.squeeze(1), rtol=1e-5, atol=1e-6)
         assert event.probability[~event.revealed].isnan().all()
+
+
+def test_infill_model_calls_count_every_batch_of_a_template(tiny_mlm):
+    """Candidates of one template in several batches: `model_calls` is the calls of all of
+    them, as `cost.nfe` (it was the largest batch's alone)."""
+    mlm = tiny_mlm("bert")
+    one = infill(mlm, "a [MASK:3] b", seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # batch_size: rows per batch
+        spread = infill(mlm, "a [MASK:1-3] b", seed=1, batch_size=1)
+    assert len(spread.candidates) == 3
+    assert spread.model_calls == spread.cost.nfe > one.model_calls == one.cost.nfe

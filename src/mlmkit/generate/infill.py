@@ -54,6 +54,7 @@ class Infilled(Result):
     lengths: tuple[int, ...]
     candidates: list[Candidate]
     model_calls: int
+    """Model calls of the batches that held this template's candidates (= `cost.nfe`)."""
     cost: Cost | None = None
     """Model calls, tokens per call and wall time of all this template's candidates."""
 
@@ -197,7 +198,7 @@ def infill(
                           default_steps=most_masks, allow_eos=False, what="template candidate",
                           batch_tokens=batch_tokens, rows=rows, precision=precision,
                           progress=progress, on_step=on_step)
-    filled, calls = [], [0] * len(templates)
+    filled = []
     spent = [{} for _ in templates]  # template -> {batch: tokens of its candidates there}
     for batch in batches:
         canvas = batch.canvas
@@ -208,7 +209,6 @@ def infill(
             filled.append((index, Candidate(lengths, tokenizer.decode(content.tolist()),
                                             [decode_part(tokenizer, s).strip() for s in spans], None),
                            content.tolist()))
-            calls[index] = max(calls[index], batch.model_calls)
             tokens = int(canvas.masked[row].sum())
             spent[index][id(batch)] = (batch, spent[index].get(id(batch), (batch, 0))[1]
                                        + tokens)
@@ -225,7 +225,8 @@ def infill(
         if counts[index] > 1:
             candidates.sort(key=lambda c: -c.score)
         best = candidates[0]
+        cost = _cost(spent[index])
         results.append(Infilled(template=text, text=best.text, spans=best.spans,
                                 lengths=best.lengths, candidates=candidates,
-                                model_calls=calls[index], cost=_cost(spent[index])))
+                                model_calls=cost.nfe, cost=cost))
     return results[0] if isinstance(template, str) else results
