@@ -488,3 +488,55 @@ def test_a_client_that_leaves_a_stream_stops_its_generation(models):
         server.should_exit = True
         thread.join(timeout=20)
 
+
+
+@pytest.mark.parametrize("kind", ["httptools", "h11"])
+def test_a_request_that_is_not_http_gets_the_json_error(kind):
+    """uvicorn answers bad framing before the app runs, in plain text; mlmkit's protocol
+    class answers with the API's JSON error, and the server goes on answering."""
+    import socket
+    import threading
+    import time
+
+    import uvicorn
+
+    from mlmkit.serve import framing
+
+    if kind == "httptools":
+        pytest.importorskip("httptools")
+    protocol = framing._httptools_protocol() if kind == "httptools" else framing._h11_protocol()
+    config = uvicorn.Config(_ok_app, host="127.0.0.1", port=0, log_level="critical",
+                            lifespan="off", http=protocol)
+    server = uvicorn.Server(config)
+    sock = config.bind_socket()
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    port = sock.getsockname()[1]
+    try:
+        for garbage in (b"NOT HTTP AT ALL\r\n\r\n", b"POST / HTTP/1.1\r\nHost: x\r\n"
+                        b"Transfer-Encoding: chunked\r\n\r\nzz\r\n"):
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+                raw.sendall(garbage)
+                answer = b""
+                while chunk := raw.recv(65536):
+                    answer += chunk
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 400"), answer
+            assert b"content-type: application/json" in head.lower(), head
+            error = json.loads(body)["error"]
+            assert error["type"] == "BadRequest"
+            assert error["message"].startswith("the request is not valid HTTP/1.1 (")
+        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=10).json() == {"ok": True}
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+
+
+async def _ok_app(scope, receive, send):
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": b'{"ok": true}'})

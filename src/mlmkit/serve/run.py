@@ -38,9 +38,11 @@ def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json:
     import uvicorn
 
     check_port(host, port)  # port 0 too: a host that is not this machine's fails there
+    from mlmkit.serve.framing import json_errors_protocol
+
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=max(1, int(timeout) + 1),
-                            access_log=False, lifespan="on")
+                            access_log=False, lifespan="on", http=json_errors_protocol())
     sock = config.bind_socket()
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
