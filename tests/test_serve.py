@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 
 import mlmkit
 from mlmkit.serve import ServeConfig, create_app
+from tests.uvicorn_thread import uvicorn_in_thread
 
 TEXTS = ["Return the list of items.", "Open the file for reading."]
 JSON = {"content-type": "application/json"}
@@ -451,22 +452,11 @@ def test_a_client_that_leaves_a_stream_stops_its_generation(models):
     at its next step (the call fails with Cancelled, so it is never counted as run), and the
     model is free for the next request."""
     import socket
-    import threading
     import time
 
-    import uvicorn
-
     app = create_app({"bert": models["bert"]}, ServeConfig(threads=1))
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="error", lifespan="on")
-    server = uvicorn.Server(config)
-    sock = config.bind_socket()
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    while not server.started:
-        time.sleep(0.01)
-    port = sock.getsockname()[1]
     worker = app.state.server.workers["bert"]
-    try:
+    with uvicorn_in_thread(app, log_level="error", lifespan="on") as port:
         body = json.dumps({"prompt": "Open", "length": 100, "steps": 100, "stream": True})
         with socket.create_connection(("127.0.0.1", port), timeout=30) as client:
             client.sendall(f"POST /v1/generate HTTP/1.1\r\nHost: x\r\nContent-Type: "
@@ -484,10 +474,6 @@ def test_a_client_that_leaves_a_stream_stops_its_generation(models):
         answer = httpx.post(f"http://127.0.0.1:{port}/v1/score", json={"texts": "Open it."})
         assert answer.status_code == 200
         assert worker.calls == 1  # the score; the abandoned generation never completed
-    finally:
-        server.should_exit = True
-        thread.join(timeout=20)
-
 
 
 @pytest.mark.parametrize("kind", ["httptools", "h11"])
@@ -495,28 +481,14 @@ def test_a_request_that_is_not_http_gets_the_json_error(kind):
     """uvicorn answers bad framing before the app runs, in plain text; mlmkit's protocol
     class answers with the API's JSON error, and the server goes on answering."""
     import socket
-    import threading
-    import time
-
-    import uvicorn
 
     from mlmkit.serve import framing
 
     if kind == "httptools":
         pytest.importorskip("httptools")
     protocol = framing._httptools_protocol() if kind == "httptools" else framing._h11_protocol()
-    config = uvicorn.Config(_ok_app, host="127.0.0.1", port=0, log_level="critical",
-                            lifespan="off", http=protocol)
-    server = uvicorn.Server(config)
-    sock = config.bind_socket()
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
-    port = sock.getsockname()[1]
-    try:
+    with uvicorn_in_thread(_ok_app, log_level="critical", lifespan="off",
+                           http=protocol) as port:
         for garbage in (b"NOT HTTP AT ALL\r\n\r\n", b"POST / HTTP/1.1\r\nHost: x\r\n"
                         b"Transfer-Encoding: chunked\r\n\r\nzz\r\n"):
             with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
@@ -531,9 +503,6 @@ def test_a_request_that_is_not_http_gets_the_json_error(kind):
             assert error["type"] == "BadRequest"
             assert error["message"].startswith("the request is not valid HTTP/1.1 (")
         assert httpx.get(f"http://127.0.0.1:{port}/", timeout=10).json() == {"ok": True}
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 async def _ok_app(scope, receive, send):

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.uvicorn_thread import uvicorn_in_thread
 
 CHROMIUM = os.environ.get("MLMKIT_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -24,24 +24,12 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 
 @pytest.fixture(scope="module")
 def server(tiny_mlm):
-    import uvicorn
-
     from mlmkit.serve import ServeConfig, create_app
 
     app = create_app({"bert": tiny_mlm("bert"), "roberta": tiny_mlm("roberta")},
                      ServeConfig(threads=1))
-    config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="on")
-    instance = uvicorn.Server(config)
-    sock = config.bind_socket()
-    thread = threading.Thread(target=instance.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not instance.started:
-        assert time.monotonic() < deadline, "the server did not start"
-        time.sleep(0.02)
-    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    instance.should_exit = True
-    thread.join(timeout=10)
+    with uvicorn_in_thread(app, log_level="warning", lifespan="on") as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture(scope="module")
