@@ -10,6 +10,7 @@ and machine output on standard output is nothing but JSON (status lines go to st
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -334,3 +335,21 @@ def test_docs_cli_md_lists_every_command():
     text = (Path(__file__).resolve().parents[1] / "docs" / "CLI.md").read_text()
     missing = [name for name in LEAVES if f"`mlmkit {name}`" not in text]
     assert not missing, f"docs/CLI.md does not list {missing}"
+
+
+@pytest.mark.parametrize("args", [["model", "list"], ["fill", "MODEL", "a [MASK] b", "--json"]],
+                         ids=["rich-table", "json"])
+def test_a_reader_that_went_away_is_exit_0_and_silent(args, cli_files):
+    """`mlmkit ... | head -1`: the reader closes the pipe; the command stops quietly with 0
+    (typer and rich each made it a silent exit 1, against the status table of CLI.md §4)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # every write to standard output now fails with EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "mlmkit",
+                               *[cli_files["model"] if a == "MODEL" else a for a in args],
+                               *(["--device", "cpu"] if "fill" in args else [])],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip() == ""

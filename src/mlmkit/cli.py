@@ -71,11 +71,29 @@ class _Group(TyperGroup):
         except KeyboardInterrupt:  # typer would turn it into a silent exit 130
             print("interrupted", file=sys.stderr, flush=True)
             raise typer.Exit(130) from None
+        except BrokenPipeError:  # typer would make it a silent exit 1, read as a failure
+            _reader_gone()
+            raise typer.Exit(0) from None
         except OSError as error:
             for kind, message in PATH_ERRORS:
                 if isinstance(error, kind):
                     raise _user_error(f"{error.filename or error}{message}") from None
             raise
+
+
+def _reader_gone() -> None:
+    """The reader of standard output went away (`| head`): not an error. Later writes and
+    the interpreter's last flush go to /dev/null, so nothing more is said (exit status 0)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _rich_broken_pipe(console) -> None:
+    """rich's Console meets a closed pipe: raise it, to end as every command does (rich's own
+    handler exits with status 1, silently)."""
+    console.quiet = True
+    raise BrokenPipeError
 
 
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
@@ -149,12 +167,14 @@ def _quiet_libraries() -> None:
 def main() -> None:
     """Entry point: run the app (user errors: one line, exit 1; see `_Group`)."""
     _quiet_libraries()
+    from rich.console import Console
+
+    Console.on_broken_pipe = _rich_broken_pipe  # tables and text end at `| head` with 0 too
     try:
         app(standalone_mode=True)
     except BrokenPipeError:
         # The reader of our standard output went away (e.g. `| head`): that is fine.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        _reader_gone()
         sys.exit(0)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
