@@ -32,7 +32,7 @@ def _record(**kwargs):
 @pytest.mark.parametrize("sampler", sorted(SAMPLERS))
 def test_carry_over_and_schedules(tiny_mlm, family, sampler):
     mlm = tiny_mlm(family)
-    length, steps, block_length = 10, 6, 4
+    length, steps, block_length = 12, 6, 4  # 11 masks (one fixed): blocks 4, 4, 3
     events, kwargs = _record(length=length, steps=steps, sampler=sampler,
                              block_length=block_length, constraints={3: "the"}, seed=1)
     results = generate(mlm, PROMPTS, **kwargs)
@@ -292,6 +292,8 @@ def test_options_are_checked_against_the_canvas_before_any_model_call(tiny_mlm, 
         (dict(length=4, steps=10_001, sampler="ancestral"), "more than 10,000"),
         (dict(length=4, block_length=5), r"block_length=5 .* longer than the 4 masks"),
         (dict(length=8, block_length=2, steps=3), "fewer than the 4 blocks"),
+        (dict(length=10, block_length=4), r"block_length=4 \(--block-length\) does not divide "
+                                          r"length=10 \(--length\).* divides 10 \(1, 2, 5, 10\)"),
         (dict(length=4, top_k=10**6), r"top_k=1000000 \(--top-k\) must be a whole number "
                                       r"between 1 and"),
         (dict(length=10**9), r"length=1000000000 \(--length\) must be a whole number between "

@@ -86,6 +86,7 @@ def test_bad_cli_input(saved_tiny_mlm, tmp_path):
         (["generate", model, "--top-k", "0"], "top_k=0 (--top-k)"),
         (["generate", model, "--cfg-scale", "inf"], "cfg_scale=inf"),
         (["generate", model, "--length", "8", "--block-length", "9"], "block_length=9"),
+        (["generate", model, "--length", "8", "--block-length", "3"], "does not divide length=8"),
         (["generate", model, "--length", "100000"], "length=100000 (--length)"),
         (["generate", model, "--fix", "x=the"], "POSITION=TEXT"),
         (["generate", model, "--prompts-file", str(tmp_path / "none.txt")], "does not exist"),

@@ -155,6 +155,15 @@ def generate(
                              remask_steps=remask_steps, edit=edit, max_steps=max_steps,
                              block_cache=block_cache)
     length = checks.count("length", length, 1)
+    block = options.block_length
+    if block is not None and block <= length and length % block:
+        # LLaDA's rule: equal blocks (a shorter last one is a different schedule)
+        fits = [b for b in range(1, length + 1) if length % b == 0]
+        raise InvalidArgument(
+            f"block_length={block} (--block-length) does not divide length={length} "
+            f"(--length): the last block would be shorter than the others; use a block "
+            f"length that divides {length} ({', '.join(map(str, fits))}) or a length that is "
+            f"a multiple of {block}")
     batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "generate")
     prompts = [prompt] if isinstance(prompt, str) else list(prompt)
     if not prompts:
