@@ -509,3 +509,29 @@ async def _ok_app(scope, receive, send):
     await send({"type": "http.response.start", "status": 200,
                 "headers": [(b"content-type", b"application/json")]})
     await send({"type": "http.response.body", "body": b'{"ok": true}'})
+
+
+def test_library_messages_name_request_fields_not_cli_flags(client):
+    from mlmkit.serve.http_errors import for_http
+
+    cases = {
+        "top_p=0.0 (--top-p) must be in (0, 1]": "top_p=0.0 must be in (0, 1]",
+        "use --steps 4 or more, or a longer --block-length":
+            "use steps=4 or more, or a longer block_length",
+        "drop --confidence or use --sampler confidence":
+            'drop confidence or use sampler="confidence"',
+        "a (--steps) b": "a (steps) b",
+        # the server's own flags are the operator's: they stay
+        "the request took more than 60 s (--timeout)": "the request took more than 60 s "
+                                                       "(--timeout)",
+        "length=600 is outside 1..512 (--max-tokens)": "length=600 is outside 1..512 "
+                                                       "(--max-tokens)",
+    }
+    for message, expected in cases.items():
+        assert for_http(message) == expected
+    answer = client.post("/v1/generate", json={"prompt": "a", "length": 4, "sampler":
+                                               "ancestral", "confidence": "margin"})
+    assert answer.status_code == 400
+    message = answer.json()["error"]["message"]
+    assert message.startswith('confidence="margin" ranks the predictions of sampler='
+                              '"confidence"') and "--" not in message, message

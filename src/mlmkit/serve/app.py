@@ -23,7 +23,7 @@ from mlmkit import __version__
 from mlmkit.errors import InvalidArgument, MlmkitError
 from mlmkit.serve.adapters import Cancelled, StepStream, token_alternatives, word_differences
 from mlmkit.serve.config import ServeConfig
-from mlmkit.serve.http_errors import BodyGuard, HTTPError, install_handlers, log
+from mlmkit.serve.http_errors import BodyGuard, HTTPError, for_http, install_handlers, log
 from mlmkit.serve.schemas import (
     SAMPLER_FIELDS,
     ClassifyRequest,
@@ -427,7 +427,8 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
                         yield _sse("result", {"model": name, "results": future.result()})
                     elif isinstance(error, MlmkitError):
                         yield _sse("error", {"error": {"type": type(error).__name__,
-                                                       "message": str(error).splitlines()[0]}})
+                                                       "message": for_http(
+                                                           str(error).splitlines()[0])}})
                     elif not isinstance(error, Cancelled):
                         log.error("stream of POST %s failed", request.url.path, exc_info=error)
                         yield _sse("error", {"error": {"type": "InternalError", "message":

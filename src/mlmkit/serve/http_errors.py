@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import secrets
 
 from starlette.responses import JSONResponse
@@ -217,6 +218,58 @@ def validation_message(errors) -> str:
 STATUS_OF = {"UnknownModel": 404}
 
 
+def _request_fields() -> dict[str, frozenset[str]]:
+    """Each request field of the API, with the words it takes as a value (its choices)."""
+    import typing
+
+    from mlmkit.generate.confidence import CONFIDENCES
+    from mlmkit.generate.options import REMASKS, REVEALS
+    from mlmkit.generate.samplers import SAMPLERS
+    from mlmkit.serve import schemas
+
+    choices = {"sampler": SAMPLERS, "confidence": CONFIDENCES, "reveal": REVEALS,
+               "remask": REMASKS}
+    fields: dict[str, frozenset[str]] = {}
+    for model in (schemas.FillRequest, schemas.ScoreRequest, schemas.GenerateRequest,
+                  schemas.InfillRequest, schemas.ClassifyRequest, schemas.CompareRequest):
+        for name, info in model.model_fields.items():
+            literal = typing.get_args(info.annotation) \
+                if typing.get_origin(info.annotation) is typing.Literal else ()
+            fields[name] = frozenset(choices.get(name, ())) | frozenset(literal)
+    return fields
+
+
+_FLAG = re.compile(r"(\b[a-z_]+=\S+ \()?--([a-z][a-z0-9-]*)(\))?(?: ([A-Za-z0-9.+-]+))?")
+_NUMBER = re.compile(r"[+-]?\d[\d,]*(\.\d+)?")
+
+
+def for_http(message: str) -> str:
+    """A library message as an HTTP client reads it: the CLI's flags are the request's
+    fields ("--top-p" is top_p; "--reveal threshold" is reveal="threshold"; "top_p=0
+    (--top-p)" loses its repetition). Flags that are not request fields (the server's own
+    bounds, such as --max-tokens) stay as they are."""
+    fields = _request_fields()
+
+    def field(match: re.Match) -> str:
+        named, flag, closed, value = match.groups()
+        name = flag.replace("-", "_")
+        if name not in fields:
+            return match[0]
+        if named and closed:  # "top_p=0 (--top-p)": the field is named already
+            shown = named[:-2]
+            return shown + (f" {value}" if value else "") if shown.startswith(name + "=") \
+                else match[0]
+        if value is None or named or closed:
+            return match[0].replace(f"--{flag}", name)
+        if _NUMBER.fullmatch(value):
+            return f"{name}={value}"
+        if value in fields[name]:
+            return f'{name}="{value}"'
+        return f"{name} {value}"
+
+    return _FLAG.sub(field, message)
+
+
 def install_handlers(app) -> None:
     from fastapi.exceptions import RequestValidationError
     from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -232,7 +285,7 @@ def install_handlers(app) -> None:
     @app.exception_handler(MlmkitError)
     async def _mlmkit(request, error):
         lines = str(error).strip().splitlines() or [type(error).__name__]
-        return error_response(400, type(error).__name__, lines[0])
+        return error_response(400, type(error).__name__, for_http(lines[0]))
 
     @app.exception_handler(StarletteHTTPException)
     async def _starlette(request, error):
