@@ -306,3 +306,44 @@ def test_offline_reads_the_local_cache_only_and_restores_the_settings(tmp_path, 
     assert "error: --dataset 'not_cached_here'" in missing.stderr and \
         "--offline" in missing.stderr
     assert len(calls) == 2 and hub.HF_HUB_OFFLINE is False
+
+
+# --- acceptance check H1: zero settings, stopped runs --------------------------------------
+
+@pytest.mark.parametrize("setting, flag", [("epochs", "--epochs"), ("lr", "--lr"),
+                                           ("batch_size", "--batch-size")])
+def test_zero_epochs_lr_or_batch_is_refused_not_replaced_by_the_default(tiny_mlm, sst,
+                                                                        setting, flag):
+    """0 was read as 'not given' (`epochs or 3`): the run trained 3 epochs, at lr 4e-5 or
+    batch 16, silently."""
+    import mlmkit
+
+    with pytest.raises(InvalidArgument, match=rf"{setting}=0.* \({flag}\)"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", train=sst / "train.tsv",
+                        validation=sst / "validation.tsv", **{setting: 0}, **RUNTIME)
+
+
+def test_cli_finetune_stopped_by_a_signal_exits_128_plus_it(saved_tiny_mlm, sst, tmp_path,
+                                                           monkeypatch):
+    """A run stopped by SIGTERM/SIGINT saved its state but did not finish: exit 143/130 as
+    pretrain does (it exited 0, so `finetune ... && next` went on)."""
+    from typer.testing import CliRunner
+
+    from mlmkit.cli import app
+    from mlmkit.train import signals
+
+    class Signalled(signals.StopOnSignal):
+        def __enter__(self):
+            super().__enter__()
+            self.requested = "SIGTERM"
+            return self
+
+    monkeypatch.setattr(signals, "StopOnSignal", Signalled)
+    done = CliRunner().invoke(app, ["finetune", str(saved_tiny_mlm("bert")), "--task", "sst2",
+                                    "--train", str(sst / "train.tsv"), "--validation",
+                                    str(sst / "validation.tsv"), "--epochs", "1", "--threads",
+                                    "1", "--run-dir", str(tmp_path / "run"), "--json"])
+    assert done.exit_code == 143, done.output
+    out = json.loads(done.stdout)
+    assert out["runs"][0]["status"] == "interrupted"
+    assert out["runs"][0]["stop_reason"] == "SIGTERM"

@@ -90,6 +90,7 @@ def finetune_command(
                       device=device, threads=threads, seed=seed)
     if as_json:
         print(dumps(result), flush=True)
+        _exit_if_signalled(result)
         return
     print(result.summary())
     if result.test_metrics:
@@ -100,6 +101,20 @@ def finetune_command(
         if run.status != "finished":
             print(f"interrupted at step {run.steps}: continue with --resume --run-dir "
                   f"{run.run_dir}")
+    _exit_if_signalled(result)
+
+
+def _exit_if_signalled(result) -> None:
+    """A run stopped by SIGINT/SIGTERM exits 128 + the signal (130, 143), as pretrain does:
+    its state is saved, but the fine-tuning did not finish."""
+    import signal
+    import sys
+
+    reason = next((r.stop_reason for r in result.runs
+                   if r.stop_reason in ("SIGINT", "SIGTERM")), None)
+    if reason is not None:
+        sys.stdout.flush()
+        sys.exit(128 + int(getattr(signal, reason)))
 
 
 def register(app: typer.Typer) -> None:

@@ -155,8 +155,10 @@ def finetune(
     from mlmkit.probe.verbalizer import parse_verbalizer
 
     words = parse_verbalizer(verbalizer) if verbalizer is not None else None
-    recipe = Recipe(method=method, epochs=epochs or defaults["epochs"],
-                    lr=lr or defaults["lr"], batch_size=batch_size or defaults["batch_size"],
+    recipe = Recipe(method=method,
+                    epochs=defaults["epochs"] if epochs is None else epochs,
+                    lr=defaults["lr"] if lr is None else lr,
+                    batch_size=defaults["batch_size"] if batch_size is None else batch_size,
                     max_length=max_length, warmup=warmup, weight_decay=weight_decay,
                     bucket=bucket, seed=seed, lora=lora_options, template=template,
                     verbalizer=words, select="last" if shots else "best").check()

@@ -93,6 +93,7 @@ class RunResult(Result):
     train_seconds: float = 0.0
     examples_per_s: float | None = None
     status: str = "finished"
+    stop_reason: str | None = None  # "SIGINT", "SIGTERM" or "halt_after" when interrupted
     run_dir: str | None = None
     best_dir: str | None = None
     lora: bool = False
@@ -320,8 +321,10 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                     status = "interrupted"
                     say(f"stopped at step {step} ({stop.requested or 'halt_after'}); continue "
                         f"with --resume" + (f" --run-dir {run_path}" if run_path else ""))
-                    return _result(trainer, data, recipe, best, history, truncated, step,
-                                   elapsed, seen, status, run_path, None, None)
+                    stopped = _result(trainer, data, recipe, best, history, truncated, step,
+                                      elapsed, seen, status, run_path, None, None)
+                    stopped.stop_reason = stop.requested or "halt_after"
+                    return stopped
                 if save_every and step % save_every == 0:
                     elapsed += time.perf_counter() - started
                     save()
