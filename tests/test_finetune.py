@@ -347,3 +347,20 @@ def test_cli_finetune_stopped_by_a_signal_exits_128_plus_it(saved_tiny_mlm, sst,
     out = json.loads(done.stdout)
     assert out["runs"][0]["status"] == "interrupted"
     assert out["runs"][0]["stop_reason"] == "SIGTERM"
+
+
+@pytest.mark.parametrize("extra, match", [
+    ({"neutral": "in"}, r"names label\(s\) \['neutral'\] that the task does not have"),
+    ({"positive": ["and", "of"]}, r"gives label 'positive' 2 words \['and', 'of'\].*keep one"),
+])
+def test_prompt_verbalizer_extra_labels_or_words_are_refused(tiny_mlm, sst, words, extra,
+                                                             match):
+    """A label the task lacks and the second word of a label were ignored silently (only
+    each label's first word was trained and scored)."""
+    import mlmkit
+
+    verbalizer = {**{k: [v] for k, v in words.items()}, **extra}
+    with pytest.raises(InvalidArgument, match=match):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", method="prompt", shots=2, epochs=1,
+                        verbalizer=verbalizer, train=sst / "train.tsv",
+                        validation=sst / "validation.tsv", **RUNTIME)

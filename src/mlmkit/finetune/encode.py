@@ -79,6 +79,17 @@ class PromptEncoder:
         if missing:
             raise InvalidArgument(f"verbalizer (--verbalizer) has no word for label(s) "
                                   f"{missing}; give one word per label of {label_names}")
+        unknown = [name for name in verbalizer if name not in label_names]
+        if unknown:
+            raise InvalidArgument(f"verbalizer (--verbalizer) names label(s) {unknown} that "
+                                  f"the task does not have; its labels are {label_names}")
+        several = {name: list(verbalizer[name]) for name in label_names
+                   if len(verbalizer[name]) > 1}
+        if several:
+            name, words = next(iter(several.items()))
+            raise InvalidArgument(f"verbalizer (--verbalizer) gives label {name!r} "
+                                  f"{len(words)} words {words}: prompt-based fine-tuning "
+                                  "trains one word per label; keep one")
         spaced = cloze.before[-1:].isspace() or False
         self.word_ids = []
         for name in label_names:
