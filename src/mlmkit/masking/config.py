@@ -153,6 +153,8 @@ def parse_masking_option(value, flag_name: str = "--masking"):
 
     import yaml
 
+    from mlmkit.runtime.yaml_values import load_yaml
+
     if value is None or isinstance(value, dict):
         return value
     text = str(value).strip()
@@ -168,7 +170,7 @@ def parse_masking_option(value, flag_name: str = "--masking"):
     elif not text.startswith("{"):
         return text
     try:
-        parsed = yaml.safe_load(text)
+        parsed = load_yaml(text)
     except yaml.YAMLError as error:
         problem = str(error).replace("\n", " ")
         raise MlmkitError(f"{flag_name} {value!r} is not valid YAML/JSON: {problem}") from None

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
+from mlmkit.runtime.yaml_values import load_yaml
 
 STUDIED, BUDGET, EVALUATION, RUNTIME = "what is studied", "budget", "evaluation", "runtime"
 PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 where the device runs it natively
@@ -378,7 +379,7 @@ def load_config(path: str | Path, **overrides) -> PretrainConfig:
     if not path.is_file():
         raise PathError(f"config file {str(path)!r} does not exist (or is not a file)")
     try:
-        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        values = load_yaml(path.read_text(encoding="utf-8")) or {}
     except UnicodeDecodeError as error:
         raise InvalidData(f"config file {str(path)!r} is not UTF-8 text (byte offset "
                           f"{error.start}): save it as UTF-8") from error

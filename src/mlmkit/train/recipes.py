@@ -16,6 +16,7 @@ from pathlib import Path
 import yaml
 
 from mlmkit.errors import InvalidArgument
+from mlmkit.runtime.yaml_values import load_yaml
 
 RECIPE_DIR = Path(__file__).resolve().parent / "recipe_files"
 
@@ -106,7 +107,7 @@ def recipe_from_flags(overrides: dict, show: bool, config_path, resume) -> dict 
     text = overrides.get("phases")
     if isinstance(text, str):
         try:
-            overrides["phases"] = yaml.safe_load(text)
+            overrides["phases"] = load_yaml(text)
         except yaml.YAMLError as error:
             raise InvalidArgument(f"--phases is not YAML: {' '.join(str(error).split())}"
                                   ) from error

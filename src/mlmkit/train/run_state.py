@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from mlmkit.errors import InvalidArgument, MlmkitError, PathError, RunError
+from mlmkit.runtime.yaml_values import load_yaml
 from mlmkit.train.config import STUDIED, PretrainConfig, flag, from_dict, load_config
 
 logger = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def parse_overrides(items: list[str] | None) -> dict:
             raise InvalidArgument(f"--override {item!r}: {key!r} is not a config field; "
                                   f"fields that may change on resume: {', '.join(RESUMABLE)}")
         try:
-            values[key] = yaml.safe_load(text) if text.strip() else None
+            values[key] = load_yaml(text) if text.strip() else None
         except yaml.YAMLError as error:
             raise InvalidArgument(f"--override {item!r}: the value is not valid YAML") \
                 from error

@@ -1,0 +1,49 @@
+"""YAML as mlmkit reads configs, --override values, --phases and --masking mappings.
+
+`yaml.safe_load` (YAML 1.1) has two traps for a training config: `lr: 5e-4` is the string
+'5e-4' (1.1 floats need a dot: `5.0e-4`), so a number the user wrote was refused as "not a
+number"; and a key given twice keeps its last value silently (`lr: 1e-3` ... `lr: 5e-4`).
+`load_yaml` reads `1e-3`, `5E-4`, `1e5` as floats (as YAML 1.2 and JSON do) and refuses a
+duplicate key with a `yaml.YAMLError` naming the key and its line, which the callers'
+"is not valid YAML" messages already carry.
+"""
+
+from __future__ import annotations
+
+import re
+
+import yaml
+
+
+class DuplicateKey(yaml.YAMLError):
+    """A mapping gives a key twice (YAML keeps the last value silently)."""
+
+
+class _Loader(yaml.SafeLoader):
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = {}
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: SafeLoader's own error follows
+                    break
+                if first is not None:
+                    lines = sorted({first.line + 1, key_node.start_mark.line + 1})
+                    raise DuplicateKey(f"the key {key!r} is given twice (line"
+                                       f"{'s' if len(lines) > 1 else ''} "
+                                       f"{' and '.join(map(str, lines))}): keep one")
+                seen[key] = key_node.start_mark
+        return super().construct_mapping(node, deep=deep)
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"))
+
+
+def load_yaml(text: str):
+    """`yaml.safe_load(text)`, with exponent floats and duplicate keys refused."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
