@@ -594,3 +594,16 @@ def test_training_threads_leave_the_cores_other_processes_keep_busy(monkeypatch)
     assert runtime.training_threads(3) == 3  # --threads wins
     monkeypatch.setenv("MLMKIT_THREADS", "2")
     assert runtime.training_threads() == 2
+
+
+def test_resume_with_a_budget_the_run_has_passed_says_so(tmp_path, tokenizer_path, capsys):
+    """`--resume RUN --steps N` with N below the steps done finished the run at once and
+    saved final/ silently (acceptance check H1): it now says the run trains no more."""
+    config = tiny_config(tmp_path / "run", tokenizer_path, steps=12, halt_after=6,
+                         pppl_sentences=0, eval_blocks=1)
+    pretrain(config)
+    capsys.readouterr()
+    result = pretrain(resume=tmp_path / "run", overrides={"halt_after": None, "steps": 4})
+    err = capsys.readouterr().err
+    assert "the run is at step 6, which the new budget (4 steps) has already reached" in err
+    assert result.summary["steps"] == 6 and result.final_dir is not None

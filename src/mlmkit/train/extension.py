@@ -42,6 +42,12 @@ def continuation(saved: dict, config: PretrainConfig, run_dir: Path,
     old_budget, new_budget = Budget.from_config(old_config), Budget.from_config(config)
     counters = saved["counters"]
     at = (counters["step"], counters["tokens"], counters["elapsed"])
+    if new_budget.done(*at):  # a smaller budget: nothing to extend, nothing to undo
+        if is_main:
+            warn(f"--resume {str(run_dir)!r}: the run is at step {at[0]}, which the new "
+                 f"budget ({new_budget.describe()}) has already reached: it trains no more "
+                 f"and keeps the model as it is at step {at[0]}")
+        return saved, schedule
     if schedule.in_decay(old_budget.progress(*at)):
         stable_dir = run_dir / STABLE_DIR
         if not list_states(stable_dir):
