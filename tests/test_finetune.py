@@ -364,3 +364,13 @@ def test_prompt_verbalizer_extra_labels_or_words_are_refused(tiny_mlm, sst, word
         mlmkit.finetune(tiny_mlm("bert"), "sst2", method="prompt", shots=2, epochs=1,
                         verbalizer=verbalizer, train=sst / "train.tsv",
                         validation=sst / "validation.tsv", **RUNTIME)
+
+
+def test_train_file_and_dataset_name_together_are_refused(sst):
+    """--dataset was ignored silently when --train was given (acceptance check H1)."""
+    from mlmkit.finetune.data import load_task_data
+    from mlmkit.finetune.tasks import get_task
+
+    with pytest.raises(InvalidArgument, match="both name the training data: give one"):
+        load_task_data(get_task("sst2"), train=sst / "train.tsv", dataset="glue:sst2",
+                       offline=True)

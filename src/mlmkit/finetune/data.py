@@ -187,6 +187,10 @@ def carve(split: Split, fraction: float = VALIDATION_FRACTION,
 def load_task_data(task: Task, *, train=None, validation=None, test=None,
                    dataset: str | None = None, offline: bool = False) -> TaskData:
     """Read and check the task's splits (files first, then `dataset`, then the task's own)."""
+    if train is not None and dataset is not None:
+        raise InvalidArgument(f"--train {str(train)!r} and --dataset {dataset!r} both name the "
+                              "training data: give one (--dataset with --validation or --test "
+                              "files is fine)")
     if train is None and dataset is None:
         if task.dataset is None:
             raise InvalidArgument(f"task {task.name}: pass --train (and --validation) files, "
