@@ -289,6 +289,9 @@ def test_offline_reads_the_local_cache_only_and_restores_the_settings(tmp_path, 
     assert data.train.labels.tolist()[:4] == [0, 1, 0, 1]
     assert hub.HF_HUB_OFFLINE is False and datasets.config.HF_HUB_OFFLINE is False
     assert "HF_DATASETS_OFFLINE" not in __import__("os").environ
+    import mlmkit.runtime.hub
+
+    monkeypatch.setattr(mlmkit.runtime.hub, "hub_reachable", lambda timeout=3.0: True)
     online = load_task_data(sst2, dataset="tiny_sst")  # normal: the hub first, then the cache
     assert calls == ["tiny_sst"] * 2 and online.validation.texts == data.validation.texts
     with pytest.raises(PathError, match="neither a file nor in the local Hugging Face datasets "
@@ -306,6 +309,13 @@ def test_offline_reads_the_local_cache_only_and_restores_the_settings(tmp_path, 
     assert "error: --dataset 'not_cached_here'" in missing.stderr and \
         "--offline" in missing.stderr
     assert len(calls) == 2 and hub.HF_HUB_OFFLINE is False
+    # no network (the hub's host refuses the connection): the cache at once, one line
+    monkeypatch.setattr(mlmkit.runtime.hub, "hub_reachable", lambda timeout=3.0: False)
+    assert load_task_data(sst2, dataset="tiny_sst").train.texts == data.train.texts
+    with pytest.raises(PathError, match="not in the local Hugging Face datasets cache .* the "
+                       "hub cannot be reached"):
+        load_task_data(sst2, dataset="not_cached_here")
+    assert len(calls) == 2 and hub.HF_HUB_OFFLINE is False  # no hub call, settings restored
 
 
 # --- acceptance check H1: zero settings, stopped runs --------------------------------------

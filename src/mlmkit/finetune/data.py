@@ -16,7 +16,7 @@ import numpy as np
 
 from mlmkit.errors import InvalidArgument, InvalidData, PathError
 from mlmkit.finetune.tasks import Task
-from mlmkit.runtime.hub import hub_offline
+from mlmkit.runtime import hub
 
 VALIDATION_FRACTION = 0.1
 CARVE_SEED = 0  # the carved validation split is the same whatever --seed says
@@ -70,8 +70,11 @@ def _dataset_rows(task: Task, dataset: str, split: str, offline: bool = False):
     name, _, config = dataset.partition(":")
     config = config or (task.dataset_config if dataset == task.dataset else None)
     import datasets
+    from huggingface_hub import constants
 
-    with hub_offline(offline):
+    # no network: the local cache at once (datasets would retry for ~25 s, logging each try)
+    no_network = not offline and not constants.HF_HUB_OFFLINE and not hub.hub_reachable()
+    with hub.hub_offline(offline or no_network):
         try:
             data = datasets.load_dataset(name, config, split=split)
         except Exception as error:  # noqa: BLE001 - datasets raises many kinds
@@ -82,6 +85,11 @@ def _dataset_rows(task: Task, dataset: str, split: str, offline: bool = False):
                                 f"--offline forbids downloading it ({message}): run once "
                                 "without --offline to download it, or pass --train/--validation "
                                 "files") from error
+            if no_network:
+                raise PathError(f"--dataset {dataset!r} split {split!r} is not in the local "
+                                f"Hugging Face datasets cache ({_cache_dir()}) and the hub "
+                                f"cannot be reached (no network) ({message}): connect and "
+                                "retry, or pass --train/--validation files") from error
             raise PathError(f"--dataset {dataset!r} split {split!r} could not be loaded "
                             f"({message}); check the name and config (NAME[:CONFIG]) and the "
                             "network, or pass --train/--validation files") from error
