@@ -384,3 +384,20 @@ def test_train_file_and_dataset_name_together_are_refused(sst):
     with pytest.raises(InvalidArgument, match="both name the training data: give one"):
         load_task_data(get_task("sst2"), train=sst / "train.tsv", dataset="glue:sst2",
                        offline=True)
+
+
+def test_resume_after_the_training_file_changed_in_place_is_refused(tiny_mlm, sst, tmp_path):
+    """Same path, same row count, other rows: the resume went on silently on other data
+    (acceptance check H1); the state now holds a digest of each split's rows."""
+    import mlmkit
+
+    train = tmp_path / "train.tsv"
+    train.write_text((sst / "train.tsv").read_text())
+    common = dict(train=train, validation=sst / "validation.tsv", epochs=1, max_length=32,
+                  run_dir=tmp_path / "run", **RUNTIME)
+    mlmkit.finetune(tiny_mlm("bert"), "sst2", halt_after=2, **common)
+    lines = train.read_text().splitlines()
+    lines[1] = "an edited row\t" + lines[1].rsplit("\t", 1)[1]
+    train.write_text("\n".join(lines) + "\n")
+    with pytest.raises(RunError, match=r"other settings \(train_content: 'sha256:"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", resume=True, **common)

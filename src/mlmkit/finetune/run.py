@@ -207,7 +207,21 @@ def _state_config(recipe: Recipe, data: TaskData) -> dict:
     out["task"] = data.task.name
     out["train"] = data.train.source
     out["train_examples"] = len(data.train)
+    # what the rows hold, not only where they came from: a file edited in place between a
+    # stop and a resume changes them under the same name and count
+    out["train_content"] = _digest(data.train)
+    out["validation_content"] = _digest(data.validation)
     return json.loads(json.dumps(out, default=str))
+
+
+def _digest(split) -> str:
+    """A short sha256 of a split's texts and labels (in order)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    h.update(json.dumps(split.texts, ensure_ascii=False).encode())
+    h.update(np.ascontiguousarray(split.labels).tobytes())
+    return "sha256:" + h.hexdigest()[:16]
 
 
 def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str,
