@@ -607,3 +607,30 @@ def test_resume_with_a_budget_the_run_has_passed_says_so(tmp_path, tokenizer_pat
     err = capsys.readouterr().err
     assert "the run is at step 6, which the new budget (4 steps) has already reached" in err
     assert result.summary["steps"] == 6 and result.final_dir is not None
+
+
+def test_init_from_a_checkpoint_without_an_mlm_head_with_allow_untrained_head(
+        saved_tiny_mlm, tmp_path):
+    """The --init error told to pass --allow-untrained-head, which pretrain did not have
+    (acceptance check H1): the field and flag exist now and the head is trained."""
+    import shutil
+
+    from safetensors.torch import save_file
+
+    headless = tmp_path / "headless"
+    shutil.copytree(saved_tiny_mlm("bert"), headless)
+    tensors = load_file(str(headless / "model.safetensors"))
+    save_file({k: v for k, v in tensors.items() if not k.startswith("cls.")},
+              str(headless / "model.safetensors"), metadata={"format": "pt"})
+    config = dict(init=str(headless), steps=2, pppl_sentences=0, eval_blocks=8)
+    with pytest.raises(MlmkitError, match="no trained MLM head.*--allow-untrained-head"):
+        pretrain(tiny_config(tmp_path / "refused", None, **config))
+    assert not (tmp_path / "refused").exists()
+    result = pretrain(tiny_config(tmp_path / "run", None, allow_untrained_head=True, **config))
+    assert result.summary["status"] == "finished" and result.final_dir is not None
+    from typer.testing import CliRunner
+
+    from mlmkit.cli import app
+
+    flag = CliRunner().invoke(app, ["pretrain", "--allow-untrained-head", "--steps", "0"])
+    assert flag.exit_code == 1 and "steps=0" in flag.stderr  # the flag parsed, not usage 2

@@ -48,6 +48,9 @@ class PretrainConfig:
                                  "BERT), electra-mini for --objective electra")
     init: str | None = _f(None, "start from this HF masked LM (name or path) and its tokenizer "
                                 "(continued pretraining); overrides --model and --tokenizer")
+    allow_untrained_head: bool = _f(False, "--init: accept a checkpoint without a trained MLM "
+                                           "head (a DeBERTa-v3 release, a classifier); the "
+                                           "head starts random and is trained")
     dropout: float | None = _f(0.0, "dropout of the model (hidden and attention); 0 suits "
                                     "short budgets (cramming); None keeps the preset's / "
                                     "--init model's (0.1 for BERT)")
@@ -174,7 +177,7 @@ class PretrainConfig:
         for name in ("model", "init", "tokenizer", "masking_stats", "run_dir", "time"):
             if getattr(self, name) is not None:
                 _text(name, getattr(self, name))
-        for name in ("compile", "progress", "activation_checkpointing"):
+        for name in ("compile", "progress", "activation_checkpointing", "allow_untrained_head"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
                                       "false")

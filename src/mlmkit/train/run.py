@@ -502,7 +502,8 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
     if config.init:
         from mlmkit.models import load_mlm
 
-        init_model = load_mlm(config.init, device="cpu").model.train()
+        init_model = load_mlm(config.init, device="cpu",
+                              allow_untrained_head=config.allow_untrained_head).model.train()
         if config.unpadded:  # issue 19
             from mlmkit.models.unpadded import check_unpadded_model
 
