@@ -634,3 +634,15 @@ def test_init_from_a_checkpoint_without_an_mlm_head_with_allow_untrained_head(
 
     flag = CliRunner().invoke(app, ["pretrain", "--allow-untrained-head", "--steps", "0"])
     assert flag.exit_code == 1 and "steps=0" in flag.stderr  # the flag parsed, not usage 2
+
+
+def test_tokenizer_file_or_missing_path_is_named(tmp_path, tokenizer_path):
+    """--tokenizer DIR/tokenizer.json or a missing path said 'Repo id must be in the form
+    ...' (transformers' hub-name check) (acceptance check H1)."""
+    from mlmkit.train.run import build_run
+
+    with pytest.raises(MlmkitError, match="is a file: pass the folder that holds it"):
+        build_run(tiny_config(tmp_path / "a", str(Path(tokenizer_path) / "tokenizer.json")))
+    with pytest.raises(MlmkitError, match="'/no/such/tok' does not exist"):
+        build_run(tiny_config(tmp_path / "b", "/no/such/tok"))
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()

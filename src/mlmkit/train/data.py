@@ -14,6 +14,7 @@ import re
 import shutil
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -21,7 +22,7 @@ import torch
 from mlmkit.cache import cache_dir
 from mlmkit.corpus.packing import BlockBatch, PackedBlocks
 from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_corpus
-from mlmkit.errors import InvalidArgument, MlmkitError
+from mlmkit.errors import InvalidArgument, MlmkitError, PathError
 from mlmkit.models.presets import PRESET_POSITIONS
 from mlmkit.runtime.staging import remove_leftovers, staging_dir
 
@@ -89,6 +90,15 @@ def resolve_tokenizer(config, show_progress: bool = True):
     from transformers import AutoTokenizer
 
     source = config.init or config.tokenizer
+    if source is not None and config.init is None:
+        path = Path(source).expanduser()
+        if path.is_file():
+            raise PathError(f"--tokenizer {source!r} is a file: pass the folder that holds "
+                            "it (tokenizer.json with its config, as mlmkit tokenizer train or "
+                            "save_pretrained writes it)")
+        if not path.exists() and source.startswith((".", "/", "~")):
+            raise PathError(f"--tokenizer {source!r} does not exist: pass a tokenizer folder "
+                            "or a Hugging Face hub name")
     if source is not None:
         try:
             tokenizer = AutoTokenizer.from_pretrained(source)
