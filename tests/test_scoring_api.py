@@ -90,3 +90,14 @@ def test_model_without_mask_token_is_refused(tiny_mlm, wordpiece_tokenizer):
     tokenizer.mask_token = None
     with pytest.raises(MlmkitError, match="mask token"):
         mlmkit.score((tiny_mlm("bert").model, tokenizer), TEXTS)
+
+
+def test_any_iterable_of_texts_is_scored_as_fill_mask_takes_it(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    listed = [r.pll for r in mlmkit.score(mlm, TEXTS)]
+    assert [r.pll for r in mlmkit.score(mlm, (t for t in TEXTS))] == listed
+    assert [r.pll for r in mlmkit.score(mlm, np.array(TEXTS))] == listed
+    assert mlmkit.score(mlm, iter([])) == []
+    for bad, name in ((dict.fromkeys(TEXTS), "dict"), (b"Open it.", "bytes"), (3, "int")):
+        with pytest.raises(MlmkitError, match=f"texts is a {name}: pass a string or a list"):
+            mlmkit.score(mlm, bad)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 
@@ -100,7 +101,10 @@ def score(
     single result out, e.g. `mlmkit.score("./tiny-bert", "Return the items.").pll`.
     """
     single = isinstance(texts, str)
-    if not single and not isinstance(texts, (list, tuple)):
+    if not single and (isinstance(texts, (bytes, bytearray, Mapping))
+                       or not isinstance(texts, Iterable)):
+        # any iterable of strings, as fill_mask, generate and infill take (not a mapping:
+        # its keys would be scored)
         raise InvalidArgument(f"texts is a {type(texts).__name__}: pass a string or a list of "
                               "strings")
     texts = [texts] if single else list(texts)
