@@ -401,3 +401,29 @@ def test_resume_after_the_training_file_changed_in_place_is_refused(tiny_mlm, ss
     train.write_text("\n".join(lines) + "\n")
     with pytest.raises(RunError, match=r"other settings \(train_content: 'sha256:"):
         mlmkit.finetune(tiny_mlm("bert"), "sst2", resume=True, **common)
+
+
+def test_several_seeds_stopped_before_a_seed_s_first_evaluation(tiny_mlm, sst, tmp_path,
+                                                                 monkeypatch):
+    """Ctrl-C in the second seed before its first epoch ended: KeyError 'accuracy' and a
+    traceback (the mean over seeds read the stopped seed's empty metrics) (H1)."""
+    import mlmkit
+    from mlmkit.train import signals
+
+    entered = []
+
+    class SecondSeedSignalled(signals.StopOnSignal):
+        def __enter__(self):
+            super().__enter__()
+            entered.append(1)
+            if len(entered) == 2:
+                self.requested = "SIGINT"
+            return self
+
+    monkeypatch.setattr(signals, "StopOnSignal", SecondSeedSignalled)
+    result = mlmkit.finetune(tiny_mlm("bert"), "sst2", seeds=2, epochs=1, max_length=32,
+                             train=sst / "train.tsv", validation=sst / "validation.tsv",
+                             run_dir=tmp_path / "run", **RUNTIME)
+    assert [r.status for r in result.runs] == ["finished", "interrupted"]
+    assert result.runs[1].metrics == {} and result.runs[1].stop_reason == "SIGINT"
+    assert result.metrics == result.runs[0].metrics

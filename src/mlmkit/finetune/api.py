@@ -193,7 +193,8 @@ def finetune(
                                   progress=progress, say=say))
         if runs[-1].status != "finished":
             break
-    metrics, std = _mean_std([r.metrics for r in runs])
+    # a seed stopped before its first evaluation has no metrics: the mean is over the others
+    metrics, std = _mean_std([r.metrics for r in runs if r.metrics])
     tests = [r.test_metrics for r in runs if r.test_metrics is not None]
     test_metrics = _mean_std(tests)[0] if tests else None
     return FinetuneResult(task=spec.name, method=method, shots=shots, seeds=seed_list,
