@@ -212,3 +212,27 @@ def test_pppl_scores_whole_held_out_texts_and_says_blank_lines(tiny_mlm, small_d
                                 threads=1, progress=False)
     whole = mlmkit.score(mlm, ["Return the items.", long])
     assert sorted(result.items["pppl"]["weights"]) == sorted(s.n_tokens for s in whole)
+
+
+def test_pretrain_eval_suite_data_and_eval_every_are_checked_before_the_run(
+        tmp_path, small_data, wordpiece_tokenizer):
+    """A --suite-data without the parts' folders failed after the first evaluation, leaving
+    a half-written run directory, and named --data; --eval-suite with --eval-every 0 never
+    ran the suite, silently (acceptance check H1)."""
+    from mlmkit.errors import InvalidArgument, PathError
+    from mlmkit.train import PretrainConfig
+    from mlmkit.train.run import build_run
+
+    values = dict(model="tiny", steps=4, seq_len=32, eval_every=2, progress=False,
+                  tokenizer=wordpiece_tokenizer.name_or_path, threads=1,
+                  run_dir=str(tmp_path / "run"))
+    with pytest.raises(PathError, match=r"'/no/such/data' \(--suite-data\) is not a folder"):
+        build_run(PretrainConfig(**values, eval_suite="blimp", suite_data="/no/such/data"))
+    (tmp_path / "only-sst2" / "sst2").mkdir(parents=True)
+    with pytest.raises(PathError, match=r"no blimp/ folder for the blimp part.*--eval-suite"):
+        build_run(PretrainConfig(**values, eval_suite="blimp",
+                                 suite_data=str(tmp_path / "only-sst2")))
+    with pytest.raises(InvalidArgument, match="--eval-every 0 asks for none"):
+        build_run(PretrainConfig(**{**values, "eval_every": 0}, eval_suite="blimp",
+                                 suite_data=str(small_data)))
+    assert not (tmp_path / "run").exists()

@@ -122,6 +122,25 @@ def _known_verbalizer(tokenizer) -> dict:
     return VERBALIZERS[0]
 
 
+def check_suite_data(data, chosen: list[str], flag: str = "--data",
+                     parts_flag: str = "--parts") -> Path:
+    """The data folder (None: the default) after checking it holds what the chosen parts
+    read; the errors name `flag`."""
+    if data is not None and not (Path(data).is_dir() and any(
+            (Path(data) / name).is_dir() for name in ("blimp", "sst2", "agnews"))):
+        raise PathError(f"data {str(data)!r} ({flag}) is not a folder holding blimp/, sst2/ "
+                        "or agnews/: pass the shared data sets' folder")
+    data = Path(DEFAULT_DATA if data is None else data)
+    needs = {"blimp": "blimp", "cloze": "sst2", "fewshot": "sst2", "sst2": "sst2",
+             "agnews": "agnews"}
+    for part in chosen:
+        if part in needs and not (data / needs[part]).is_dir():
+            raise PathError(f"data {str(data)!r} ({flag}) has no {needs[part]}/ folder for the "
+                            f"{part} part: point {flag} at the shared data sets, or leave "
+                            f"{part} out ({parts_flag})")
+    return data
+
+
 def is_diffusion(model) -> bool:
     """Whether `model` (a run's final folder) was pretrained with masked diffusion."""
     import yaml
@@ -166,23 +185,12 @@ def evaluate_suite(
     from mlmkit.runtime.progress import status
 
     count("seed", seed, 0)
-    if data is not None and not (Path(data).is_dir() and any(
-            (Path(data) / name).is_dir() for name in ("blimp", "sst2", "agnews"))):
-        raise PathError(f"data {str(data)!r} (--data) is not a folder holding blimp/, sst2/ "
-                        "or agnews/: pass the shared data sets' folder")
-    data = Path(DEFAULT_DATA if data is None else data)
     if parts is None:
         chosen = [p for p in PARTS if p not in ("elbo", "facts")]
     else:
         chosen = [choice("parts", p.strip(), PARTS) for p in
                   (parts.split(",") if isinstance(parts, str) else parts)]
-    needs = {"blimp": "blimp", "cloze": "sst2", "fewshot": "sst2", "sst2": "sst2",
-             "agnews": "agnews"}
-    for part in chosen:
-        if part in needs and not (data / needs[part]).is_dir():
-            raise PathError(f"data {str(data)!r} (--data) has no {needs[part]}/ folder for the "
-                            f"{part} part: point --data at the shared data sets, or leave "
-                            f"{part} out (--parts)")
+    data = check_suite_data(data, chosen)
     if "facts" in chosen and facts is None:
         raise InvalidArgument("the facts part needs a facts file (facts=, --facts)")
     if facts is not None and parts is not None and "facts" not in chosen:

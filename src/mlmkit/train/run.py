@@ -453,6 +453,18 @@ def prepare_run(config: PretrainConfig | None, resume: str | Path | None,
 
 def check_config(config: PretrainConfig, world_size: int) -> None:
     """What the config alone can say is wrong with the run, before any work or writing."""
+    from mlmkit.evaluation.training import parse_eval_suite
+
+    suite = parse_eval_suite(config.eval_suite)
+    if suite is not None:  # checked now: the suite first runs after training steps
+        if not config.eval_every:
+            raise InvalidArgument(f"--eval-suite {config.eval_suite!r} runs at each "
+                                  "evaluation, and --eval-every 0 asks for none: give "
+                                  "--eval-every N")
+        from mlmkit.evaluation.suite import PARTS, check_suite_data
+
+        chosen = suite[1] or [p for p in PARTS if p not in ("elbo", "facts")]
+        check_suite_data(config.suite_data, chosen, "--suite-data", "--eval-suite")
     if config.objective not in OBJECTIVES:
         raise InvalidArgument(f"--objective {config.objective!r} is unknown: use one of "
                               f"{sorted(OBJECTIVES)}")
