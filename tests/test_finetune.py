@@ -427,3 +427,22 @@ def test_several_seeds_stopped_before_a_seed_s_first_evaluation(tiny_mlm, sst, t
     assert [r.status for r in result.runs] == ["finished", "interrupted"]
     assert result.runs[1].metrics == {} and result.runs[1].stop_reason == "SIGINT"
     assert result.metrics == result.runs[0].metrics
+
+
+def test_resume_errors_say_what_finetune_can_do(tiny_mlm, sst, tmp_path):
+    """The resume errors told to use --restart, which finetune does not have (H1)."""
+    import mlmkit
+
+    common = dict(train=sst / "train.tsv", validation=sst / "validation.tsv", epochs=1,
+                  max_length=32, run_dir=tmp_path / "run", **RUNTIME)
+    with pytest.raises(RunError, match="no training state.*start a new run there without "
+                       "--resume") as missing:
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", resume=True, **common)
+    assert "--restart" not in str(missing.value)
+    mlmkit.finetune(tiny_mlm("bert"), "sst2", halt_after=2, **common)
+    for state in (tmp_path / "run" / "checkpoints").glob("state-*.pt"):
+        state.write_bytes(b"damaged")
+    damaged_match = r"is damaged .*remove .*checkpoints to start over"
+    with pytest.raises(RunError, match=damaged_match) as damaged:
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", resume=True, **common)
+    assert "--restart" not in str(damaged.value)

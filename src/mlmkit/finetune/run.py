@@ -260,7 +260,10 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     if run_path is not None:
         checkpoint.remove_leftovers(run_path)
         if resume:
-            state, _ = checkpoint.load_latest_state(run_path)
+            state, _ = checkpoint.load_latest_state(
+                run_path, new_run="start a new run there without --resume",
+                over=f"remove {run_path / 'checkpoints'} to start over, or choose another "
+                     "--run-dir")
             stored = state["config"]
             changed = [k for k in stored if stored.get(k) != config.get(k)]
             if changed:

@@ -76,13 +76,16 @@ def _read_verified(path: Path) -> dict:
     return state
 
 
-def load_latest_state(run_dir: str | Path) -> tuple[dict, Path]:
-    """The newest state that verifies; earlier corrupt ones are skipped with a warning."""
+def load_latest_state(run_dir: str | Path, *, new_run: str | None = None,
+                      over: str | None = None) -> tuple[dict, Path]:
+    """The newest state that verifies; earlier corrupt ones are skipped with a warning.
+    `new_run` / `over`: what the errors tell to do (default: pretrain's --restart)."""
     states = list_states(run_dir)
     if not states:
         raise RunError(f"--resume {str(run_dir)!r}: no training state in "
-                       f"{checkpoint_dir(run_dir)}; start a new run instead (--restart starts "
-                       "over in the same directory)")
+                       f"{checkpoint_dir(run_dir)}; "
+                       + (new_run or "start a new run instead (--restart starts over in the "
+                          "same directory)"))
     problems = []
     for path in states:
         try:
@@ -93,7 +96,8 @@ def load_latest_state(run_dir: str | Path) -> tuple[dict, Path]:
                            path, error)
     raise RunError(f"--resume {str(run_dir)!r}: every training state in "
                    f"{checkpoint_dir(run_dir)} is damaged ({'; '.join(problems)}); the run "
-                   f"cannot continue: start it over in the same directory with --restart")
+                   "cannot continue: "
+                   + (over or "start it over in the same directory with --restart"))
 
 
 def remove_leftovers(run_dir: str | Path) -> list[Path]:
