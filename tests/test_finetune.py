@@ -67,6 +67,10 @@ def test_bad_data_is_a_clear_error(tmp_path, sst):
     (tmp_path / "bad.tsv").write_text("sentence\tlabel\nfine film\t1\nbad film\tmaybe\n")
     with pytest.raises(InvalidData, match=r"bad.tsv' line 3: label 'maybe' is not one the task"):
         load_task_data(task, train=tmp_path / "bad.tsv")
+    (tmp_path / "blank.tsv").write_text("sentence\tlabel\nfine film\t1\n \t0\n\t1\n")
+    with pytest.warns(UserWarning, match=r"2 row\(s\) of the train split have an empty text "
+                      r"column \(first: .*blank.tsv' line 3\)"):
+        load_task_data(task, train=tmp_path / "blank.tsv", validation=sst / "validation.tsv")
     (tmp_path / "empty.tsv").write_text("sentence\tlabel\n")
     with pytest.raises(InvalidData, match="train split .* is empty"):
         load_task_data(task, train=tmp_path / "empty.tsv")
@@ -446,3 +450,13 @@ def test_resume_errors_say_what_finetune_can_do(tiny_mlm, sst, tmp_path):
     with pytest.raises(RunError, match=damaged_match) as damaged:
         mlmkit.finetune(tiny_mlm("bert"), "sst2", resume=True, **common)
     assert "--restart" not in str(damaged.value)
+
+
+def test_a_max_length_beyond_the_model_is_said_not_lowered_silently(tiny_mlm, sst, tmp_path):
+    import mlmkit
+
+    mlm = tiny_mlm("bert")
+    with pytest.warns(UserWarning, match=rf"max_length=100000 \(--max-length\) is more than "
+                      rf"the model's {mlm.max_length} positions"):
+        mlmkit.finetune(mlm, "sst2", train=sst / "train.tsv", validation=sst /
+                        "validation.tsv", epochs=1, max_length=100_000, **RUNTIME)

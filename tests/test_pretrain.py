@@ -646,3 +646,23 @@ def test_tokenizer_file_or_missing_path_is_named(tmp_path, tokenizer_path):
     with pytest.raises(MlmkitError, match="'/no/such/tok' does not exist"):
         build_run(tiny_config(tmp_path / "b", "/no/such/tok"))
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_resume_in_another_precision_says_the_losses_change(tmp_path, tokenizer_path, capsys):
+    """A runtime field, so allowed; but the continuation is no longer the uninterrupted
+    run's (acceptance check H1: nothing said so). "auto" is compared as it resolves here."""
+    from mlmkit.runtime.devices import resolve_device, resolve_precision
+
+    config = tiny_config(tmp_path / "run", tokenizer_path, steps=8, halt_after=2,
+                         pppl_sentences=0, eval_blocks=1, precision="fp32")
+    pretrain(config)
+    capsys.readouterr()
+    pretrain(resume=tmp_path / "run", overrides={"halt_after": 4, "precision": "bf16"})
+    assert "the run trained in fp32 (--precision fp32) and continues in bf16: allowed, but " \
+        "its losses from here are not those of a run that was never stopped" in \
+        capsys.readouterr().err
+    auto = resolve_precision("auto", resolve_device("cpu"), "training")
+    pretrain(resume=tmp_path / "run", overrides={"halt_after": 6, "precision": "auto"})
+    said = "the run trained in bf16 (--precision bf16) and continues in fp32" in \
+        capsys.readouterr().err
+    assert said == (auto == "fp32")  # bf16 where this CPU multiplies bf16 natively

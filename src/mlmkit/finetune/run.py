@@ -18,6 +18,7 @@ import copy
 import json
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -245,6 +246,10 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     truncated = {"train": train_enc.truncated, "validation": valid_enc.truncated}
     if test_enc is not None:
         truncated["test"] = test_enc.truncated
+    if recipe.max_length > trainer.max_length:
+        warnings.warn(f"max_length={recipe.max_length} (--max-length) is more than the "
+                      f"model's {trainer.max_length} positions: inputs are cut at "
+                      f"{trainer.max_length} tokens", stacklevel=2)
     for split, count in truncated.items():
         if count:
             say(f"{split}: {count} of {len(data.__dict__[split])} inputs longer than "
