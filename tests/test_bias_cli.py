@@ -221,6 +221,7 @@ def test_aul_honours_precision(tiny_mlm, crows_csv):
 
 @pytest.mark.parametrize("flags, message", [
     (["--bootstrap", "-1"], "n_boot=-1"),
+    (["--bootstrap", "99999999999999"], "between 0 and 1,000,000"),  # ran for hours
     (["--limit", "-2"], "limit=-2"),
     (["--limit", "0"], "limit=0"),
     (["--seed", "-3"], "seed=-3"),

@@ -131,16 +131,23 @@ def min_replicates(level: float) -> int:
     return int(np.ceil(2.0 / (1.0 - level) - 1e-9))
 
 
+# The most bootstrap replicates: far past where a 95% interval stops moving (10,000 is ample),
+# and a size that ends in seconds; 10**14 ran for hours, growing in memory, before any output.
+MAX_BOOT = 1_000_000
+
+
 def check_bootstrap(n_boot, level: float = 0.95, seed=0) -> None:
-    """`n_boot` 0 or enough replicates for the interval; `level` in (0, 1); `seed` ≥ 0."""
+    """`n_boot` 0 or enough replicates for the interval (at most MAX_BOOT); `level` in
+    (0, 1); `seed` ≥ 0."""
     from mlmkit.runtime.checks import count, probability
 
     probability("level", level, closed_low=False)
     count("seed", seed, 0)
     whole = isinstance(n_boot, (int, np.integer)) and not isinstance(n_boot, bool)
-    if not whole or n_boot < 0:
-        raise InvalidArgument(f"n_boot={n_boot!r} (--bootstrap) must be a whole number ≥ 0 "
-                              "(0: no intervals)")
+    if not whole or n_boot < 0 or n_boot > MAX_BOOT:
+        raise InvalidArgument(f"n_boot={n_boot!r} (--bootstrap) must be a whole number "
+                              f"between 0 and {MAX_BOOT:,} (0: no intervals; 1,000 to 10,000 "
+                              "is usual)")
 
 
 def too_few_replicates(n_boot: int, level: float) -> str | None:
