@@ -47,3 +47,17 @@ def test_masking_mapping_reads_exponents_and_refuses_duplicates():
     assert parse_masking_option("{units: tokens, rate: 15e-2}")["rate"] == 0.15
     with pytest.raises(MlmkitError, match="'rate' is given twice"):
         parse_masking_option("{rate: 0.15, rate: 0.3}")
+
+
+def test_merge_keys_work_and_may_be_overridden_and_strings_round_trip():
+    """`<<: *base` is standard YAML (it failed: the duplicate scan built the merge key);
+    a string that looks like an exponent float is written quoted, so a config read back
+    keeps it a string."""
+    from mlmkit.runtime.yaml_values import dump_yaml
+
+    text = "base: &b\n  lr: 1.0e-3\n  steps: 5\nrun:\n  <<: *b\n  lr: 2e-3\n"
+    assert load_yaml(text)["run"] == {"lr": 0.002, "steps": 5}
+    assert load_yaml("a: &a {x: 1}\nb: &b {y: 2}\nc:\n  <<: [*a, *b]\n  z: 3\n")["c"] == \
+        {"x": 1, "y": 2, "z": 3}
+    values = {"tokenizer": "1e5", "lr": 5e-4, "min_lr": 1e-05, "run_dir": "runs/x"}
+    assert load_yaml(dump_yaml(values)) == values

@@ -24,6 +24,8 @@ class _Loader(yaml.SafeLoader):
         if isinstance(node, yaml.MappingNode):
             seen = {}
             for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *base`: merged keys may be overridden, as YAML means
                 key = self.construct_object(key_node, deep=True)
                 try:
                     first = seen.get(key)
@@ -38,10 +40,19 @@ class _Loader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"))
+class _Dumper(yaml.SafeDumper):
+    pass
+
+
+_EXPONENT = re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$")
+for _kind in (_Loader, _Dumper):  # the dumper then quotes a string such as '1e5'
+    _kind.add_implicit_resolver("tag:yaml.org,2002:float", _EXPONENT, list("-+0123456789"))
+
+
+def dump_yaml(values) -> str:
+    """`yaml.safe_dump(values, sort_keys=False)` that `load_yaml` reads back as it was (a
+    string that looks like an exponent float is quoted)."""
+    return yaml.dump(values, Dumper=_Dumper, sort_keys=False)
 
 
 def load_yaml(text: str):

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
-from mlmkit.runtime.yaml_values import load_yaml
+from mlmkit.runtime.yaml_values import dump_yaml, load_yaml
 
 STUDIED, BUDGET, EVALUATION, RUNTIME = "what is studied", "budget", "evaluation", "runtime"
 PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 where the device runs it natively
@@ -326,7 +326,7 @@ class PretrainConfig:
         return dataclasses.asdict(self)
 
     def to_yaml(self) -> str:
-        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+        return dump_yaml(self.to_dict())
 
     def replace(self, **overrides) -> PretrainConfig:
         return from_dict({**self.to_dict(), **overrides})
