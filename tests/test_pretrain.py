@@ -650,7 +650,8 @@ def test_tokenizer_file_or_missing_path_is_named(tmp_path, tokenizer_path):
 
 def test_resume_in_another_precision_says_the_losses_change(tmp_path, tokenizer_path, capsys):
     """A runtime field, so allowed; but the continuation is no longer the uninterrupted
-    run's (acceptance check H1: nothing said so). "auto" is compared as it resolves here."""
+    run's (acceptance check H1: nothing said so). The state keeps the precision its steps
+    ran in ("auto" resolved where they ran), which is what the resumed run compares."""
     from mlmkit.runtime.devices import resolve_device, resolve_precision
 
     config = tiny_config(tmp_path / "run", tokenizer_path, steps=8, halt_after=2,
@@ -658,11 +659,12 @@ def test_resume_in_another_precision_says_the_losses_change(tmp_path, tokenizer_
     pretrain(config)
     capsys.readouterr()
     pretrain(resume=tmp_path / "run", overrides={"halt_after": 4, "precision": "bf16"})
-    assert "the run trained in fp32 (--precision fp32) and continues in bf16: allowed, but " \
-        "its losses from here are not those of a run that was never stopped" in \
-        capsys.readouterr().err
+    assert "the run trained in fp32 and continues in bf16 (--precision bf16 on cpu): " \
+        "allowed, but its losses from here are not those of a run that was never " \
+        "stopped" in capsys.readouterr().err
     auto = resolve_precision("auto", resolve_device("cpu"), "training")
     pretrain(resume=tmp_path / "run", overrides={"halt_after": 6, "precision": "auto"})
-    said = "the run trained in bf16 (--precision bf16) and continues in fp32" in \
-        capsys.readouterr().err
+    said = "the run trained in bf16 and continues in fp32" in capsys.readouterr().err
     assert said == (auto == "fp32")  # bf16 where this CPU multiplies bf16 natively
+    pretrain(resume=tmp_path / "run", overrides={"halt_after": None, "precision": "auto"})
+    assert "continues in" not in capsys.readouterr().err  # the same precision: nothing

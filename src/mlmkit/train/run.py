@@ -278,6 +278,8 @@ class Run:
             "pending": self.window.state_dict(),
             # a batch-size warm-up's sizes round to grad-accum x processes (batch_warmup_size)
             "processes": self.runtime.world_size,
+            # the precision the steps ran in ("auto" resolved on their device)
+            "precision": self.runtime.precision,
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -305,6 +307,14 @@ class Run:
             self.schedule = Schedule.from_state(state["schedule"])
         _set_rng_state(state["rng"], self.runtime)
         self.resumed = True
+        before = state.get("precision")  # None: a state of an older version
+        if before is not None and before != self.runtime.precision and self.is_main:
+            from mlmkit.runtime.progress import warn
+
+            warn(f"--resume {str(self.run_dir)!r}: the run trained in {before} and continues "
+                 f"in {self.runtime.precision} (--precision {self.config.precision} on "
+                 f"{self.runtime.device.type}): allowed, but its losses from here are not "
+                 "those of a run that was never stopped")
 
     # ---- the run directory (rank 0)
     def open_directory(self) -> None:

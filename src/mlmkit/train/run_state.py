@@ -83,28 +83,9 @@ def resume_config(stored: PretrainConfig, config: PretrainConfig | None, overrid
                        f"stored; only {', '.join(RESUMABLE)} may change (flags or --override "
                        "KEY=VALUE); start a new run with another --run-dir, or over in this "
                        "one with --restart")
-    before, now = _precisions(stored, wanted)
-    if before != now:
-        from mlmkit.runtime.progress import warn
-
-        warn(f"--resume {str(run_dir)!r}: the run trained in {before} (--precision "
-             f"{stored.precision}) and continues in {now}: allowed, but its losses from "
-             "here are not those of a run that was never stopped")
     if config is None:
         warn_edited_yaml(stored, run_dir)
     return wanted.replace(run_dir=str(run_dir))
-
-
-def _precisions(stored: PretrainConfig, wanted: PretrainConfig) -> tuple[str, str]:
-    """The precisions the two configs train in on this run's device ("auto" resolved)."""
-    from mlmkit.runtime.devices import resolve_device, resolve_precision
-
-    try:
-        device = resolve_device(wanted.device)
-    except MlmkitError:  # refused with its own message when the run starts
-        return stored.precision, stored.precision
-    return (resolve_precision(stored.precision, device, "training"),
-            resolve_precision(wanted.precision, device, "training"))
 
 
 def warn_edited_yaml(stored: PretrainConfig, run_dir: Path) -> None:
