@@ -27,6 +27,11 @@ def parse_eval_suite(value: str | None) -> tuple[bool, list[str] | None] | None:
     if unknown or not parts:
         raise InvalidArgument(f"eval_suite={value!r} (--eval-suite): use quick, full or parts "
                               f"among {', '.join(PARTS)} (comma-separated)")
+    if "facts" in parts:  # it failed at the first evaluation, the run half-written
+        raise InvalidArgument(f"eval_suite={value!r} (--eval-suite): the facts part needs a "
+                              "facts file, which a training run has no flag for: leave facts "
+                              "out, and run `mlmkit eval suite MODEL --facts FILE` on a saved "
+                              "model")
     return True, parts
 
 
