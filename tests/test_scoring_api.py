@@ -98,6 +98,8 @@ def test_any_iterable_of_texts_is_scored_as_fill_mask_takes_it(tiny_mlm):
     assert [r.pll for r in mlmkit.score(mlm, (t for t in TEXTS))] == listed
     assert [r.pll for r in mlmkit.score(mlm, np.array(TEXTS))] == listed
     assert mlmkit.score(mlm, iter([])) == []
-    for bad, name in ((dict.fromkeys(TEXTS), "dict"), (b"Open it.", "bytes"), (3, "int")):
+    table = type("DataFrame", (), {"columns": ["text"], "__iter__": lambda self: iter(["text"])})
+    for bad, name in ((dict.fromkeys(TEXTS), "dict"), (b"Open it.", "bytes"), (3, "int"),
+                      (set(TEXTS), "set"), (table(), "DataFrame")):
         with pytest.raises(MlmkitError, match=f"texts is a {name}: pass a string or a list"):
             mlmkit.score(mlm, bad)

@@ -101,12 +101,13 @@ def score(
     single result out, e.g. `mlmkit.score("./tiny-bert", "Return the items.").pll`.
     """
     single = isinstance(texts, str)
-    if not single and (isinstance(texts, (bytes, bytearray, Mapping))
-                       or not isinstance(texts, Iterable)):
-        # any iterable of strings, as fill_mask, generate and infill take (not a mapping:
-        # its keys would be scored)
+    if not single and (isinstance(texts, (bytes, bytearray, Mapping, set, frozenset))
+                       or hasattr(texts, "columns") or not isinstance(texts, Iterable)):
+        # any iterable of strings, as fill_mask, generate and infill take; not a mapping or
+        # a table (its keys or column names would be scored), nor a set (no order)
+        column = " (one of its columns, e.g. df['text'])" if hasattr(texts, "columns") else ""
         raise InvalidArgument(f"texts is a {type(texts).__name__}: pass a string or a list of "
-                              "strings")
+                              f"strings{column}")
     texts = [texts] if single else list(texts)
     for i, text in enumerate(texts):
         if not isinstance(text, str):
