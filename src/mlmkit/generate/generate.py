@@ -7,6 +7,7 @@ classifier-free guidance and user-fixed positions. A generated [SEP]/EOS ends th
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -155,15 +156,6 @@ def generate(
                              remask_steps=remask_steps, edit=edit, max_steps=max_steps,
                              block_cache=block_cache)
     length = checks.count("length", length, 1)
-    block = options.block_length
-    if block is not None and block <= length and length % block:
-        # LLaDA's rule: equal blocks (a shorter last one is a different schedule)
-        fits = [b for b in range(1, length + 1) if length % b == 0]
-        raise InvalidArgument(
-            f"block_length={block} (--block-length) does not divide length={length} "
-            f"(--length): the last block would be shorter than the others; use a block "
-            f"length that divides {length} ({', '.join(map(str, fits))}) or a length that is "
-            f"a multiple of {block}")
     batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "generate")
     prompts = [prompt] if isinstance(prompt, str) else list(prompt)
     if not prompts:
@@ -176,6 +168,17 @@ def generate(
     tokenizer = mlm.tokenizer
     generated_segments = _generated_segments(tokenizer, length, constraints, mlm.max_length,
                                              mask_id(mlm))
+    block = options.block_length
+    if block is not None and block <= length and length % block:
+        # LLaDA's rule: equal blocks (a shorter last one is a different schedule)
+        small = [b for b in range(1, math.isqrt(length) + 1) if length % b == 0]
+        fits = sorted({*small, *(length // b for b in small)})
+        shown = ", ".join(map(str, fits if len(fits) <= 8 else [*fits[:7], "..."]))
+        raise InvalidArgument(
+            f"block_length={block} (--block-length) does not divide length={length} "
+            f"(--length): the last block would be shorter than the others; use a block "
+            f"length that divides {length} ({shown}) or a length that is a multiple of "
+            f"{block}")
     prompt_ids = [text_ids(tokenizer, p) for p in prompts]
     for index, ids in enumerate(prompt_ids):
         if mask_id(mlm) in ids:
