@@ -431,6 +431,10 @@ def test_several_seeds_stopped_before_a_seed_s_first_evaluation(tiny_mlm, sst, t
     assert [r.status for r in result.runs] == ["finished", "interrupted"]
     assert result.runs[1].metrics == {} and result.runs[1].stop_reason == "SIGINT"
     assert result.metrics == result.runs[0].metrics
+    # the summary says what the mean is over (it said "2 seed(s)" with a "± 0.0000")
+    summary = result.summary()
+    assert "mean of 1 of 2 seed(s); seed" in summary and "was stopped" in summary
+    assert "±" not in summary
 
 
 def test_resume_errors_say_what_finetune_can_do(tiny_mlm, sst, tmp_path):

@@ -38,13 +38,19 @@ class FinetuneResult(Result):
         return self.runs[0]._model if self.runs else None
 
     def summary(self) -> str:
+        scored = sum(1 for run in self.runs if run.metrics)  # the seeds the mean is over
+        stopped = [seed for seed, run in zip(self.seeds, self.runs, strict=False)
+                   if run.status != "finished"]
         parts = []
         for name, value in self.metrics.items():
-            spread = f" ± {self.std[name]:.4f}" if len(self.seeds) > 1 else ""
+            spread = f" ± {self.std[name]:.4f}" if scored > 1 else ""
             parts.append(f"{name} {value:.4f}{spread}")
         shots = f", {self.shots} shots" if self.shots else ""
-        return (f"{self.task} ({self.method}{shots}, {len(self.seeds)} seed(s)): "
-                + ", ".join(parts))
+        seeds = f"{len(self.seeds)} seed(s)"
+        if stopped or scored < len(self.seeds):
+            seeds = (f"mean of {scored} of {len(self.seeds)} seed(s)"
+                     + (f"; seed {stopped[0]} was stopped" if stopped else ""))
+        return f"{self.task} ({self.method}{shots}, {seeds}): " + ", ".join(parts)
 
 
 def _mean_std(dicts: list[dict]) -> tuple[dict, dict]:

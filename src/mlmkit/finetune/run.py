@@ -246,7 +246,8 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     truncated = {"train": train_enc.truncated, "validation": valid_enc.truncated}
     if test_enc is not None:
         truncated["test"] = test_enc.truncated
-    if recipe.max_length > trainer.max_length:
+    asked = recipe.max_length != Recipe.__dataclass_fields__["max_length"].default
+    if asked and recipe.max_length > trainer.max_length:  # the default fits itself silently
         warnings.warn(f"max_length={recipe.max_length} (--max-length) is more than the "
                       f"model's {trainer.max_length} positions: inputs are cut at "
                       f"{trainer.max_length} tokens", stacklevel=2)
