@@ -194,3 +194,22 @@ def test_load_errors(tmp_path, monkeypatch, saved_tiny_mlm, wordpiece_tokenizer)
     tok.save_pretrained(no_mask)
     with pytest.raises(MlmkitError, match="no mask token"):
         load_mlm(no_mask)
+
+
+def test_hub_probe_leaves_a_proxy_to_the_libraries_and_is_asked_once(monkeypatch):
+    """Behind a proxy the hub's host is not reached directly: the probe said "no network"
+    and an uncached model or dataset was refused though the proxy would have served it
+    (review of the session's change). The answer is kept for a minute."""
+    from mlmkit.runtime import hub
+
+    calls = []
+    monkeypatch.setattr(hub, "_connects", lambda url, timeout: calls.append(url) or False)
+    monkeypatch.setattr(hub, "_REACHABLE", {})
+    for name in ("HTTPS_PROXY", "https_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY",
+                 "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    assert hub.hub_reachable() and not calls
+    monkeypatch.setenv("NO_PROXY", "huggingface.co")  # the proxy is not used for the hub
+    assert not hub.hub_reachable() and len(calls) == 1
+    assert not hub.hub_reachable() and len(calls) == 1  # kept, not asked again

@@ -39,13 +39,35 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     """Whether the hub's host (`HF_ENDPOINT`, default huggingface.co) accepts a connection
     within `timeout` seconds. Without a network, huggingface_hub retries every request for
     about 25 s and logs each try before it falls back to the cache: asking once first lets a
-    caller use the cache at once (`hub_offline`) and fail in one line."""
-    import socket
+    caller use the cache at once (`hub_offline`) and fail in one line. Behind a proxy
+    (`HTTPS_PROXY`, ...) the host is not reached directly, so the libraries are left to try
+    through it. The answer is kept for a minute (a run asks for each split and file)."""
+    import time
+    import urllib.request
     from urllib.parse import urlparse
 
     from huggingface_hub import constants
 
     url = urlparse(constants.ENDPOINT)
+    proxies = urllib.request.getproxies()
+    if (proxies.get(url.scheme) or proxies.get("all")) and not urllib.request.proxy_bypass(
+            url.hostname or ""):
+        return True
+    key = (url.hostname, url.port, url.scheme)
+    known = _REACHABLE.get(key)
+    if known is not None and time.monotonic() - known[1] < 60:
+        return known[0]
+    answer = _connects(url, timeout)
+    _REACHABLE[key] = (answer, time.monotonic())
+    return answer
+
+
+_REACHABLE: dict = {}
+
+
+def _connects(url, timeout: float) -> bool:
+    import socket
+
     port = url.port or (80 if url.scheme == "http" else 443)
     try:
         with socket.create_connection((url.hostname, port), timeout=timeout):
