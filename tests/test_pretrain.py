@@ -596,17 +596,21 @@ def test_training_threads_leave_the_cores_other_processes_keep_busy(monkeypatch)
     assert runtime.training_threads() == 2
 
 
-def test_resume_with_a_budget_the_run_has_passed_says_so(tmp_path, tokenizer_path, capsys):
+def test_resume_with_a_budget_the_run_has_passed_is_refused(tmp_path, tokenizer_path):
     """`--resume RUN --steps N` with N below the steps done finished the run at once and
-    saved final/ silently (acceptance check H1): it now says the run trains no more."""
+    saved final/ silently (acceptance check H1); a warning then left the smaller budget in
+    the state, so a later extension took the schedule as finished (review): it is refused,
+    and the run is left as it was."""
     config = tiny_config(tmp_path / "run", tokenizer_path, steps=12, halt_after=6,
                          pppl_sentences=0, eval_blocks=1)
     pretrain(config)
-    capsys.readouterr()
-    result = pretrain(resume=tmp_path / "run", overrides={"halt_after": None, "steps": 4})
-    err = capsys.readouterr().err
-    assert "the run is at step 6, which the new budget (4 steps) has already reached" in err
-    assert result.summary["steps"] == 6 and result.final_dir is not None
+    before = sorted(p.name for p in (tmp_path / "run").rglob("*"))
+    with pytest.raises(MlmkitError, match=r"the run is at step 6, which the new budget "
+                       r"\(4 steps\) has already reached, so there is nothing to train"):
+        pretrain(resume=tmp_path / "run", overrides={"halt_after": None, "steps": 4})
+    assert sorted(p.name for p in (tmp_path / "run").rglob("*")) == before
+    result = pretrain(resume=tmp_path / "run", overrides={"halt_after": None})
+    assert result.summary["steps"] == 12
 
 
 def test_init_from_a_checkpoint_without_an_mlm_head_with_allow_untrained_head(

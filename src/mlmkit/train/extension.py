@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mlmkit.errors import MlmkitError
+from mlmkit.errors import InvalidArgument, MlmkitError
 from mlmkit.runtime.progress import warn
 from mlmkit.train.budget import Budget
 from mlmkit.train.checkpoint import list_states, load_latest_state
@@ -42,12 +42,14 @@ def continuation(saved: dict, config: PretrainConfig, run_dir: Path,
     old_budget, new_budget = Budget.from_config(old_config), Budget.from_config(config)
     counters = saved["counters"]
     at = (counters["step"], counters["tokens"], counters["elapsed"])
-    if new_budget.done(*at):  # a smaller budget: nothing to extend, nothing to undo
-        if is_main:
-            warn(f"--resume {str(run_dir)!r}: the run is at step {at[0]}, which the new "
-                 f"budget ({new_budget.describe()}) has already reached: it trains no more "
-                 f"and keeps the model as it is at step {at[0]}")
-        return saved, schedule
+    if new_budget.done(*at):  # a smaller budget: nothing to train, nothing to undo
+        # refused: a run that went on would store this budget, and a later extension would
+        # take the schedule as finished at it (its rate would jump to the decay's end)
+        raise InvalidArgument(
+            f"--resume {str(run_dir)!r}: the run is at step {at[0]}, which the new budget "
+            f"({new_budget.describe()}) has already reached, so there is nothing to train: "
+            f"its model is in {run_dir / 'final'} once it has finished (or resume with a "
+            "larger budget)")
     if schedule.in_decay(old_budget.progress(*at)):
         stable_dir = run_dir / STABLE_DIR
         if not list_states(stable_dir):
