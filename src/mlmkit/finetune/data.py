@@ -71,10 +71,9 @@ def _dataset_rows(task: Task, dataset: str, split: str, offline: bool = False):
     name, _, config = dataset.partition(":")
     config = config or (task.dataset_config if dataset == task.dataset else None)
     import datasets
-    from huggingface_hub import constants
 
     # no network: the local cache at once (datasets would retry for ~25 s, logging each try)
-    no_network = not offline and not constants.HF_HUB_OFFLINE and not hub.hub_reachable()
+    no_network = not offline and hub.hub_unreachable()
     with hub.hub_offline(offline or no_network):
         try:
             data = datasets.load_dataset(name, config, split=split)

@@ -174,7 +174,9 @@ def _load_config(name: str, trust_remote_code: bool = False):
             raise ModelError(f"{name!r} needs its own model code: pass --trust-remote-code "
                              "(trust_remote_code=True) if you trust it") from error
         if not Path(name).expanduser().is_dir():  # a hub name: not found, or no network
-            if _offline_mode():
+            from mlmkit.runtime.hub import offline_now
+
+            if offline_now():
                 raise ModelError(f"model {name!r} is neither a local directory nor in the "
                                  "Hugging Face cache, and the hub cannot be reached (no "
                                  "network?): pass a directory saved with save_pretrained, or "
@@ -257,7 +259,7 @@ def load_mlm(
     A hub name is read from the local cache alone when the hub cannot be reached.
     """
     from mlmkit.runtime.devices import resolve_device as resolve
-    from mlmkit.runtime.hub import hub_offline, hub_reachable
+    from mlmkit.runtime.hub import hub_offline, hub_unreachable
 
     trust_remote_code = trust_remote_code_default(trust_remote_code)
 
@@ -280,16 +282,10 @@ def load_mlm(
     if path.is_dir():
         name = str(path)
     # no network: the local cache at once (huggingface_hub would retry for ~25 s first)
-    with hub_offline(not path.is_dir() and not _offline_mode() and not hub_reachable()):
+    with hub_offline(not path.is_dir() and hub_unreachable()):
         return _load_files(name, path, str(model), target, dtype,
                            allow_untrained_head=allow_untrained_head,
                            trust_remote_code=trust_remote_code)
-
-
-def _offline_mode() -> bool:
-    from huggingface_hub import constants
-
-    return bool(constants.HF_HUB_OFFLINE)
 
 
 def _load_files(name: str, path: Path, shown: str, target, dtype, *,

@@ -35,6 +35,20 @@ def hub_offline(enabled: bool):
             setattr(module, name, value)
 
 
+def offline_now() -> bool:
+    """Whether the hub libraries read the local caches only (`HF_HUB_OFFLINE=1`, or inside
+    `hub_offline`)."""
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def hub_unreachable() -> bool:
+    """Whether a hub request would wait on a network that is not there: not offline already,
+    and `hub_reachable` finds no hub. Callers then read the caches at once (`hub_offline`)."""
+    return not offline_now() and not hub_reachable()
+
+
 def hub_reachable(timeout: float = 3.0) -> bool:
     """Whether the hub's host (`HF_ENDPOINT`, default huggingface.co) accepts a connection
     within `timeout` seconds. Without a network, huggingface_hub retries every request for
