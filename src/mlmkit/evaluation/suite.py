@@ -28,6 +28,8 @@ from mlmkit.errors import InvalidArgument, PathError
 from mlmkit.runtime.results import Result
 
 PARTS = ("blimp", "pppl", "cloze", "fewshot", "sst2", "agnews", "elbo", "facts")
+DEFAULT_PARTS = tuple(p for p in PARTS if p not in ("elbo", "facts"))
+"""The parts run when none are named (elbo needs a diffusion model, facts a facts file)."""
 # Sizes: (quick, full). None = everything.
 SIZES = {
     "blimp_per_paradigm": (6, None), "pppl_texts": (30, 200), "cloze_rows": (300, None),
@@ -186,7 +188,7 @@ def evaluate_suite(
 
     count("seed", seed, 0)
     if parts is None:
-        chosen = [p for p in PARTS if p not in ("elbo", "facts")]
+        chosen = list(DEFAULT_PARTS)
     else:
         chosen = [choice("parts", p.strip(), PARTS) for p in
                   (parts.split(",") if isinstance(parts, str) else parts)]

@@ -471,9 +471,9 @@ def check_config(config: PretrainConfig, world_size: int) -> None:
             raise InvalidArgument(f"--eval-suite {config.eval_suite!r} runs at each "
                                   "evaluation, and --eval-every 0 asks for none: give "
                                   "--eval-every N")
-        from mlmkit.evaluation.suite import PARTS, check_suite_data
+        from mlmkit.evaluation.suite import DEFAULT_PARTS, check_suite_data
 
-        chosen = suite[1] or [p for p in PARTS if p not in ("elbo", "facts")]
+        chosen = suite[1] or list(DEFAULT_PARTS)
         check_suite_data(config.suite_data, chosen, "--suite-data", "--eval-suite")
     if config.objective not in OBJECTIVES:
         raise InvalidArgument(f"--objective {config.objective!r} is unknown: use one of "
