@@ -10,6 +10,7 @@ and models (404) and anything unexpected (500, logged on the server) into the sa
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -218,6 +219,7 @@ def validation_message(errors) -> str:
 STATUS_OF = {"UnknownModel": 404}
 
 
+@functools.cache
 def _request_fields() -> dict[str, frozenset[str]]:
     """Each request field of the API, with the words it takes as a value (its choices)."""
     import typing
