@@ -435,7 +435,10 @@ def profile_step(base: PretrainConfig, work: Path, steps: int) -> dict:
                           eval_every=0, save_every=0, pppl_sentences=0, eval_blocks=1)
     run = build_run(config)
     run.objective.train()
-    peak = matmul_peak(torch.float32, clock=time.process_time)
+    # the peak of the precision the step multiplies in (bf16 where --precision auto picks it)
+    dtype = torch.bfloat16 if run.runtime.precision == "bf16" else torch.float32
+    # per CPU-second × threads: the profiled times below are scaled to whole cores too
+    peak = matmul_peak(dtype, clock=time.process_time) * torch.get_num_threads()
     with retained_heap(run.runtime.device):
         for _ in range(2):
             run.step()
@@ -463,14 +466,16 @@ def profile_step(base: PretrainConfig, work: Path, steps: int) -> dict:
     matmul_s, attention_s = (seconds[k] / steps for k in (OP_KINDS[0][0], OP_KINDS[1][0]))
     matmul_rate = matmul_flops / steps / max(matmul_s, 1e-9)
     bound = needed / (matmul_s + attention_s) / peak  # every other op at zero time
-    print(f"one step of {tokens} tokens, {torch.get_num_threads()} thread(s), profiled over "
+    print(f"one {run.runtime.precision} step of {tokens} tokens, {torch.get_num_threads()} "
+          f"thread(s), profiled over "
           f"{steps} steps: {step_seconds:.3f} s per step (CPU {cpu / steps:.3f} s; load "
           f"average {os.getloadavg()[0]:.2f})")
     for kind, share in shares.items():
         print(f"  {share:6.1%}  {kind}")
     print(f"matmuls: {matmul_flops / steps / 1e9:.1f} GFLOP a step at {matmul_rate / 1e9:.1f} "
-          f"GFLOP/s, {matmul_rate / peak:.0%} of the square-matmul peak ({peak / 1e9:.1f} "
-          f"GFLOP/s per CPU-second, same threads). The FLOP model counts {needed / 1e9:.1f} "
+          f"GFLOP/s, {matmul_rate / peak:.0%} of the square-matmul {run.runtime.precision} "
+          f"peak ({peak / 1e9:.1f} GFLOP/s: per CPU-second × {torch.get_num_threads()} "
+          f"threads, as the profiled times are scaled to whole cores). The FLOP model counts {needed / 1e9:.1f} "
           f"GFLOP a step (attention included): MFU {needed / step_seconds / peak:.1%} here; "
           f"with every op but matmuls and attention at zero time, at most {bound:.1%}")
     return {"shares": shares, "matmul_gflops": matmul_rate / 1e9, "peak_gflops": peak / 1e9,
