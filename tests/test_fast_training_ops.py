@@ -96,12 +96,54 @@ def test_cross_entropy_stays_float32_under_autocast():
                           atol=1e-5)
 
 
-def test_fast_modernbert_layers_keep_transformers_code_under_autocast(tiny_mlm):
+def test_fast_modernbert_layers_equal_transformers_under_bf16_autocast(tiny_mlm):
+    """bf16 training (the default where bf16 is native) runs the fast layers too: the
+    rotation is still computed in float32 and rounded once, as transformers does, and
+    GeGLU runs transformers' bf16 ops; loss, logits and gradients equal transformers'
+    within bf16 rounding."""
     reference = copy.deepcopy(tiny_mlm("modernbert").model).train()
     fast = copy.deepcopy(reference)
     use_fast_layers(fast)
-    input_ids = torch.randint(5, reference.config.vocab_size, (2, 12),
-                              generator=torch.Generator().manual_seed(1))
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(5, reference.config.vocab_size, (2, 40), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    attention_mask[0, 30:] = 0
+    labels = torch.where(torch.rand(input_ids.shape, generator=generator) < 0.3, input_ids, -100)
     with torch.autocast("cpu", dtype=torch.bfloat16):
-        want, got = (m(input_ids=input_ids).logits for m in (reference, fast))
-    assert torch.equal(got, want)
+        expected, got = (_step(m, input_ids, attention_mask, labels) for m in (reference, fast))
+    assert torch.allclose(got[0], expected[0], atol=1e-3)
+    assert torch.allclose(got[1], expected[1], rtol=2e-2, atol=2e-2)
+    assert got[2].keys() == expected[2].keys()
+    for name, grad in expected[2].items():
+        scale = grad.abs().max().clamp_min(1e-12)
+        assert (got[2][name] - grad).abs().max() / scale < 2e-2, name
+
+
+def test_fast_rotary_of_bf16_projections_is_transformers_float32_rotation():
+    from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
+
+    from mlmkit.models.fast_modernbert import rotate_projections
+
+    generator = torch.Generator().manual_seed(2)
+    qkv = torch.randn(2, 7, 3, 4, 16, generator=generator).bfloat16().requires_grad_()
+    angles = torch.rand(1, 7, 16, generator=generator) * 6
+    cos, sin = angles.cos(), angles.sin()
+    q, k, v = rotate_projections(qkv, cos[:, :, None], sin[:, :, None], rotated=2)
+    want_q, want_k = apply_rotary_pos_emb(qkv[:, :, 0], qkv[:, :, 1], cos, sin, unsqueeze_dim=2)
+    assert q.dtype == k.dtype == torch.bfloat16
+    # equal but where a float32 rounding difference crosses a bf16 rounding boundary
+    torch.testing.assert_close(q, want_q, rtol=2 ** -7, atol=1e-6)
+    torch.testing.assert_close(k, want_k, rtol=2 ** -7, atol=1e-6)
+    assert torch.equal(v, qkv[:, :, 2])
+    weights = torch.randn(3, 2, 7, 4, 16, generator=generator).bfloat16()
+    (grad,) = torch.autograd.grad((q * weights[0]).sum() + (k * weights[1]).sum()
+                                  + (v * weights[2]).sum(), qkv)
+    # the gradient is the float32 one rounded once (transformers rounds each of its two
+    # terms to bf16 before adding them, so it is further from this float32 reference)
+    wide = qkv.detach().float().requires_grad_()
+    q32, k32 = apply_rotary_pos_emb(wide[:, :, 0], wide[:, :, 1], cos, sin, unsqueeze_dim=2)
+    w32 = weights.float()
+    (want,) = torch.autograd.grad((q32 * w32[0]).sum() + (k32 * w32[1]).sum()
+                                  + (wide[:, :, 2] * w32[2]).sum(), wide)
+    assert grad.dtype == torch.bfloat16
+    torch.testing.assert_close(grad.float(), want, rtol=2 ** -7, atol=1e-6)

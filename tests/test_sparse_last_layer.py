@@ -165,8 +165,8 @@ def test_training_loss_equals_the_full_last_layer(tiny_mlm, monkeypatch, _counte
 
 
 def test_sparse_modernbert_in_bfloat16_equals_full(tiny_mlm, _counted_sparse):
-    """A bf16 model rotates in float32 as transformers does (the float32 path is the
-    hand-written one of models/fast_modernbert.py): both equal the full forward."""
+    """A bf16 model rotates in float32 as transformers does (through the same hand-written
+    function as float32, models/fast_modernbert.py): both equal the full forward."""
     import copy
 
     model = copy.deepcopy(tiny_mlm("modernbert").model).to(torch.bfloat16)
@@ -177,3 +177,31 @@ def test_sparse_modernbert_in_bfloat16_equals_full(tiny_mlm, _counted_sparse):
         got = masked_logits(model, ids, mask, pairs).float()
     torch.testing.assert_close(got, want, atol=0.05, rtol=0.02)
     assert len(_counted_sparse) == 1
+
+
+def test_sparse_modernbert_training_under_bf16_autocast_equals_full(tiny_mlm, monkeypatch,
+                                                                    _counted_sparse):
+    """bf16 training on a CPU with native bf16: the sparse last layer's loss and gradients
+    equal the full layer's within bf16 rounding."""
+    import copy
+
+    from mlmkit.objectives.mlm import sparse_mlm_loss
+
+    model = copy.deepcopy(tiny_mlm("modernbert").model).train()
+    ids, mask = _batch(model.config.vocab_size, 0)
+    chosen = torch.rand(ids.shape, generator=torch.Generator().manual_seed(4)) < 0.3
+    chosen &= mask.bool()
+    results = []
+    for flag in ("1", "0"):
+        monkeypatch.setenv("MLMKIT_SPARSE_LAST_LAYER", flag)
+        model.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = sparse_mlm_loss(model, ids, mask, chosen, ids, 0.0)[0]
+        loss.backward()
+        results.append((loss.detach(), {n: p.grad.clone() for n, p in
+                                        model.named_parameters() if p.grad is not None}))
+    assert len(_counted_sparse) == 1
+    torch.testing.assert_close(results[0][0], results[1][0], rtol=1e-2, atol=1e-2)
+    for name, grad in results[1][1].items():
+        scale = grad.abs().max().clamp_min(1e-12)
+        assert (results[0][1][name] - grad).abs().max() / scale < 5e-2, name

@@ -9,6 +9,9 @@ products, summed in the same order) and write each gradient once into one buffer
 no zero fill and no concatenation. `use_fast_layers` swaps them into a model's ModernBERT
 layers; the model, its weights and its checkpoints are unchanged, and the outputs and
 gradients equal transformers' within float rounding (tests/test_fast_training_ops.py).
+In bf16 (a bf16 model, or autocast where bf16 is native) the rotation is still computed
+in float32 and rounded once, transformers' rule; its gradient is summed in float32 before
+that one rounding (transformers rounds each of its two terms first).
 """
 
 from __future__ import annotations
@@ -30,6 +33,16 @@ def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor,
     out[..., half:].addcmul_(x[..., :half], signed_sin[..., half:])
 
 
+def _rotated(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """`_rotate_into` a new tensor, computed in float32 (cos, sin: float32) and returned in
+    x's dtype: a bf16 projection is rotated as transformers rotates it (upcast, rotate in
+    float32, round once)."""
+    wide = x.float()
+    out = torch.empty_like(wide, memory_format=torch.contiguous_format)
+    _rotate_into(out, wide, cos, signed_sin)
+    return out if x.dtype == torch.float32 else out.to(x.dtype)
+
+
 class _Rotary(torch.autograd.Function):
     """Projections [..., k, H, dh] → k tensors [..., H, dh]: the first `rotated` rotated
     (q and k of a QKV projection: 2 of 3), the rest passed through as views."""
@@ -43,12 +56,10 @@ class _Rotary(torch.autograd.Function):
         for i in range(projections.shape[-3]):
             part = projections[..., i, :, :]
             if i < rotated:
-                out = torch.empty_like(part, memory_format=torch.contiguous_format)
-                _rotate_into(out, part, cos, signed_sin)
-                part = out
+                part = _rotated(part, cos, signed_sin)
             outputs.append(part)
         ctx.save_for_backward(cos, sin)
-        ctx.rotated, ctx.shape = rotated, projections.shape
+        ctx.rotated, ctx.shape, ctx.dtype = rotated, projections.shape, projections.dtype
         return tuple(outputs)
 
     @staticmethod
@@ -57,13 +68,15 @@ class _Rotary(torch.autograd.Function):
         half = cos.shape[-1] // 2
         # the transpose of the rotation: g·cos + swap(g)·(sin₂, −sin₁)
         signed_sin = torch.cat((sin[..., half:], -sin[..., :half]), dim=-1)
-        grad = cos.new_empty(ctx.shape)
+        grad = cos.new_empty(ctx.shape, dtype=ctx.dtype)
         for i, part in enumerate(grads):
             into = grad[..., i, :, :]
             if part is None:  # an output the loss does not read
                 into.zero_()
-            elif i < ctx.rotated:
+            elif i < ctx.rotated and part.dtype == torch.float32:
                 _rotate_into(into, part, cos, signed_sin)
+            elif i < ctx.rotated:
+                into.copy_(_rotated(part, cos, signed_sin))
             else:
                 into.copy_(part)
         return grad, None, None, None
@@ -72,9 +85,9 @@ class _Rotary(torch.autograd.Function):
 def rotate_projections(projections: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
                        rotated: int) -> tuple[torch.Tensor, ...]:
     """ModernBERT's rotary embedding on the first `rotated` of `projections` [..., k, H, dh]
-    (cos, sin: broadcastable to [..., H, dh]); float32, one gradient buffer, no zero fill."""
-    return _Rotary.apply(projections, cos.to(projections.dtype), sin.to(projections.dtype),
-                         rotated)
+    (cos, sin: broadcastable to [..., H, dh]), computed in float32 whatever the projections'
+    dtype (transformers' rule); one gradient buffer, no zero fill."""
+    return _Rotary.apply(projections, cos.float(), sin.float(), rotated)
 
 
 class _GeGLU(torch.autograd.Function):
@@ -100,11 +113,6 @@ class _GeGLU(torch.autograd.Function):
         return grad_hidden
 
 
-def _float32(hidden: torch.Tensor) -> bool:
-    """Whether this forward runs in float32 (not under autocast, not a half model)."""
-    return hidden.dtype == torch.float32 and not torch.is_autocast_enabled(hidden.device.type)
-
-
 def _attention_forward(self, hidden_states, position_embeddings=None, attention_mask=None,
                        **kwargs):
     """transformers' `ModernBertAttention.forward` with the projections split and rotated
@@ -112,9 +120,6 @@ def _attention_forward(self, hidden_states, position_embeddings=None, attention_
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     from transformers.models.modernbert.modeling_modernbert import eager_attention_forward
 
-    if not _float32(hidden_states):  # transformers rotates in float32: its own code does
-        return type(self).forward(self, hidden_states, position_embeddings, attention_mask,
-                                  **kwargs)
     input_shape = hidden_states.shape[:-1]
     qkv = self.Wqkv(hidden_states).view(*input_shape, 3, -1, self.head_dim)
     cos, sin = position_embeddings  # [B|1, L, dh]
@@ -131,8 +136,6 @@ def _attention_forward(self, hidden_states, position_embeddings=None, attention_
 
 
 def _mlp_forward(self, hidden_states):
-    if not _float32(hidden_states):
-        return type(self).forward(self, hidden_states)
     return self.Wo(self.drop(_GeGLU.apply(self.Wi(hidden_states))))
 
 
@@ -145,8 +148,8 @@ def _exact_gelu(module) -> bool:
 
 def use_fast_layers(model: torch.nn.Module) -> int:
     """Swap the fast rotary/QKV and GeGLU forwards into `model`'s ModernBERT attention and
-    MLP modules (a float32 model; others, and activations other than exact GELU, keep
-    transformers' code). Returns how many modules were changed."""
+    MLP modules (any precision; activations other than exact GELU keep transformers' MLP
+    code). Returns how many modules were changed."""
     try:
         from transformers.models.modernbert.modeling_modernbert import (
             ModernBertAttention,

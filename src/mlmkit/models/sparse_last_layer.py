@@ -145,14 +145,6 @@ def _albert_layer(layer, hidden, mask, rows, cols, inputs):
     return layer.full_layer_layer_norm(layer.ff_chunk(attended) + attended)
 
 
-def _rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotary embedding as ModernBERT applies it (in float32, back to x's dtype)."""
-    half = x.shape[-1] // 2
-    xf = x.float()
-    rotated = torch.cat((-xf[..., half:], xf[..., :half]), dim=-1)
-    return (xf * cos + rotated * sin).to(x.dtype)
-
-
 def _modernbert_layer(layer, hidden, mask, rows, cols, inputs):
     att = layer.attn
     cos, sin = inputs["position_embeddings"]  # [B|1, L, dh]
@@ -166,13 +158,9 @@ def _modernbert_layer(layer, hidden, mask, rows, cols, inputs):
     query = F.linear(normed[rows, cols], weight[:d], None if bias is None else bias[:d])
     query = query.view(len(x), 1, heads, att.head_dim)
     at = rows if cos.shape[0] > 1 else torch.zeros_like(rows)
-    if key_value.dtype == torch.float32:  # one gradient buffer, no zero fills
-        key, value = rotate_projections(key_value, cos[:, :, None], sin[:, :, None], 1)
-        (query,) = rotate_projections(query, cos[at, cols][:, None], sin[at, cols][:, None], 1)
-    else:  # transformers' float32 rotation, back to the projections' dtype
-        key, value = key_value[:, :, 0], key_value[:, :, 1]
-        key = _rotate(key, cos.unsqueeze(2), sin.unsqueeze(2))
-        query = _rotate(query[:, 0], cos[at, cols].unsqueeze(1), sin[at, cols].unsqueeze(1))
+    # rotated in float32 whatever the dtype (transformers' rule); one gradient buffer
+    key, value = rotate_projections(key_value, cos[:, :, None], sin[:, :, None], 1)
+    (query,) = rotate_projections(query, cos[at, cols][:, None], sin[at, cols][:, None], 1)
     key, value = key.transpose(1, 2), value.transpose(1, 2)
     context = _attend(query, key, value, mask, rows, cols, scaling=att.head_dim ** -0.5,
                       dropout=_p(att.attention_dropout, att.training))
