@@ -7,7 +7,8 @@ models, sentences and token ids as benchmarks/scoring.py (BLiMP, 30,522-token
 vocabulary), scored by mlmkit's engine at a ladder of `batch_tokens` around the rule's
 choice, in rounds that interleave the budgets (a shared machine's load moves over
 minutes, so each budget's best round is kept). Printed per preset: texts per CPU-second
-of each budget, the rule's budget and how far it is from the best one, and the CPU kind
+of each budget with its MFU (the PLL FLOPs of benchmarks/flops.py per CPU-second over
+the fp32 matmul peak per CPU-second, same threads), the rule's budget and how far it is from the best one, and the CPU kind
 (AVX512-BF16 or AVX2). Scores are checked to be equal across budgets.
 
     .venv/bin/python benchmarks/batch_budget.py                    # mini and base, 1 thread
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from flops import matmul_peak, pll_flops
 from scoring import blimp_sentences, build_model, remapped_ids, tokenizer_dir
 
 
@@ -56,13 +58,16 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(
         tokenizer_dir(Path(tempfile.gettempdir()) / "mlmkit-bench-scoring"))
+    peak = matmul_peak(torch.float32, clock=time.process_time, threads=args.threads)
     print(f"CPU: {cpu_kind()}, last-level cache {cache_bytes() >> 20} MiB, "
-          f"{args.threads} thread(s); PLL scoring, vocabulary {args.vocab:,}")
+          f"{args.threads} thread(s), fp32 matmul peak {peak / 1e9:.1f} GFLOP per CPU-second; "
+          f"PLL scoring, vocabulary {args.vocab:,}")
     counts = args.sentences + [args.sentences[-1]] * len(args.presets)
     for preset, count in zip(args.presets, counts, strict=False):
         ids = remapped_ids(tokenizer, blimp_sentences(count), args.vocab)
         model = build_model(tokenizer, preset, args.vocab)
         mlm = MLM(model=model, tokenizer=tokenizer, name=f"{preset}-v{args.vocab}")
+        flops = pll_flops(model.config, [len(x) for x in ids])
         rule = default_batch_tokens(model, model.config.max_position_embeddings)
         budgets = ladder(rule)
         score_token_ids(mlm, ids[:4], batch_tokens=rule)  # warm-up
@@ -83,7 +88,7 @@ def main() -> None:
         for budget in budgets:
             note = " <- the rule (default)" if budget == rule else ""
             print(f"  {budget:6d}  {best[budget]:8.2f}  {best[budget] / best[top]:6.1%} of the "
-                  f"best{note}")
+                  f"best, MFU {flops * best[budget] / len(ids) / peak:5.1%}{note}")
         print(f"  rule {rule} gives {best[rule] / best[top]:.1%} of the best budget ({top}); "
               f"{best[rule] / best[32768]:.2f}x the 32,768 cap")
 
