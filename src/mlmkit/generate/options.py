@@ -271,7 +271,32 @@ class SamplerOptions:
             return self.max_steps
         return min(MAX_TOTAL_STEPS, 2 * planned) if self.edit is not None else planned
 
+    def _check_remask_steps(self, steps: int, blocks: int, most_masks: int) -> None:
+        """remask=cap/rescale: ReMDM's sigma_max is 0 on a block's first step (nothing is
+        revealed yet) and on its last (nothing may stay masked), so a block of fewer than 3
+        steps never remasks anything: refused, rather than run as if --remask were not
+        given."""
+        if self.remask not in ("cap", "rescale"):
+            return
+        per_block = min(self.block_length or most_masks, most_masks)
+        if self.adaptive and self.steps is None:  # a block runs until its masks are revealed
+            if per_block >= 3:
+                return
+        elif steps >= 3 * blocks:
+            return
+        elif not self.scheduled or 3 * blocks <= most_masks:  # more --steps would do
+            raise checks.InvalidArgument(
+                f"--remask {self.remask} remasks only between a block's first and last steps, "
+                f"so each of its {blocks} block(s) needs 3 steps: use --steps {3 * blocks} or "
+                f"more (got {steps}), or drop --remask")
+        raise checks.InvalidArgument(
+            f"--remask {self.remask} remasks only between a block's first and last steps, so "
+            f"each block needs 3 steps, but a block of {per_block} mask(s) allows at most "
+            f"{per_block} step(s): use more masks per block (--block-length, --length or longer "
+            f"spans), or drop --remask")
+
     def _check_plan(self, steps: int, blocks: int, most_masks: int) -> None:
+        self._check_remask_steps(steps, blocks, most_masks)
         if self.remask == "loop" and not (self.adaptive and self.steps is None) and \
                 steps < 2 * blocks:
             if self.scheduled and 2 * blocks > most_masks:  # --steps cannot go that high

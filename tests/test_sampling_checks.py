@@ -1,0 +1,83 @@
+"""Issue 18, checked from outside: sampler settings that could only be ignored are refused
+before any model call, in Python and on the command line, in the same words."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from typer.testing import CliRunner
+
+from mlmkit.cli import app
+from mlmkit.errors import InvalidArgument
+from mlmkit.generate import generate, infill
+
+
+class _Calls:
+    """Counts the model's forward passes (its input embeddings run once per call)."""
+
+    def __init__(self, mlm):
+        self.n = 0
+        self._hook = mlm.model.get_input_embeddings().register_forward_hook(self._count)
+
+    def _count(self, *_):
+        self.n += 1
+
+    def close(self):
+        self._hook.remove()
+
+
+@pytest.fixture
+def calls(tiny_mlm):
+    counter = _Calls(tiny_mlm("bert"))
+    yield counter
+    counter.close()
+
+
+# ReMDM's sigma_max is 0 on a block's first step and on its last: a block of one or two steps
+# can never remask, so --remask cap/rescale there was accepted and changed nothing.
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"steps": 2, "remask": "cap"}, "needs 3 steps: use --steps 3 or more (got 2)"),
+    ({"steps": 1, "remask": "rescale", "sampler": "ancestral"}, "use --steps 3 or more"),
+    ({"steps": 8, "block_length": 4, "remask": "cap"}, "use --steps 12 or more (got 8)"),
+    ({"block_length": 2, "remask": "cap", "reveal": "threshold"},
+     "a block of 2 mask(s) allows at most 2 step(s)"),
+    ({"steps": 4, "block_length": 8, "remask": "cap", "reveal": "factor"},
+     "use --steps 6 or more"),
+])
+def test_remask_without_a_middle_step_is_refused_before_any_call(tiny_mlm, calls, kwargs,
+                                                                 needle):
+    with pytest.raises(InvalidArgument, match=re.escape(needle)):
+        generate(tiny_mlm("bert"), "Return the", length=16, **kwargs)
+    assert calls.n == 0
+
+
+def test_remask_on_a_two_token_span_is_refused(tiny_mlm, calls):
+    with pytest.raises(InvalidArgument, match=re.escape("a block of 2 mask(s) allows at most 2")):
+        infill(tiny_mlm("bert"), "a [MASK:2] b", remask="cap")
+    assert calls.n == 0
+
+
+@pytest.mark.parametrize("sampler", ["confidence", "ancestral", "random"])
+def test_remask_with_three_steps_a_block_does_remask(tiny_mlm, sampler):
+    results = [generate(tiny_mlm("bert"), ["Return the", "A b"], length=8, steps=6,
+                        block_length=4, sampler=sampler, remask="cap", sigma=1.0, seed=seed)
+               for seed in range(3)]
+    assert sum(r[0].cost.remasked for r in results) > 0
+
+
+def test_cli_refuses_remask_without_a_middle_step_in_the_api_words(saved_tiny_mlm):
+    out = CliRunner().invoke(app, ["generate", str(saved_tiny_mlm("bert")), "--length", "16",
+                                   "--steps", "2", "--remask", "cap"])
+    assert out.exit_code == 1
+    assert out.stderr.strip() == ("error: --remask cap remasks only between a block's first "
+                                  "and last steps, so each of its 1 block(s) needs 3 steps: "
+                                  "use --steps 3 or more (got 2), or drop --remask")
+    assert "Traceback" not in out.output
+
+
+def test_remask_counts_every_call_it_makes(tiny_mlm, calls):
+    result = generate(tiny_mlm("bert"), "Return the", length=8, steps=8, remask="cap",
+                      sigma=1.0, seed=1)
+    assert result.cost.remasked > 0
+    assert calls.n == result.cost.nfe == result.model_calls
