@@ -81,3 +81,23 @@ def test_remask_counts_every_call_it_makes(tiny_mlm, calls):
                       sigma=1.0, seed=1)
     assert result.cost.remasked > 0
     assert calls.n == result.cost.nfe == result.model_calls
+
+
+# Guidance masks the prompt for its unconditional pass: with no prompt text anywhere both
+# passes are the same canvas, and --cfg-scale was accepted and changed nothing.
+@pytest.mark.parametrize("call", [
+    lambda mlm: generate(mlm, ["", ""], length=8, cfg_scale=2.0),
+    lambda mlm: infill(mlm, "[MASK:4]", cfg_scale=2.0),
+])
+def test_guidance_without_any_prompt_text_is_refused_before_any_call(tiny_mlm, calls, call):
+    with pytest.raises(InvalidArgument, match=r"--cfg-scale 2\.0 guides by masking the prompt "
+                                              r"text, but no .* has any"):
+        call(tiny_mlm("bert"))
+    assert calls.n == 0
+
+
+def test_guidance_runs_when_some_row_has_a_prompt(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    plain = generate(mlm, ["", "Return the"], length=8, seed=1)
+    guided = generate(mlm, ["", "Return the"], length=8, seed=1, cfg_scale=50.0)
+    assert guided[1].token_ids != plain[1].token_ids

@@ -550,6 +550,12 @@ def unmask_rows(
     per_batch = rows or batch_rows(batch_tokens, max(widths) + 2, guided)
     canvases = [build_canvas(tokenizer, segments[first:first + per_batch], mlm.max_length,
                              what, first=first) for first in range(0, len(segments), per_batch)]
+    if guided and not any(bool(c.prompt.any()) for c in canvases):
+        # the unconditional pass masks the prompt: with none, it is the conditional one
+        raise InvalidArgument(
+            f"--cfg-scale {options.cfg_scale} guides by masking the prompt text, but no "
+            f"{what} has any (the unconditional pass would equal the conditional one): give "
+            f"text to condition on, or drop --cfg-scale")
     most_masks = max(int(c.masked.sum(1).max()) for c in canvases)
     vocab = int(getattr(mlm.model.config, "vocab_size", None) or len(tokenizer))
     options = options.resolve(default_steps, most_masks, vocab, what=f"a {what}")
