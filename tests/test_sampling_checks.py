@@ -101,3 +101,26 @@ def test_guidance_runs_when_some_row_has_a_prompt(tiny_mlm):
     plain = generate(mlm, ["", "Return the"], length=8, seed=1)
     guided = generate(mlm, ["", "Return the"], length=8, seed=1, cfg_scale=50.0)
     assert guided[1].token_ids != plain[1].token_ids
+
+
+# infill ranks the candidates of a span of unknown length by PLL: those model calls were in
+# no field of the cost, so a forward hook counted more calls than nfe reported.
+def test_infill_cost_counts_the_ranking_calls_too(tiny_mlm, calls):
+    mlm = tiny_mlm("bert")
+    result = infill(mlm, "Return the [MASK:1-3] of the list.", reveal="threshold", seed=1)
+    assert len(result.candidates) == 3
+    assert result.cost.scoring_calls >= 1 and result.cost.scoring_seconds > 0
+    assert calls.n == result.cost.nfe + result.cost.scoring_calls
+    assert result.cost.tokens_per_call == result.cost.tokens / result.cost.nfe
+    calls.n = 0
+    known = infill(mlm, "Return the [MASK:3] of the list.", seed=1)
+    assert known.cost.scoring_calls == 0 and calls.n == known.cost.nfe
+
+
+def test_infill_json_reports_the_ranking_calls(saved_tiny_mlm):
+    import json
+
+    out = CliRunner().invoke(app, ["infill", str(saved_tiny_mlm("bert")), "a [MASK:1-2] b",
+                                   "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["cost"]["scoring_calls"] >= 1

@@ -21,7 +21,7 @@ from mlmkit.generate.canvas import (
     special_wrap,
     text_ids,
 )
-from mlmkit.generate.cost import Cost
+from mlmkit.generate.cost import Cost, count_calls
 from mlmkit.generate.generate import rows_per_batch
 from mlmkit.generate.options import SamplerOptions
 from mlmkit.generate.pll import token_pll
@@ -59,14 +59,16 @@ class Infilled(Result):
     """Model calls, tokens per call and wall time of all this template's candidates."""
 
 
-def _cost(spent: dict) -> Cost:
-    """The cost of one template: the calls and time of every batch holding its candidates
-    (the PLL scoring that ranks candidates of unknown length is not counted)."""
+def _cost(spent: dict, scoring=None) -> Cost:
+    """The cost of one template: the calls and time of every batch holding its candidates,
+    and (`scoring`, a `CallCount`) those of the PLL scoring that ranked its candidates."""
     parts = [Cost.of(batch, tokens) for batch, tokens in spent.values()]
     nfe, tokens = sum(p.nfe for p in parts), sum(p.tokens for p in parts)
     return Cost(nfe=nfe, tokens=tokens, tokens_per_call=tokens / nfe if nfe else 0.0,
                 seconds=sum(p.seconds for p in parts), steps=max(p.steps for p in parts),
-                remasked=sum(p.remasked for p in parts), edited=sum(p.edited for p in parts))
+                remasked=sum(p.remasked for p in parts), edited=sum(p.edited for p in parts),
+                scoring_calls=scoring.calls if scoring else 0,
+                scoring_seconds=scoring.seconds if scoring else 0.0)
 
 
 def _rows(tokenizer, pieces: list[str | Span], lengths: tuple[int, ...],
@@ -214,10 +216,10 @@ def infill(
                                        + tokens)
     counts = [sum(f[0] == i for f in filled) for i in range(len(templates))]
     to_score = [f for f in filled if counts[f[0]] > 1]
-    for (_, candidate, _), pll in zip(to_score, token_pll(mlm, [f[2] for f in to_score],
-                                                           batch_tokens=batch_tokens,
-                                                           precision=precision),
-                                      strict=True):
+    with count_calls(mlm.model) as scoring:  # the scoring's batches mix the templates
+        plls = token_pll(mlm, [f[2] for f in to_score], batch_tokens=batch_tokens,
+                         precision=precision)
+    for (_, candidate, _), pll in zip(to_score, plls, strict=True):
         candidate.score = float(pll.mean())
     results = []
     for index, text in enumerate(templates):
@@ -225,7 +227,7 @@ def infill(
         if counts[index] > 1:
             candidates.sort(key=lambda c: -c.score)
         best = candidates[0]
-        cost = _cost(spent[index])
+        cost = _cost(spent[index], scoring if counts[index] > 1 else None)
         results.append(Infilled(template=text, text=best.text, spans=best.spans,
                                 lengths=best.lengths, candidates=candidates,
                                 model_calls=cost.nfe, cost=cost))
