@@ -35,7 +35,8 @@ TOP_K = typer.Option(None, "--top-k", help="Sample among the k likeliest tokens.
 TOP_P = typer.Option(None, "--top-p", help="Nucleus sampling mass, in (0, 1].",
                      rich_help_panel=PANEL)
 BLOCK_LENGTH = typer.Option(None, "--block-length", help="Semi-autoregressive blocks of this "
-                            "many masks, left to right (the last may be shorter).",
+                            "many masks, left to right; in generate it must divide --length (in infill the last "
+                            "block may be shorter).",
                             rich_help_panel=PANEL)
 CFG_SCALE = typer.Option(0.0, "--cfg-scale", help="Classifier-free guidance weight ≥ 0 "
                          "(prompt masking).", rich_help_panel=PANEL)
