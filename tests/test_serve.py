@@ -33,9 +33,10 @@ def client(models):
 
 
 def untimed(value):
-    """A result without its wall-clock fields (generation reports its seconds)."""
+    """A result without its wall-clock fields (generation reports its seconds, infill its
+    scoring_seconds)."""
     if isinstance(value, dict):
-        return {k: untimed(v) for k, v in value.items() if k != "seconds"}
+        return {k: untimed(v) for k, v in value.items() if not k.endswith("seconds")}
     if isinstance(value, list):
         return [untimed(v) for v in value]
     return value

@@ -137,10 +137,11 @@ class Server:
     def count(self, name: str, value, low: int, high: int, flag: str | None = None) -> None:
         if value is None:
             return
-        if not low <= value <= high:
-            where = f" ({flag})" if flag else ""
-            raise HTTPError(400 if flag is None else 413, "InvalidArgument" if flag is None
-                            else "TooLarge", f"{name}={value} is outside {low}..{high}{where}")
+        if value < low or (flag is None and value > high):
+            # A zero or negative count is a bad value (400), not a request too large (413).
+            raise HTTPError(400, "InvalidArgument", f"{name}={value} is outside {low}..{high}")
+        if value > high:
+            raise HTTPError(413, "TooLarge", f"{name}={value} is outside {low}..{high} ({flag})")
 
     async def answer(self, request: Request, name: str, work: Work):
         """Submit `work` to the model's worker; wait for it, the timeout or the client leaving."""
@@ -257,16 +258,25 @@ def _sampler_kwargs(body) -> dict:
     return {name: getattr(body, name) for name in SAMPLER_FIELDS}
 
 
-def _constraints(value) -> dict | None:
+def _constraints(value, vocab_size: int) -> dict | None:
     if value is None:
         return None
-    out = {}
+    out, keys = {}, {}
     for key, token in value.items():
         # ASCII digits only: str.isdigit() also takes '²', which int() refuses (a 500).
         if re.fullmatch(r"\s*-?[0-9]+\s*", key) is None:
             raise HTTPError(400, "InvalidArgument", f"constraints key {key!r} is not a "
                             "position: use whole numbers, e.g. {\"3\": \"the\"}")
-        out[int(key)] = token
+        position = int(key)
+        if position in out:  # " 1 " and "1", or "01" and "1": one would silently win
+            raise HTTPError(400, "InvalidArgument", f"constraints keys {keys[position]!r} "
+                            f"and {key!r} are both position {position}: give each position "
+                            "once")
+        if isinstance(token, int) and not 0 <= token < vocab_size:
+            raise HTTPError(400, "InvalidArgument", f"constraints[{key!r}]: token id {token} "
+                            f"is not in the model's vocabulary (0 to {vocab_size - 1:,}): send "
+                            "a token id in it, or the token as a string")
+        out[position], keys[position] = token, key
     return out
 
 
@@ -458,8 +468,8 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         check_sampler(body)
         server.check_tokens(name, prompts, "prompt", isinstance(body.prompt, str))
         options = _sampler_kwargs(body)
-        constraints = _constraints(body.constraints)
         mlm = server.models[name]
+        constraints = _constraints(body.constraints, len(mlm.tokenizer))
 
         def call(items, on_step):
             return mlmkit.generate(mlm, list(items), length=body.length, **options,

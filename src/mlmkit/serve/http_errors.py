@@ -40,6 +40,22 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not a JSON number: send finite numbers (or null)")
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _unique_keys(pairs: list) -> dict:
+    """An object of the body, refused when it names a key twice: Python's json (and so
+    FastAPI) keeps the last value silently, so {"top_k": 2, "top_k": 3} ran with 3."""
+    value = dict(pairs)
+    if len(value) != len(pairs):
+        seen = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise _DuplicateKey(f"the request body gives {key!r} twice in one object: send each "
+                            "field once")
+    return value
+
+
 def json_problem(body: bytes) -> str | None:
     """What is wrong with `body` as a JSON request, or None."""
     try:
@@ -50,11 +66,16 @@ def json_problem(body: bytes) -> str | None:
     if not text.strip():
         return "the request body is empty: send a JSON object"
     try:
-        value = json.loads(text, parse_constant=_no_constants)
+        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
     except RecursionError:  # not a ValueError: it would be a 500 (and FastAPI parses again)
         return (f"the request body nests deeper than {MAX_DEPTH} levels: send a flat JSON "
                 "object")
+    except _DuplicateKey as error:
+        return str(error)
     except ValueError as error:
+        if "integer string conversion" in str(error):  # Python's 4,300-digit guard
+            return ("the request body holds a number with thousands of digits: send numbers "
+                    "of a usual size")
         return f"the request body is not valid JSON: {str(error).splitlines()[0]}"
     # Only bodies that could be too deep or hold a surrogate's \u escape are walked.
     if body.count(b"[") + body.count(b"{") > MAX_DEPTH or b"\\ud" in body or b"\\uD" in body:

@@ -68,10 +68,14 @@ const CALLS = {
 function pythonCode(path, body) {
   const lines = ["import mlmkit", ""];
   if (path === "/v1/compare") {
+    // A dict by model name: a name is not always a Python identifier ("2-bert"), and one
+    // named "text" or "mlmkit" overwrote what the next line used. Printed, as the API's
+    // "results" (one TextScore per model, in order).
     lines.push(`text = ${py(body.text)}`);
-    for (const name of body.models) {
-      lines.push(`${name.replace(/\W/g, "_")} = mlmkit.score(mlmkit.load_mlm(${py(source(name))}), text, metric=${py(body.metric)}, per_token=True, per_word=True)`);
-    }
+    lines.push(`models = ${py(Object.fromEntries(body.models.map((name) => [name, source(name)])))}`);
+    lines.push(`scores = {name: mlmkit.score(mlmkit.load_mlm(path), text, metric=${py(body.metric)}, per_token=True, per_word=True)`);
+    lines.push("          for name, path in models.items()}");
+    lines.push("print([s.to_dict() for s in scores.values()])");
     return lines.join("\n");
   }
   const [fn, input, keys] = CALLS[path];

@@ -1,0 +1,80 @@
+"""Issue 16's external check of `mlmkit serve`: bad requests that were answered wrongly
+(a zero count called "too large", duplicate JSON keys and duplicate constraint positions
+silently resolved, messages that named a CLI flag or Python's internals), in-process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from mlmkit.serve import ServeConfig, create_app
+
+
+@pytest.fixture(scope="module")
+def client(tiny_mlm):
+    with TestClient(create_app({"bert": tiny_mlm("bert")},
+                               ServeConfig(threads=1, max_steps=32, max_tokens=64))) as c:
+        yield c
+
+
+def error(client, path, body: bytes | dict):
+    content = body if isinstance(body, bytes) else json.dumps(body).encode()
+    response = client.post(path, content=content, headers={"content-type": "application/json"})
+    assert response.status_code != 200, response.text
+    return response.status_code, response.json()["error"]
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/fill", {"texts": "a [MASK].", "top_k": 0}, "top_k"),
+    ("/v1/fill", {"texts": "a [MASK].", "top_k": -3}, "top_k"),
+    ("/v1/score", {"texts": "a b", "per_token": True, "alternatives": -1}, "alternatives"),
+    ("/v1/generate", {"prompt": "a", "length": 0}, "length"),
+    ("/v1/generate", {"prompt": "a", "length": 4, "steps": 0}, "steps"),
+    ("/v1/infill", {"template": "a [MASK]", "steps": -1}, "steps"),
+    ("/v1/generate", {"prompt": "a", "length": 4, "remask": "cap", "max_steps": 0},
+     "max_steps"),
+])
+def test_a_zero_or_negative_count_is_a_bad_value_not_too_large(client, path, body, field):
+    """They were 413 TooLarge ('top_k=0 is outside 1..100 (--max-top-k)'): the server's
+    bound was blamed for a value no bound allows."""
+    status, err = error(client, path, body)
+    assert (status, err["type"]) == (400, "InvalidArgument"), err
+    assert err["message"].startswith(f"{field}={body[field]} ") and "--max" not in err["message"]
+    over = {**body, field: 10**6}  # beyond the server's bound it is still a 413 naming it
+    status, err = error(client, path, over)
+    assert status == 413 and "(--max-" in err["message"], err
+
+
+def test_a_key_given_twice_is_refused(client):
+    """Python's json keeps the last of two equal keys: {"top_k": 2, "top_k": 3} ran with 3."""
+    status, err = error(client, "/v1/fill", b'{"texts": "a [MASK].", "top_k": 2, "top_k": 3}')
+    assert status == 400 and "'top_k' twice" in err["message"], err
+    status, err = error(client, "/v1/classify", b'{"texts": "A film.", "verbalizer": '
+                        b'{"pos": "good", "neg": "bad", "pos": "fine"}}')
+    assert status == 400 and "'pos' twice" in err["message"], err
+    # The same key in two different objects is not a duplicate.
+    body = b'{"texts": "A film.", "verbalizer": {"texts": "good", "model": "bad"}}'
+    assert client.post("/v1/classify", content=body,
+                       headers={"content-type": "application/json"}).status_code == 200
+
+
+def test_constraints_name_each_position_once_and_known_token_ids(client):
+    status, err = error(client, "/v1/generate", {"prompt": "a", "length": 3,
+                                                 "constraints": {" 1 ": "x", "1": "y"}})
+    assert status == 400 and "both position 1" in err["message"], err
+    for token in (-1, 10**30):  # the library's message named a '--constraint' flag
+        status, err = error(client, "/v1/generate", {"prompt": "a", "length": 3,
+                                                     "constraints": {"0": token}})
+        assert status == 400 and err["message"].startswith("constraints['0']: token id"), err
+        assert "--" not in err["message"], err
+    ok = client.post("/v1/generate", json={"prompt": "a", "length": 3, "constraints": {"0": 5}})
+    assert ok.status_code == 200 and ok.json()["results"][0]["token_ids"][0] == 5
+
+
+def test_a_number_of_thousands_of_digits_is_a_plain_400(client):
+    status, err = error(client, "/v1/fill", b'{"texts": "a [MASK].", "top_k": 1' + b"0" * 5000
+                        + b"}")
+    assert status == 400 and "thousands of digits" in err["message"], err
+    assert "sys." not in err["message"]

@@ -1,0 +1,49 @@
+"""The playground's "Copy as code" Python runs and prints what the page shows (Chromium).
+
+The models are saved directories, so the copied `mlmkit.load_mlm(...)` calls load them; they
+are named "text" and "2-bert": names that are not Python identifiers, or that the copied code
+itself uses, once broke it (a SyntaxError, and a `text` overwritten by a score)."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+
+import httpx
+import pytest
+
+from tests.test_serve_browser import browser  # noqa: F401  (the module's Chromium fixture)
+from tests.uvicorn_thread import uvicorn_in_thread
+
+
+@pytest.fixture(scope="module")
+def server(saved_tiny_mlm):
+    from mlmkit.serve import ServeConfig, create_app
+
+    app = create_app({"text": str(saved_tiny_mlm("bert")),
+                      "2-bert": str(saved_tiny_mlm("roberta"))}, ServeConfig())
+    with uvicorn_in_thread(app, log_level="warning", lifespan="on") as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+def test_copied_compare_code_runs_and_prints_the_api_results(browser, server):  # noqa: F811
+    context = browser.new_context(viewport={"width": 1000, "height": 800})
+    page = context.new_page()
+    problems = []
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    page.goto(server + "/")
+    page.wait_for_selector("#compare-models input", state="attached")
+    text = "Open the file for reading."
+    page.click("#tab-compare")
+    page.fill("#compare-input", text)
+    page.click("#compare-run")
+    page.wait_for_selector("#compare-out table.diff")
+    code = page.inner_text("#code-python")
+    context.close()
+    assert not problems, problems
+    expected = httpx.post(server + "/v1/compare", json={"text": text}, timeout=60).json()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "copied.py", "exec"), {})  # noqa: S102 (the page's own code)
+    assert ast.literal_eval(printed.getvalue().strip()) == expected["results"]
