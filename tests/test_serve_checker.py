@@ -78,3 +78,48 @@ def test_a_number_of_thousands_of_digits_is_a_plain_400(client):
                         + b"}")
     assert status == 400 and "thousands of digits" in err["message"], err
     assert "sys." not in err["message"]
+
+
+def test_a_compressed_body_is_refused_as_such(client):
+    import gzip
+
+    body = gzip.compress(b'{"texts": "a [MASK]."}')
+    response = client.post("/v1/fill", content=body, headers={
+        "content-type": "application/json", "content-encoding": "gzip"})
+    assert response.status_code == 415, response.text  # was 400 "not UTF-8 (byte 0x8b)"
+    assert "Content-Encoding is gzip" in response.json()["error"]["message"]
+    assert client.post("/v1/fill", content=b'{"texts": "a [MASK]."}', headers={
+        "content-type": "application/json", "content-encoding": "identity"}).status_code == 200
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGINT"])
+def test_a_signal_drains_the_requests_in_flight_then_exits_0(mlmkit_command, saved_tiny_mlm,
+                                                             sig):
+    """docs/CLI.md: SIGTERM or Ctrl-C lets the requests in flight finish and exits 0. uvicorn
+    raised the signal again once drained: exit 143 (SIGTERM), 130 and "interrupted" (SIGINT)."""
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    import httpx
+
+    process = subprocess.Popen([*mlmkit_command, "serve", str(saved_tiny_mlm("bert")),
+                                "--port", "0", "--json", "--threads", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = json.loads(process.stdout.readline())["url"]
+        answers = []
+        body = {"texts": ["Open the file for reading and return its lines. " * 6] * 16}
+        request = threading.Thread(target=lambda: answers.append(
+            httpx.post(url + "/v1/score", json=body, timeout=60).status_code))
+        request.start()
+        time.sleep(0.3)  # the score call (about a second) is on its way
+        process.send_signal(getattr(signal, sig))
+        request.join(60)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert answers == [200]
+    assert process.returncode == 0, err
+    assert "interrupted" not in err and "Traceback" not in err, err

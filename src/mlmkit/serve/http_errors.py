@@ -151,6 +151,12 @@ class BodyGuard:
                                         f"Content-Type is {shown}: send the JSON body with "
                                         "'Content-Type: application/json'")(scope, receive,
                                                                              send)
+        coding = headers.get(b"content-encoding", b"").strip().lower()
+        if coding not in (b"", b"identity"):  # was "not UTF-8 (byte 0x8b ...)" for gzip
+            return await error_response(415, "UnsupportedMediaType", f"the request's "
+                                        f"Content-Encoding is {coding.decode('latin-1')}: "
+                                        "send the JSON body uncompressed")(scope, receive,
+                                                                          send)
         declared = headers.get(b"content-length")
         limit = f"the request body is larger than {self.max_bytes:,} bytes (--max-body-bytes)"
         if declared is not None:

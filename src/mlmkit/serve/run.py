@@ -6,6 +6,7 @@ requests in flight finish (up to the request timeout), then exits.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import socket
@@ -62,6 +63,19 @@ def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json:
             await super().startup(sockets=sockets)
             if not self.should_exit:
                 announce()  # only once connections are accepted
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            # uvicorn raises the SIGTERM / SIGINT it drained on again once it has stopped,
+            # so the process died of it (exit 143, or 130 and "interrupted"); a drained
+            # shutdown is the normal end of a server: exit 0 (docs/CLI.md).
+            with super().capture_signals():
+                try:
+                    yield
+                finally:
+                    captured = getattr(self, "_captured_signals", None)
+                    if isinstance(captured, list):
+                        captured.clear()
 
     # The models, torch, transformers and the app are a million long-lived objects: each
     # full collection of the garbage collector walked them all (~0.2 s on the event loop,
