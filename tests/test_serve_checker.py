@@ -123,3 +123,19 @@ def test_a_signal_drains_the_requests_in_flight_then_exits_0(mlmkit_command, sav
     assert answers == [200]
     assert process.returncode == 0, err
     assert "interrupted" not in err and "Traceback" not in err, err
+
+
+def test_a_field_of_another_endpoint_says_which_endpoint_takes_it(client):
+    """Such a field was "unknown" ('max_candidates: Extra inputs are not permitted (unknown
+    field ...)') though the API documents it, under another route."""
+    for path, body, named in [
+        ("/v1/generate", {"prompt": "a", "max_candidates": 3}, "of /v1/infill, not of /v1/generate"),
+        ("/v1/score", {"texts": "a", "top_k": 3},
+         "of /v1/fill, /v1/generate and /v1/infill, not of /v1/score"),
+        ("/v1/fill", {"texts": "a [MASK]", "stream": True}, "and /v1/infill, not of /v1/fill"),
+        ("/v1/compare", {"text": "a b", "per_token": True}, "of /v1/score, not of /v1/compare")]:
+        status, err = error(client, path, body)
+        assert status == 422 and named in err["message"], err
+        assert "\n" not in err["message"] and "unknown field" not in err["message"], err
+    status, err = error(client, "/v1/score", {"texts": "a", "bogus": 1})
+    assert status == 422 and "bogus: " in err["message"] and "unknown field" in err["message"]

@@ -231,19 +231,43 @@ def _merge_union(errors: list) -> list:
     return [merged, *rest]
 
 
-def validation_message(errors) -> str:
-    """One line from pydantic's errors, without echoing the values sent."""
+def validation_message(errors, path: str | None = None) -> str:
+    """One line from pydantic's errors, without echoing the values sent; a field of another
+    endpoint sent to `path` says which endpoint takes it."""
     errors = _merge_union(list(errors))
     first = errors[0] if errors else {}
     message = f"{_where(first.get('loc', ()))}: {first.get('msg', 'invalid')}"
     if first.get("type") == "extra_forbidden":
-        message += " (unknown field: see GET /openapi.json for the fields of this endpoint)"
+        loc = tuple(first.get("loc", ()))
+        takers = _endpoints_of().get(loc[-1], ()) if loc[:1] == ("body",) and len(loc) == 2 \
+            else ()
+        if takers and path is not None:
+            named = takers[0] if len(takers) == 1 else \
+                f"{', '.join(takers[:-1])} and {takers[-1]}"
+            message += f" ({loc[-1]} is a field of {named}, not of {path}: see GET /openapi.json)"
+        else:
+            message += " (unknown field: see GET /openapi.json for the fields of this endpoint)"
     if len(errors) > 1:
         message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
     return message
 
 
 STATUS_OF = {"UnknownModel": 404}
+
+
+@functools.cache
+def _endpoints_of() -> dict[str, tuple[str, ...]]:
+    """Each request field -> the endpoints whose body takes it."""
+    from mlmkit.serve import schemas
+
+    bodies = {"/v1/fill": schemas.FillRequest, "/v1/score": schemas.ScoreRequest,
+              "/v1/generate": schemas.GenerateRequest, "/v1/infill": schemas.InfillRequest,
+              "/v1/classify": schemas.ClassifyRequest, "/v1/compare": schemas.CompareRequest}
+    out: dict[str, tuple[str, ...]] = {}
+    for route, body in bodies.items():
+        for name in body.model_fields:
+            out[name] = (*out.get(name, ()), route)
+    return out
 
 
 @functools.cache
@@ -305,7 +329,8 @@ def install_handlers(app) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request, error):
-        return error_response(422, "InvalidRequest", validation_message(error.errors()))
+        return error_response(422, "InvalidRequest", validation_message(error.errors(),
+                                                                        request.url.path))
 
     @app.exception_handler(HTTPError)
     async def _http_error(request, error):
