@@ -139,3 +139,12 @@ def test_a_field_of_another_endpoint_says_which_endpoint_takes_it(client):
         assert "\n" not in err["message"] and "unknown field" not in err["message"], err
     status, err = error(client, "/v1/score", {"texts": "a", "bogus": 1})
     assert status == 422 and "bogus: " in err["message"] and "unknown field" in err["message"]
+
+
+def test_an_error_quotes_a_long_value_shortened(client):
+    """The library's message quoted a 5,000-character verbalizer word whole."""
+    long_word = "x" * 5000
+    status, err = error(client, "/v1/classify", {"texts": "A film.", "verbalizer": {
+        "a": "good", "b": long_word}})
+    assert status == 400 and "verbalizer word 'xxx" in err["message"], err
+    assert len(err["message"]) < 300 and "…'" in err["message"], err

@@ -320,7 +320,13 @@ def for_http(message: str) -> str:
             return f'{name}="{value}"'
         return f"{name} {value}"
 
-    return _FLAG.sub(field, message)
+    # A value the message quotes is shortened: a 5,000-character verbalizer word came back
+    # whole inside the one-line error (the request's own values are not echoed at length).
+    return _LONG_QUOTE.sub(lambda m: f"{m[1][:60]}…{m[1][0]}", _FLAG.sub(field, message))
+
+
+_LONG_QUOTE = re.compile(r"""(?<!\w)('[^'\n]{80,}(?=')|"[^"\n]{80,}(?="))['"](?!\w)""")
+"""A quoted value of 80 characters or more (not an apostrophe: "the model's")."""
 
 
 def install_handlers(app) -> None:
