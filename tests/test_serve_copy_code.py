@@ -47,3 +47,28 @@ def test_copied_compare_code_runs_and_prints_the_api_results(browser, server):  
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "copied.py", "exec"), {})  # noqa: S102 (the page's own code)
     assert ast.literal_eval(printed.getvalue().strip()) == expected["results"]
+
+
+def test_a_wordpiece_continuation_put_in_joins_the_word_before(browser, server):  # noqa: F811
+    """Clicking "##ime" for "Return the [MASK]." gave "Return the ime." (a new word), where
+    the model's piece continues "the": "Return theime.", as the result's filled text says."""
+    context = browser.new_context(viewport={"width": 1000, "height": 800})
+    page = context.new_page()
+    page.goto(server + "/")
+    page.wait_for_selector("#compare-models input", state="attached")
+    page.fill("#fill-input", "Open the [MASK] now, [MASK] it.")
+    page.fill("#fill-k", "100")
+    page.click("#fill-run")
+    page.wait_for_selector("#fill-out .candidate")
+    first = page.locator("#fill-out .mask >> nth=0").locator(".candidate .t")
+    pieces = [t for t in first.all_inner_texts() if t.startswith("##")]
+    assert pieces, "no WordPiece continuation among the first mask's 100 candidates"
+    page.locator("#fill-out .mask >> nth=0").get_by_text(pieces[0], exact=True).click()
+    joined = page.input_value("#fill-input")
+    second = page.locator("#fill-out .mask >> nth=1").locator(".candidate .t").all_inner_texts()
+    whole = next(t for t in second if not t.startswith("##"))
+    page.locator("#fill-out .mask >> nth=1").get_by_text(whole, exact=True).click()
+    both = page.input_value("#fill-input")
+    context.close()
+    assert joined == f"Open the{pieces[0][2:]} now, [MASK] it."
+    assert both == f"Open the{pieces[0][2:]} now, {whole} it."

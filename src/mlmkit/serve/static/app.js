@@ -4,7 +4,8 @@
 "use strict";
 
 const $ = (selector) => document.querySelector(selector);
-const state = { models: [], limits: {}, last: null, steps: [], frame: 0, timer: null };
+const state = { models: [], limits: {}, last: null, steps: [], frame: 0, timer: null,
+  putIn: new Set() };
 
 // --- the API -------------------------------------------------------------------------------
 
@@ -226,13 +227,22 @@ function pieces(tokens) {
 
 // --- Fill ----------------------------------------------------------------------------------
 
-const MASKS = /\[MASK\]|<mask>/g;
-
-function putIn(index, token) {
+// Put a candidate of mask `index` (of the last result) in. The masks put in already are no
+// longer in the text, so mask `index` is the text's mask `index` minus those before it
+// (counting from the text's masks, a second put-in replaced the wrong mask, or none).
+function putIn(index, token, card) {
+  if (state.putIn.has(index)) return;
   const input = $("#fill-input");
+  const at = index - Array.from(state.putIn).filter((i) => i < index).length;
+  // A WordPiece "##" piece continues the word before it (as the result's "filled" text
+  // shows): the space before the mask goes ("the [MASK]" + "##ime" is "theime").
+  const joins = token.startsWith("##");
   const word = token.replace(/^##/, "").replace(/^[Ġ▁]/, "");
   let n = -1;
-  input.value = input.value.replace(MASKS, (m) => (++n === index ? word : m));
+  input.value = input.value.replace(/(\s*)(\[MASK\]|<mask>)/g,
+    (m, space) => (++n === at ? (joins ? "" : space) + word : m));
+  state.putIn.add(index);
+  card.querySelectorAll("button.candidate").forEach((b) => { b.disabled = true; });
   input.focus();
 }
 
@@ -251,6 +261,7 @@ $("#fill-form").addEventListener("submit", async (event) => {
 });
 
 function renderFill(result) {
+  state.putIn = new Set();
   const out = $("#fill-out");
   out.innerHTML = "";
   const filled = document.createElement("p");
@@ -273,7 +284,7 @@ function renderFill(result) {
       button.querySelector(".t").textContent = c.token;
       button.querySelector(".bar").style.width = `${(100 * c.score / Math.max(best, 1e-12)).toFixed(1)}%`;
       button.querySelector(".p").textContent = (100 * c.score).toFixed(2) + "%";
-      button.addEventListener("click", () => putIn(mask.index, c.token));
+      button.addEventListener("click", () => putIn(mask.index, c.token, card));
       card.append(button);
     }
     out.append(card);
