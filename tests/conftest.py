@@ -176,6 +176,17 @@ def _seed():
     torch.manual_seed(0)
 
 
+@pytest.fixture(autouse=True)
+def _threads():
+    """A test that asks for a thread count by name does not pass it on to the next test
+    (a count asked for by name holds for the rest of a process: runtime/devices.py)."""
+    import mlmkit.runtime.devices as devices
+
+    yield
+    devices._asked_threads = None
+    torch.set_num_threads(1)
+
+
 # Test files that run whole on one pytest-xdist worker (`make test`): their module fixtures
 # are multi-process or long training runs, built once instead of once per worker that gets
 # one of their tests. (xdist's own `xdist_group` marker does nothing under pytest 9: the

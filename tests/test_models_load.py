@@ -129,3 +129,46 @@ def test_prepare_mlm_resolves_precision_and_threads(tiny_mlm, monkeypatch):
         prepare_mlm(tiny_mlm("bert"), precision="fp64")
     with pytest.raises(InvalidArgument, match="threads"):
         prepare_mlm(tiny_mlm("bert"), threads=0)
+
+
+def test_a_thread_count_asked_for_holds_for_later_library_calls(tiny_mlm, monkeypatch):
+    """`mlmkit fill --threads 2` opened the model on 2 threads and then called fill_mask,
+    whose threads=None reset the default: the flag held until the first library call."""
+    from mlmkit import fill_mask
+    from mlmkit.runtime.devices import set_threads
+
+    monkeypatch.setenv("MLMKIT_THREADS", "1")
+    mlm = tiny_mlm("bert")
+    set_threads(2)
+    fill_mask(mlm, f"a {mlm.tokenizer.mask_token} b")
+    assert torch.get_num_threads() == 2
+    set_threads(None)
+    assert torch.get_num_threads() == 2
+
+
+def test_the_cli_threads_flag_reaches_the_library_call(saved_tiny_mlm, monkeypatch):
+    """The CLI's --threads is the count the library's batches run on (fill and score)."""
+    from typer.testing import CliRunner
+
+    import mlmkit.runtime.batching as batching
+    import mlmkit.scoring.text_scores as text_scores
+    from mlmkit.cli import app
+
+    seen = []
+
+    def spying(original):
+        def spy(*args, **kwargs):
+            seen.append(torch.get_num_threads())
+            return original(*args, **kwargs)
+        return spy
+
+    monkeypatch.setattr(batching, "run_jobs", spying(batching.run_jobs))
+    monkeypatch.setattr(text_scores, "score_token_ids", spying(text_scores.score_token_ids))
+    monkeypatch.setenv("MLMKIT_THREADS", "1")
+    model = str(saved_tiny_mlm("bert"))
+    for command in (["fill", model, "a [MASK] b", "--threads", "2"],
+                    ["score", model, "-", "--threads", "2"]):
+        seen.clear()
+        result = CliRunner().invoke(app, command, input="a b c\n")
+        assert result.exit_code == 0, result.output
+        assert seen and set(seen) == {2}, (command[0], seen)

@@ -46,11 +46,21 @@ def resolve_threads(threads: int | None = None) -> int:
     return threads
 
 
+_asked_threads: int | None = None  # the count last asked for by name in this process
+
+
 def set_threads(threads: int | None = None) -> int:
-    """Set torch's intra-op threads (see `resolve_threads`); returns the count set."""
+    """Set torch's intra-op threads; returns the count set. A count asked for by name
+    (`threads=`, `--threads`) holds for the rest of the process: a later call with
+    `threads=None` keeps it (a CLI command's --threads held only until the first library
+    call it made, which reset the default); without one, `resolve_threads`' default."""
     import torch
 
-    count = resolve_threads(threads)
+    global _asked_threads
+    if threads is not None:
+        count = _asked_threads = resolve_threads(threads)
+    else:
+        count = _asked_threads or resolve_threads(None)
     if torch.get_num_threads() != count:
         torch.set_num_threads(count)
     return count
