@@ -298,7 +298,10 @@ def test_options_are_checked_against_the_canvas_before_any_model_call(tiny_mlm, 
                                       r"between 1 and"),
         (dict(length=10**9), r"length=1000000000 \(--length\) must be a whole number between "
                              r"1 and 128"),
-        (dict(length=4, constraints={0: 10**9}), "constraint token id"),
+        # no '--constraint' flag exists (the CLI's is --fix): the message names the position
+        (dict(length=4, constraints={0: 10**9}), r"^constraint at position 0: token id "
+                                                 r"1000000000 is not in the model's vocab"),
+        (dict(length=4, constraints={1: -1}), r"^constraint at position 1: token id -1"),
     ]:
         with pytest.raises(MlmkitError, match=message):
             generate(mlm, ["x", "y"], **kwargs)

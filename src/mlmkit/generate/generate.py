@@ -56,7 +56,11 @@ def _generated_segments(tokenizer, length: int, constraints: Mapping[int, str | 
             raise InvalidArgument(f"constraint position {position!r} is not a whole number: "
                                   "use 0 for the first generated token")
         if isinstance(value, int) and not isinstance(value, bool):
-            checks.count("constraint token id", value, 0, len(tokenizer) - 1)
+            if not 0 <= value < len(tokenizer):
+                raise InvalidArgument(
+                    f"constraint at position {position}: token id {value} is not in the "
+                    f"model's vocabulary (ids 0 to {len(tokenizer) - 1:,}); give an id in that "
+                    "range or the token's text")
             tokens = [value]
         else:
             check_texts([str(value)], f"constraint at position {position}")
