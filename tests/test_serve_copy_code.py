@@ -49,9 +49,11 @@ def test_copied_compare_code_runs_and_prints_the_api_results(browser, server):  
     assert ast.literal_eval(printed.getvalue().strip()) == expected["results"]
 
 
-def test_a_wordpiece_continuation_put_in_joins_the_word_before(browser, server):  # noqa: F811
-    """Clicking "##ime" for "Return the [MASK]." gave "Return the ime." (a new word), where
-    the model's piece continues "the": "Return theime.", as the result's filled text says."""
+def test_a_wordpiece_piece_is_put_in_where_the_mask_stood(browser, server):  # noqa: F811
+    """README: in `filled` a WordPiece piece such as `##s` is shown as `s` where the mask
+    stood, never glued onto the word before it; the Fill tab's put-in glued it on ("the" +
+    "##ime" gave "theime") while the result card above showed "the ime". Putting in each
+    mask's best candidate gives the result's filled text, for both tokenizer kinds."""
     context = browser.new_context(viewport={"width": 1000, "height": 800})
     page = context.new_page()
     page.goto(server + "/")
@@ -61,14 +63,27 @@ def test_a_wordpiece_continuation_put_in_joins_the_word_before(browser, server):
     page.click("#fill-run")
     page.wait_for_selector("#fill-out .candidate")
     first = page.locator("#fill-out .mask >> nth=0").locator(".candidate .t")
-    pieces = [t for t in first.all_inner_texts() if t.startswith("##")]
+    pieces = [t for t in first.all_inner_texts() if t.startswith("##") and len(t) > 2]
     assert pieces, "no WordPiece continuation among the first mask's 100 candidates"
     page.locator("#fill-out .mask >> nth=0").get_by_text(pieces[0], exact=True).click()
-    joined = page.input_value("#fill-input")
+    one = page.input_value("#fill-input")
     second = page.locator("#fill-out .mask >> nth=1").locator(".candidate .t").all_inner_texts()
     whole = next(t for t in second if not t.startswith("##"))
     page.locator("#fill-out .mask >> nth=1").get_by_text(whole, exact=True).click()
     both = page.input_value("#fill-input")
+    filled = {}
+    for name in ("text", "2-bert"):
+        page.select_option("#model", name)
+        page.fill("#fill-input", "Open the [MASK] now, <mask> it.")
+        page.fill("#fill-k", "5")
+        page.evaluate("() => { document.querySelector('#fill-out').innerHTML = ''; }")
+        page.click("#fill-run")
+        page.wait_for_selector("#fill-out .candidate")
+        for card in (1, 0):  # the second mask first: each card puts its own mask in
+            page.locator(f"#fill-out .mask >> nth={card}").locator(".candidate").first.click()
+        filled[name] = (page.input_value("#fill-input"), page.inner_text("#fill-filled"))
     context.close()
-    assert joined == f"Open the{pieces[0][2:]} now, [MASK] it."
-    assert both == f"Open the{pieces[0][2:]} now, {whole} it."
+    assert one == f"Open the {pieces[0][2:]} now, [MASK] it."
+    assert both == f"Open the {pieces[0][2:]} now, {whole} it."
+    for name, (put, shown) in filled.items():
+        assert put == shown, name

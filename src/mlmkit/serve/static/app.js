@@ -234,13 +234,12 @@ function putIn(index, token, card) {
   if (state.putIn.has(index)) return;
   const input = $("#fill-input");
   const at = index - Array.from(state.putIn).filter((i) => i < index).length;
-  // A WordPiece "##" piece continues the word before it (as the result's "filled" text
-  // shows): the space before the mask goes ("the [MASK]" + "##ime" is "theime").
-  const joins = token.startsWith("##");
-  const word = token.replace(/^##/, "").replace(/^[Ġ▁]/, "");
+  // As the result's "filled" text (README): the token without the spaces around it, a
+  // WordPiece "##s" as "s" where the mask stood, never glued onto the word before it.
+  let word = token.trim().replace(/^[Ġ▁]/, "");
+  if (word.startsWith("##") && word.length > 2) word = word.slice(2);
   let n = -1;
-  input.value = input.value.replace(/(\s*)(\[MASK\]|<mask>)/g,
-    (m, space) => (++n === at ? (joins ? "" : space) + word : m));
+  input.value = input.value.replace(/\[MASK\]|<mask>/g, (m) => (++n === at ? word : m));
   state.putIn.add(index);
   card.querySelectorAll("button.candidate").forEach((b) => { b.disabled = true; });
   input.focus();
