@@ -148,3 +148,21 @@ def test_an_error_quotes_a_long_value_shortened(client):
         "a": "good", "b": long_word}})
     assert status == 400 and "verbalizer word 'xxx" in err["message"], err
     assert len(err["message"]) < 300 and "…'" in err["message"], err
+
+
+def test_a_long_key_is_a_short_400(client):
+    """A constraints key of 5,000 digits was a 500 (int() refused it: Python's 4,300-digit
+    guard), and the server's own messages quoted a long key whole (a duplicated 5,000-
+    character field name, a 3,000-digit constraints position)."""
+    status, err = error(client, "/v1/generate", {"prompt": "a", "length": 3,
+                                                 "constraints": {"1" * 5000: "x"}})
+    assert (status, err["type"]) == (400, "InvalidArgument"), err
+    assert err["message"].startswith("constraints key '111") and len(err["message"]) < 300, err
+    status, err = error(client, "/v1/generate", {"prompt": "a", "length": 3, "constraints": {
+        "0" * 3000 + "1": "x", "1": "y"}})
+    assert status == 400 and "both position 1" in err["message"], err
+    assert len(err["message"]) < 300 and "…'" in err["message"], err
+    key = b'"' + b"k" * 5000 + b'"'
+    status, err = error(client, "/v1/fill", b'{"texts": "a [MASK].", ' + key + b": 1, " + key
+                        + b": 2}")
+    assert status == 400 and "twice" in err["message"] and len(err["message"]) < 300, err

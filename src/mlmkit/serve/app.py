@@ -267,7 +267,12 @@ def _constraints(value, vocab_size: int) -> dict | None:
         if re.fullmatch(r"\s*-?[0-9]+\s*", key) is None:
             raise HTTPError(400, "InvalidArgument", f"constraints key {key!r} is not a "
                             "position: use whole numbers, e.g. {\"3\": \"the\"}")
-        position = int(key)
+        try:
+            position = int(key)
+        except ValueError:  # beyond Python's 4,300-digit guard (was a 500)
+            raise HTTPError(400, "InvalidArgument", f"constraints key {key!r} is not a "
+                            "position of the generated text: use whole numbers from 0 to "
+                            "length - 1") from None
         if position in out:  # " 1 " and "1", or "01" and "1": one would silently win
             raise HTTPError(400, "InvalidArgument", f"constraints keys {keys[position]!r} "
                             f"and {key!r} are both position {position}: give each position "

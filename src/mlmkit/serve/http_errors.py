@@ -32,8 +32,9 @@ class HTTPError(Exception):
 
 
 def error_response(status: int, kind: str, message: str, headers=None) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status,
-                        headers=headers)
+    """The error body; a long value the message quotes is shortened (see `for_http`)."""
+    return JSONResponse({"error": {"type": kind, "message": shortened(message)}},
+                        status_code=status, headers=headers)
 
 
 def _no_constants(name: str):
@@ -322,7 +323,12 @@ def for_http(message: str) -> str:
 
     # A value the message quotes is shortened: a 5,000-character verbalizer word came back
     # whole inside the one-line error (the request's own values are not echoed at length).
-    return _LONG_QUOTE.sub(lambda m: f"{m[1][:60]}…{m[1][0]}", _FLAG.sub(field, message))
+    return shortened(_FLAG.sub(field, message))
+
+
+def shortened(message: str) -> str:
+    """`message` with each value it quotes at 80 characters or more cut to its first 59."""
+    return _LONG_QUOTE.sub(lambda m: f"{m[1][:60]}…{m[1][0]}", message)
 
 
 _LONG_QUOTE = re.compile(r"""(?<!\w)('[^'\n]{80,}(?=')|"[^"\n]{80,}(?="))['"](?!\w)""")
