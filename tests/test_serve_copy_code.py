@@ -1,8 +1,8 @@
 """The playground's "Copy as code" Python runs and prints what the page shows (Chromium).
 
 The models are saved directories, so the copied `mlmkit.load_mlm(...)` calls load them; they
-are named "text" and "2-bert": names that are not Python identifiers, or that the copied code
-itself uses, once broke it (a SyntaxError, and a `text` overwritten by a score)."""
+are named "text", "2-bert" and "7": names that are not Python identifiers, or that the copied
+code itself uses, once broke it (a SyntaxError, and a `text` overwritten by a score)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,11 @@ from tests.uvicorn_thread import uvicorn_in_thread
 def server(saved_tiny_mlm):
     from mlmkit.serve import ServeConfig, create_app
 
+    # "7" last: JavaScript orders an object's integer-like keys first, so a dict built
+    # through one printed its score before the others (not the API's order)
     app = create_app({"text": str(saved_tiny_mlm("bert")),
-                      "2-bert": str(saved_tiny_mlm("roberta"))}, ServeConfig())
+                      "2-bert": str(saved_tiny_mlm("roberta")),
+                      "7": str(saved_tiny_mlm("bert"))}, ServeConfig())
     with uvicorn_in_thread(app, log_level="warning", lifespan="on") as port:
         yield f"http://127.0.0.1:{port}"
 

@@ -73,7 +73,8 @@ function pythonCode(path, body) {
     // named "text" or "mlmkit" overwrote what the next line used. Printed, as the API's
     // "results" (one TextScore per model, in order).
     lines.push(`text = ${py(body.text)}`);
-    lines.push(`models = ${py(Object.fromEntries(body.models.map((name) => [name, source(name)])))}`);
+    // written pair by pair: an object would put integer-like names ("7") first
+    lines.push(`models = {${body.models.map((name) => `${py(name)}: ${py(source(name))}`).join(", ")}}`);
     lines.push(`scores = {name: mlmkit.score(mlmkit.load_mlm(path), text, metric=${py(body.metric)}, per_token=True, per_word=True)`);
     lines.push("          for name, path in models.items()}");
     lines.push("print([s.to_dict() for s in scores.values()])");
