@@ -37,13 +37,14 @@ def calls(tiny_mlm):
 # ReMDM's sigma_max is 0 on a block's first step and on its last: a block of one or two steps
 # can never remask, so --remask cap/rescale there was accepted and changed nothing.
 @pytest.mark.parametrize(("kwargs", "needle"), [
-    ({"steps": 2, "remask": "cap"}, "needs 3 steps: use --steps 3 or more (got 2)"),
+    ({"steps": 2, "remask": "cap"}, "give none of them 3: use --steps 3 or more (got 2), or"),
     ({"steps": 1, "remask": "rescale", "sampler": "ancestral"}, "use --steps 3 or more"),
-    ({"steps": 8, "block_length": 4, "remask": "cap"}, "use --steps 12 or more (got 8)"),
+    ({"steps": 8, "block_length": 4, "remask": "cap"},
+     "use --steps 9 or more (got 8); with 12 every block remasks"),
     ({"block_length": 2, "remask": "cap", "reveal": "threshold"},
      "a block of 2 mask(s) allows at most 2 step(s)"),
     ({"steps": 4, "block_length": 8, "remask": "cap", "reveal": "factor"},
-     "use --steps 6 or more"),
+     "use --steps 5 or more"),
 ])
 def test_remask_without_a_middle_step_is_refused_before_any_call(tiny_mlm, calls, kwargs,
                                                                  needle):
@@ -66,13 +67,33 @@ def test_remask_with_three_steps_a_block_does_remask(tiny_mlm, sampler):
     assert sum(r[0].cost.remasked for r in results) > 0
 
 
+def test_remask_where_only_some_blocks_get_three_steps_runs_and_says_so(tiny_mlm):
+    """5 steps over 2 blocks are split 3 + 2: the first block remasks (refusing the plan
+    refused a setting that works), and a warning says the second does not."""
+    results = []
+    for seed in range(5):
+        with pytest.warns(UserWarning, match=re.escape("give 3 steps to the first 1 block(s) "
+                                                       "only")):
+            results.append(generate(tiny_mlm("bert"), "Return the", length=10, block_length=5,
+                                    steps=5, remask="cap", sigma=1.0, seed=seed))
+    assert sum(r.cost.remasked for r in results) > 0
+
+
+def test_remask_on_uneven_infill_blocks_names_the_steps_that_work(tiny_mlm):
+    """10 masks in blocks of 3, 3, 3, 1: 3 steps in a block of 3 masks are possible, so the
+    message must not say a block of 3 allows too few steps."""
+    with pytest.raises(InvalidArgument, match=re.escape("use --steps 9 or more (got 8)")):
+        infill(tiny_mlm("bert"), "a [MASK:10] b", block_length=3, steps=8, remask="cap")
+
+
 def test_cli_refuses_remask_without_a_middle_step_in_the_api_words(saved_tiny_mlm):
     out = CliRunner().invoke(app, ["generate", str(saved_tiny_mlm("bert")), "--length", "16",
                                    "--steps", "2", "--remask", "cap"])
     assert out.exit_code == 1
     assert out.stderr.strip() == ("error: --remask cap remasks only between a block's first "
-                                  "and last steps, so each of its 1 block(s) needs 3 steps: "
-                                  "use --steps 3 or more (got 2), or drop --remask")
+                                  "and last steps, so a block needs 3 steps, and 2 step(s) "
+                                  "over 1 block(s) give none of them 3: use --steps 3 or more "
+                                  "(got 2), or drop --remask")
     assert "Traceback" not in out.output
 
 

@@ -10,6 +10,7 @@ field here and a new rule in `mlmkit.generate.samplers`.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, replace
 from functools import cached_property
 
@@ -274,26 +275,37 @@ class SamplerOptions:
     def _check_remask_steps(self, steps: int, blocks: int, most_masks: int) -> None:
         """remask=cap/rescale: ReMDM's sigma_max is 0 on a block's first step (nothing is
         revealed yet) and on its last (nothing may stay masked), so a block of fewer than 3
-        steps never remasks anything: refused, rather than run as if --remask were not
-        given."""
+        steps never remasks anything. A plan in which no block gets 3 steps is refused,
+        rather than run as if --remask were not given; one in which only some do is run,
+        with a warning that says which (steps are split evenly, the first blocks taking
+        the remainder)."""
         if self.remask not in ("cap", "rescale"):
             return
         per_block = min(self.block_length or most_masks, most_masks)
-        if self.adaptive and self.steps is None:  # a block runs until its masks are revealed
-            if per_block >= 3:
-                return
-        elif steps >= 3 * blocks:
-            return
-        elif not self.scheduled or 3 * blocks <= most_masks:  # more --steps would do
+        unbounded = self.adaptive and self.steps is None  # a block runs until it is revealed
+        # with one step per mask at most, no count of --steps may give any block 3 steps
+        no_steps_would_do = self.scheduled and not unbounded and 2 * blocks + 1 > most_masks
+        if per_block < 3 or (no_steps_would_do and steps <= 2 * blocks):
             raise checks.InvalidArgument(
                 f"--remask {self.remask} remasks only between a block's first and last steps, "
-                f"so each of its {blocks} block(s) needs 3 steps: use --steps {3 * blocks} or "
-                f"more (got {steps}), or drop --remask")
-        raise checks.InvalidArgument(
-            f"--remask {self.remask} remasks only between a block's first and last steps, so "
-            f"each block needs 3 steps, but a block of {per_block} mask(s) allows at most "
-            f"{per_block} step(s): use more masks per block (--block-length, --length or longer "
-            f"spans), or drop --remask")
+                f"so a block needs 3 steps, but a block of {per_block} mask(s) allows at most "
+                f"{per_block} step(s): use more masks per block (--block-length, --length or "
+                "longer spans), or drop --remask")
+        if unbounded:
+            return
+        if steps <= 2 * blocks:
+            every = f"; with {3 * blocks} every block remasks" if blocks > 1 else ""
+            raise checks.InvalidArgument(
+                f"--remask {self.remask} remasks only between a block's first and last steps, "
+                f"so a block needs 3 steps, and {steps} step(s) over {blocks} block(s) give "
+                f"none of them 3: use --steps {2 * blocks + 1} or more (got {steps}){every}, "
+                "or drop --remask")
+        if steps < 3 * blocks:
+            warnings.warn(f"--remask {self.remask}: {steps} steps over {blocks} blocks give 3 "
+                          f"steps to the first {steps - 2 * blocks} block(s) only, and a block "
+                          f"remasks only between its first and last steps: the other blocks "
+                          f"do not remask (--steps {3 * blocks} remasks in every block)",
+                          stacklevel=4)
 
     def _check_plan(self, steps: int, blocks: int, most_masks: int) -> None:
         self._check_remask_steps(steps, blocks, most_masks)
