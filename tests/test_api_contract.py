@@ -279,3 +279,33 @@ def test_pretrain_runs_with_the_contract_fields_and_returns_a_result(wordpiece_t
         save_every=0, fill_mask_examples=0, run_dir=str(tmp_path / "run"),
         device="cpu", precision="fp32", threads=1, seed=0, progress=False)
     _check_result(mlmkit.pretrain(config))
+
+
+def test_a_training_runs_thread_count_ends_with_the_run(wordpiece_tokenizer, corpus_sample,
+                                                        tmp_path, monkeypatch):
+    """pretrain sets its own thread count (asked, or chosen from the load) for its steps and
+    its evaluations; after it returns, later library calls get the count from before."""
+    import torch
+
+    import mlmkit.runtime.devices as devices
+    import mlmkit.train.loop as loop
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(corpus_sample[:300]) + "\n")
+    at_the_end = []
+
+    def finish(run, stop_reason, _finish=loop.finish):
+        result = _finish(run, stop_reason)  # evaluates: PPPL scoring with threads=None
+        at_the_end.append(torch.get_num_threads())
+        return result
+
+    monkeypatch.setattr(loop, "finish", finish)
+    config = mlmkit.PretrainConfig(
+        model="tiny", tokenizer=wordpiece_tokenizer.name_or_path, corpus=str(corpus),
+        seq_len=32, batch_size=4, steps=2, eval_every=0, eval_blocks=2, pppl_sentences=2,
+        save_every=0, fill_mask_examples=0, run_dir=str(tmp_path / "run"),
+        device="cpu", precision="fp32", threads=2, seed=0, progress=False)
+    torch.set_num_threads(1)
+    mlmkit.pretrain(config)
+    assert at_the_end == [2]
+    assert torch.get_num_threads() == 1 and devices._asked_threads is None

@@ -166,3 +166,42 @@ def test_a_long_key_is_a_short_400(client):
     status, err = error(client, "/v1/fill", b'{"texts": "a [MASK].", ' + key + b": 1, " + key
                         + b": 2}")
     assert status == 400 and "twice" in err["message"] and len(err["message"]) < 300, err
+
+
+def test_a_second_ctrl_c_is_an_interruption_not_a_clean_exit(mlmkit_command, saved_tiny_mlm):
+    """The second Ctrl-C forces the exit without finishing the requests in flight: that is
+    not the drained shutdown that exits 0."""
+    import signal
+    import subprocess
+    import threading
+    import time
+
+    import httpx
+
+    process = subprocess.Popen([*mlmkit_command, "serve", str(saved_tiny_mlm("bert")),
+                                "--port", "0", "--json", "--threads", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = json.loads(process.stdout.readline())["url"]
+        body = {"texts": ["Open the file for reading and return its lines. " * 6] * 64}
+
+        def send():
+            try:
+                httpx.post(url + "/v1/score", json=body, timeout=60)
+            except httpx.HTTPError:
+                pass  # the forced exit may cut the connection
+
+        request = threading.Thread(target=send)
+        request.start()
+        time.sleep(0.3)  # the score call (several seconds) is on its way
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+        request.join(60)
+    finally:
+        process.kill()
+    # exit 130 with the CLI's one line; uvicorn logged each cancelled task's traceback
+    assert process.returncode == 130, err
+    assert err.strip().splitlines()[-1] == "interrupted", err
+    assert "Traceback" not in err, err

@@ -7,6 +7,7 @@ a shared machine, so mlmkit uses the cores this process may run on
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 from mlmkit.errors import DeviceError, InvalidArgument
@@ -64,6 +65,23 @@ def set_threads(threads: int | None = None) -> int:
     if torch.get_num_threads() != count:
         torch.set_num_threads(count)
     return count
+
+
+@contextlib.contextmanager
+def thread_count_kept():
+    """Inside: threads set as usual. After: the count asked for by name and torch's count as
+    they were before (a training run sets its count, maybe chosen from the load, for its
+    own evaluations; it does not outlive the run)."""
+    import torch
+
+    global _asked_threads
+    asked, count = _asked_threads, torch.get_num_threads()
+    try:
+        yield
+    finally:
+        _asked_threads = asked
+        if torch.get_num_threads() != count:
+            torch.set_num_threads(count)
 
 
 def available_devices() -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import logging
 import socket
 import sys
 
@@ -64,11 +65,19 @@ def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json:
             if not self.should_exit:
                 announce()  # only once connections are accepted
 
+        def handle_exit(self, sig, frame):
+            super().handle_exit(sig, frame)
+            if self.force_exit:  # a second Ctrl-C: the requests in flight are cut, and
+                # uvicorn would log each cancelled task's traceback; the CLI says "interrupted"
+                logging.getLogger("uvicorn.error").disabled = True
+
         @contextlib.contextmanager
         def capture_signals(self):
             # uvicorn raises the SIGTERM / SIGINT it drained on again once it has stopped,
             # so the process died of it (exit 143, or 130 and "interrupted"); a drained
-            # shutdown is the normal end of a server: exit 0 (docs/CLI.md).
+            # shutdown is the normal end of a server: exit 0 (docs/CLI.md). A second Ctrl-C
+            # (force_exit: the requests in flight were not finished) is an interruption,
+            # raised once the loop has stopped (below), not inside it.
             with super().capture_signals():
                 try:
                     yield
@@ -85,4 +94,7 @@ def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json:
 
     gc.collect()
     gc.freeze()
-    Server(config).run(sockets=[sock])
+    server = Server(config)
+    server.run(sockets=[sock])
+    if server.force_exit:
+        raise KeyboardInterrupt  # the CLI's "interrupted", exit 130

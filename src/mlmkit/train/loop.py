@@ -16,6 +16,7 @@ from pathlib import Path
 
 import torch
 
+from mlmkit.runtime.devices import thread_count_kept
 from mlmkit.runtime.results import Result
 from mlmkit.runtime.staging import write_text as atomic_write_text  # fsynced, umask
 from mlmkit.train.config import PretrainConfig
@@ -52,21 +53,24 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
     Returns the run directory, the `final` Hugging Face folder (None when the run was
     interrupted) and the summary also written to `summary.json`.
     """
-    run = build_run(config, resume=resume, overrides=overrides, runtime=runtime,
-                    restart=restart)
-    run.open_directory()
-    with StopOnSignal() as stop, TrainProgress(run.config.progress and run.is_main) as bar, \
-            _closing(run), retained_heap(run.runtime.device):
-        bar.print(f"data: {run.data.describe()}")
-        bar.print(f"model: {run.config.init or run.config.model}, "
-                  f"{sum(p.numel() for p in run.parameters) / 1e6:.2f}M parameters; "
-                  f"{run.objective.describe()}; budget {run.budget.describe()}")
-        bar.print(f"runtime: {run.runtime.device}, {run.runtime.precision}, "
-                  f"{torch.get_num_threads()} thread(s)")
-        if run.resumed:
-            bar.print(f"resuming at step {run.state.step}")
-        stop_reason = train(run, stop, bar)
-    return finish(run, stop_reason)
+    # the run's thread count (maybe chosen from the load) holds for its evaluations too,
+    # and ends with it
+    with thread_count_kept():
+        run = build_run(config, resume=resume, overrides=overrides, runtime=runtime,
+                        restart=restart)
+        run.open_directory()
+        with StopOnSignal() as stop, TrainProgress(run.config.progress and run.is_main) as bar, \
+                _closing(run), retained_heap(run.runtime.device):
+            bar.print(f"data: {run.data.describe()}")
+            bar.print(f"model: {run.config.init or run.config.model}, "
+                      f"{sum(p.numel() for p in run.parameters) / 1e6:.2f}M parameters; "
+                      f"{run.objective.describe()}; budget {run.budget.describe()}")
+            bar.print(f"runtime: {run.runtime.device}, {run.runtime.precision}, "
+                      f"{torch.get_num_threads()} thread(s)")
+            if run.resumed:
+                bar.print(f"resuming at step {run.state.step}")
+            stop_reason = train(run, stop, bar)
+        return finish(run, stop_reason)
 
 
 def train(run: Run, stop: StopOnSignal, bar: TrainProgress) -> str | None:
