@@ -205,3 +205,16 @@ def test_a_second_ctrl_c_is_an_interruption_not_a_clean_exit(mlmkit_command, sav
     assert process.returncode == 130, err
     assert err.strip().splitlines()[-1] == "interrupted", err
     assert "Traceback" not in err, err
+
+
+def test_a_number_a_double_cannot_hold_is_refused_not_rounded(client):
+    """JSON's 1e-400 parsed as 0.0: a temperature of 1e-400 sampled greedily without a word;
+    1e400 parsed as infinity."""
+    body = b'{"prompt": "a", "length": 2, "temperature": 1e-400}'
+    status, err = error(client, "/v1/generate", body)
+    assert status == 400 and "1e-400, too small: it would be read as 0" in err["message"], err
+    status, err = error(client, "/v1/generate", body.replace(b"1e-400", b"-2.5E+400"))
+    assert status == 400 and "-2.5E+400, too large" in err["message"], err
+    ok = client.post("/v1/generate", content=body.replace(b"1e-400", b"0.0e5"),
+                     headers={"content-type": "application/json"})
+    assert ok.status_code == 200, ok.text  # a written zero stays a zero

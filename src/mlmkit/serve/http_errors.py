@@ -41,8 +41,22 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not a JSON number: send finite numbers (or null)")
 
 
-class _DuplicateKey(ValueError):
-    pass
+class _RefusedBody(ValueError):
+    """A body refused with its own message (not json's 'Expecting ...')."""
+
+
+def _representable_float(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused when a double cannot hold it:
+    1e-400 reads as 0.0 (a temperature of 1e-400 would silently sample greedily) and 1e400
+    as infinity."""
+    value = float(text)
+    mantissa = text.lower().split("e")[0]
+    if value in (float("inf"), float("-inf")) or (
+            value == 0.0 and any(digit in mantissa for digit in "123456789")):
+        size = "large" if value else "small: it would be read as 0"
+        raise _RefusedBody(f"the request body holds the number {text[:40]}, too {size} for "
+                            "a double-precision float: send numbers of a usual size")
+    return value
 
 
 def _unique_keys(pairs: list) -> dict:
@@ -52,7 +66,7 @@ def _unique_keys(pairs: list) -> dict:
     if len(value) != len(pairs):
         seen = set()
         key = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise _DuplicateKey(f"the request body gives {key!r} twice in one object: send each "
+        raise _RefusedBody(f"the request body gives {key!r} twice in one object: send each "
                             "field once")
     return value
 
@@ -67,11 +81,12 @@ def json_problem(body: bytes) -> str | None:
     if not text.strip():
         return "the request body is empty: send a JSON object"
     try:
-        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys)
+        value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys,
+                           parse_float=_representable_float)
     except RecursionError:  # not a ValueError: it would be a 500 (and FastAPI parses again)
         return (f"the request body nests deeper than {MAX_DEPTH} levels: send a flat JSON "
                 "object")
-    except _DuplicateKey as error:
+    except _RefusedBody as error:
         return str(error)
     except ValueError as error:
         if "integer string conversion" in str(error):  # Python's 4,300-digit guard
