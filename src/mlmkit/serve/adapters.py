@@ -18,44 +18,55 @@ import threading
 
 
 def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
-                       batch_tokens=None, precision="auto") -> list[list[list[dict]]]:
-    """Per text, per scored token (in `TextScore.tokens` order): [{token, token_id, prob}]."""
+                       metric: str = "pll", stride: int = 1, batch_tokens=None,
+                       precision="auto") -> list[list[list[dict]]]:
+    """Per text, per scored token (in `TextScore.tokens` order): [{token, token_id, prob}].
+
+    The masked copies are the scoring engine's own (`build_jobs`: the same targets, the
+    same sliding window of a text longer than the model takes, at the same `stride`, and
+    with `metric="pll_word_l2r"` the later subwords of the word masked too), so each list
+    is the distribution the token's score was read from."""
+    import numpy as np
     import torch
 
     from mlmkit.runtime.batching import run_jobs
-    from mlmkit.scoring.engine import unscored_ids
+    from mlmkit.scoring.engine import _MaskedCopies, unscored_ids
+    from mlmkit.scoring.jobs import build_jobs
     from mlmkit.scoring.texts import encode_texts, span_targets
 
     tokenizer = mlm.tokenizer
-    never = set(unscored_ids(tokenizer, unk).tolist()) - {tokenizer.unk_token_id}
+    special = unscored_ids(tokenizer, unk)
+    never = set(special.tolist()) - {tokenizer.unk_token_id}
     encoded = encode_texts(tokenizer, texts)
-    jobs, owner = [], []
-    for i, e in enumerate(encoded):
+    targets = []
+    for e in encoded:
         positions = span_targets(e, never, None)
         if unk == "skip":
             positions = [t for t in positions if e.ids[t] != tokenizer.unk_token_id]
-        for t in positions:
-            row = list(e.ids)
-            row[t] = tokenizer.mask_token_id
-            jobs.append((row, [t]))
-            owner.append(i)
+        targets.append(np.asarray(positions, dtype=np.int64))
+    sequences = [np.asarray(e.ids, dtype=np.int64) for e in encoded]
+    jobs = build_jobs(sequences, targets, special, int(mlm.max_length), metric,
+                      [e.word_ids for e in encoded] if metric == "pll_word_l2r" else None,
+                      stride)
     out: list[list[list[dict]]] = [[] for _ in texts]
-    if not jobs:
+    if not len(jobs):
         return out
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    copies = _MaskedCopies(sequences, jobs, pad, tokenizer.mask_token_id)
 
     def reduce(batch, log_probs):
         top = torch.topk(log_probs.float(), k, dim=-1)
         return [(ids, lp) for ids, lp in zip(top.indices.tolist(), top.values.exp().tolist(),
                                              strict=True)]
 
-    found = run_jobs(mlm, jobs, reduce, batch_tokens=batch_tokens, precision=precision,
+    found = run_jobs(mlm, copies, reduce, batch_tokens=batch_tokens, precision=precision,
                      progress=False, description="alternatives")
     names = {}
     for ids, _ in found:
         for t in ids:
             if t not in names:
                 names[t] = tokenizer.convert_ids_to_tokens(t)
-    for i, (ids, probs) in zip(owner, found, strict=True):
+    for i, (ids, probs) in zip(jobs.seq.tolist(), found, strict=True):
         out[i].append([{"token": names[t], "token_id": t, "prob": p}
                        for t, p in zip(ids, probs, strict=True)])
     return out

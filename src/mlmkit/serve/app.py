@@ -17,6 +17,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from mlmkit import __version__
@@ -169,17 +170,19 @@ class Server:
 
     # --- the library calls ----------------------------------------------------------------------
 
-    def score_run(self, name: str, metric, per_token, per_word, unk, alternatives):
+    def score_run(self, name: str, metric, per_token, per_word, unk, alternatives, stride):
         import mlmkit
 
         mlm, c = self.models[name], self.config
 
         def call(texts):
             results = mlmkit.score(mlm, texts, metric=metric, per_token=per_token,
-                                   per_word=per_word, unk=unk, batch_tokens=c.batch_tokens,
-                                   precision=c.precision, threads=c.threads, progress=False)
-            alts = token_alternatives(mlm, texts, alternatives, unk,
-                                      batch_tokens=c.batch_tokens, precision=c.precision) \
+                                   per_word=per_word, unk=unk, stride=stride,
+                                   batch_tokens=c.batch_tokens, precision=c.precision,
+                                   threads=c.threads, progress=False)
+            alts = token_alternatives(mlm, texts, alternatives, unk, metric=metric,
+                                      stride=stride, batch_tokens=c.batch_tokens,
+                                      precision=c.precision) \
                 if alternatives else [None] * len(texts)
             return [(r.to_dict(), a) for r, a in zip(results, alts, strict=True)]
 
@@ -312,8 +315,7 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
     app.add_middleware(BodyGuard, max_bytes=config.max_body_bytes, api_key=config.api_key)
     install_handlers(app)
 
-    # HEAD too (uptime checks, curl -I): FastAPI answers 405 to HEAD on a GET route.
-    @app.api_route("/", methods=["GET", "HEAD"], include_in_schema=False)
+    @app.get("/", include_in_schema=False)
     async def playground():
         return FileResponse(STATIC / "index.html")
 
@@ -327,8 +329,6 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
     async def healthz():
         return {"status": "ok", "models": list(server.models),
                 "uptime_s": round(time.time() - server.started, 3)}
-
-    app.add_api_route("/healthz", healthz, methods=["HEAD"], include_in_schema=False)
 
     @app.get("/v1/models", summary="The served models and the bounds")
     async def list_models():
@@ -376,8 +376,12 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         if body.alternatives and not body.per_token:
             raise HTTPError(400, "InvalidArgument", "alternatives needs per_token: true (they "
                             "are listed per scored token)")
+        from mlmkit.scoring.text_scores import check_score_options
+
+        check_score_options(body.metric, body.unk, body.stride, None)  # the library's checks
         server.check_tokens(name, texts, "texts", isinstance(body.texts, str))
-        key = ("score", body.metric, body.per_token, body.per_word, body.unk, body.alternatives)
+        key = ("score", body.metric, body.per_token, body.per_word, body.unk, body.alternatives,
+               body.stride)
         work = Work(key, texts, server.score_run(name, *key[1:]))
         pairs = await server.answer(request, name, work)
         out = {"model": name, "results": [r for r, _ in pairs]}
@@ -527,10 +531,11 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
             raise HTTPError(413, "TooLarge", f"the verbalizer has {words:,} words, more than "
                             f"{MAX_VERBALIZER_WORDS:,}: send fewer")
         mlm = server.models[name]
+        gold = body.gold if body.gold is None or isinstance(body.gold, list) else [body.gold]
 
         def run(items):
             result = mlmkit.cloze_classify(mlm, list(items), body.template, body.verbalizer,
-                                           aggregate=body.aggregate,
+                                           gold=gold, aggregate=body.aggregate,
                                            batch_tokens=config.batch_tokens,
                                            precision=config.precision, threads=config.threads,
                                            progress=False)
@@ -549,15 +554,26 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
                             "models: list them in models, or serve several (mlmkit serve A B)")
         if len(names) > 8:
             raise HTTPError(413, "TooLarge", "compare takes at most 8 models")
+        from mlmkit.scoring.text_scores import check_score_options
+
         texts = server.texts(body.text, "text")
+        check_score_options(body.metric, body.unk, body.stride, None)
         for name in names:
             server.check_tokens(name, texts, "text", True)
-        key = ("score", body.metric, True, True, "score", 0)
+        key = ("score", body.metric, True, True, body.unk, 0, body.stride)
         pairs = await asyncio.gather(*(server.answer(request, n, Work(
             key, texts, server.score_run(n, *key[1:]))) for n in names))
         results = [p[0][0] for p in pairs]
         return {"text": body.text, "models": names, "results": results,
                 "words": word_differences(names, results)}
+
+    # HEAD on every GET route (uptime checks, curl -I): FastAPI answers 405 to HEAD on a
+    # route declared for GET only. The server leaves out the body (h11 drops it for HEAD).
+    for route in list(app.routes):
+        if isinstance(route, APIRoute) and "GET" in route.methods \
+                and "HEAD" not in route.methods:
+            app.add_api_route(route.path, route.endpoint, methods=["HEAD"],
+                              include_in_schema=False)
 
     @app.exception_handler(Cancelled)
     async def _cancelled(request, error):

@@ -32,6 +32,8 @@ class ScoreRequest(Body):
     per_token: bool = False
     per_word: bool = False
     unk: Literal["score", "skip"] = "score"
+    stride: int = Field(1, description="Texts longer than the model takes: windows start at "
+                        "multiples of this (the CLI's --stride).")
     alternatives: int = Field(0, description="Per scored token, the k likeliest tokens at its "
                               "position when masked (needs per_token; 0: none).")
 
@@ -78,6 +80,9 @@ class ClassifyRequest(Body):
         None, description="Label -> a word or words (default: positive great/good, negative "
         "terrible/bad), as mlmkit.cloze_classify and the CLI's --verbalizer take it.")
     aggregate: Literal["logsumexp", "mean", "max"] = "logsumexp"
+    gold: str | int | list[str | int] | None = Field(
+        None, description="The gold label of each text (a label of the verbalizer), for "
+        "accuracy, as mlmkit.cloze_classify's gold and the CLI's label field.")
 
 
 class CompareRequest(Body):
@@ -85,3 +90,5 @@ class CompareRequest(Body):
     models: list[str] | None = Field(None, description="Two or more served models "
                                      "(default: every served model).")
     metric: Literal["pll", "pll_word_l2r"] = "pll"
+    unk: Literal["score", "skip"] = "score"
+    stride: int = 1

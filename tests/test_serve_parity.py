@@ -1,0 +1,190 @@
+"""mlmkit serve against the library, option by option: every request field that changes a
+result is the Python keyword of the same name and gives the Python result (stride, unk,
+gold, ...); every GET route answers HEAD (tiny models, in-process)."""
+
+from __future__ import annotations
+
+import math
+import socket
+
+import pytest
+from fastapi.testclient import TestClient
+
+import mlmkit
+from mlmkit.serve import ServeConfig, create_app
+from tests.uvicorn_thread import uvicorn_in_thread
+
+# ~30 tokens: past the 16 tokens of the `short` model below, so it is scored in windows.
+LONG = ("Open the file for reading and return the list of items in the order they were "
+        "written to the file by the program.")
+TEXTS = ["Return the list of items.", "Open the file for reading."]
+
+
+@pytest.fixture(scope="module")
+def models(tiny_mlm, tokenizer_factory):
+    from mlmkit.models import MLM, build_mlm
+
+    tokenizer = tokenizer_factory("wordpiece")
+    short = build_mlm("bert-tiny", tokenizer, max_length=16, seed=0).eval()
+    return {"bert": tiny_mlm("bert"), "short": MLM(model=short, tokenizer=tokenizer,
+                                                   name="short")}
+
+
+@pytest.fixture(scope="module")
+def client(models):
+    config = ServeConfig(threads=1, max_texts=8, max_tokens=64, max_top_k=1024)
+    with TestClient(create_app(models, config)) as c:
+        yield c
+
+
+def post(client, path, body):
+    response = client.post(path, json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def error(client, path, body, status=400) -> str:
+    response = client.post(path, json=body)
+    assert response.status_code == status, response.text
+    message = response.json()["error"]["message"]
+    assert "\n" not in message and "Traceback" not in message
+    return message
+
+
+# --- score: stride -----------------------------------------------------------------------------
+
+def test_score_stride_is_the_python_keyword(client, models):
+    short = models["short"]
+    strided = [r.to_dict() for r in mlmkit.score(short, [LONG, TEXTS[0]], stride=3,
+                                                 per_token=True)]
+    # the option changes the numbers of a windowed text, so a server ignoring it is caught
+    assert strided[0]["pll"] != mlmkit.score(short, LONG).pll
+    got = post(client, "/v1/score", {"texts": [LONG, TEXTS[0]], "model": "short", "stride": 3,
+                                     "per_token": True})
+    assert got["results"] == strided
+    assert post(client, "/v1/score", {"texts": LONG, "model": "short"})["results"] == \
+        [mlmkit.score(short, LONG).to_dict()]  # default: stride 1, as Python
+
+
+@pytest.mark.parametrize("stride", [0, -2])
+def test_a_bad_stride_is_the_library_message_as_a_400(client, stride):
+    message = error(client, "/v1/score", {"texts": LONG, "model": "short", "stride": stride})
+    assert message.startswith(f"stride={stride}") and "--" not in message, message
+    message = error(client, "/v1/compare", {"text": LONG, "stride": stride})
+    assert message.startswith(f"stride={stride}"), message
+
+
+# --- score: alternatives read the masked copies PLL reads --------------------------------------
+
+@pytest.mark.parametrize("model, metric, stride", [
+    ("short", "pll", 1), ("short", "pll", 4), ("short", "pll_word_l2r", 1),
+    ("bert", "pll_word_l2r", 1)])  # the text fits the model: one copy per token, no window
+def test_alternatives_hold_each_scored_tokens_own_probability(client, models, model, metric,
+                                                              stride):
+    """With every token of the vocabulary listed, the scored token is in each list, and its
+    probability there is the one its score was read from: the same window of a text longer
+    than the model takes (this was a 500), at the same stride, and under pll_word_l2r with
+    the later subwords of its word masked too (they were left unmasked)."""
+    text = LONG + " Unhashable subclasses reimplement __getitem__."
+    k = len(models[model].tokenizer)
+    assert len(models[model].tokenizer(text)["input_ids"]) > 16
+    got = post(client, "/v1/score", {"texts": [text, TEXTS[1]], "model": model,
+                                     "metric": metric, "stride": stride, "per_token": True,
+                                     "alternatives": k})
+    expected = mlmkit.score(models[model], [text, TEXTS[1]], metric=metric, stride=stride,
+                            per_token=True)
+    assert got["results"] == [r.to_dict() for r in expected]
+    for result, alternatives in zip(got["results"], got["alternatives"], strict=True):
+        assert len(alternatives) == len(result["tokens"])
+        for token, listed in zip(result["tokens"], alternatives, strict=True):
+            prob = {a["token_id"]: a["prob"] for a in listed}[token["token_id"]]
+            assert math.log(prob) == pytest.approx(token["logprob"], abs=1e-4), token
+
+
+# --- compare: unk and stride, as score ---------------------------------------------------------
+
+def test_compare_takes_unk_and_stride_as_score(models):
+    text = LONG + " \u2603 \u2604"  # snowman, comet: the tiny vocabulary's [UNK]
+    short = models["short"]
+    assert mlmkit.score(short, text).n_unk > 0
+    with TestClient(create_app({"a": short, "b": models["bert"]},
+                               ServeConfig(threads=1))) as c:
+        got = post(c, "/v1/compare", {"text": text, "unk": "skip", "stride": 2})
+    for name, result in zip(got["models"], got["results"], strict=True):
+        mlm = {"a": short, "b": models["bert"]}[name]
+        assert result == mlmkit.score(mlm, text, unk="skip", stride=2, per_token=True,
+                                      per_word=True).to_dict()
+    assert got["results"][0]["pll"] != mlmkit.score(short, text).pll
+
+
+# --- classify: gold ----------------------------------------------------------------------------
+
+def test_classify_gold_gives_the_python_accuracy(client, models):
+    verbalizer = {"pos": ["good", "great"], "neg": "bad"}
+    gold = ["pos", "neg"]
+    expected = mlmkit.cloze_classify(models["bert"], TEXTS, verbalizer=verbalizer,
+                                     gold=gold).to_dict()
+    assert expected["accuracy"] is not None
+    got = post(client, "/v1/classify", {"texts": TEXTS, "verbalizer": verbalizer,
+                                        "gold": gold})
+    assert got["result"] == expected
+    # one text, one label: a string, as texts takes one; a label as a number, as the
+    # CLI's JSONL label field (the library reads it as its string)
+    one = post(client, "/v1/classify", {"texts": TEXTS[0], "gold": "positive"})["result"]
+    assert one == mlmkit.cloze_classify(models["bert"], [TEXTS[0]], gold=["positive"]).to_dict()
+    numbered = post(client, "/v1/classify", {"texts": TEXTS, "gold": [1, 0], "verbalizer":
+                                             {"1": "good", "0": "bad"}})["result"]
+    assert numbered == mlmkit.cloze_classify(models["bert"], TEXTS, gold=[1, 0], verbalizer={
+        "1": "good", "0": "bad"}).to_dict()
+
+
+def test_classify_bad_gold_is_the_library_message_as_a_400(client):
+    message = error(client, "/v1/classify", {"texts": TEXTS, "gold": ["positive"]})
+    assert message == "gold has 1 labels for 2 texts", message
+    message = error(client, "/v1/classify", {"texts": TEXTS, "gold": ["positive", "meh"]})
+    assert message.startswith("gold label(s) ['meh'] are not in the verbalizer's"), message
+    assert "--verbalizer" not in message
+
+
+# --- HEAD on every GET route -------------------------------------------------------------------
+
+def _get_routes(client) -> list[str]:
+    spec = client.get("/openapi.json").json()
+    return [p for p, ops in spec["paths"].items() if "get" in ops] + ["/", "/docs",
+                                                                     "/openapi.json"]
+
+
+def test_every_get_route_answers_head_with_no_body(client, models):
+    paths = _get_routes(client)
+    assert {"/v1/models", "/healthz", "/docs"} <= set(paths)
+    for path in paths:
+        got = client.head(path)
+        assert got.status_code == 200, (path, got.status_code, got.text)
+        assert got.content == b""
+        assert got.headers["content-type"] == client.get(path).headers["content-type"]
+    spec = client.get("/openapi.json").json()
+    assert not any("head" in ops for ops in spec["paths"].values())  # GET documents them
+    # over real HTTP: the status line and headers, no body, the connection reusable
+    app = create_app(models, ServeConfig(threads=1))
+    with uvicorn_in_thread(app, log_level="error", lifespan="on") as port, \
+            socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+        for path in ("/v1/models", "/docs", "/healthz"):
+            raw.sendall(f"HEAD {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                chunk = raw.recv(65536)
+                assert chunk, answer
+                answer += chunk
+            head, _, rest = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 200"), (path, head)
+            assert rest == b"", (path, rest)
+        raw.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        answer = b""
+        while chunk := raw.recv(65536):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 200") and b'"status":"ok"' in answer, answer
+
+
+def test_head_on_a_post_route_is_still_a_405(client):
+    got = client.head("/v1/score")
+    assert got.status_code == 405
