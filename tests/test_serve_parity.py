@@ -188,3 +188,37 @@ def test_every_get_route_answers_head_with_no_body(client, models):
 def test_head_on_a_post_route_is_still_a_405(client):
     got = client.head("/v1/score")
     assert got.status_code == 405
+
+
+# --- a choice outside the library's options: its message, a 400 (as a bad sampler) -----------
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/score", {"texts": "a b", "metric": "ppl"}, "metric"),
+    ("/v1/score", {"texts": "a b", "unk": "drop"}, "unk"),
+    ("/v1/compare", {"text": "a b", "metric": "ppl"}, "metric"),
+    ("/v1/fill", {"texts": "a [MASK]", "mode": "greedy"}, "mode"),
+    ("/v1/classify", {"texts": "a b", "aggregate": "median"}, "aggregate"),
+    ("/v1/generate", {"prompt": "a", "length": 2, "sampler": "greedy"}, "sampler"),
+])
+def test_a_bad_choice_is_the_library_message_as_a_400(client, path, body, field):
+    """metric, unk, mode and aggregate were 422s of the request's shape ("Input should be
+    'pll' or ..."), sampler and the other choices the library's 400."""
+    message = error(client, path, body)
+    assert message.startswith((f"{field}=", f"unknown {field} ")), message
+    assert "--" not in message and "Input should be" not in message, message
+
+
+def test_the_schema_lists_each_choice_as_the_library_does(client):
+    from mlmkit.generate.fill_mask import MODES
+    from mlmkit.probe.cloze import AGGREGATES
+    from mlmkit.scoring.engine import UNK_MODES
+    from mlmkit.scoring.jobs import METRICS
+
+    schemas = client.get("/openapi.json").json()["components"]["schemas"]
+    for request, field, options in [("ScoreRequest", "metric", METRICS),
+                                    ("ScoreRequest", "unk", UNK_MODES),
+                                    ("CompareRequest", "unk", UNK_MODES),
+                                    ("FillRequest", "mode", MODES),
+                                    ("ClassifyRequest", "aggregate", AGGREGATES)]:
+        spec = schemas[request]["properties"][field]
+        assert spec["enum"] == list(options) and spec["default"] == options[0], spec

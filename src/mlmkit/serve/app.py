@@ -22,6 +22,10 @@ from fastapi.staticfiles import StaticFiles
 
 from mlmkit import __version__
 from mlmkit.errors import InvalidArgument, MlmkitError
+from mlmkit.generate.fill_mask import MODES
+from mlmkit.probe.cloze import AGGREGATES
+from mlmkit.runtime import checks
+from mlmkit.scoring.text_scores import check_score_options
 from mlmkit.serve.adapters import Cancelled, StepStream, token_alternatives, word_differences
 from mlmkit.serve.config import ServeConfig
 from mlmkit.serve.http_errors import BodyGuard, HTTPError, for_http, install_handlers, log
@@ -354,6 +358,7 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         name = server.model_name(body.model)
         texts = server.texts(body.texts, "texts")
         server.count("top_k", body.top_k, 1, config.max_top_k, "--max-top-k")
+        checks.choice("mode", body.mode, MODES)  # the library's check, before the queue
         server.check_tokens(name, texts, "texts", isinstance(body.texts, str))
         work = Work(("fill", body.top_k, body.mode), texts,
                     server.fill_run(name, body.top_k, body.mode))
@@ -376,8 +381,6 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         if body.alternatives and not body.per_token:
             raise HTTPError(400, "InvalidArgument", "alternatives needs per_token: true (they "
                             "are listed per scored token)")
-        from mlmkit.scoring.text_scores import check_score_options
-
         check_score_options(body.metric, body.unk, body.stride, None)  # the library's checks
         server.check_tokens(name, texts, "texts", isinstance(body.texts, str))
         key = ("score", body.metric, body.per_token, body.per_word, body.unk, body.alternatives,
@@ -523,6 +526,7 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
 
         name = server.model_name(body.model)
         texts = server.texts(body.texts, "texts")
+        checks.choice("aggregate", body.aggregate, AGGREGATES)
         server.check_tokens(name, [body.template.replace("{text}", t) for t in texts],
                             "texts", isinstance(body.texts, str))
         words = sum(1 if isinstance(w, str) else len(w)
@@ -554,8 +558,6 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
                             "models: list them in models, or serve several (mlmkit serve A B)")
         if len(names) > 8:
             raise HTTPError(413, "TooLarge", "compare takes at most 8 models")
-        from mlmkit.scoring.text_scores import check_score_options
-
         texts = server.texts(body.text, "text")
         check_score_options(body.metric, body.unk, body.stride, None)
         for name in names:

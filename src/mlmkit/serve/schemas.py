@@ -1,17 +1,27 @@
 """Request bodies of the API: strict types, unknown fields refused, no NaN or Infinity.
 
 Ranges and choices are checked by the library functions themselves (their `InvalidArgument`
-becomes a 400 naming the field), and the server's bounds by `mlmkit.serve.app`; these
-models only fix the shapes, so the OpenAPI schema documents every field.
+becomes a 400 naming the field, as a bad sampler does), and the server's bounds by
+`mlmkit.serve.app`; these models only fix the shapes, so the OpenAPI schema documents every
+field (a choice lists the library's options as its enum).
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
+from mlmkit.generate.fill_mask import MODES
+from mlmkit.probe.cloze import AGGREGATES
+from mlmkit.scoring.engine import UNK_MODES
+from mlmkit.scoring.jobs import METRICS
+
 Texts = str | list[str]
+
+
+def choice(options: tuple, **extra):
+    """A field with the library's default (the first option) that lists `options` in the
+    schema; the library's own check refuses anything else (a 400 with its message)."""
+    return Field(options[0], json_schema_extra={"enum": list(options)}, **extra)
 
 
 class Body(BaseModel):
@@ -22,16 +32,16 @@ class FillRequest(Body):
     texts: Texts = Field(description="A text with [MASK] / <mask>, or a list of them.")
     model: str | None = Field(None, description="A served model (default: the first).")
     top_k: int = 5
-    mode: Literal["independent", "joint"] = "independent"
+    mode: str = choice(MODES)
 
 
 class ScoreRequest(Body):
     texts: Texts = Field(description="A text or a list of texts to score.")
     model: str | None = None
-    metric: Literal["pll", "pll_word_l2r"] = "pll"
+    metric: str = choice(METRICS)
     per_token: bool = False
     per_word: bool = False
-    unk: Literal["score", "skip"] = "score"
+    unk: str = choice(UNK_MODES)
     stride: int = Field(1, description="Texts longer than the model takes: windows start at "
                         "multiples of this (the CLI's --stride).")
     alternatives: int = Field(0, description="Per scored token, the k likeliest tokens at its "
@@ -79,7 +89,7 @@ class ClassifyRequest(Body):
     verbalizer: dict[str, str | list[str]] | None = Field(
         None, description="Label -> a word or words (default: positive great/good, negative "
         "terrible/bad), as mlmkit.cloze_classify and the CLI's --verbalizer take it.")
-    aggregate: Literal["logsumexp", "mean", "max"] = "logsumexp"
+    aggregate: str = choice(AGGREGATES)
     gold: str | int | list[str | int] | None = Field(
         None, description="The gold label of each text (a label of the verbalizer), for "
         "accuracy, as mlmkit.cloze_classify's gold and the CLI's label field.")
@@ -89,6 +99,6 @@ class CompareRequest(Body):
     text: str
     models: list[str] | None = Field(None, description="Two or more served models "
                                      "(default: every served model).")
-    metric: Literal["pll", "pll_word_l2r"] = "pll"
-    unk: Literal["score", "skip"] = "score"
+    metric: str = choice(METRICS)
+    unk: str = choice(UNK_MODES)
     stride: int = 1
