@@ -96,6 +96,29 @@ def test_cross_entropy_stays_float32_under_autocast():
                           atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_cross_entropy_of_half_logits_is_that_of_their_float32_cast(dtype):
+    """A bf16 step passes its logits as they are (no float32 copy): the loss, the top-1 and
+    the gradient (rounded once to the logits' dtype) equal those of `.float()` first."""
+    generator = torch.Generator().manual_seed(1)
+    logits = (torch.randn(29, 701, generator=generator) * 8).to(dtype)
+    targets = torch.randint(0, 701, (29,), generator=generator)
+    weights = torch.linspace(0.5, 2.0, 29)
+
+    def run(cast):
+        leaf = logits.clone().requires_grad_()
+        per_token, top1 = cross_entropy_top1(leaf.float() if cast else leaf, targets)
+        (per_token * weights).sum().backward()
+        return per_token.detach(), top1, leaf.grad
+
+    ours, cast = run(False), run(True)
+    assert ours[0].dtype == torch.float32 and ours[2].dtype == dtype
+    assert torch.equal(ours[0], cast[0]) and torch.equal(ours[1], cast[1])
+    assert torch.equal(ours[2], cast[2])
+    reference = F.cross_entropy(logits.float(), targets, reduction="none")
+    assert torch.allclose(ours[0], reference, rtol=1e-5, atol=1e-5)
+
+
 def test_fast_modernbert_layers_equal_transformers_under_bf16_autocast(tiny_mlm):
     """bf16 training (the default where bf16 is native) runs the fast layers too: the
     rotation is still computed in float32 and rounded once, as transformers does, and

@@ -114,7 +114,7 @@ def unpadded_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smoo
     indexed mask (document number per token, 0 on padding; `train.data.prepare_rows`)."""
     from mlmkit.objectives.cross_entropy import cross_entropy_top1
 
-    logits = unpadded_logits(model, input_ids, attention_mask, mask).float()
+    logits = unpadded_logits(model, input_ids, attention_mask, mask)  # float32 loss of any dtype
     targets = labels[mask]
     per_token, top1 = cross_entropy_top1(logits, targets, label_smoothing)
     return per_token.sum(), (top1 == targets).sum(), targets, per_token

@@ -104,7 +104,8 @@ def build_run_model(config, tokenizer, runtime, init_model=None):
 
 def sparse_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smoothing: float):
     """Summed cross-entropy, correct top-1 count, targets and per-token losses (masked only)."""
-    logits = masked_logits(model, input_ids, attention_mask, mask).float()  # once, not per use
+    # bf16 logits are read as they are: the loss is computed in float32 (no float32 copy)
+    logits = masked_logits(model, input_ids, attention_mask, mask)
     targets = labels[mask]
     per_token, top1 = cross_entropy_top1(logits, targets, label_smoothing)
     return per_token.sum(), (top1 == targets).sum(), targets, per_token
