@@ -74,6 +74,55 @@ def test_a_bad_stride_is_the_library_message_as_a_400(client, stride):
     assert message.startswith(f"stride={stride}"), message
 
 
+# --- score: spans (conditional scoring) --------------------------------------------------------
+
+def test_score_spans_are_the_python_keyword(client, models):
+    spans = [[9, 13], None]  # "list" of the first text, the whole second
+    expected = mlmkit.score(models["bert"], TEXTS, spans=[(9, 13), None], per_token=True)
+    assert expected[0].n_tokens < mlmkit.score(models["bert"], TEXTS[0]).n_tokens
+    got = post(client, "/v1/score", {"texts": TEXTS, "spans": spans, "per_token": True,
+                                     "alternatives": 2})
+    assert got["results"] == [r.to_dict() for r in expected]
+    assert [len(a) for a in got["alternatives"]] == [r.n_tokens for r in expected]
+    one = post(client, "/v1/score", {"texts": TEXTS[0], "spans": [[0, 6]]})["results"]
+    assert one == [mlmkit.score(models["bert"], TEXTS[0], spans=[(0, 6)]).to_dict()]
+
+
+def test_requests_with_and_without_spans_gathered_in_one_call_keep_their_own(models):
+    import asyncio
+
+    import httpx
+
+    app = create_app(models, ServeConfig(threads=1, batch_window_ms=200))
+    bodies = [{"texts": TEXTS, "spans": [[0, 6], None]}, {"texts": TEXTS},
+              {"texts": TEXTS[1], "spans": [[5, 13]]}]
+
+    async def all_at_once():
+        transport = httpx.ASGITransport(app=app)
+        async with app.router.lifespan_context(app), httpx.AsyncClient(
+                transport=transport, base_url="http://x") as c:
+            answers = await asyncio.gather(*(c.post("/v1/score", json=b) for b in bodies))
+            return [a.json() for a in answers], app.state.server.workers["bert"].calls
+
+    answers, calls = asyncio.run(all_at_once())
+    assert calls == 1  # one library call for the three requests
+    bert = models["bert"]
+    expected = [mlmkit.score(bert, TEXTS, spans=[(0, 6), None]),
+                mlmkit.score(bert, TEXTS), mlmkit.score(bert, [TEXTS[1]], spans=[(5, 13)])]
+    for answer, want in zip(answers, expected, strict=True):
+        assert [r["pll"] for r in answer["results"]] == pytest.approx([r.pll for r in want],
+                                                                      abs=1e-4)
+
+
+@pytest.mark.parametrize("spans, start", [
+    ([[0, 6]], "spans has 1 entries for 2 texts"),
+    ([[6, 0], None], "spans[0]=[6, 0] must be a (start, end) pair"),
+    ([[0, 1, 2], None], "spans[0]=[0, 1, 2] must be a (start, end) pair")])
+def test_bad_spans_are_the_library_message_as_a_400(client, spans, start):
+    message = error(client, "/v1/score", {"texts": TEXTS, "spans": spans})
+    assert message.startswith(start), message
+
+
 # --- score: alternatives read the masked copies PLL reads --------------------------------------
 
 @pytest.mark.parametrize("model, metric, stride", [

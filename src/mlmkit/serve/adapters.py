@@ -18,12 +18,13 @@ import threading
 
 
 def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
-                       metric: str = "pll", stride: int = 1, batch_tokens=None,
+                       metric: str = "pll", stride: int = 1, spans=None, batch_tokens=None,
                        precision="auto") -> list[list[list[dict]]]:
     """Per text, per scored token (in `TextScore.tokens` order): [{token, token_id, prob}].
 
     The masked copies are the scoring engine's own (`build_jobs`: the same targets, the
-    same sliding window of a text longer than the model takes, at the same `stride`, and
+    same sliding window of a text longer than the model takes, at the same `stride`, only in
+    each text's span when `spans` are given, and
     with `metric="pll_word_l2r"` the later subwords of the word masked too), so each list
     is the distribution the token's score was read from."""
     import numpy as np
@@ -39,8 +40,8 @@ def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
     never = set(special.tolist()) - {tokenizer.unk_token_id}
     encoded = encode_texts(tokenizer, texts)
     targets = []
-    for e in encoded:
-        positions = span_targets(e, never, None)
+    for i, e in enumerate(encoded):
+        positions = span_targets(e, never, spans[i] if spans else None)
         if unk == "skip":
             positions = [t for t in positions if e.ids[t] != tokenizer.unk_token_id]
         targets.append(np.asarray(positions, dtype=np.int64))

@@ -25,6 +25,7 @@ from mlmkit.errors import InvalidArgument, MlmkitError
 from mlmkit.generate.fill_mask import MODES
 from mlmkit.probe.cloze import AGGREGATES
 from mlmkit.runtime import checks
+from mlmkit.scoring.text_scores import _check_spans as check_spans
 from mlmkit.scoring.text_scores import check_score_options
 from mlmkit.serve.adapters import Cancelled, StepStream, token_alternatives, word_differences
 from mlmkit.serve.config import ServeConfig
@@ -175,23 +176,28 @@ class Server:
     # --- the library calls ----------------------------------------------------------------------
 
     def score_run(self, name: str, metric, per_token, per_word, unk, alternatives, stride):
+        """The score call over (text, span or None) inputs: requests with and without
+        spans share one call (a None span is the whole text, as in `mlmkit.score`)."""
         import mlmkit
 
         mlm, c = self.models[name], self.config
 
-        def call(texts):
+        def call(items):
+            texts = [text for text, _ in items]
+            spans = [span for _, span in items]
+            spans = None if all(s is None for s in spans) else spans
             results = mlmkit.score(mlm, texts, metric=metric, per_token=per_token,
-                                   per_word=per_word, unk=unk, stride=stride,
+                                   per_word=per_word, spans=spans, unk=unk, stride=stride,
                                    batch_tokens=c.batch_tokens, precision=c.precision,
                                    threads=c.threads, progress=False)
             alts = token_alternatives(mlm, texts, alternatives, unk, metric=metric,
-                                      stride=stride, batch_tokens=c.batch_tokens,
+                                      stride=stride, spans=spans, batch_tokens=c.batch_tokens,
                                       precision=c.precision) \
                 if alternatives else [None] * len(texts)
             return [(r.to_dict(), a) for r, a in zip(results, alts, strict=True)]
 
         # PLL masks every token: a text's cost grows with its length squared.
-        return self.in_pieces(name, call, lambda text: len(text) ** 2)
+        return self.in_pieces(name, call, lambda item: len(item[0]) ** 2)
 
     def fill_run(self, name: str, top_k, mode):
         import mlmkit
@@ -382,10 +388,13 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
             raise HTTPError(400, "InvalidArgument", "alternatives needs per_token: true (they "
                             "are listed per scored token)")
         check_score_options(body.metric, body.unk, body.stride, None)  # the library's checks
+        check_spans(body.spans, texts)
         server.check_tokens(name, texts, "texts", isinstance(body.texts, str))
         key = ("score", body.metric, body.per_token, body.per_word, body.unk, body.alternatives,
                body.stride)
-        work = Work(key, texts, server.score_run(name, *key[1:]))
+        spans = [None] * len(texts) if body.spans is None else \
+            [None if s is None else tuple(s) for s in body.spans]
+        work = Work(key, list(zip(texts, spans, strict=True)), server.score_run(name, *key[1:]))
         pairs = await server.answer(request, name, work)
         out = {"model": name, "results": [r for r, _ in pairs]}
         if body.alternatives:
@@ -564,7 +573,7 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
             server.check_tokens(name, texts, "text", True)
         key = ("score", body.metric, True, True, body.unk, 0, body.stride)
         pairs = await asyncio.gather(*(server.answer(request, n, Work(
-            key, texts, server.score_run(n, *key[1:]))) for n in names))
+            key, [(texts[0], None)], server.score_run(n, *key[1:]))) for n in names))
         results = [p[0][0] for p in pairs]
         return {"text": body.text, "models": names, "results": results,
                 "words": word_differences(names, results)}

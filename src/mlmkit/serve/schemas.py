@@ -42,6 +42,9 @@ class ScoreRequest(Body):
     per_token: bool = False
     per_word: bool = False
     unk: str = choice(UNK_MODES)
+    spans: list[list[int] | None] | None = Field(
+        None, description="Per text, the [start, end) character range to score, the rest "
+        "being context (conditional scoring), or null for the whole text.")
     stride: int = Field(1, description="Texts longer than the model takes: windows start at "
                         "multiples of this (the CLI's --stride).")
     alternatives: int = Field(0, description="Per scored token, the k likeliest tokens at its "
