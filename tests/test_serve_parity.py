@@ -271,3 +271,41 @@ def test_the_schema_lists_each_choice_as_the_library_does(client):
                                     ("ClassifyRequest", "aggregate", AGGREGATES)]:
         spec = schemas[request]["properties"][field]
         assert spec["enum"] == list(options) and spec["default"] == options[0], spec
+
+
+# --- the CLI on the same input: the new fields are its flags --------------------------------
+
+def test_the_cli_and_http_agree_on_stride_skip_unk_and_gold(saved_tiny_mlm, tmp_path):
+    """What an external check does: `mlmkit score --stride 5 --skip-unk` and `mlmkit probe
+    classify` (labels in the file) against /v1/score and /v1/classify on the same model."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from mlmkit.cli import app as cli
+
+    model = str(saved_tiny_mlm("bert"))  # 128 tokens at most: the long text is windowed
+    long = " ".join([LONG] * 6) + " \u2603"
+    texts = [long, TEXTS[0]]
+    (tmp_path / "texts.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    labelled = [{"text": t, "label": label} for t, label in zip(TEXTS, ["pos", "neg"],
+                                                                strict=True)]
+    (tmp_path / "labelled.jsonl").write_text("".join(json.dumps(r) + "\n" for r in labelled))
+    verbalizer = {"pos": ["good"], "neg": ["bad"]}
+    runner = CliRunner()
+    scored = runner.invoke(cli, ["score", model, str(tmp_path / "texts.txt"), "--stride", "5",
+                                 "--skip-unk", "--per-token", "--threads", "1"])
+    assert scored.exit_code == 0, scored.output
+    cli_scores = [json.loads(line) for line in scored.stdout.splitlines()]
+    classified = runner.invoke(cli, ["probe", "classify", model, str(tmp_path / "labelled.jsonl"),
+                                     "--verbalizer", json.dumps(verbalizer), "--json",
+                                     "--threads", "1"])
+    assert classified.exit_code == 0, classified.output
+    with TestClient(create_app({"bert": model}, ServeConfig(threads=1))) as c:
+        http = post(c, "/v1/score", {"texts": texts, "stride": 5, "unk": "skip",
+                                     "per_token": True})["results"]
+        assert http[0]["n_unk"] == 1 and http[0]["n_tokens"] > 128
+        assert [{k: v for k, v in r.items() if k != "line"} for r in cli_scores] == http
+        result = post(c, "/v1/classify", {"texts": TEXTS, "verbalizer": verbalizer,
+                                          "gold": ["pos", "neg"]})["result"]
+    assert result == json.loads(classified.stdout) and result["accuracy"] is not None
