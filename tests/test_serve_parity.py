@@ -12,6 +12,7 @@ from fastapi.testclient import TestClient
 
 import mlmkit
 from mlmkit.serve import ServeConfig, create_app
+from mlmkit.serve.http_errors import for_http
 from tests.uvicorn_thread import uvicorn_in_thread
 
 # ~30 tokens: past the 16 tokens of the `short` model below, so it is scored in windows.
@@ -309,3 +310,17 @@ def test_the_cli_and_http_agree_on_stride_skip_unk_and_gold(saved_tiny_mlm, tmp_
         result = post(c, "/v1/classify", {"texts": TEXTS, "verbalizer": verbalizer,
                                           "gold": ["pos", "neg"]})["result"]
     assert result == json.loads(classified.stdout) and result["accuracy"] is not None
+
+
+def test_max_candidates_beyond_the_servers_bound_is_a_413(client, models):
+    """The library takes up to 10,000: 300 is a request too large here (it was a 400, as if
+    the value were wrong), 0 a bad value."""
+    message = error(client, "/v1/infill", {"template": "a [MASK]", "max_candidates": 300}, 413)
+    assert message == "max_candidates=300 is outside 1..256 (this server's bound)", message
+    error(client, "/v1/infill", {"template": "a [MASK]", "max_candidates": 0}, 400)
+    # under the bound the library's own check speaks, as in Python
+    message = error(client, "/v1/infill", {"template": "Open the [MASK:1-3] file.",
+                                           "max_candidates": 2})
+    with pytest.raises(mlmkit.errors.InvalidArgument) as raised:
+        mlmkit.infill(models["bert"], "Open the [MASK:1-3] file.", max_candidates=2)
+    assert message == for_http(str(raised.value)) and "--" not in message

@@ -241,6 +241,9 @@ MAX_VERBALIZER_WORDS = 1_000
 """Words of a /v1/classify verbalizer, all labels together: 400 multi-token words cost 0.8 s
 of the README's tiny model per text, and a 1 MB body held ~50,000 (hours for 64 texts)."""
 
+MAX_CANDIDATES = 256
+"""Span-length combinations of one /v1/infill template (a bound: beyond it is a 413)."""
+
 PIECE_COST = 1_000_000
 """What one library call of a long request holds, in characters squared (PLL) or characters
 times masks (joint fill): ~1,000 characters of text."""
@@ -509,7 +512,9 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         name = server.model_name(body.model)
         templates = server.texts(body.template, "template")
         check_sampler(body)
-        server.count("max_candidates", body.max_candidates, 1, 256)
+        # The library takes up to 10,000; each candidate is an unmasking run of its own.
+        server.count("max_candidates", body.max_candidates, 1, MAX_CANDIDATES,
+                     "this server's bound")
         for i, template in enumerate(templates):
             spans = [p for p in parse_template(template, where=f"template {i + 1}")
                      if isinstance(p, Span)]
