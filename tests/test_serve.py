@@ -536,3 +536,29 @@ def test_library_messages_name_request_fields_not_cli_flags(client):
     message = answer.json()["error"]["message"]
     assert message.startswith('confidence="margin" ranks the predictions of sampler='
                               '"confidence"') and "--" not in message, message
+
+
+def test_serve_takes_allow_untrained_head_as_score_does(tiny_mlm, tmp_path):
+    """A checkpoint without a trained MLM head (an ELECTRA discriminator) is refused, the
+    message naming --allow-untrained-head; with it, the model is served as `mlmkit score
+    --allow-untrained-head` scores it."""
+    import transformers
+
+    from mlmkit.cli import app as cli
+    from mlmkit.errors import ModelError
+    from mlmkit.serve.app import load_models
+
+    mlm = tiny_mlm("electra")
+    path = tmp_path / "discriminator"
+    transformers.ElectraForPreTraining(mlm.model.config).save_pretrained(path)
+    mlm.tokenizer.save_pretrained(path)
+    with pytest.raises(ModelError, match="no trained MLM head"):
+        load_models([str(path)], device="cpu", threads=1)
+    refused = CliRunner().invoke(cli, ["serve", str(path), "--port", "0"])
+    assert refused.exit_code == 1 and "--allow-untrained-head" in refused.output
+    loaded = load_models([f"d={path}"], device="cpu", threads=1, allow_untrained_head=True)
+    with TestClient(create_app(loaded, ServeConfig(threads=1))) as client:
+        answer = client.post("/v1/score", json={"texts": TEXTS[0]})
+    assert answer.status_code == 200
+    expected = mlmkit.score(loaded["d"], [TEXTS[0]])[0].to_dict()
+    assert answer.json()["results"][0]["pll"] == pytest.approx(expected["pll"], abs=1e-5)

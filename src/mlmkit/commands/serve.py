@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from mlmkit.cli_options import shared_options
+from mlmkit.commands.score import ALLOW_UNTRAINED_HEAD
 
 SHORT_HELP = "Serve models over HTTP: a JSON API with request batching and a web playground."
 EXAMPLE = """
@@ -52,6 +53,7 @@ def serve_command(
                                           "model waits for more requests before a batch."),
     max_batch_texts: int = typer.Option(512, "--max-batch-texts", min=1, help="Texts in one "
                                         "gathered batch."),
+    allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
     *, device, precision, threads, batch_tokens, seed, as_json,
 ) -> None:
     """Serve models over HTTP: POST /v1/fill, /v1/score, /v1/generate, /v1/infill,
@@ -97,7 +99,8 @@ def serve_command(
     from mlmkit.serve.run import run_server
 
     torch.manual_seed(seed)
-    loaded = load_models(models, device=device, precision=precision, threads=threads)
+    loaded = load_models(models, device=device, precision=precision, threads=threads,
+                         allow_untrained_head=allow_untrained_head)
     app = create_app(loaded, config)
     run_server(app, host=host, port=port, announce_json=as_json, timeout=timeout)
 

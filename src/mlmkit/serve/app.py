@@ -44,8 +44,11 @@ from mlmkit.serve.worker import ModelWorker, Work
 STATIC = Path(str(resources.files("mlmkit.serve") / "static"))
 
 
-def load_models(specs: list[str], *, device=None, precision="auto", threads=None) -> dict:
-    """`name=path` or `path` (named by its last part) -> loaded `MLM`s, each loaded once."""
+def load_models(specs: list[str], *, device=None, precision="auto", threads=None,
+                allow_untrained_head: bool = False) -> dict:
+    """`name=path` or `path` (named by its last part) -> loaded `MLM`s, each loaded once.
+    `allow_untrained_head`: accept checkpoints whose MLM head is random, as `mlmkit score
+    --allow-untrained-head` does (their scores are noise)."""
     from mlmkit.models import prepare_mlm
 
     if not specs:
@@ -58,7 +61,8 @@ def load_models(specs: list[str], *, device=None, precision="auto", threads=None
         if name in models:
             raise InvalidArgument(f"two models are named {name!r}: name them, e.g. "
                                   f"a={path} b=OTHER")
-        mlm, _ = prepare_mlm(path, device=device, precision=precision, threads=threads)
+        mlm, _ = prepare_mlm(path, device=device, precision=precision, threads=threads,
+                             allow_untrained_head=allow_untrained_head)
         models[name] = mlm
     return models
 
