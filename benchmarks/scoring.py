@@ -12,6 +12,11 @@ Both sides score the same token ids of the same BLiMP sentences with the same ra
 remapped (seeded) into the full vocabulary, so the embeddings and head rows used span
 it; the specials keep their ids.
 
+When minicons is installed (`pip install -e '.[dev]'` brings it), a third side scores the
+same token ids with minicons' own `MaskedLMScorer` (`prepare_text` + `compute_stats`, PLL
+'original'), fed as a padded batch of `--baseline-batch` sentences, as a user of minicons
+would run it; its scores must equal mlmkit's too.
+
 Memory: each side runs in a fresh subprocess; "peak" is the growth of the process's
 maximum resident set size (resource.getrusage ru_maxrss) from just before scoring to
 just after, i.e. what scoring added on top of the loaded model and data (torch's CPU
@@ -120,6 +125,37 @@ def baseline_pll(model, tokenizer, token_ids: list[list[int]], batch_sentences: 
     return out
 
 
+def minicons_pll(model, tokenizer, token_ids: list[list[int]], batch_sentences: int):
+    """minicons' MaskedLMScorer on the same ids: `prepare_text` of a padded batch (it masks
+    every token but [CLS]/[SEP]/[PAD], one copy each) and `compute_stats` (one forward of
+    all copies, full logits, log-softmax at the masked positions)."""
+    import torch
+    from minicons import scorer
+    from transformers import BatchEncoding
+
+    lm = scorer.MaskedLMScorer(model, device="cpu", tokenizer=tokenizer)
+    pad, out = tokenizer.pad_token_id, []
+    for lo in range(0, len(token_ids), batch_sentences):
+        batch = token_ids[lo:lo + batch_sentences]
+        width = max(len(ids) for ids in batch)
+        encoded = BatchEncoding({
+            "input_ids": torch.tensor([ids + [pad] * (width - len(ids)) for ids in batch]),
+            "attention_mask": torch.tensor([[1] * len(ids) + [0] * (width - len(ids))
+                                            for ids in batch])})
+        scores = lm.compute_stats(lm.prepare_text(encoded, PLL_metric="original"),
+                                  return_tensors=True)
+        out += [s.double().numpy() for s in scores]
+    return out
+
+
+def minicons_installed() -> bool:
+    try:
+        import minicons.scorer  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def worker(args) -> None:
     import torch
     from transformers import AutoTokenizer
@@ -137,6 +173,8 @@ def worker(args) -> None:
     def run(subset):
         if args.worker == "mlmkit":
             return score_token_ids(mlm, subset)
+        if args.worker == "minicons":
+            return minicons_pll(model, tokenizer, subset, args.baseline_batch)
         return baseline_pll(model, tokenizer, subset, args.baseline_batch)
 
     run(ids[:8])  # warm-up: first-call allocations and kernel selection on both sides
@@ -162,7 +200,10 @@ def main() -> None:
     parser.add_argument("--baseline-batch", type=int, default=8,
                         help="sentences per baseline forward pass (all their masked copies)")
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--worker", choices=["mlmkit", "baseline"], help=argparse.SUPPRESS)
+    parser.add_argument("--no-minicons", action="store_true",
+                        help="leave out the minicons side even when it is installed")
+    parser.add_argument("--worker", choices=["mlmkit", "baseline", "minicons"],
+                        help=argparse.SUPPRESS)
     parser.add_argument("--tokenizer", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -181,9 +222,16 @@ def main() -> None:
               f"{args.threads} thread(s), baseline batch {args.baseline_batch} sentences; "
               f"measured fp32 matmul peak {peak / 1e9:.1f} GFLOP per CPU second "
               f"(MFU: benchmarks/flops.py)")
+        sides = ["mlmkit", "baseline"]
+        if args.no_minicons or not minicons_installed():
+            print("minicons: " + ("left out (--no-minicons)" if args.no_minicons else
+                                  "not installed, its side is skipped (pip install -e "
+                                  "'.[dev]' brings it)"))
+        else:
+            sides.append("minicons")
         for vocab in args.vocab:
             result = {}
-            for side in ("mlmkit", "baseline"):
+            for side in sides:
                 out = tmp / f"{side}-{vocab}.npy"
                 command = [sys.executable, __file__, "--worker", side, "--vocab", str(vocab),
                            "--sentences", str(args.sentences), "--preset", args.preset,
@@ -194,21 +242,23 @@ def main() -> None:
                     sys.exit(f"{side} worker failed:\n{done.stderr[-3000:]}")
                 result[side] = json.loads(done.stdout.strip().splitlines()[-1])
                 result[side]["scores"] = np.load(out)
-            m, b = result["mlmkit"], result["baseline"]
-            diff = float(np.abs(m["scores"] - b["scores"]).max())
+            m = result["mlmkit"]
             print(f"\nvocab {vocab:,} ({m['tokens']:,} scored tokens)")
             print(f"  {'':10} {'texts/s':>9} {'seconds':>8} {'CPU s':>8} {'GFLOP/CPU s':>11} "
                   f"{'MFU':>6} {'peak MiB':>9}")
-            for side in ("mlmkit", "baseline"):
+            for side in sides:
                 r = result[side]
                 rate = r["flops"] / r["cpu_seconds"]
                 print(f"  {side:10} {r['texts_per_s']:9.1f} {r['seconds']:8.2f} "
                       f"{r['cpu_seconds']:8.2f} {rate / 1e9:11.1f} {100 * rate / peak:5.1f}% "
                       f"{r['peak_mib']:9.0f}")
-            print(f"  speed-up {m['texts_per_s'] / b['texts_per_s']:.2f}x "
-                  f"(CPU time {b['cpu_seconds'] / m['cpu_seconds']:.2f}x), peak memory "
-                  f"{b['peak_mib'] / max(m['peak_mib'], 1):.1f}x lower, "
-                  f"max |score difference| {diff:.2e}")
+            for side in sides[1:]:
+                b = result[side]
+                diff = float(np.abs(m["scores"] - b["scores"]).max())
+                print(f"  mlmkit vs {side}: speed-up {m['texts_per_s'] / b['texts_per_s']:.2f}x "
+                      f"(CPU time {b['cpu_seconds'] / m['cpu_seconds']:.2f}x), peak memory "
+                      f"{b['peak_mib'] / max(m['peak_mib'], 1):.1f}x lower, "
+                      f"max |score difference| {diff:.2e}")
 
 
 if __name__ == "__main__":
