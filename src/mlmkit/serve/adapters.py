@@ -33,19 +33,10 @@ def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
     from mlmkit.runtime.batching import run_jobs
     from mlmkit.scoring.engine import _MaskedCopies, unscored_ids
     from mlmkit.scoring.jobs import build_jobs
-    from mlmkit.scoring.texts import encode_texts, span_targets
 
     tokenizer = mlm.tokenizer
     special = unscored_ids(tokenizer, unk)
-    never = set(special.tolist()) - {tokenizer.unk_token_id}
-    encoded = encode_texts(tokenizer, texts)
-    targets = []
-    for i, e in enumerate(encoded):
-        positions = span_targets(e, never, spans[i] if spans else None)
-        if unk == "skip":
-            positions = [t for t in positions if e.ids[t] != tokenizer.unk_token_id]
-        targets.append(np.asarray(positions, dtype=np.int64))
-    sequences = [np.asarray(e.ids, dtype=np.int64) for e in encoded]
+    encoded, sequences, targets = _scored(tokenizer, texts, unk, spans)
     jobs = build_jobs(sequences, targets, special, int(mlm.max_length), metric,
                       [e.word_ids for e in encoded] if metric == "pll_word_l2r" else None,
                       stride)
@@ -71,6 +62,52 @@ def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
         out[i].append([{"token": names[t], "token_id": t, "prob": p}
                        for t, p in zip(ids, probs, strict=True)])
     return out
+
+
+def _scored(tokenizer, texts: list[str], unk: str, spans):
+    """Each text's encoding, ids and the positions `mlmkit.score` scores in it."""
+    import numpy as np
+
+    from mlmkit.scoring.engine import unscored_ids
+    from mlmkit.scoring.texts import encode_texts, span_targets
+
+    never = set(unscored_ids(tokenizer, unk).tolist()) - {tokenizer.unk_token_id}
+    encoded = encode_texts(tokenizer, texts)
+    targets = []
+    for i, e in enumerate(encoded):
+        positions = span_targets(e, never, spans[i] if spans else None)
+        if unk == "skip":
+            positions = [t for t in positions if e.ids[t] != tokenizer.unk_token_id]
+        targets.append(np.asarray(positions, dtype=np.int64))
+    return encoded, [np.asarray(e.ids, dtype=np.int64) for e in encoded], targets
+
+
+def stride_gap(mlm, texts: list[str], unk: str, stride: int, spans=None):
+    """(index, window) of the first text longer than the model with a scored token in no
+    window at `stride`, or None. Windows of `window` content tokens start at multiples of
+    the stride and at the last start (`scoring.jobs.window_starts`): a stride past the
+    window leaves tokens between them, which the engine then read at a wrong column (an
+    IndexError, or a silently wrong score)."""
+    from mlmkit.scoring.engine import unscored_ids
+    from mlmkit.scoring.jobs import special_runs, window_starts
+
+    limit = int(mlm.max_length)
+    if stride == 1 or not texts:
+        return None
+    special = unscored_ids(mlm.tokenizer, unk)
+    _, sequences, targets = _scored(mlm.tokenizer, texts, unk, spans)
+    for i, (ids, pos) in enumerate(zip(sequences, targets, strict=True)):
+        if len(ids) <= limit:
+            continue
+        prefix, suffix = special_runs(ids, special)
+        content, window = len(ids) - prefix - suffix, limit - prefix - suffix
+        if window < 1 or stride <= window:  # no room: the engine's own error
+            continue
+        pos = pos[(pos >= prefix) & (pos < prefix + content)] - prefix
+        start = window_starts(pos, content, window, stride)
+        if ((pos < start) | (pos >= start + window)).any():
+            return i, window
+    return None
 
 
 class Cancelled(Exception):
