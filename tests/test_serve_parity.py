@@ -75,6 +75,56 @@ def test_a_bad_stride_is_the_library_message_as_a_400(client, stride):
     assert message.startswith(f"stride={stride}"), message
 
 
+def test_a_stride_past_the_window_is_a_400_naming_the_text_not_a_500(client, models):
+    """Windows of the `short` model hold 14 content tokens and start at multiples of the
+    stride (and at the last start): a larger stride can leave tokens in no window, which the
+    engine then read at a wrong column (an IndexError: a 500). Where every scored token is
+    in a window the result is still the library's, whatever the stride."""
+    short, tokenizer = models["short"], models["short"].tokenizer
+    fits = "Open the file for reading and return the list of items in the order."
+    assert 16 < len(tokenizer(fits)["input_ids"]) <= 2 + 27  # windowed, every token covered
+    for stride in (14, 15, 1000):
+        got = post(client, "/v1/score", {"texts": fits, "model": "short", "stride": stride,
+                                         "per_token": True})
+        assert got["results"] == [mlmkit.score(short, fits, stride=stride,
+                                               per_token=True).to_dict()]
+    for stride in (15, 100, 10**30):
+        message = error(client, "/v1/score", {"texts": [TEXTS[0], LONG], "model": "short",
+                                              "stride": stride})
+        assert message.startswith(f"stride={stride} leaves tokens of texts[1] in no window")
+        assert message.endswith("use a stride of at most 14"), message
+        assert error(client, "/v1/compare", {"text": LONG, "models": ["short", "bert"],
+                                             "stride": stride}).startswith(
+            f"stride={stride} leaves tokens of text in no window")
+    # spans only in the first window: nothing scored falls between windows
+    got = post(client, "/v1/score", {"texts": LONG, "model": "short", "stride": 100,
+                                     "spans": [[0, 8]]})
+    assert got["results"] == [mlmkit.score(short, LONG, stride=100, spans=[(0, 8)]).to_dict()]
+
+
+@pytest.mark.parametrize("body", ['{"texts": "a b", "stride": 1%s}',
+                                  '{"texts": "a b", "stride": -1%s}',
+                                  '{"text": "a b", "stride": 1%s}',
+                                  '{"prompt": "a", "length": 2, "top_k": 1%s}'])
+def test_a_whole_number_past_a_double_is_a_400_not_a_500(client, body):
+    """The library's range checks read a number through math.isfinite, which raised
+    OverflowError on a 400-digit int (a 500), as 1e400 would have been infinity."""
+    path = {"te": "/v1/score", "pr": "/v1/generate"}[body[2:4]]
+    path = "/v1/compare" if body.startswith('{"text"') else path
+    response = client.post(path, content=body % ("0" * 400),
+                           headers={"content-type": "application/json"})
+    assert response.status_code == 400, response.text
+    message = response.json()["error"]["message"]
+    assert message.startswith("the request body holds the number ") and "too large" in message
+    assert len(message) < 200, message
+    # Python's 4,300-digit guard keeps its own message; a large but double-sized int its field's
+    response = client.post("/v1/score", content='{"texts": "a b", "stride": 1%s}' % ("0" * 5000),
+                           headers={"content-type": "application/json"})
+    assert "thousands of digits" in response.json()["error"]["message"], response.text
+    assert post(client, "/v1/score", {"texts": "a b", "stride": 10**300})["results"] == \
+        post(client, "/v1/score", {"texts": "a b"})["results"]
+
+
 # --- score: spans (conditional scoring) --------------------------------------------------------
 
 def test_score_spans_are_the_python_keyword(client, models):

@@ -27,7 +27,6 @@ def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
     each text's span when `spans` are given, and
     with `metric="pll_word_l2r"` the later subwords of the word masked too), so each list
     is the distribution the token's score was read from."""
-    import numpy as np
     import torch
 
     from mlmkit.runtime.batching import run_jobs

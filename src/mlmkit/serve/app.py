@@ -27,7 +27,13 @@ from mlmkit.probe.cloze import AGGREGATES
 from mlmkit.runtime import checks
 from mlmkit.scoring.text_scores import _check_spans as check_spans
 from mlmkit.scoring.text_scores import check_score_options
-from mlmkit.serve.adapters import Cancelled, StepStream, token_alternatives, word_differences
+from mlmkit.serve.adapters import (
+    Cancelled,
+    StepStream,
+    stride_gap,
+    token_alternatives,
+    word_differences,
+)
 from mlmkit.serve.config import ServeConfig
 from mlmkit.serve.http_errors import BodyGuard, HTTPError, for_http, install_handlers, log
 from mlmkit.serve.schemas import (
@@ -180,16 +186,25 @@ class Server:
     # --- the library calls ----------------------------------------------------------------------
 
     def score_run(self, name: str, metric, per_token, per_word, unk, alternatives, stride):
-        """The score call over (text, span or None) inputs: requests with and without
-        spans share one call (a None span is the whole text, as in `mlmkit.score`)."""
+        """The score call over (text, span or None, what the request calls the text)
+        inputs: requests with and without spans share one call (a None span is the whole
+        text, as in `mlmkit.score`)."""
         import mlmkit
 
         mlm, c = self.models[name], self.config
 
         def call(items):
-            texts = [text for text, _ in items]
-            spans = [span for _, span in items]
+            texts = [text for text, _, _ in items]
+            spans = [span for _, span, _ in items]
             spans = None if all(s is None for s in spans) else spans
+            gap = stride_gap(mlm, texts, unk, stride, spans)
+            if gap is not None:  # the engine read such tokens at a wrong column (a 500)
+                i, window = gap
+                raise InvalidArgument(
+                    f"stride={stride} leaves tokens of {items[i][2]} in no window: it is longer "
+                    f"than the {mlm.max_length} tokens model {name!r} takes, so it is scored in "
+                    f"windows of {window} tokens that start at multiples of the stride; use a "
+                    f"stride of at most {window}")
             results = mlmkit.score(mlm, texts, metric=metric, per_token=per_token,
                                    per_word=per_word, spans=spans, unk=unk, stride=stride,
                                    batch_tokens=c.batch_tokens, precision=c.precision,
@@ -401,7 +416,10 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
                body.stride)
         spans = [None] * len(texts) if body.spans is None else \
             [None if s is None else tuple(s) for s in body.spans]
-        work = Work(key, list(zip(texts, spans, strict=True)), server.score_run(name, *key[1:]))
+        what = ["texts" if isinstance(body.texts, str) else f"texts[{i}]"
+                for i in range(len(texts))]
+        work = Work(key, list(zip(texts, spans, what, strict=True)),
+                    server.score_run(name, *key[1:]))
         pairs = await server.answer(request, name, work)
         out = {"model": name, "results": [r for r, _ in pairs]}
         if body.alternatives:
@@ -582,7 +600,7 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
             server.check_tokens(name, texts, "text", True)
         key = ("score", body.metric, True, True, body.unk, 0, body.stride)
         pairs = await asyncio.gather(*(server.answer(request, n, Work(
-            key, [(texts[0], None)], server.score_run(n, *key[1:]))) for n in names))
+            key, [(texts[0], None, "text")], server.score_run(n, *key[1:]))) for n in names))
         results = [p[0][0] for p in pairs]
         return {"text": body.text, "models": names, "results": results,
                 "words": word_differences(names, results)}

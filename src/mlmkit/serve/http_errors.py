@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import secrets
+import sys
 
 from starlette.responses import JSONResponse
 
@@ -59,6 +60,18 @@ def _representable_float(text: str) -> float:
     return value
 
 
+def _representable_int(text: str) -> int:
+    """A JSON whole number, refused past what a double holds (about 1.8e308), as a float of
+    that size is: the library's range checks read a number through `math.isfinite`, which
+    raised OverflowError on such an int (a 500 for a stride or a sampler top_k of 10**400).
+    Past Python's 4,300-digit guard, int() raises its own ValueError (caught below)."""
+    value = int(text)
+    if abs(value) > sys.float_info.max:
+        raise _RefusedBody(f"the request body holds the number {text[:40]}…, too large for "
+                           "any field: send numbers of a usual size")
+    return value
+
+
 def _unique_keys(pairs: list) -> dict:
     """An object of the body, refused when it names a key twice: Python's json (and so
     FastAPI) keeps the last value silently, so {"top_k": 2, "top_k": 3} ran with 3."""
@@ -82,7 +95,7 @@ def json_problem(body: bytes) -> str | None:
         return "the request body is empty: send a JSON object"
     try:
         value = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_unique_keys,
-                           parse_float=_representable_float)
+                           parse_float=_representable_float, parse_int=_representable_int)
     except RecursionError:  # not a ValueError: it would be a 500 (and FastAPI parses again)
         return (f"the request body nests deeper than {MAX_DEPTH} levels: send a flat JSON "
                 "object")
