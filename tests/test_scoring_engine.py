@@ -129,6 +129,33 @@ def test_window_starts_centre_targets():
     assert set(coarse) <= set(range(0, 81, 7)) | {80}
 
 
+def test_a_stride_past_the_window_is_refused_not_read_at_a_wrong_column(tiny_mlm):
+    """Windows of 22 content tokens starting at multiples of 30 leave tokens in no window:
+    it was an IndexError or a score read at a wrong column. Now one line naming the
+    largest stride; a stride up to the window scores every token, equal to stride 1's
+    windows where they coincide, and a text that fits ignores the stride."""
+    import mlmkit
+    from mlmkit.errors import InvalidArgument
+
+    mlm = tiny_mlm("bert")
+    limit = 24
+    ids = mlm.tokenizer(" ".join(TEXTS * 2))["input_ids"]
+    assert len(ids) > 3 * limit
+    with pytest.raises(InvalidArgument, match="stride=30 .*use a stride of at most 22") as info:
+        score_token_ids(mlm, [ids], max_length=limit, stride=30)
+    assert "\n" not in str(info.value)
+    with pytest.raises(InvalidArgument, match="at most 22"):
+        score_token_ids(mlm, [ids], max_length=limit, stride=10**400)
+    (scores,) = score_token_ids(mlm, [ids], max_length=limit, stride=22)
+    assert len(scores) == len(ids) - 2 and np.isfinite(scores).all()
+    short = score_token_ids(mlm, [ids[:limit]], max_length=limit, stride=10**6)
+    np.testing.assert_allclose(short[0], score_token_ids(mlm, [ids[:limit]])[0], atol=1e-6)
+    with pytest.raises(InvalidArgument, match="stride"):
+        mlmkit.score(mlm, [" ".join(TEXTS * 40)], stride=10**4)
+    with pytest.raises(InvalidArgument, match="stride"):  # was an OverflowError
+        mlmkit.score(mlm, [" ".join(TEXTS * 40)], stride=10**400)
+
+
 def test_bf16_close_to_fp32(tiny_mlm):
     mlm = tiny_mlm("bert")
     ids, _ = _encode(mlm, TEXTS[:2])

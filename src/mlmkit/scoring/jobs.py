@@ -110,7 +110,16 @@ def build_jobs(
             start = np.zeros(len(pos), dtype=np.int64)
             width = n_content
         else:
-            start = window_starts(pos - prefix, n_content, room, stride)
+            # past the content there is no other multiple of the stride (and a huge int
+            # would overflow numpy): the same windows as the stride itself
+            start = window_starts(pos - prefix, n_content, room, min(stride, n_content))
+            outside = in_content & ((pos - prefix < start) | (pos - prefix >= start + room))
+            if outside.any():  # windows at multiples of a stride past the window leave gaps
+                raise InvalidArgument(
+                    f"stride={stride} (--stride) leaves tokens of sequence {i} in no window: "
+                    f"it is longer than the model's {max_length} tokens, so it is scored in "
+                    f"windows of {room} tokens that start at multiples of the stride; use a "
+                    f"stride of at most {room}")
             start = np.where(in_content, start, np.where(pos < prefix, 0, n_content - room))
             width = room
 
