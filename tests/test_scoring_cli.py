@@ -260,3 +260,14 @@ def test_score_an_input_without_text_is_an_error_and_writes_nothing(saved_tiny_m
     piped = CliRunner().invoke(app, ["score", model, "-"], input=content)
     _one_line_error(piped, "standard input holds no text")
     assert piped.stdout == ""
+
+
+def test_a_stride_past_the_window_is_one_line_not_a_traceback(saved_tiny_mlm, tmp_path):
+    """A long text scored in windows that start at multiples of --stride: a stride past the
+    window left tokens in no window (an IndexError, or a score read at a wrong column)."""
+    long = tmp_path / "long.txt"
+    long.write_text(" ".join(TEXTS) * 40 + "\n" + TEXTS[0] + "\n")
+    result = CliRunner().invoke(app, ["score", str(saved_tiny_mlm("bert")), str(long),
+                                      "--stride", "100000", "-o", str(tmp_path / "out.jsonl")])
+    line = _one_line_error(result, "stride=100000 (--stride)", "use a stride of at most")
+    assert line.startswith("error: stride=100000")

@@ -115,11 +115,12 @@ def build_jobs(
             start = window_starts(pos - prefix, n_content, room, min(stride, n_content))
             outside = in_content & ((pos - prefix < start) | (pos - prefix >= start + room))
             if outside.any():  # windows at multiples of a stride past the window leave gaps
+                # no index: a streamed file's call holds one chunk, not the whole input
                 raise InvalidArgument(
-                    f"stride={stride} (--stride) leaves tokens of sequence {i} in no window: "
-                    f"it is longer than the model's {max_length} tokens, so it is scored in "
-                    f"windows of {room} tokens that start at multiples of the stride; use a "
-                    f"stride of at most {room}")
+                    f"stride={stride} (--stride) leaves tokens of a text in no window: a text "
+                    f"longer than the model's {max_length} tokens is scored in windows of "
+                    f"{room} tokens that start at multiples of the stride; use a stride of at "
+                    f"most {room}")
             start = np.where(in_content, start, np.where(pos < prefix, 0, n_content - room))
             width = room
 
