@@ -244,6 +244,8 @@ def test_classify_bad_gold_is_the_library_message_as_a_400(client):
     message = error(client, "/v1/classify", {"texts": TEXTS, "gold": ["positive", "meh"]})
     assert message.startswith("gold label(s) ['meh'] are not in the verbalizer's"), message
     assert "--verbalizer" not in message
+    # the flag turned into its field would repeat the word before it
+    assert "give a verbalizer with words" in message and "(verbalizer)" not in message
 
 
 # --- HEAD on every GET route -------------------------------------------------------------------

@@ -351,7 +351,11 @@ def for_http(message: str) -> str:
 
     # A value the message quotes is shortened: a 5,000-character verbalizer word came back
     # whole inside the one-line error (the request's own values are not echoed at length).
-    return shortened(_FLAG.sub(field, message))
+    # "a verbalizer (--verbalizer)" would read "a verbalizer (verbalizer)": once is enough
+    return shortened(_REPEATED.sub(r"\1", _FLAG.sub(field, message)))
+
+
+_REPEATED = re.compile(r"\b(\w+) \(\1\)")
 
 
 def shortened(message: str) -> str:
