@@ -82,13 +82,12 @@ def _scored(tokenizer, texts: list[str], unk: str, spans):
 
 
 def stride_gap(mlm, texts: list[str], unk: str, stride: int, spans=None):
-    """(index, window) of the first text longer than the model with a scored token in no
-    window at `stride`, or None. Windows of `window` content tokens start at multiples of
-    the stride and at the last start (`scoring.jobs.window_starts`): a stride past the
-    window leaves tokens between them, which the engine then read at a wrong column (an
-    IndexError, or a silently wrong score)."""
+    """(index, message) of the first text whose scored tokens the engine's windows at
+    `stride` leave uncovered, or None: the library's own check (`scoring.jobs.build_jobs`
+    refuses a stride past the window), run per text so the server can name the text."""
+    from mlmkit.errors import InvalidArgument
     from mlmkit.scoring.engine import unscored_ids
-    from mlmkit.scoring.jobs import special_runs, window_starts
+    from mlmkit.scoring.jobs import build_jobs
 
     limit = int(mlm.max_length)
     if stride == 1 or not texts:
@@ -98,14 +97,10 @@ def stride_gap(mlm, texts: list[str], unk: str, stride: int, spans=None):
     for i, (ids, pos) in enumerate(zip(sequences, targets, strict=True)):
         if len(ids) <= limit:
             continue
-        prefix, suffix = special_runs(ids, special)
-        content, window = len(ids) - prefix - suffix, limit - prefix - suffix
-        if window < 1 or stride <= window:  # no room: the engine's own error
-            continue
-        pos = pos[(pos >= prefix) & (pos < prefix + content)] - prefix
-        start = window_starts(pos, content, window, stride)
-        if ((pos < start) | (pos >= start + window)).any():
-            return i, window
+        try:
+            build_jobs([ids], [pos], special, limit, "pll", None, stride)
+        except InvalidArgument as error:
+            return i, str(error)
     return None
 
 

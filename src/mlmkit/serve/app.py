@@ -198,13 +198,9 @@ class Server:
             spans = [span for _, span, _ in items]
             spans = None if all(s is None for s in spans) else spans
             gap = stride_gap(mlm, texts, unk, stride, spans)
-            if gap is not None:  # the engine read such tokens at a wrong column (a 500)
-                i, window = gap
-                raise InvalidArgument(
-                    f"stride={stride} leaves tokens of {items[i][2]} in no window: it is longer "
-                    f"than the {mlm.max_length} tokens model {name!r} takes, so it is scored in "
-                    f"windows of {window} tokens that start at multiples of the stride; use a "
-                    f"stride of at most {window}")
+            if gap is not None:  # the library's message, naming the request's text
+                i, message = gap
+                raise InvalidArgument(message.replace("of a text", f"of {items[i][2]}", 1))
             results = mlmkit.score(mlm, texts, metric=metric, per_token=per_token,
                                    per_word=per_word, spans=spans, unk=unk, stride=stride,
                                    batch_tokens=c.batch_tokens, precision=c.precision,
