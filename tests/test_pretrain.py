@@ -672,3 +672,29 @@ def test_resume_in_another_precision_says_the_losses_change(tmp_path, tokenizer_
     assert said == (auto == "fp32")  # bf16 where this CPU multiplies bf16 natively
     pretrain(resume=tmp_path / "run", overrides={"halt_after": None, "precision": "auto"})
     assert "continues in" not in capsys.readouterr().err  # the same precision: nothing
+
+
+def test_a_run_leaves_the_process_tf32_flags_as_it_found_them(tmp_path, tokenizer_path,
+                                                              monkeypatch):
+    """A run on a GPU allows TF32 matrix products; they stayed on after it, so a score
+    computed later in the same process (a notebook: train, then score) moved by ~1e-3.
+    The run turns them on here (as build_runtime does on a GPU) and pretrain restores them."""
+    import mlmkit.train.loop as loop
+
+    real_train = loop.train
+
+    def train_on_gpu_flags(*args, **kwargs):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+        return real_train(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "train", train_on_gpu_flags)
+    before = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        pretrain(tiny_config(tmp_path / "run", tokenizer_path, steps=1, pppl_sentences=0,
+                             eval_blocks=1))
+        assert not torch.backends.cuda.matmul.allow_tf32
+        assert not torch.backends.cudnn.allow_tf32
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before

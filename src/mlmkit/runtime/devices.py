@@ -68,20 +68,23 @@ def set_threads(threads: int | None = None) -> int:
 
 
 @contextlib.contextmanager
-def thread_count_kept():
-    """Inside: threads set as usual. After: the count asked for by name and torch's count as
-    they were before (a training run sets its count, maybe chosen from the load, for its
-    own evaluations; it does not outlive the run)."""
+def run_settings_kept():
+    """Inside: a training run sets process-wide settings as usual (its thread count, maybe
+    chosen from the load, for its own evaluations; TF32 matrix products on a GPU). After:
+    the count asked for by name, torch's count and the TF32 flags as they were before, so a
+    score computed later in the same process is the float32 one (TF32 moves it ~1e-3)."""
     import torch
 
     global _asked_threads
     asked, count = _asked_threads, torch.get_num_threads()
+    tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
     try:
         yield
     finally:
         _asked_threads = asked
         if torch.get_num_threads() != count:
             torch.set_num_threads(count)
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = tf32
 
 
 def available_devices() -> list[str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from mlmkit.runtime.devices import thread_count_kept
+from mlmkit.runtime.devices import run_settings_kept
 from mlmkit.runtime.results import Result
 from mlmkit.runtime.staging import write_text as atomic_write_text  # fsynced, umask
 from mlmkit.train.config import PretrainConfig
@@ -54,8 +54,8 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
     interrupted) and the summary also written to `summary.json`.
     """
     # the run's thread count (maybe chosen from the load) holds for its evaluations too,
-    # and ends with it
-    with thread_count_kept():
+    # and ends with it, as do TF32 products on a GPU
+    with run_settings_kept():
         run = build_run(config, resume=resume, overrides=overrides, runtime=runtime,
                         restart=restart)
         run.open_directory()
