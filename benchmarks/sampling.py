@@ -132,7 +132,7 @@ def train(mlm: MLM, stream: list[int], steps: int, seed: int, batch: int = 32, l
           length: int = 62, warmup: int = 100) -> float:
     """A short masked-diffusion training run: per sequence a masking rate t ~ U(0.05, 1),
     each token masked with probability t, cross-entropy at the masked positions."""
-    tok, model = mlm.tokenizer, mlm.model
+    tok, model, device = mlm.tokenizer, mlm.model, mlm.device
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01,
                                   betas=(0.9, 0.98))
@@ -151,9 +151,11 @@ def train(mlm: MLM, stream: list[int], steps: int, seed: int, batch: int = 32, l
         rate = torch.rand(batch, 1, generator=generator) * 0.95 + 0.05
         masked = torch.rand(ids.shape, generator=generator) < rate
         masked[:, 0] = masked[:, -1] = False
+        ids, masked = ids.to(device), masked.to(device)
         targets = ids[masked]
         inputs = ids.masked_fill(masked, tok.mask_token_id)
-        logits = masked_logits(model, inputs, torch.ones_like(inputs), masked)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            logits = masked_logits(model, inputs, torch.ones_like(inputs), masked)
         loss = torch.nn.functional.cross_entropy(logits.float(), targets)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -167,7 +169,7 @@ def train(mlm: MLM, stream: list[int], steps: int, seed: int, batch: int = 32, l
 
 def trained(name: str, tokenizer, stream, steps: int, seed: int, retrain: bool,
             root: Path, batch: int, preset: str = "modernbert-tiny", lr: float = 3e-3,
-            layers: int | None = None, init: Path | None = None) -> MLM:
+            layers: int | None = None, init: Path | None = None, device: str = "cpu") -> MLM:
     """A model trained for `steps` steps and cached under a name that says how. With `init`
     (a saved model directory), training starts from its weights, with a fresh warm-up and
     decay, instead of from random ones: the cache name then ends in `-from-<init's name>`
@@ -181,7 +183,7 @@ def trained(name: str, tokenizer, stream, steps: int, seed: int, retrain: bool,
                    + (f"-from-{init.name}" if init is not None else ""))
     # (a cached model without its tokenizer predates the fix above: trained again)
     if (path / "tokenizer.json").is_file() and not retrain:
-        model = AutoModelForMaskedLM.from_pretrained(path).eval()
+        model = AutoModelForMaskedLM.from_pretrained(path).eval().to(device)
         return MLM(model=model, tokenizer=AutoTokenizer.from_pretrained(path), name=name)
     if init is not None:
         if not (init / "tokenizer.json").is_file():
@@ -201,7 +203,7 @@ def trained(name: str, tokenizer, stream, steps: int, seed: int, retrain: bool,
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = AutoModelForMaskedLM.from_config(config)
-    mlm = MLM(model=model, tokenizer=tokenizer, name=name)
+    mlm = MLM(model=model.to(device), tokenizer=tokenizer, name=name)
     started, cpu = time.perf_counter(), time.process_time()
     # (continued training draws other batches than the init model's run drew)
     loss = train(mlm, stream, steps, seed if init is None else seed + 1, batch=batch,
@@ -245,10 +247,10 @@ def cached_tokenizer(text: str, path: Path, vocab: int, retrain: bool):
     return AutoTokenizer.from_pretrained(path)
 
 
-def loaded(path: str, name: str) -> MLM:
+def loaded(path: str, name: str, device: str = "cpu") -> MLM:
     from mlmkit.models import load_mlm
 
-    mlm = load_mlm(path)
+    mlm = load_mlm(path, device=device)
     mlm.model.eval()
     return mlm
 
@@ -278,6 +280,7 @@ def context_check(mlm: MLM, test: list[int], unigram: int, rows: int = 256, leng
                      torch.full((rows, 1), tok.sep_token_id)], 1)
     masked = torch.rand(ids.shape, generator=generator) < rate
     masked[:, 0] = masked[:, -1] = False
+    ids, masked = ids.to(mlm.device), masked.to(mlm.device)
     with torch.inference_mode():
         logits = masked_logits(mlm.model, ids.masked_fill(masked, tok.mask_token_id), None,
                                masked).float()
@@ -348,6 +351,7 @@ def first_call_confidence(mlm: MLM, task) -> dict:
     for row, (_, spans) in enumerate(task):
         for start, length in spans:
             masked[row, 1 + start:1 + start + length] = True
+    ids, masked = ids.to(mlm.device), masked.to(mlm.device)
     with torch.inference_mode():
         logits = masked_logits(mlm.model, ids.masked_fill(masked, tok.mask_token_id), None,
                                masked).float()
@@ -539,7 +543,7 @@ def cache_error(mlm, prompts, block_length: int) -> float:
 
     tok, model = mlm.tokenizer, mlm.model
     ids = torch.tensor([[tok.cls_token_id] + p + [tok.mask_token_id] * 32 + [tok.sep_token_id]
-                        for p in prompts])
+                        for p in prompts]).to(mlm.device)
     attention = torch.ones_like(ids)
     start = 1 + len(prompts[0])
     block = slice(start, start + block_length)
@@ -589,6 +593,9 @@ def main() -> None:
                              "python-docs: mlmkit's built-in corpus (its train and "
                              "validation splits)")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--device", default="cpu", help="cpu or cuda: where the models train "
+                        "(bf16 autocast on a GPU) and sample; MFU and speeds then use the "
+                        "wall clock")
     parser.add_argument("--retrain", action="store_true")
     parser.add_argument("--plot", default=None, help="write the curves to this PNG")
     parser.add_argument("--json", default=None, help="write every figure to this JSON file")
@@ -601,21 +608,22 @@ def main() -> None:
     tokenizer = cached_tokenizer(train_text, root / f"tokenizer-{args.vocab}{tag}", args.vocab,
                                  args.retrain and args.train_only != "judge")
     if args.model:
-        mlm = loaded(args.model, "sampler")
+        mlm = loaded(args.model, "sampler", args.device)
         tokenizer = mlm.tokenizer
     stream = token_stream(tokenizer, train_text)
     half = len(stream) // 2
     if args.train_only != "judge" and not args.model:
         mlm = trained(f"sampler-v{args.vocab}{tag}", tokenizer, stream[:half], args.steps, 0,
                       args.retrain, root, args.batch, args.preset, args.lr, args.layers,
-                      init_path(args.init, root))
+                      init_path(args.init, root), args.device)
     if args.train_only == "model":
         return
     if args.judge:
-        judge = loaded(args.judge, "judge")
+        judge = loaded(args.judge, "judge", args.device)
     else:
         judge = trained(f"judge-v{args.vocab}{tag}", tokenizer, stream[half:], args.judge_steps, 1,
-                        args.retrain, root, args.batch, args.judge_preset, args.lr)
+                        args.retrain, root, args.batch, args.judge_preset, args.lr,
+                        device=args.device)
     if args.train_only == "judge":
         return
 
@@ -655,7 +663,9 @@ def main() -> None:
               flush=True)
     # MFU: the matmul peak per CPU second of this process, at the run's threads (the
     # samplers are timed in CPU seconds too: the machine may be shared).
-    peak = matmul_peak(threads=args.threads, clock=time.process_time)
+    gpu = args.device.startswith("cuda")
+    peak = matmul_peak(threads=args.threads, clock=time.process_time, device=args.device)
+    spent = "seconds" if gpu else "cpu_seconds"  # a GPU's work is not this process's CPU
 
     results = []
     print("NFE: model calls per sequence (a row's calls while it has masks: its cost alone); "
@@ -685,7 +695,7 @@ def main() -> None:
                         "continuation": {k: v for k, v in cont.items() if k != "generated"}})
         work = [fills["infill"], fills["infill_short"], cont]
         results[-1]["mfu"] = mfu(sum(w["flops"] for w in work),
-                                 sum(w["cpu_seconds"] for w in work), peak)
+                                 sum(w[spent] for w in work), peak)
         print(f"{policy:<14}{label:<34}" + "".join(
             f"{f['nfe']:>6.1f}{f['batch_nfe']:>6.0f}{f['accuracy']:>7.3f}{f['se']:>6.3f}"
             f"{f['exact']:>7.3f}{f['exact_se']:>6.3f}{f['tokens_per_s']:>8.0f} "
@@ -711,7 +721,7 @@ def main() -> None:
         if best.get("best_setting") == r["setting"]:
             shares[f"{r['policy']} {best['best_setting']}"] = r["mfu"]
     summary["mfu"] = shares
-    print("\n" + mfu_text(shares, peak, "CPU time") + " (infilling and continuation, "
+    print("\n" + mfu_text(shares, peak, "wall clock, GPU" if gpu else "CPU time") + " (infilling and continuation, "
           "each sampler's own calls)")
 
     # Block cache: 96-token continuations in blocks of 8, 2 tokens per step.

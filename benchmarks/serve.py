@@ -274,12 +274,12 @@ def main() -> None:
     needed = {"score": pll_flops(config, [len(x) for x in tokenizer(texts)["input_ids"]]),
               "fill": sum(forward_flops(config, len(x), 1) for x in
                           tokenizer([masked(t) for t in texts])["input_ids"])}
-    peak = matmul_peak(threads=args.threads)
+    peak = matmul_peak(threads=args.threads, device=args.device)
     for workload in REQUESTS:
         print(f"  {workload:<6} " + mfu_text({
             name: mfu(needed[workload], measured[name, workload][0], peak)
             for name in ("batched", "unbatched")}, peak,
-            f"wall clock, {args.threads} thread(s)"))
+            f"wall clock, {args.device}, {args.threads} thread(s)"))
 
     if args.load_seconds > 0:
         server = Server(model, *flags)

@@ -1,0 +1,134 @@
+"""The GPU paths, on a CUDA device against the CPU: scores and fill-mask of every family,
+sampling, training (bf16 autocast, ELECTRA, diffusion, exact resume) and serving.
+
+Skipped where there is no GPU (CI has none); run them where there is one:
+`python -m pytest tests/test_cuda.py`. Each test builds its own GPU copy of a tiny model, so
+the session's CPU fixtures stay on the CPU."""
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+
+import mlmkit
+from mlmkit.models import MLM
+from tests.conftest import FAMILY_TOKENIZER
+from tests.test_pretrain import tiny_config, weights
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+TEXTS = ["Return the list of items.", "Open the file for reading and writing.",
+         "The value of the first argument is returned when the second one is missing."]
+
+
+def on_gpu(mlm: MLM) -> MLM:
+    return MLM(model=copy.deepcopy(mlm.model).to("cuda"), tokenizer=mlm.tokenizer,
+               name=mlm.name)
+
+
+def close(a: float, b: float, relative: float) -> bool:
+    return abs(a - b) <= relative * max(1.0, abs(a))
+
+
+@pytest.mark.parametrize("family", sorted(FAMILY_TOKENIZER))
+def test_scores_on_the_gpu_equal_the_cpu(tiny_mlm, family):
+    cpu = tiny_mlm(family)
+    gpu = on_gpu(cpu)
+    for metric in ("pll", "pll_word_l2r"):
+        expected = mlmkit.score(cpu, TEXTS, metric=metric, per_token=True, device="cpu")
+        got = mlmkit.score(gpu, TEXTS, metric=metric, per_token=True)
+        assert gpu.device.type == "cuda"
+        for a, b in zip(expected, got, strict=True):
+            assert close(a.pll, b.pll, 1e-4), (family, metric, a.pll, b.pll)
+            assert [t.token for t in a.tokens] == [t.token for t in b.tokens]
+    half = mlmkit.score(gpu, TEXTS, precision="bf16")
+    for a, b in zip(expected, half, strict=True):  # bf16 runs, and lands near the float32 score
+        assert math.isfinite(b.pll) and close(a.pll, b.pll, 0.05), (family, a.pll, b.pll)
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "modernbert"])
+def test_fill_mask_on_the_gpu_equals_the_cpu(tiny_mlm, family):
+    cpu = tiny_mlm(family)
+    gpu = on_gpu(cpu)
+    mask = cpu.tokenizer.mask_token
+    texts = [f"Return the {mask} of items.", f"Open the {mask} for {mask} and writing."]
+    for mode in ("independent", "joint"):
+        expected = mlmkit.fill_mask(cpu, texts, top_k=5, mode=mode, device="cpu")
+        got = mlmkit.fill_mask(gpu, texts, top_k=5, mode=mode)
+        for a, b in zip(expected, got, strict=True):
+            for x, y in zip(a.to_dict()["masks"], b.to_dict()["masks"], strict=True):
+                scores = [c["score"] for c in x["candidates"]]
+                assert [c["score"] for c in y["candidates"]] == pytest.approx(scores,
+                                                                              abs=1e-4)
+
+
+POLICIES = [dict(steps=8), dict(reveal="threshold", threshold=0.5),
+            dict(reveal="factor", factor=2.0), dict(reveal="entropy-bound", entropy_bound=1.0),
+            dict(steps=8, remask="cap", sigma=0.1), dict(reveal="threshold", threshold=0.7,
+                                                         edit=0.9),
+            dict(steps=8, block_length=4), dict(steps=8, block_length=4, block_cache=True),
+            dict(steps=8, cfg_scale=1.0)]
+
+
+@pytest.mark.parametrize("options", POLICIES, ids=lambda o: ",".join(map(str, o.values())))
+def test_sampling_on_the_gpu_is_deterministic_and_counts_its_calls(tiny_mlm, options):
+    gpu = on_gpu(tiny_mlm("modernbert"))
+    first = mlmkit.generate(gpu, "Return the list", length=8, seed=3, **options)
+    again = mlmkit.generate(gpu, "Return the list", length=8, seed=3, **options)
+    assert first.to_dict()["text"] == again.to_dict()["text"]
+    assert gpu.tokenizer.mask_token not in first.text
+    cost = first.to_dict()["cost"]
+    assert cost["nfe"] >= 1 and cost["tokens_per_call"] == pytest.approx(8 / cost["nfe"],
+                                                                          rel=1e-6)
+    filled = mlmkit.infill(gpu, "Return the [MASK:3] of the [MASK] items.", seed=3, **{
+        k: v for k, v in options.items() if k not in ("cfg_scale", "block_length",
+                                                      "block_cache", "steps")})
+    assert gpu.tokenizer.mask_token not in filled.text
+
+
+def test_training_on_the_gpu_runs_bf16_and_resumes_exactly(tmp_path, fixture_dir,
+                                                           wordpiece_tokenizer):
+    from mlmkit.train import pretrain
+    from mlmkit.train.runtime import build_runtime
+
+    tokenizer = str(fixture_dir / "tok-wordpiece")
+    assert build_runtime("cuda").precision == "bf16"  # auto: native bf16 on the GPU
+    tf32 = torch.backends.cuda.matmul.allow_tf32
+    for objective in ("mlm", "electra", "diffusion"):
+        model = {"electra": "electra-tiny"}.get(objective, "tiny")
+        result = pretrain(tiny_config(tmp_path / objective, tokenizer, device="cuda",
+                                      precision="auto", objective=objective, model=model,
+                                      masking="default", steps=6, pppl_sentences=2))
+        assert result.summary["status"] == "finished", objective
+        losses = [r["loss"] for r in result.history if r.get("split") == "train"]
+        assert losses and all(map(math.isfinite, losses)), (objective, losses)
+    assert torch.backends.cuda.matmul.allow_tf32 == tf32  # the run's TF32 ended with it
+    # exact resume in fp32: halted at 3 of 6 steps, then resumed, equals one straight run
+    straight = pretrain(tiny_config(tmp_path / "straight", tokenizer, device="cuda",
+                                    steps=6, pppl_sentences=0))
+    pretrain(tiny_config(tmp_path / "halted", tokenizer, device="cuda", steps=6,
+                         halt_after=3, pppl_sentences=0))
+    resumed = pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
+    a, b = weights(straight.run_dir), weights(resumed.run_dir)
+    worst = max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
+    print(f"resume on the GPU: largest weight difference {worst:.2e}")
+    assert worst <= 1e-5
+
+
+def test_serving_on_the_gpu_equals_the_python_api(tiny_mlm):
+    from fastapi.testclient import TestClient
+
+    from mlmkit.serve import ServeConfig, create_app
+
+    gpu = on_gpu(tiny_mlm("bert"))
+    with TestClient(create_app({"bert": gpu}, ServeConfig(threads=1))) as client:
+        got = client.post("/v1/score", json={"texts": TEXTS}).json()["results"]
+        info = client.get("/v1/models").json()["models"][0]
+        mask = gpu.tokenizer.mask_token
+        fill = client.post("/v1/fill", json={"texts": [f"Return the {mask} of items."]})
+    assert info["device"].startswith("cuda")
+    for a, b in zip(mlmkit.score(gpu, TEXTS), got, strict=True):
+        assert close(a.pll, b["pll"], 1e-5)
+    assert fill.status_code == 200
