@@ -135,7 +135,16 @@ def test_unmask_tab_streams_then_plays_to_the_end(page, server, artifacts):
                                             "sampler": "confidence", "temperature": 1.0})
     assert page.inner_text("#unmask-result .text") == expected["results"][0]["full_text"]
     assert page.inner_text("#unmask-step") == "step 4 / 4"
+    cost = expected["results"][0]["cost"]  # the run's cost as the API returns it
+    assert page.inner_text("#unmask-result .nfe") == str(cost["nfe"])
+    assert page.inner_text("#unmask-result .tokens-per-call") == f"{cost['tokens_per_call']:.2f}"
+    assert page.inner_text("#unmask-result .steps") == str(cost["steps"])
+    assert float(page.inner_text("#unmask-result .seconds")) >= 0
+    live = page.inner_text("#unmask-cost")  # live: the cost so far at the step shown
+    assert live.startswith(f"{cost['nfe']} model calls · {cost['tokens_per_call']:.2f} tokens/call")
+    assert live.endswith(" s")
     page.fill("#unmask-scrubber", "0")
+    assert page.inner_text("#unmask-cost") == "0 model calls · 0.00 tokens/call · 0.00 s"
     assert page.locator("#unmask-canvas .ct.mask").count() == 8
     page.click("#unmask-play")
     page.wait_for_function("document.querySelector('#unmask-step').textContent === 'step 4 / 4'"
@@ -156,6 +165,16 @@ def test_unmask_tab_streams_then_plays_to_the_end(page, server, artifacts):
                                           "steps": 2, "seed": 3, "reveal": "threshold"})
     assert page.inner_text("#unmask-result .text") == expected["results"][0]["text"]
     assert 'reveal="threshold"' in page.inner_text("#code-python")
+    # A span of unknown length: its candidates are ranked by PLL, calls shown apart from NFE
+    page.fill("#unmask-input", "Open the [MASK:1-2] file.")
+    page.click("#unmask-run")
+    page.wait_for_selector("#unmask-result .scoring-calls")
+    expected = api(server, "/v1/infill", {"template": "Open the [MASK:1-2] file.", "model": "bert",
+                                          "steps": 2, "seed": 3, "reveal": "threshold"})
+    cost = expected["results"][0]["cost"]
+    assert cost["scoring_calls"] > 0
+    assert page.inner_text("#unmask-result .scoring-calls") == str(cost["scoring_calls"])
+    assert page.inner_text("#unmask-result .nfe") == str(cost["nfe"])
     page.select_option("#unmask-reveal", "count")
     page.select_option("#unmask-task", "generate")
 
@@ -184,7 +203,10 @@ def test_keyboard_phone_width_and_dark(page, artifacts):
     assert page.get_attribute("#tab-fill", "aria-selected") == "true"
     assert page.is_visible("#panel-fill") and not page.is_visible("#panel-score")
     page.set_viewport_size({"width": 390, "height": 800})
-    assert page.evaluate("document.documentElement.scrollWidth") <= 391
+    for tab in ("score", "unmask", "compare", "fill"):  # every form fits a phone's width
+        page.click(f"#tab-{tab}")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 391, tab
+        page.screenshot(path=str(artifacts / f"serve-phone-{tab}.png"), full_page=True)
     light = page.evaluate("getComputedStyle(document.body).backgroundColor")
     page.click("#theme")
     dark = page.evaluate("getComputedStyle(document.body).backgroundColor")
@@ -219,3 +241,130 @@ def test_unmask_infill_example_runs_with_the_default_steps(page, server):
     page.wait_for_selector("#unmask-result")
     assert not page.is_visible("#error")
     page.select_option("#unmask-task", "generate")
+
+
+LONG = " ".join(["Open the file for reading and return its lines."] * 20)  # > 128 tokens
+
+
+def error_message(server, path, body):
+    """The status and message of the API's JSON error for `body` (a refused request)."""
+    response = httpx.post(server + path, json=body, timeout=60)
+    assert 400 <= response.status_code < 500, response.text
+    return f"{response.status_code}: {response.json()['error']['message']}"
+
+
+def score_shown(page, text):
+    page.evaluate("() => { document.querySelector('#score-out').innerHTML = ''; }")
+    page.click("#score-run")
+    page.wait_for_function("t => document.querySelector('#score-out .heat')?.textContent === t",
+                           arg=text)
+
+
+def test_score_tab_stride_on_a_long_text_matches_the_api(page, server):
+    """The Score tab had no stride: a text longer than the model takes was always scored at
+    the API's default stride. Set, it is sent, shown and copied (as `mlmkit.score`'s
+    keyword); a bad one shows the server's message."""
+    page.click("#tab-score")
+    page.fill("#score-input", LONG)
+    page.fill("#score-stride", "16")
+    try:
+        score_shown(page, LONG)
+        body = {"texts": [LONG], "model": "bert", "per_token": True, "per_word": True}
+        expected = api(server, "/v1/score", {**body, "stride": 16})["results"][0]
+        assert expected["pll"] != api(server, "/v1/score", body)["results"][0]["pll"]
+        assert page.inner_text("#score-out .pll") == f"{expected['pll']:.4f}"
+        logprobs = page.locator("#score-out .tok").evaluate_all(
+            "s => s.map(t => Number(t.dataset.logprob))")
+        assert logprobs == [t["logprob"] for t in expected["tokens"]]
+        assert ", stride=16)" in page.inner_text("#code-python")
+        assert '"stride":16' in page.inner_text("#code-curl")
+        # the library's 400, the schema's 422 (sent as typed), windows leaving a gap (400)
+        for bad, sent in (("0", 0), ("2.5", "2.5"), ("200", 200)):
+            page.fill("#score-stride", bad)
+            page.click("#score-run")
+            message = error_message(server, "/v1/score", {**body, "stride": sent})
+            page.wait_for_function("m => document.querySelector('#error').textContent === m",
+                                   arg=message)
+            assert page.is_visible("#error")
+    finally:
+        page.fill("#score-stride", "")
+    score_shown(page, LONG)
+    assert "stride" not in page.inner_text("#code-python") + page.inner_text("#code-curl")
+    assert not page.is_visible("#error")
+
+
+def test_score_tab_span_from_the_selection(page, server):
+    """`spans` (conditional scoring): the span typed or taken from the selected text, in
+    code points as the API counts them (an emoji before it is one character)."""
+    text = "\U0001F600 Open the file for reading and return its lines."
+    page.click("#tab-score")
+    page.fill("#score-input", text)
+    start = text.index("file")
+    page.eval_on_selector("#score-input", "(e, [a, b]) => e.setSelectionRange(a, b)",
+                          [start + 1, start + 1 + len("file for reading")])  # +1: UTF-16
+    page.click("#score-span-selection")
+    assert page.input_value("#score-span-start") == str(start)
+    assert page.input_value("#score-span-end") == str(start + len("file for reading"))
+    page.select_option("#score-unk", "skip")
+    try:
+        score_shown(page, text)
+        span = [start, start + len("file for reading")]
+        expected = api(server, "/v1/score", {"texts": [text], "model": "bert", "per_token": True,
+                                             "spans": [span], "unk": "skip"})["results"][0]
+        assert page.inner_text("#score-out .pll") == f"{expected['pll']:.4f}"
+        shown = page.eval_on_selector_all("#score-out .tok", "o => o.map(x => x.textContent)")
+        assert shown == [text[t["start"]:t["end"]] for t in expected["tokens"]]
+        assert "".join(shown) == "fileforreading"
+        code = page.inner_text("#code-python")
+        assert f'spans=[[{span[0]}, {span[1]}]], unk="skip")' in code
+        page.fill("#score-span-end", "")  # one end: the span runs to the text's end
+        score_shown(page, text)
+        assert f"spans=[[{start}, {len(text)}]]" in page.inner_text("#code-python")
+        page.fill("#score-span-start", "-1")
+        page.click("#score-run")
+        message = error_message(server, "/v1/score", {"texts": [text], "spans": [[-1, len(text)]]})
+        page.wait_for_function("m => document.querySelector('#error').textContent === m",
+                               arg=message)
+    finally:
+        page.fill("#score-span-start", "")
+        page.fill("#score-span-end", "")
+        page.select_option("#score-unk", "score")
+
+
+def test_compare_tab_stride_and_unk(page, server):
+    page.click("#tab-compare")
+    page.fill("#compare-input", LONG)
+    page.fill("#compare-stride", "16")
+    page.select_option("#compare-unk", "skip")
+    try:
+        page.click("#compare-run")
+        page.wait_for_function("t => document.querySelector('#compare-out .heat')?.textContent "
+                               "=== t", arg=LONG)
+        expected = api(server, "/v1/compare", {"text": LONG, "stride": 16, "unk": "skip"})
+        columns = page.locator("#compare-out .compare-col")
+        for k, result in enumerate(expected["results"]):
+            assert columns.nth(k).locator(".pll").inner_text() == f"{result['pll']:.4f}"
+        assert 'per_word=True, unk="skip", stride=16)' in page.inner_text("#code-python")
+        assert '"unk":"skip","stride":16}' in page.inner_text("#code-curl")
+        page.fill("#compare-stride", "x")
+        page.click("#compare-run")
+        message = error_message(server, "/v1/compare", {"text": LONG, "stride": "x"})
+        page.wait_for_function("m => document.querySelector('#error').textContent === m",
+                               arg=message)
+    finally:
+        page.fill("#compare-stride", "")
+        page.select_option("#compare-unk", "score")
+
+
+def test_copy_as_code_follows_the_tab_shown(page):
+    """Each tab's code is its own last request: the Score tab showed the Compare tab's code
+    (the last request sent anywhere) next to its own, different, result."""
+    expected = {"fill": ("mlmkit.fill_mask(mlm,", "/v1/fill"),
+                "score": ("mlmkit.score(mlm,", "/v1/score"),
+                "unmask": ("mlmkit.infill(mlm,", "/v1/infill"),  # the tab's last run
+                "compare": ("scores = {name: mlmkit.score(", "/v1/compare")}
+    for tab in ("score", "fill", "compare", "unmask", "score"):
+        page.click(f"#tab-{tab}")
+        python, route = expected[tab]
+        assert python in page.inner_text("#code-python"), tab
+        assert f"{route} -H" in page.inner_text("#code-curl"), tab

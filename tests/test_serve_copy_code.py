@@ -9,6 +9,8 @@ from __future__ import annotations
 import ast
 import contextlib
 import io
+import json
+import subprocess
 
 import httpx
 import pytest
@@ -30,13 +32,19 @@ def server(saved_tiny_mlm):
         yield f"http://127.0.0.1:{port}"
 
 
-def test_copied_compare_code_runs_and_prints_the_api_results(browser, server):  # noqa: F811
+def open_page(browser, server):  # noqa: F811
+    """A fresh page of the playground, its model list loaded; (context, page, page errors)."""
     context = browser.new_context(viewport={"width": 1000, "height": 800})
     page = context.new_page()
     problems = []
     page.on("pageerror", lambda e: problems.append(str(e)))
     page.goto(server + "/")
     page.wait_for_selector("#compare-models input", state="attached")
+    return context, page, problems
+
+
+def test_copied_compare_code_runs_and_prints_the_api_results(browser, server):  # noqa: F811
+    context, page, problems = open_page(browser, server)
     text = "Open the file for reading."
     page.click("#tab-compare")
     page.fill("#compare-input", text)
@@ -50,6 +58,49 @@ def test_copied_compare_code_runs_and_prints_the_api_results(browser, server):  
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "copied.py", "exec"), {})  # noqa: S102 (the page's own code)
     assert ast.literal_eval(printed.getvalue().strip()) == expected["results"]
+
+
+def run_python(code: str):
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "copied.py", "exec"), {})  # noqa: S102 (the page's own code)
+    return ast.literal_eval(printed.getvalue().strip())
+
+
+def test_copied_score_and_compare_code_keep_stride_span_and_unk(browser, server):  # noqa: F811
+    """The options the API takes beyond the page's first ones (stride, spans, unk): the
+    copied Python (`mlmkit.score`'s keywords) and curl give the numbers on screen."""
+    long = " ".join(["Open the file for reading and return its lines."] * 20)  # > 128 tokens
+    context, page, problems = open_page(browser, server)
+    page.click("#tab-score")
+    page.fill("#score-input", long)
+    page.fill("#score-stride", "16")
+    page.fill("#score-span-start", "49")
+    page.select_option("#score-unk", "skip")
+    page.click("#score-run")
+    page.wait_for_selector("#score-out .tok")
+    shown = page.inner_text("#score-out .pll")
+    score = page.inner_text("#code-python"), page.inner_text("#code-curl")
+    page.click("#tab-compare")
+    page.fill("#compare-input", long)
+    page.fill("#compare-stride", "16")
+    page.select_option("#compare-unk", "skip")
+    page.click("#compare-run")
+    page.wait_for_selector("#compare-out table.diff")
+    compare = page.inner_text("#code-python")
+    context.close()
+    assert not problems, problems
+    body = {"texts": [long], "model": "text", "per_token": True, "per_word": True,
+            "spans": [[49, len(long)]], "unk": "skip", "stride": 16}
+    expected = httpx.post(server + "/v1/score", json=body, timeout=60).json()["results"]
+    assert shown == f"{expected[0]['pll']:.4f}"
+    assert run_python(score[0]) == expected
+    curl = subprocess.run(["bash", "-c", score[1]], capture_output=True, text=True, timeout=60,
+                          check=True)
+    assert json.loads(curl.stdout)["results"] == expected
+    expected = httpx.post(server + "/v1/compare", json={"text": long, "unk": "skip",
+                                                        "stride": 16}, timeout=60).json()
+    assert run_python(compare) == expected["results"]
 
 
 def test_a_wordpiece_piece_is_put_in_where_the_mask_stood(browser, server):  # noqa: F811

@@ -4,7 +4,7 @@
 "use strict";
 
 const $ = (selector) => document.querySelector(selector);
-const state = { models: [], limits: {}, last: null, steps: [], frame: 0, timer: null,
+const state = { models: [], limits: {}, code: {}, steps: [], frame: 0, timer: null,
   putIn: new Set() };
 
 // --- the API -------------------------------------------------------------------------------
@@ -36,6 +36,15 @@ function showError(error) {
   box.hidden = !error;
 }
 
+// A number field as the request sends it: empty is not sent (the API's default applies), a
+// whole number is sent as a number, anything else as typed, so that the server refuses it
+// with its own message (shown in the error box) instead of the page dropping it silently.
+function numberField(selector) {
+  const raw = $(selector).value.trim();
+  if (raw === "") return undefined;
+  return /^[+-]?\d+$/.test(raw) && Number.isSafeInteger(Number(raw)) ? Number(raw) : raw;
+}
+
 function busy(button, on) {
   button.disabled = on;
   button.setAttribute("aria-busy", on ? "true" : "false");
@@ -61,7 +70,7 @@ function source(name) {
 
 const CALLS = {
   "/v1/fill": ["fill_mask", "texts", ["top_k", "mode"]],
-  "/v1/score": ["score", "texts", ["metric", "per_token", "per_word"]],
+  "/v1/score": ["score", "texts", ["metric", "per_token", "per_word", "spans", "unk", "stride"]],
   "/v1/generate": ["generate", "prompt", ["length", "steps", "sampler", "reveal", "temperature", "block_length", "seed"]],
   "/v1/infill": ["infill", "template", ["steps", "sampler", "reveal", "temperature", "block_length", "seed"]],
 };
@@ -75,7 +84,9 @@ function pythonCode(path, body) {
     lines.push(`text = ${py(body.text)}`);
     // written pair by pair: an object would put integer-like names ("7") first
     lines.push(`models = {${body.models.map((name) => `${py(name)}: ${py(source(name))}`).join(", ")}}`);
-    lines.push(`scores = {name: mlmkit.score(mlmkit.load_mlm(path), text, metric=${py(body.metric)}, per_token=True, per_word=True)`);
+    // mlmkit.score's keywords, each as the request set it (the API's defaults otherwise)
+    const options = ["unk", "stride"].filter((k) => body[k] !== undefined).map((k) => `, ${k}=${py(body[k])}`).join("");
+    lines.push(`scores = {name: mlmkit.score(mlmkit.load_mlm(path), text, metric=${py(body.metric)}, per_token=True, per_word=True${options})`);
     lines.push("          for name, path in models.items()}");
     lines.push("print([s.to_dict() for s in scores.values()])");
     return lines.join("\n");
@@ -98,10 +109,22 @@ function curlCode(path, body) {
   return `curl -s ${location.origin}${path} -H 'content-type: application/json'${key} \\\n  -d '${json}'`;
 }
 
+// The tab whose result each route's request shows.
+const TAB_OF = { "/v1/fill": "tab-fill", "/v1/score": "tab-score", "/v1/generate": "tab-unmask",
+  "/v1/infill": "tab-unmask", "/v1/compare": "tab-compare" };
+
+// Each tab keeps the code of its own last request: the code under a tab is what reproduces
+// the result on it (not another tab's last request).
 function showCode(path, body) {
-  state.last = { path, body };
-  $("#code-python").textContent = pythonCode(path, body);
-  $("#code-curl").textContent = curlCode(path, body);
+  state.code[TAB_OF[path]] = { path, body };
+  const selected = document.querySelector('[role="tab"][aria-selected="true"]');
+  if (selected && selected.id === TAB_OF[path]) renderCode(selected.id);
+}
+
+function renderCode(tabId) {
+  const last = state.code[tabId];
+  $("#code-python").textContent = last ? pythonCode(last.path, last.body) : "";
+  $("#code-curl").textContent = last ? curlCode(last.path, last.body) : "";
 }
 
 for (const button of document.querySelectorAll("button.copy")) {
@@ -134,6 +157,7 @@ function selectTab(tab, focus) {
   }
   if (focus) tab.focus();
   $("#model").disabled = tab.id === "tab-compare";
+  renderCode(tab.id);
 }
 
 tabs.forEach((tab, i) => {
@@ -363,11 +387,41 @@ function showToken(token, alternatives, span) {
   }
 }
 
+// The score request of the form: unk, stride and the span only when set (the API's defaults
+// otherwise). A span with one end given runs from the text's start or to its end; offsets
+// count code points, as the API's (Python's) do.
+function scoreBody() {
+  const text = $("#score-input").value;
+  const body = { texts: [text], model: model(), metric: $("#score-metric").value, per_token: true, per_word: true };
+  if ($("#score-unk").value !== "score") body.unk = $("#score-unk").value;
+  const stride = numberField("#score-stride");
+  if (stride !== undefined) body.stride = stride;
+  const start = numberField("#score-span-start");
+  const end = numberField("#score-span-end");
+  if (start !== undefined || end !== undefined) {
+    body.spans = [[start === undefined ? 0 : start, end === undefined ? Array.from(text).length : end]];
+  }
+  body.alternatives = 5;
+  return body;
+}
+
+$("#score-span-selection").addEventListener("click", () => {
+  const input = $("#score-input");
+  if (input.selectionStart === input.selectionEnd) {
+    showError(new Error("Select the part of the text to score first (the rest is its context)."));
+    return;
+  }
+  const at = (i) => Array.from(input.value.slice(0, i)).length;  // UTF-16 units to code points
+  $("#score-span-start").value = at(input.selectionStart);
+  $("#score-span-end").value = at(input.selectionEnd);
+  showError(null);
+});
+
 $("#score-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   if (!(await ready())) return;
-  const body = { texts: [$("#score-input").value], model: model(), metric: $("#score-metric").value, per_token: true, per_word: true, alternatives: 5 };
   const button = $("#score-run");
+  const body = scoreBody();
   busy(button, true);
   try {
     const data = await api("/v1/score", body);
@@ -392,6 +446,9 @@ $("#compare-form").addEventListener("submit", async (event) => {
   if (!(await ready())) return;
   const models = Array.from(document.querySelectorAll("#compare-models input:checked")).map((i) => i.value);
   const body = { text: $("#compare-input").value, models, metric: "pll" };
+  if ($("#compare-unk").value !== "score") body.unk = $("#compare-unk").value;
+  const stride = numberField("#compare-stride");
+  if (stride !== undefined) body.stride = stride;
   const button = $("#compare-run");
   busy(button, true);
   try {
@@ -470,6 +527,28 @@ function unmaskBody() {
   return [task, body];
 }
 
+// The result's cost as the API returns it (`cost`: mlmkit.generate.cost.Cost), each number in
+// its own <b> (class: the field).
+function resultCost(cost) {
+  const parts = [
+    ["nfe", cost.nfe, ` model call${cost.nfe === 1 ? "" : "s"} (NFE)`],
+    ["tokens", cost.tokens, " tokens"],
+    ["tokens-per-call", cost.tokens_per_call.toFixed(2), " tokens/call"],
+    ["seconds", cost.seconds.toFixed(3), " s"],
+    ["steps", cost.steps, " steps"],
+  ];
+  if (cost.scoring_calls) {
+    parts.push(["scoring-calls", cost.scoring_calls, " scoring calls to rank the candidates"],
+      ["scoring-seconds", cost.scoring_seconds.toFixed(3), " s of scoring"]);
+  }
+  return parts.flatMap(([name, value, unit], i) => {
+    const b = document.createElement("b");
+    b.className = name;
+    b.textContent = value;
+    return [b, document.createTextNode(unit + (i < parts.length - 1 ? " · " : ""))];
+  });
+}
+
 // Parse a text/event-stream body into events, handing each to `onEvent(name, data)`.
 async function readEvents(response, onEvent) {
   const reader = response.body.getReader();
@@ -495,9 +574,27 @@ async function readEvents(response, onEvent) {
 
 function initialFrame(step) {
   // The canvas before the first step: every position masked now or revealed at step 1.
-  return { step: 0, block: 0, rows: step.rows.map((r) => ({
+  return { step: 0, block: 0, cost: { calls: 0, filled: 0, seconds: 0 }, rows: step.rows.map((r) => ({
     row: r.row, tokens: r.tokens, masked: r.masked.map((m, i) => m || r.revealed[i]),
     revealed: r.revealed.map(() => false), confidence: null })) };
+}
+
+// The cost of the run up to a step, as the CLI's live view shows it: model calls (NFE), masks
+// filled per call and wall time. A step event carries its model calls; the masks filled are
+// the masks of the first canvas less those still masked (the library's count), and the time
+// is the event's own when the server sends it, else the time since the request was sent.
+function stepCost(step, first, started) {
+  const masks = (rows) => rows.reduce((n, r) => n + r.masked.filter(Boolean).length, 0);
+  return {
+    calls: step.model_calls,
+    filled: step.filled !== undefined ? step.filled : masks(first.rows) - masks(step.rows),
+    seconds: step.seconds !== undefined ? step.seconds : (performance.now() - started) / 1000,
+  };
+}
+
+function costText(cost) {
+  const perCall = cost.calls ? cost.filled / cost.calls : 0;
+  return `${cost.calls} model call${cost.calls === 1 ? "" : "s"} · ${perCall.toFixed(2)} tokens/call · ${cost.seconds.toFixed(2)} s`;
 }
 
 function renderFrame(index) {
@@ -505,6 +602,7 @@ function renderFrame(index) {
   const frames = state.steps;
   $("#unmask-scrubber").value = index;
   $("#unmask-step").textContent = `step ${index} / ${Math.max(0, frames.length - 1)}`;
+  $("#unmask-cost").textContent = frames.length ? costText(frames[index].cost) : "";
   const canvas = $("#unmask-canvas");
   canvas.innerHTML = "";
   if (!frames.length) return;
@@ -576,10 +674,12 @@ $("#unmask-form").addEventListener("submit", async (event) => {
   const button = $("#unmask-run");
   busy(button, true);
   state.steps = [];
+  renderFrame(0);
   $("#unmask-out").innerHTML = "";
   $("#unmask-play").disabled = true;
   $("#unmask-scrubber").disabled = true;
   try {
+    const started = performance.now();
     const response = await fetch(path, { method: "POST", headers: headers(), body: JSON.stringify(body) });
     if (!response.ok) {
       const data = await response.json().catch(() => null);
@@ -590,6 +690,7 @@ $("#unmask-form").addEventListener("submit", async (event) => {
     await readEvents(response, (name, data) => {
       if (name === "step") {
         if (!state.steps.length) state.steps.push(initialFrame(data));
+        data.cost = stepCost(data, state.steps[0], started);
         state.steps.push(data);
         $("#unmask-scrubber").max = state.steps.length - 1;
         renderFrame(state.steps.length - 1);
@@ -600,7 +701,7 @@ $("#unmask-form").addEventListener("submit", async (event) => {
         card.id = "unmask-result";
         card.innerHTML = "<h3>Result</h3><p class='text'></p><p class='hint meta'></p>";
         card.querySelector(".text").textContent = task === "generate" ? result.full_text : result.text;
-        card.querySelector(".meta").textContent = `${result.model_calls} model calls` + (result.steps ? ` · ${result.steps} steps` : "");
+        card.querySelector(".meta").append(...resultCost(result.cost));
         $("#unmask-out").append(card);
       } else if (name === "error") {
         failure = new Error(data.error.message);
