@@ -153,6 +153,8 @@ def test_generate_stream_sends_each_step_then_the_same_result(client, models):
     assert untimed(events[-1][1]["results"]) == untimed([r.to_dict() for r in expected])
     assert [s["step"] for s in steps] == [1, 2, 3] == list(range(1, expected[0].steps + 1))
     assert [s["model_calls"] for s in steps] == [1, 2, 3]  # as the CLI's --trace lines
+    assert [s["filled"] for s in steps] == [2, 4, 6]  # the cost so far, for a live view
+    assert all(0 < a["seconds"] <= b["seconds"] for a, b in zip(steps, steps[1:], strict=False))
     revealed = sum(sum(s["rows"][0]["revealed"]) for s in steps)
     assert revealed == 6 and not any(steps[-1]["rows"][0]["masked"])
     for step in steps:

@@ -124,7 +124,7 @@ class StepStream:
         rows = [{"row": event.first_row + row, **step_row(self.mlm.tokenizer, event, row)}
                 for row in range(event.ids.shape[0])]
         self.emit({"step": event.step, "block": event.block, "model_calls": event.model_calls,
-                   "rows": rows})
+                   "seconds": event.seconds, "filled": event.filled, "rows": rows})
 
 
 def word_differences(names: list[str], results: list[dict]) -> list[dict]:
