@@ -103,3 +103,28 @@ def test_any_iterable_of_texts_is_scored_as_fill_mask_takes_it(tiny_mlm):
                       (set(TEXTS), "set"), (table(), "DataFrame")):
         with pytest.raises(MlmkitError, match=f"texts is a {name}: pass a string or a list"):
             mlmkit.score(mlm, bad)
+
+
+def test_a_text_with_no_token_to_score_gets_none_not_a_perfect_zero(tiny_mlm):
+    """A span holding no whole token (or a text of [UNK]s with unk="skip") summed nothing:
+    its PLL was 0.0, which ranks above every real score (log p ≤ 0) in a rescoring run."""
+    mlm = tiny_mlm("bert")
+    text = TEXTS[0]
+    inner = (1, 2)  # inside the first word: no whole token
+    unk = mlm.tokenizer.unk_token
+    with pytest.warns(UserWarning) as caught:
+        results = mlmkit.score(mlm, [text, f"{unk} {unk}", text],
+                               spans=[inner, None, (0, len(text))], unk="skip")
+    assert [r.pll is None for r in results] == [True, True, False]
+    assert results[0].pppl is None and results[0].to_dict()["pll"] is None
+    messages = sorted(str(w.message) for w in caught)
+    assert messages[0].startswith("texts[0]: spans[0]=(1, 2) holds no whole token")
+    assert messages[1] == "texts[1]: it has no token to score (unk='skip'): its score is None"
+
+
+def test_a_span_past_the_end_of_its_text_is_refused(tiny_mlm):
+    text = TEXTS[1]
+    with pytest.raises(mlmkit.errors.InvalidArgument,
+                       match=rf"spans\[0\]=\(0, {len(text) + 1}\) ends past the end of "
+                             rf"texts\[0\] \({len(text)} characters\)"):
+        mlmkit.score(tiny_mlm("bert"), [text], spans=[(0, len(text) + 1)])

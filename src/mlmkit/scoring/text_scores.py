@@ -69,6 +69,10 @@ def _check_spans(spans, texts) -> None:
         if not ok or not 0 <= span[0] <= span[1]:
             raise InvalidArgument(f"spans[{i}]={span!r} must be a (start, end) pair of character "
                                   "offsets with 0 ≤ start ≤ end, or None")
+        if span[1] > len(texts[i]):
+            raise InvalidArgument(f"spans[{i}]={span!r} ends past the end of texts[{i}] "
+                                  f"({len(texts[i])} characters): give an end of at most "
+                                  f"{len(texts[i])}")
 
 
 def score(
@@ -95,8 +99,9 @@ def score(
     or None for the whole text. `unk`: "score" masks and scores [UNK] tokens like any other
     (as minicons and Salazar et al.; `n_unk` counts them), "skip" leaves them out of the
     PLL (mlmkit ≤ 0.1). Texts longer than the model's maximum length are scored with
-    sliding windows (`stride`); empty or whitespace-only texts get `pll=None` and a
-    warning. `batch_tokens`, `precision` (auto = fp32), `device`, `threads`, `progress`:
+    sliding windows (`stride`); empty or whitespace-only texts, and texts with no token to
+    score (a span holding no whole token; only [UNK] tokens with unk="skip"), get
+    `pll=None` and a warning. `batch_tokens`, `precision` (auto = fp32), `device`, `threads`, `progress`:
     the runtime options of every entry point (docs/API.md). A single string in gives a
     single result out, e.g. `mlmkit.score("./tiny-bert", "Return the items.").pll`.
     """
@@ -142,6 +147,12 @@ def score(
         TextScore(text=t, pll=None, n_tokens=0, n_words=0, metric=metric) for t in texts
     ]
     for i, e, positions, v, unknown in zip(live, encoded, targets, values, n_unk, strict=True):
+        if not positions:  # a PLL of 0.0 would rank first among real scores (log p ≤ 0)
+            why = (f"spans[{i}]={tuple(spans[i])!r} holds no whole token (widen it to the edges "
+                   "of a token)" if spans
+                   and spans[i] is not None else f"it has no token to score (unk={unk!r})")
+            warnings.warn(f"texts[{i}]: {why}: its score is None", stacklevel=2)
+            continue
         word_of = e.word_ids or []
         n_words = len({word_of[t] for t in positions}) if e.word_ids is not None else len(positions)
         results[i] = TextScore(
