@@ -80,6 +80,10 @@ WINDOW, SPAN_START, SPAN = 48, 16, 16
 SHORT_WINDOW, SHORT_SPANS, SHORT_SPAN = 64, 4, 4  # four 4-token spans, one per 16 tokens
 PROMPT_LEN, CONTINUATION = 16, 32
 
+ADAPTIVE = ("threshold", "factor", "entropy-bound", "spaced threshold", "spaced factor",
+            "spaced entropy-bound")
+"""The policies whose reveals per step follow the predictions (the floor's candidates)."""
+
 SETTINGS = [
     ("count", {"steps": 16}), ("count", {"steps": 8}), ("count", {"steps": 4}),
     ("count", {"steps": 2}), ("count", {"steps": 1}),
@@ -97,6 +101,15 @@ SETTINGS = [
     ("entropy-bound", {"reveal": "entropy-bound", "entropy_bound": 1.0}),
     ("entropy-bound", {"reveal": "entropy-bound", "entropy_bound": 2.0}),
     ("entropy-bound", {"reveal": "entropy-bound", "entropy_bound": 4.0}),
+    # spaced reveals (--min-gap): masks revealed together lie at least 4 / 8 apart
+    ("spaced threshold", {"reveal": "threshold", "threshold": 0.5, "min_gap": 4}),
+    ("spaced threshold", {"reveal": "threshold", "threshold": 0.1, "min_gap": 4}),
+    ("spaced factor", {"reveal": "factor", "factor": 4.0, "min_gap": 4}),
+    ("spaced factor", {"reveal": "factor", "factor": 16.0, "min_gap": 4}),
+    ("spaced entropy-bound", {"reveal": "entropy-bound", "entropy_bound": 1.0, "min_gap": 4}),
+    ("spaced entropy-bound", {"reveal": "entropy-bound", "entropy_bound": 4.0, "min_gap": 4}),
+    ("spaced entropy-bound", {"reveal": "entropy-bound", "entropy_bound": 64.0, "min_gap": 4}),
+    ("spaced entropy-bound", {"reveal": "entropy-bound", "entropy_bound": 64.0, "min_gap": 8}),
     ("remask", {"steps": 16, "remask": "cap", "sigma": 0.05}),
     ("remask", {"steps": 16, "remask": "loop", "sigma": 0.1, "remask_steps": 8}),
     ("edit", {"reveal": "threshold", "threshold": 0.7, "edit": 0.9}),
@@ -442,7 +455,7 @@ def floor_check(results, key: str, name: str, unigram: float, metric: str = "acc
     diff = f"{metric}_diff_se"
     for r in results:
         r[key][diff] = 0.0 if r is results[0] else paired_se(base[per], r[key][per])
-    fair = [r for r in results if r["policy"] in ("threshold", "factor", "entropy-bound")
+    fair = [r for r in results if r["policy"] in ADAPTIVE
             and r[key][metric] >= base[metric] - 2 * r[key][diff]]
     best = max(fair, key=lambda r: base["nfe"] / r[key]["nfe"], default=None)
     summary = {"metric": metric, "baseline_nfe": base["nfe"],
@@ -453,9 +466,9 @@ def floor_check(results, key: str, name: str, unigram: float, metric: str = "acc
           f"(unigram baseline {unigram:.3f}) in {base['nfe']:.0f} calls; adaptive settings "
           f"(gap to it in paired standard errors over windows):")
     for r in results:
-        if r["policy"] in ("threshold", "factor", "entropy-bound"):
+        if r["policy"] in ADAPTIVE:
             gap = base[metric] - r[key][metric]
-            print(f"  {r['policy']:<14}{str(r['setting']):<52} NFE {r[key]['nfe']:5.1f} "
+            print(f"  {r['policy']:<22}{str(r['setting']):<70} NFE {r[key]['nfe']:5.1f} "
                   f"({base['nfe'] / r[key]['nfe']:.1f}x fewer), {metric} "
                   f"{r[key][metric]:.3f}, gap {gap:+.3f} = "
                   f"{gap / max(r[key][diff], 1e-12):+.1f} se"
@@ -672,9 +685,9 @@ def main() -> None:
           "batch: calls of the whole batched run (until its slowest row is done)")
     print("acc: token accuracy; exact: spans filled exactly (± standard errors); MFU: the "
           "model FLOPs the run needed per CPU second over the matmul peak")
-    print(f"{'':<48}{'--- one 16-token span ---':^46}{'--- four 4-token spans ---':^46}"
+    print(f"{'':<56}{'--- one 16-token span ---':^46}{'--- four 4-token spans ---':^46}"
           f"{'--- continuation ---':^27}")
-    print(f"{'policy':<14}{'setting':<34}"
+    print(f"{'policy':<22}{'setting':<34}"
           + f"{'NFE':>6}{'batch':>6}{'acc':>7}{'±se':>6}{'exact':>7}{'±se':>6}{'tok/s':>8}"
             f"{'':>1}" * 2
           + f"{'NFE':>6}{'judge PPPL':>11}{'dist-2':>7}{'MFU':>7}", flush=True)
@@ -696,7 +709,7 @@ def main() -> None:
         work = [fills["infill"], fills["infill_short"], cont]
         results[-1]["mfu"] = mfu(sum(w["flops"] for w in work),
                                  sum(w[spent] for w in work), peak)
-        print(f"{policy:<14}{label:<34}" + "".join(
+        print(f"{policy:<22}{label:<34}" + "".join(
             f"{f['nfe']:>6.1f}{f['batch_nfe']:>6.0f}{f['accuracy']:>7.3f}{f['se']:>6.3f}"
             f"{f['exact']:>7.3f}{f['exact_se']:>6.3f}{f['tokens_per_s']:>8.0f} "
             for f in fills.values())
@@ -763,6 +776,7 @@ def plot(results, path, unigram: dict[str, float], names: dict[str, str],
 
     fig, axes = plt.subplots(1, 4, figsize=(19, 4.2))
     styles = {"count": "o-", "threshold": "s-", "factor": "^-", "entropy-bound": "D-",
+              "spaced threshold": "s--", "spaced factor": "^--", "spaced entropy-bound": "D--",
               "remask": "x", "edit": "*"}
     panels = [(axes[0], "infill", "accuracy", "se", unigram, "token accuracy"),
               (axes[1], "infill_short", "accuracy", "se", unigram, "token accuracy"),

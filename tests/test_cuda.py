@@ -69,7 +69,8 @@ POLICIES = [dict(steps=8), dict(reveal="threshold", threshold=0.5),
             dict(steps=8, remask="cap", sigma=0.1), dict(reveal="threshold", threshold=0.7,
                                                          edit=0.9),
             dict(steps=8, block_length=4), dict(steps=8, block_length=4, block_cache=True),
-            dict(steps=8, cfg_scale=1.0)]
+            dict(steps=8, cfg_scale=1.0),
+            dict(reveal="entropy-bound", entropy_bound=64.0, min_gap=3)]
 
 
 @pytest.mark.parametrize("options", POLICIES, ids=lambda o: ",".join(map(str, o.values())))

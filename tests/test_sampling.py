@@ -21,6 +21,7 @@ from mlmkit.generate.samplers import (
     factor_counts,
     remask_sigma,
     sigma_max,
+    spread_out,
     threshold_counts,
 )
 from mlmkit.models import adapter_for, load_mlm
@@ -73,6 +74,65 @@ def test_entropy_bound_sums_entropies_minus_the_largest():
     assert entropy_bound_counts(scores, entropy, 0.2).tolist() == [3]
     assert entropy_bound_counts(scores, entropy, 0.0).tolist() == [1]
     assert entropy_bound_counts(scores, entropy, 10.0).tolist() == [4]
+
+
+def _greedy_spread(row: list[float], gap: int) -> list[int]:
+    """The spaced choice, one position at a time: in descending score (ties: leftmost),
+    keep each position farther than gap - 1 from every one kept."""
+    kept = []
+    for j in sorted((j for j, v in enumerate(row) if v != NEG), key=lambda j: (-row[j], j)):
+        if all(abs(j - k) >= gap for k in kept):
+            kept.append(j)
+    return sorted(kept)
+
+
+def test_spread_out_is_the_greedy_spaced_choice():
+    """Kept positions are at least `gap` apart, the row's best is kept, and the choice is
+    the greedy one, also on plateaus (equal confidences) and monotone runs, where keeping
+    only local maxima would reveal one position per run."""
+    generator = torch.Generator().manual_seed(0)
+    for gap in (1, 2, 3, 5):
+        scores = torch.rand(64, 40, generator=generator, dtype=torch.float64)
+        scores[torch.rand(64, 40, generator=generator) < 0.3] = NEG
+        scores[:, 7] = scores[:, 8] = 0.5  # a tie
+        scores[0] = 1.0  # a plateau
+        scores[1] = torch.linspace(0.1, 0.9, 40, dtype=torch.float64)  # a monotone run
+        kept = spread_out(scores, gap)
+        for row in range(64):
+            where = kept[row].nonzero().flatten().tolist()
+            assert where == _greedy_spread(scores[row].tolist(), gap), (gap, row)
+            assert int(scores[row].argmax()) in where
+        assert kept[0].nonzero().flatten().tolist() == list(range(0, 40, gap))
+    assert spread_out(torch.tensor([[NEG, NEG]], dtype=torch.float64), 2).sum() == 0
+
+
+def test_min_gap_spaces_each_steps_reveals_and_still_fills_everything(tiny_mlm):
+    mlm = tiny_mlm("modernbert")
+    mask = mlm.tokenizer.mask_token_id
+    sure = _confident(mlm, _word(mlm.tokenizer))  # every mask passes any threshold
+    events, kwargs = _record(length=12, reveal="threshold", threshold=0.5, min_gap=3)
+    results = generate(sure, PROMPTS, **kwargs)
+    for event in events:
+        for row in event.revealed:
+            where = row.nonzero().flatten().tolist()
+            assert where and all(b - a >= 3 for a, b in zip(where, where[1:], strict=False))
+    assert all(mask not in r.token_ids for r in results)
+    assert results[0].cost.nfe == 3  # 12 masks, every third one per call
+    assert generate(sure, PROMPTS, length=12, reveal="threshold",
+                    threshold=0.5)[0].cost.nfe == 1  # unspaced: all in one call
+    # with a step budget, a row that must reveal more than the spacing allows is unspaced
+    capped = generate(sure, PROMPTS, length=12, steps=2, reveal="threshold", threshold=0.5,
+                      min_gap=4)
+    assert all(r.steps <= 2 and mask not in r.token_ids for r in capped)
+    # composes with blocks, entropy-bound and infill
+    blocks = generate(mlm, PROMPTS, length=12, block_length=6, reveal="entropy-bound",
+                      entropy_bound=100.0, min_gap=2, seed=1)
+    assert all(mask not in r.token_ids for r in blocks)
+    assert blocks[0].cost.nfe >= 4  # at most 3 of a block's 6 masks per call
+    filled = infill(sure, "x [MASK:4] y [MASK:4] z", reveal="factor", factor=100.0,
+                    min_gap=2)
+    assert filled.cost.nfe == 2 and mask not in mlm.tokenizer.convert_tokens_to_ids(
+        mlm.tokenizer.tokenize(filled.text))
 
 
 def test_remask_schedules_stay_below_sigma_max():
@@ -221,6 +281,9 @@ def test_infill_takes_the_policies_and_reports_cost(tiny_mlm):
     ({"block_cache": True}, "--block-length"),
     ({"max_steps": 5}, "--max-steps 5 caps the steps of --edit and --remask"),
     ({"sampler": "ancestral", "confidence": "margin"}, "--confidence margin ranks"),
+    ({"min_gap": 3}, "--min-gap 3 spaces the reveals of an adaptive policy"),
+    ({"reveal": "threshold", "min_gap": 0}, "min_gap=0"),
+    ({"reveal": "threshold", "min_gap": 2.5}, "min_gap=2.5"),
 ])
 def test_bad_settings_fail_before_work(kwargs, needle):
     with pytest.raises(InvalidArgument, match=needle.replace("(", r"\(")):
@@ -291,7 +354,7 @@ def test_cli_flags_and_json_cost(saved_tiny_mlm, tmp_path):
     lines = [json.loads(line) for line in trace.read_text().splitlines()]
     assert "remasked" in lines[0] and "edited" in lines[0] and "model_calls" in lines[0]
     out = runner.invoke(app, ["infill", model, "a [MASK:2] b", "--reveal", "entropy-bound",
-                              "--entropy-bound", "0.5", "--json"])
+                              "--entropy-bound", "0.5", "--min-gap", "2", "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["cost"]["tokens"] == 2
     bad = runner.invoke(app, ["generate", model, "--length", "4", "--reveal", "threshold",

@@ -54,6 +54,9 @@ FACTOR = typer.Option(None, "--factor", help="f > 0 of --reveal factor (default 
                       rich_help_panel=FAST)
 ENTROPY_BOUND = typer.Option(None, "--entropy-bound", help="gamma ≥ 0 (nats) of --reveal "
                              "entropy-bound (default 0.1).", rich_help_panel=FAST)
+MIN_GAP = typer.Option(None, "--min-gap", help="With an adaptive --reveal: masks revealed in "
+                       "one step lie at least this many positions apart, the likeliest of "
+                       "each stretch first (default: no spacing).", rich_help_panel=FAST)
 REMASK = typer.Option(None, "--remask", help="ReMDM remasking of revealed tokens: cap, "
                       "rescale or loop.", rich_help_panel=FAST)
 SIGMA = typer.Option(None, "--sigma", help="eta in (0, 1] of --remask (defaults: cap 0.04, "
@@ -79,6 +82,7 @@ SAMPLER_OPTIONS = {
     "block_length": (int, BLOCK_LENGTH), "cfg_scale": (float, CFG_SCALE),
     "cache": (bool, CACHE), "reveal": (str, REVEAL), "threshold": (float, THRESHOLD),
     "factor": (float, FACTOR), "entropy_bound": (float, ENTROPY_BOUND),
+    "min_gap": (int, MIN_GAP),
     "remask": (str, REMASK), "sigma": (float, SIGMA), "remask_steps": (int, REMASK_STEPS),
     "edit": (float, EDIT), "max_steps": (int, MAX_STEPS), "block_cache": (bool, BLOCK_CACHE),
     "show": (bool, SHOW), "trace": (str, TRACE),
@@ -86,8 +90,8 @@ SAMPLER_OPTIONS = {
 
 SAMPLING_FIELDS = ("steps", "sampler", "confidence", "temperature", "top_k", "top_p",
                    "block_length", "cfg_scale", "cache", "reveal", "threshold", "factor",
-                   "entropy_bound", "remask", "sigma", "remask_steps", "edit", "max_steps",
-                   "block_cache")
+                   "entropy_bound", "min_gap", "remask", "sigma", "remask_steps", "edit",
+                   "max_steps", "block_cache")
 """The sampler flags, passed to generate/infill (and SamplerOptions) by name."""
 
 
@@ -199,7 +203,8 @@ def generate_command(
     length: int = typer.Option(64, help="Tokens to generate."),
     fix: list[str] = typer.Option([], "--fix", help="POSITION=TEXT: fix generated tokens."),
     *, steps, sampler, confidence, temperature, top_k, top_p, block_length, cfg_scale, cache,
-    reveal, threshold, factor, entropy_bound, remask, sigma, remask_steps, edit, max_steps,
+    reveal, threshold, factor, entropy_bound, min_gap, remask, sigma, remask_steps, edit,
+    max_steps,
     block_cache, trust_remote_code,
     show, trace, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:

@@ -26,7 +26,8 @@ def infill_command(
     max_candidates: int = typer.Option(64, "--max-candidates",
                                        help="Most span-length combinations to try."),
     *, steps, sampler, confidence, temperature, top_k, top_p, block_length, cfg_scale, cache,
-    reveal, threshold, factor, entropy_bound, remask, sigma, remask_steps, edit, max_steps,
+    reveal, threshold, factor, entropy_bound, min_gap, remask, sigma, remask_steps, edit,
+    max_steps,
     block_cache, trust_remote_code,
     show, trace, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:

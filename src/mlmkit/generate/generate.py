@@ -119,6 +119,7 @@ def generate(
     threshold: float | None = None,
     factor: float | None = None,
     entropy_bound: float | None = None,
+    min_gap: int | None = None,
     remask: str | None = None,
     sigma: float | None = None,
     remask_steps: int | None = None,
@@ -144,7 +145,8 @@ def generate(
     result. `batch_size` (prompts per batch) is a deprecated alias.
 
     Fast sampling: `reveal` = threshold / factor / entropy-bound reveals as many masks per
-    step as the predictions allow (`threshold` tau, `factor` f, `entropy_bound` gamma);
+    step as the predictions allow (`threshold` tau, `factor` f, `entropy_bound` gamma;
+    `min_gap`: masks revealed together lie at least this far apart);
     `remask` (cap, rescale, loop; `sigma`, `remask_steps`) and `edit` let later steps
     correct earlier ones, within `max_steps`; `block_cache` reuses the keys and values
     outside the active block (approximate). `trust_remote_code` runs a name/path whose
@@ -156,9 +158,9 @@ def generate(
                              temperature=temperature, top_k=top_k, top_p=top_p,
                              block_length=block_length, cfg_scale=cfg_scale, seed=seed,
                              cache=cache, reveal=reveal, threshold=threshold, factor=factor,
-                             entropy_bound=entropy_bound, remask=remask, sigma=sigma,
-                             remask_steps=remask_steps, edit=edit, max_steps=max_steps,
-                             block_cache=block_cache)
+                             entropy_bound=entropy_bound, min_gap=min_gap, remask=remask,
+                             sigma=sigma, remask_steps=remask_steps, edit=edit,
+                             max_steps=max_steps, block_cache=block_cache)
     length = checks.count("length", length, 1)
     batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "generate")
     prompts = [prompt] if isinstance(prompt, str) else list(prompt)

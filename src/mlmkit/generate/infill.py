@@ -129,6 +129,7 @@ def infill(
     threshold: float | None = None,
     factor: float | None = None,
     entropy_bound: float | None = None,
+    min_gap: int | None = None,
     remask: str | None = None,
     sigma: float | None = None,
     remask_steps: int | None = None,
@@ -157,9 +158,9 @@ def infill(
                              temperature=temperature, top_k=top_k, top_p=top_p,
                              block_length=block_length, cfg_scale=cfg_scale, seed=seed,
                              cache=cache, reveal=reveal, threshold=threshold, factor=factor,
-                             entropy_bound=entropy_bound, remask=remask, sigma=sigma,
-                             remask_steps=remask_steps, edit=edit, max_steps=max_steps,
-                             block_cache=block_cache)
+                             entropy_bound=entropy_bound, min_gap=min_gap, remask=remask,
+                             sigma=sigma, remask_steps=remask_steps, edit=edit,
+                             max_steps=max_steps, block_cache=block_cache)
     max_candidates = checks.count("max_candidates", max_candidates, 1, 10_000)
     batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "infill")
     templates = [template] if isinstance(template, str) else list(template)

@@ -78,6 +78,12 @@ class SamplerOptions:
     """f > 0 of reveal=factor (default 1.0): reveal the n likeliest with (n + 1)(1 - c_n) < f."""
     entropy_bound: float | None = None
     """gamma >= 0 of reveal=entropy-bound (default 0.1), in nats."""
+    min_gap: int | None = None
+    """Adaptive reveal: masks revealed in one step lie at least this many positions apart,
+    the likeliest of each stretch first (None or 1: no spacing). Near masks depend on each
+    other most, so they are filled in turn and distant ones together. A row whose step must
+    reveal more than the spacing allows (to finish its block within `steps`) is not spaced
+    at that step."""
     remask: str | None = None
     """ReMDM remasking of revealed tokens: cap, rescale or loop (None: never)."""
     sigma: float | None = None
@@ -142,6 +148,13 @@ class SamplerOptions:
             checks.positive("factor", self.factor)
         if self.entropy_bound is not None:
             checks.non_negative("entropy_bound", self.entropy_bound)
+        if self.min_gap is not None:
+            self._whole("min_gap", checks.count("min_gap", self.min_gap, 1, MAX_TOTAL_STEPS))
+            if self.reveal == "count":
+                raise checks.InvalidArgument(
+                    f"--min-gap {self.min_gap} spaces the reveals of an adaptive policy (the "
+                    "fixed count of --reveal count may not fit the spacing): add --reveal "
+                    "threshold, factor or entropy-bound, or drop --min-gap")
         if self.reveal != "count":
             if self.sampler != "confidence":
                 raise checks.InvalidArgument(

@@ -35,6 +35,7 @@ from mlmkit.generate.samplers import (
     adaptive_counts,
     get_sampler,
     remask_sigma,
+    spread_out,
     top_per_row,
 )
 from mlmkit.generate.schedules import block_index, reveal_counts, split_steps, time_grid
@@ -354,10 +355,14 @@ def unmask(
                              positions=None if editable is None else active | editable)
                 if not options.cache:
                     step.logits()
+                spread = None
                 if looping:
                     count = torch.zeros_like(counts[:, j])
                 elif options.adaptive:
-                    scores = _scattered(active, step.confidence())
+                    scores = confidences = _scattered(active, step.confidence())
+                    if options.min_gap is not None and options.min_gap > 1:
+                        spread = spread_out(scores, options.min_gap)
+                        scores = scores.masked_fill(~spread, float("-inf"))
                     count = adaptive_counts(options.reveal, options.reveal_parameter, scores,
                                             lambda a=active, st=step: _scattered(a, st.entropy()))
                     if pending[0]:  # --remask loop: each row stops at half its masks
@@ -384,9 +389,14 @@ def unmask(
                     reveal = torch.zeros_like(active)
                 else:
                     t, s = (grid[j], grid[j]) if looping else (grid[j], grid[j + 1])
+                    among, confidence = active, step.confidence
+                    if spread is not None:  # spaced, where the row's count fits the spacing
+                        fits = (count <= spread.sum(1)).unsqueeze(1)
+                        among = torch.where(fits, spread, active)
+                        confidence = (lambda c=confidences, m=among: c[m])  # noqa: E731
                     reveal = sampler.select(StepContext(
-                        active=active, counts=count, t=t, s=s,
-                        generator=generator, confidence=step.confidence,
+                        active=among, counts=count, t=t, s=s,
+                        generator=generator, confidence=confidence,
                     ))
                 edited = torch.zeros_like(active) if editing else None
                 if editing and bool(editable.any()):
