@@ -179,6 +179,46 @@ def test_unmask_tab_streams_then_plays_to_the_end(page, server, artifacts):
     page.select_option("#unmask-task", "generate")
 
 
+def test_unmask_tab_takes_a_reveal_setting_and_a_min_gap(page, server):
+    """The policy's setting and --min-gap go into the request (and the copied code) only
+    when set; a bad value shows the server's own 4xx message."""
+    page.click("#tab-unmask")
+    page.select_option("#unmask-task", "generate")
+    page.fill("#unmask-input", "Return the")
+    page.fill("#unmask-length", "9")
+    page.fill("#unmask-steps", "")
+    page.fill("#unmask-seed", "2")
+    page.select_option("#unmask-reveal", "entropy-bound")
+    try:
+        page.fill("#unmask-setting", "64")
+        page.fill("#unmask-gap", "3")
+        page.click("#unmask-run")
+        page.wait_for_selector("#unmask-result")
+        body = {"prompt": "Return the", "model": "bert", "length": 9, "seed": 2,
+                "sampler": "confidence", "temperature": 1.0, "reveal": "entropy-bound",
+                "entropy_bound": 64, "min_gap": 3}
+        expected = api(server, "/v1/generate", body)["results"][0]
+        assert page.inner_text("#unmask-result .text") == expected["full_text"]
+        assert page.inner_text("#unmask-result .nfe") == str(expected["cost"]["nfe"])
+        assert expected["cost"]["nfe"] >= 3  # at most 3 of 9 masks, 3 apart, per call
+        assert 'reveal="entropy-bound", entropy_bound=64, min_gap=3' in page.inner_text(
+            "#code-python")
+        assert '"entropy_bound":64,"min_gap":3' in page.inner_text("#code-curl")
+        for field, bad, sent in (("#unmask-gap", "0", {"min_gap": 0}),
+                                 ("#unmask-setting", "-1", {"entropy_bound": -1})):
+            page.fill(field, bad)
+            page.click("#unmask-run")
+            message = error_message(server, "/v1/generate", {**body, "stream": True, **sent})
+            page.wait_for_function("m => document.querySelector('#error').textContent === m",
+                                   arg=message)
+            page.fill("#unmask-gap", "3")
+            page.fill("#unmask-setting", "64")
+    finally:
+        page.fill("#unmask-setting", "")
+        page.fill("#unmask-gap", "")
+        page.select_option("#unmask-reveal", "count")
+
+
 def test_compare_tab_side_by_side(page, server, artifacts):
     text = "Open the file for reading."
     page.click("#tab-compare")

@@ -45,6 +45,17 @@ function numberField(selector) {
   return /^[+-]?\d+$/.test(raw) && Number.isSafeInteger(Number(raw)) ? Number(raw) : raw;
 }
 
+// A decimal field as numberField: a number as a number, anything else as typed.
+function decimalField(selector) {
+  const raw = $(selector).value.trim();
+  if (raw === "") return undefined;
+  return /^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(raw) ? Number(raw) : raw;
+}
+
+// The SamplerOptions field of each reveal policy's setting (count has none: a setting given
+// with it is sent as a threshold, which the server refuses naming the policy it needs).
+const REVEAL_SETTING = { threshold: "threshold", factor: "factor", "entropy-bound": "entropy_bound" };
+
 function busy(button, on) {
   button.disabled = on;
   button.setAttribute("aria-busy", on ? "true" : "false");
@@ -71,8 +82,8 @@ function source(name) {
 const CALLS = {
   "/v1/fill": ["fill_mask", "texts", ["top_k", "mode"]],
   "/v1/score": ["score", "texts", ["metric", "per_token", "per_word", "spans", "unk", "stride"]],
-  "/v1/generate": ["generate", "prompt", ["length", "steps", "sampler", "reveal", "temperature", "block_length", "seed"]],
-  "/v1/infill": ["infill", "template", ["steps", "sampler", "reveal", "temperature", "block_length", "seed"]],
+  "/v1/generate": ["generate", "prompt", ["length", "steps", "sampler", "reveal", "threshold", "factor", "entropy_bound", "min_gap", "temperature", "block_length", "seed"]],
+  "/v1/infill": ["infill", "template", ["steps", "sampler", "reveal", "threshold", "factor", "entropy_bound", "min_gap", "temperature", "block_length", "seed"]],
 };
 
 function pythonCode(path, body) {
@@ -519,7 +530,12 @@ function unmaskBody() {
   const steps = $("#unmask-steps").value;
   if (steps) body.steps = Number(steps);
   body.sampler = $("#unmask-sampler").value;
-  if ($("#unmask-reveal").value !== "count") body.reveal = $("#unmask-reveal").value;
+  const reveal = $("#unmask-reveal").value;
+  if (reveal !== "count") body.reveal = reveal;
+  const setting = decimalField("#unmask-setting");
+  if (setting !== undefined) body[REVEAL_SETTING[reveal] || "threshold"] = setting;
+  const gap = numberField("#unmask-gap");
+  if (gap !== undefined) body.min_gap = gap;
   body.temperature = Number($("#unmask-temperature").value);
   const block = $("#unmask-block").value;
   if (block) body.block_length = Number(block);
