@@ -26,6 +26,11 @@ everywhere). On held-out text (the last 10%), every policy and setting is run:
   pseudo-perplexity of the continuation given the prompt, and distinct-2 (repetition);
 - the cost: model calls (NFE) per batch, tokens per call and tokens per second.
 
+The policies: the fixed count (one to sixteen tokens per call), threshold, factor and
+entropy-bound, the same three spaced (`min_gap`: masks revealed together lie at least 4 or
+8 apart, so each gap's characters come in turn and separate gaps together), ReMDM
+remasking and editing. `--device cuda` trains (bf16 autocast) and samples on a GPU.
+
 The fixed-count sampler at one token per step is the baseline. The floor: an adaptive
 policy whose score is within two paired standard errors of it, with 3x fewer calls, on a
 task where fewer fixed-count calls lose quality (else the curve is flat and says nothing).
