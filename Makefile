@@ -25,8 +25,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 
 test: lint
-	# One worker more than cores: some tests wait on the processes they start.
-	$(PY) -m pytest tests -n $$(( $$(nproc) + 1 )) --dist loadgroup
+	# One worker more than cores: some tests wait on the processes they start. The browser
+	# tests' screenshots are kept in artifacts/screenshots (CI's artefacts).
+	MLMKIT_ARTIFACTS=$${MLMKIT_ARTIFACTS:-artifacts/screenshots} \
+		$(PY) -m pytest tests -n $$(( $$(nproc) + 1 )) --dist loadgroup
 
 demo: $(STAMP)
 	$(VENV)/bin/mlmkit pretrain
