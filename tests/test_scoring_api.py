@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -128,3 +129,29 @@ def test_a_span_past_the_end_of_its_text_is_refused(tiny_mlm):
                        match=rf"spans\[0\]=\(0, {len(text) + 1}\) ends past the end of "
                              rf"texts\[0\] \({len(text)} characters\)"):
         mlmkit.score(tiny_mlm("bert"), [text], spans=[(0, len(text) + 1)])
+
+
+def test_a_file_line_with_no_token_to_score_is_reported_not_silently_null(tiny_mlm, tmp_path):
+    """score_file silences the library's per-text warnings (it counts empties itself): a
+    line of [UNK]s with unk="skip" got a null score with no word about it."""
+    from mlmkit.scoring.stream import score_file
+
+    mlm = tiny_mlm("bert")
+    unk = mlm.tokenizer.unk_token
+    source = tmp_path / "in.txt"
+    source.write_text(f"{TEXTS[0]}\n{unk} {unk}\n{TEXTS[1]}\n", encoding="utf-8")
+    with pytest.warns(UserWarning) as caught:
+        score_file(mlm, source, tmp_path / "out.jsonl", unk="skip", progress=False)
+    messages = [str(w.message) for w in caught]
+    assert any(m.startswith("1 line(s) with no token to score got a null score (first: line 2)")
+               for m in messages), messages
+    records = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [r["pll"] is None for r in records] == [False, True, False]
+
+
+def test_a_text_of_skipped_unks_still_counts_them(tiny_mlm):
+    mlm = tiny_mlm("bert")
+    unk = mlm.tokenizer.unk_token
+    with pytest.warns(UserWarning, match="no token to score"):
+        result = mlmkit.score(mlm, f"{unk} {unk}", unk="skip")
+    assert result.pll is None and result.n_unk == 2

@@ -37,7 +37,8 @@ class WordScore(Result):
 
 @dataclass
 class TextScore(Result):
-    """The pseudo-log-likelihood of one text (None for an empty text)."""
+    """The pseudo-log-likelihood of one text (None for an empty text, or one with no token
+    to score)."""
 
     text: str
     pll: float | None

@@ -254,6 +254,7 @@ def score_file(
     first_empty = None
 
     held: list[str] = []  # records of blank lines before the first text: held until one
+    unscored: list = [0, None]  # lines with text but no token to score, the first of them
     seen_text = False
 
     def flush(chunk: list[tuple[int, str]], out) -> None:
@@ -263,6 +264,9 @@ def score_file(
             warnings.simplefilter("ignore")  # empties are counted and reported once
             scored = score(mlm, [t for _, t in live], **options, progress=False) if live else []
         by_line = {n: r for (n, _), r in zip(live, scored, strict=True)}
+        nothing = [n for n, r in by_line.items() if r.pll is None]  # the warnings silenced
+        unscored[0] += len(nothing)
+        unscored[1] = unscored[1] or min(nothing, default=None)
         held.append("".join(_record(n, by_line.get(n) or TextScore(
             text=text, pll=None, n_tokens=0, n_words=0, metric=metric)) for n, text in chunk))
         seen_text = seen_text or bool(live)
@@ -365,6 +369,11 @@ def score_file(
     if empty:
         warnings.warn(f"{empty} empty or whitespace-only line(s) got a null score "
                       f"(first: line {first_empty})", stacklevel=2)
+    if unscored[0]:  # this process's lines (under torchrun: rank 0's share)
+        warnings.warn(f"{unscored[0]} line(s) with no token to score got a null score (first: "
+                      f"line {unscored[1]}): only special tokens"
+                      + (", or [UNK]s skipped with unk='skip'" if unk == "skip" else ""),
+                      stacklevel=2)
     return FileSummary(texts=n_lines if shard is None else taken, empty=empty, seconds=time.perf_counter() - began,
                        first_empty_line=first_empty, resumed_lines=skip,
                        output=str(output_path))

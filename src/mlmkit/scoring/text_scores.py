@@ -152,6 +152,7 @@ def score(
                    "of a token)" if spans
                    and spans[i] is not None else f"it has no token to score (unk={unk!r})")
             warnings.warn(f"texts[{i}]: {why}: its score is None", stacklevel=2)
+            results[i].n_unk = unknown  # the skipped [UNK]s are still counted
             continue
         word_of = e.word_ids or []
         n_words = len({word_of[t] for t in positions}) if e.word_ids is not None else len(positions)
