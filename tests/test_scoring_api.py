@@ -155,3 +155,42 @@ def test_a_text_of_skipped_unks_still_counts_them(tiny_mlm):
     with pytest.warns(UserWarning, match="no token to score"):
         result = mlmkit.score(mlm, f"{unk} {unk}", unk="skip")
     assert result.pll is None and result.n_unk == 2
+
+
+def test_a_hypothesis_with_no_token_to_score_is_named_by_utterance(tiny_mlm, tmp_path):
+    """rescore scores only the non-empty hypotheses: the library's per-text warning named
+    'texts[1]', an index into no list the user sees."""
+    import warnings
+
+    from mlmkit.scoring import read_nbest, rescore
+
+    mlm = tiny_mlm("bert")
+    unk = mlm.tokenizer.unk_token
+    path = tmp_path / "nbest.tsv"
+    path.write_text(f"u1\t-1.0\tthe cat\nu2\t-2.0\t\nu2\t-3.0\t{unk}\n", encoding="utf-8")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = rescore(mlm, read_nbest(path), unk="skip")
+    messages = [str(w.message) for w in caught]
+    assert not any(m.startswith("texts[") for m in messages), messages
+    assert any(m.startswith("1 hypothesis(es) with no token to score (first: utterance 'u2', "
+                            "hyp_2;") for m in messages), messages
+    assert result.utterances[1].hypotheses[1].pll is None
+
+
+def test_a_pair_with_no_token_to_score_is_named_by_pair(tiny_mlm):
+    import warnings
+
+    from mlmkit.scoring import evaluate_pairs
+    from mlmkit.scoring.minimal_pairs import MinimalPair
+
+    mlm = tiny_mlm("bert")
+    pairs = [MinimalPair("the cat sat", "cat the sat", "order", "syntax"),
+             MinimalPair("the dog", mlm.tokenizer.unk_token, "unk", "lexicon")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = evaluate_pairs(mlm, pairs, unk="skip")
+    messages = [str(w.message) for w in caught]
+    assert messages and messages[0].startswith(
+        "1 pair(s) with a sentence with no token to score (first: pairs[1] (unk))"), messages
+    assert result.by_paradigm["unk"]["accuracy"] == 0.0

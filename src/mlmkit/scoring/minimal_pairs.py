@@ -7,6 +7,7 @@ sentence of every pair is scored in one engine run.
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,9 +111,19 @@ def evaluate_pairs(
             raise InvalidData(f"pairs[{i}] ({p.paradigm}) has an empty or non-text sentence: "
                               "a minimal pair needs two sentences (an empty one has no score)")
     unique = list(dict.fromkeys(s for p in pairs for s in (p.good, p.bad)))
-    results = score(model, unique, metric=metric, unk=unk, batch_tokens=batch_tokens,
-                    precision=precision, device=device, threads=threads, progress=progress)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # said below by pair, not by an index into `unique`
+        results = score(model, unique, metric=metric, unk=unk, batch_tokens=batch_tokens,
+                        precision=precision, device=device, threads=threads,
+                        progress=progress)
     pll = {text: r.pll for text, r in zip(unique, results, strict=True)}
+    unscored = [i for i, p in enumerate(pairs) if pll[p.good] is None or pll[p.bad] is None]
+    if unscored:
+        first = unscored[0]
+        warnings.warn(f"{len(unscored)} pair(s) with a sentence with no token to score (first: "
+                      f"pairs[{first}] ({pairs[first].paradigm})): counted as wrong; only "
+                      "special tokens" + (", or [UNK]s skipped with unk='skip'" if unk == "skip"
+                                          else ""), stacklevel=2)
     right_p, total_p, right_f, total_f, field_of = (defaultdict(int), defaultdict(int),
                                                      defaultdict(int), defaultdict(int), {})
     for p in pairs:

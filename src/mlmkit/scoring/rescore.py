@@ -118,11 +118,20 @@ def rescore(
         warnings.warn(f"{len(empty)} empty hypothesis(es) (first: utterance {empty[0][0]!r}, "
                       f"{empty[0][1]}) have no PLL: their LM term is 0 (combined = am_score)",
                       stacklevel=2)
-    results = score(model, [h.text for h in live], metric=metric, unk=unk,
-                    batch_tokens=batch_tokens, precision=precision, device=device,
-                    threads=threads, progress=progress)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # said below by utterance, not by an index into `live`
+        results = score(model, [h.text for h in live], metric=metric, unk=unk,
+                        batch_tokens=batch_tokens, precision=precision, device=device,
+                        threads=threads, progress=progress)
     for h, r in zip(live, results, strict=True):
         h.pll, h.n_tokens = r.pll, r.n_tokens
+    unscored = [(u.utt_id, h.name) for u in utterances for h in u.hypotheses
+                if h.text.strip() and h.pll is None]
+    if unscored:
+        warnings.warn(f"{len(unscored)} hypothesis(es) with no token to score (first: "
+                      f"utterance {unscored[0][0]!r}, {unscored[0][1]}; only special tokens"
+                      + (", or [UNK]s skipped with unk='skip'" if unk == "skip" else "")
+                      + ") have no PLL: their LM term is 0 (combined = am_score)", stacklevel=2)
     referenced = sorted((u for u in utterances if u.reference is not None),
                         key=lambda u: u.utt_id)
     evaluated, dev, tuned = referenced, [], None
