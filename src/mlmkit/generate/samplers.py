@@ -149,7 +149,10 @@ def spread_out(scores: torch.Tensor, gap: int) -> torch.Tensor:
 
     Vectorised in rounds: a free position that ranks first within its window is what the
     greedy pass keeps (every better one nearby was suppressed, not kept); its neighbours are
-    then suppressed. Each round keeps at least one position per row with free ones."""
+    then suppressed. Each round keeps at least one position per row with free ones: a few
+    rounds for varied confidences, but one per `gap` positions on a plateau (equal
+    confidences) or a monotone run, so after SPREAD_ROUNDS rounds the rest is finished one
+    position at a time on the CPU (`_greedy_rest`; the choice is the same)."""
     free = torch.isfinite(scores)
     if gap <= 1:
         return free
@@ -159,7 +162,9 @@ def spread_out(scores: torch.Tensor, gap: int) -> torch.Tensor:
     ).double().unsqueeze(1)
     last = float(scores.shape[1])
     kept = torch.zeros_like(free)
-    while bool(free.any()):
+    for _ in range(SPREAD_ROUNDS):
+        if not bool(free.any()):
+            return kept
         ranks = torch.where(free.unsqueeze(1), rank, last)
         best = -torch.nn.functional.max_pool1d(-ranks, 2 * gap - 1, stride=1, padding=gap - 1)
         new = free & (ranks == best).squeeze(1)
@@ -167,7 +172,29 @@ def spread_out(scores: torch.Tensor, gap: int) -> torch.Tensor:
         near = torch.nn.functional.max_pool1d(new.double().unsqueeze(1), 2 * gap - 1,
                                               stride=1, padding=gap - 1).squeeze(1) > 0
         free &= ~near
-    return kept
+    return kept | _greedy_rest(order, free, gap) if bool(free.any()) else kept
+
+
+SPREAD_ROUNDS = 16
+"""Pooling rounds of `spread_out` before the rest is chosen one position at a time (varied
+confidences take about 5; a plateau or monotone run of n masks takes n / gap)."""
+
+
+def _greedy_rest(order: torch.Tensor, free: torch.Tensor, gap: int) -> torch.Tensor:
+    """bool [B, L]: the greedy spaced choice among the `free` positions (none within `gap`
+    - 1 of one kept before), one at a time in `order` (descending confidence)."""
+    length = free.shape[1]
+    out = torch.zeros(free.shape, dtype=torch.bool)
+    free_rows, orders = free.cpu(), order.cpu()
+    for b in free_rows.any(1).nonzero().flatten().tolist():
+        row, blocked, keep = free_rows[b].tolist(), bytearray(length), []
+        for p in orders[b].tolist():
+            if row[p] and not blocked[p]:
+                keep.append(p)
+                lo, hi = max(0, p - gap + 1), min(length, p + gap)
+                blocked[lo:hi] = bytes([1]) * (hi - lo)
+        out[b, keep] = True
+    return out.to(free.device)
 
 
 def adaptive_counts(policy: str, parameter: float, scores: torch.Tensor,
