@@ -159,6 +159,23 @@ def test_min_gap_spaces_each_steps_reveals_and_still_fills_everything(tiny_mlm):
         mlm.tokenizer.tokenize(filled.text))
 
 
+@pytest.mark.parametrize("remask", ["cap", "rescale"])
+def test_min_gap_holds_when_remasking_adds_reveals(tiny_mlm, remask):
+    """ReMDM's step reveals as many masks more as it remasks: where the policy took every
+    spaced mask, that count no longer fit the spacing and the whole step was unspaced (min
+    gap 3 revealed positions 7 and 9 together), though no step budget asked for it."""
+    mlm = tiny_mlm("modernbert")
+    events, kwargs = _record(length=12, reveal="threshold", threshold=1e-12, min_gap=3,
+                             remask=remask, sigma=0.9, seed=3)
+    results = generate(mlm, PROMPTS, **kwargs)
+    for event in events:
+        for row in event.revealed:
+            where = row.nonzero().flatten().tolist()
+            assert all(b - a >= 3 for a, b in zip(where, where[1:], strict=False)), (
+                event.step, where)
+    assert all(mlm.tokenizer.mask_token_id not in r.token_ids for r in results)
+
+
 def test_remask_schedules_stay_below_sigma_max():
     t, s = torch.tensor([0.75, 0.5], dtype=torch.float64), torch.tensor([0.5, 0.0],
                                                                         dtype=torch.float64)

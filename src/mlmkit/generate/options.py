@@ -83,7 +83,8 @@ class SamplerOptions:
     the likeliest of each stretch first (None or 1: no spacing). Near masks depend on each
     other most, so they are filled in turn and distant ones together. A row whose step must
     reveal more than the spacing allows (to finish its block within `steps`) is not spaced
-    at that step."""
+    at that step; with `remask`, a spaced step remasks only as many tokens as it can
+    replace within the spacing."""
     remask: str | None = None
     """ReMDM remasking of revealed tokens: cap, rescale or loop (None: never)."""
     sigma: float | None = None

@@ -378,9 +378,13 @@ def unmask(
                     count = counts[:, j]
                 remask = None
                 if remasking:
+                    # a spaced row replaces only as many remasked tokens as the spacing has
+                    # room for (else its step would not fit and be unspaced)
+                    room = None if spread is None else torch.where(
+                        count <= spread.sum(1), spread.sum(1), active.sum(1))
                     remask, count, reveal_p = _plan_remask(
                         fix, sampler, in_block, active, n_block, count, grid, j, looping,
-                        generator)
+                        generator, room)
                 if not sampler.scheduled and remasking:
                     draws = torch.rand(active.shape, dtype=torch.float64, generator=generator,
                                        device=device)
@@ -470,7 +474,7 @@ def _chosen_confidence(step: _Step, reveal: torch.Tensor) -> torch.Tensor:
 
 
 def _plan_remask(fix: _Corrections, sampler, in_block, active, n_block, count, grid,
-                 j, looping, generator):
+                 j, looping, generator, room=None):
     """(bool [B, L] tokens to remask, the reveals per row including the replacements, the
     ancestral reveal probability per row) of one step under ReMDM's schedule.
 
@@ -479,7 +483,8 @@ def _plan_remask(fix: _Corrections, sampler, in_block, active, n_block, count, g
     Binomial(revealed, sigma_t) draw are remasked (the least confident ones for the
     confidence sampler) and the step reveals that many masks more than its schedule, so the
     number of masks still follows the schedule; t and s are the fractions of the block
-    masked before and after the step."""
+    masked before and after the step. `room`: the most reveals per row (a row spaced by
+    --min-gap remasks only as many tokens as it has spaced masks left to reveal)."""
     if sampler.scheduled:
         total = n_block.clamp_min(1).double()
         left = active.sum(1)
@@ -489,7 +494,8 @@ def _plan_remask(fix: _Corrections, sampler, in_block, active, n_block, count, g
         draws = torch.rand(active.shape, dtype=torch.float64, generator=generator,
                            device=active.device)
         extra = (fix.generated & in_block & (draws < sigma.unsqueeze(1))).sum(1)
-        extra = torch.minimum(extra, left - count)  # Binomial(revealed, sigma), at most s
+        # Binomial(revealed, sigma), at most s (and within `room` reveals: --min-gap)
+        extra = torch.minimum(extra, (left if room is None else room) - count)
         remask = fix.pick_remask(in_block, extra, generator,
                                  by_confidence=sampler.name == "confidence")
         return remask, count + extra, None
