@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -150,6 +151,16 @@ def test_shared_scope_scores_only_the_common_words(tiny_mlm):
         assert value == pytest.approx(brute_pll(mlm, text, keep)[0], abs=1e-4)
     with pytest.raises(MlmkitError, match="share no whole word"):
         rank_statements(mlm, [["alpha", "beta"]], scope="shared")
+
+
+def test_a_candidate_with_no_token_to_score_is_refused_not_ranked_first(tiny_mlm):
+    """A candidate of special tokens only summed no log-probability: 0.0, above every real
+    statement's negative score, so it was predicted."""
+    mlm = tiny_mlm("bert")
+    special = mlm.tokenizer.sep_token
+    with pytest.raises(InvalidData, match=re.escape(f"item 0: candidate 1 ({special!r}) has no "
+                                                    "token to score")):
+        rank_statements(mlm, [["The cat sat on the mat.", special]])
 
 
 def _biased_model(mlm: MLM, bias: dict[int, float]) -> MLM:

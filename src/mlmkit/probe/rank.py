@@ -117,6 +117,10 @@ def rank_statements(
         if region is not None and any(not targets[index[(c, region)]] for c in item.candidates):
             raise InvalidData(f"item {i}: its candidates share no whole word, so scope "
                               "'shared' has nothing to score; use scope='statement'")
+        for j, candidate in enumerate(item.candidates):
+            if not targets[index[(candidate, region)]]:  # it would sum to 0.0 and rank first
+                raise InvalidData(f"item {i}: candidate {j} ({candidate!r}) has no token to "
+                                  "score (only special tokens): give it words, or drop it")
     values = score_token_ids(
         mlm, [e.ids for e in encoded], targets, metric=metric,
         word_ids=[e.word_ids for e in encoded] if metric == "pll_word_l2r" else None,
