@@ -240,3 +240,28 @@ def test_pretrain_eval_suite_data_and_eval_every_are_checked_before_the_run(
     with pytest.raises(InvalidArgument, match="the facts part needs a facts file"):
         build_run(PretrainConfig(**values, eval_suite="blimp,facts", suite_data=str(small_data)))
     assert not (tmp_path / "run").exists()
+
+
+def test_suite_blimp_names_a_pair_with_no_token_to_score(tiny_mlm, small_data, tmp_path):
+    """A sentence of special tokens only gets no score: the pair counts as wrong, said once by
+    pair and paradigm (the library's own warning named an index into an internal list)."""
+    import json
+    import shutil
+    import warnings
+
+    from mlmkit.evaluation import evaluate_suite
+
+    data = tmp_path / "data"
+    shutil.copytree(small_data, data)
+    path = data / "blimp" / "passive_1.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    rows[2]["sentence_bad"] = tiny_mlm("bert").tokenizer.sep_token
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = evaluate_suite(tiny_mlm("bert"), data, quick=True, parts="blimp",
+                                device="cpu", threads=1, progress=False)
+    said = [str(w.message) for w in caught if "no token to score" in str(w.message)]
+    assert said == ["blimp: 1 pair(s) with a sentence that has no token to score count as "
+                    "wrong (first: pair 8, paradigm 'passive_1')"]
+    assert result.items["blimp"]["values"][8] == 0.0

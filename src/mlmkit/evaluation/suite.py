@@ -246,8 +246,16 @@ def _blimp(mlm, result, *, data, quick, runtime, **_):
 
     pairs = read_pairs(data / "blimp", limit=_size("blimp_per_paradigm", quick))
     unique = list(dict.fromkeys(s for p in pairs for s in (p.good, p.bad)))
-    scores = score(mlm, unique, **runtime)
+    with warnings.catch_warnings():  # said below by pair, not by an internal text index
+        warnings.simplefilter("ignore", UserWarning)
+        scores = score(mlm, unique, **runtime)
     pll = {text: s.pll for text, s in zip(unique, scores, strict=True)}
+    unscored = [i for i, p in enumerate(pairs) if pll[p.good] is None or pll[p.bad] is None]
+    if unscored:
+        first = pairs[unscored[0]]
+        warnings.warn(f"blimp: {len(unscored)} pair(s) with a sentence that has no token to "
+                      f"score count as wrong (first: pair {unscored[0]}, paradigm "
+                      f"{first.paradigm!r})", stacklevel=2)
     correct = np.array([pll[p.good] is not None and pll[p.bad] is not None and
                         pll[p.good] > pll[p.bad] for p in pairs], dtype=np.float64)
     _accuracy_item(result, "blimp", correct, [(p.good, p.bad) for p in pairs])
