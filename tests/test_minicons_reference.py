@@ -99,8 +99,11 @@ def test_pll_and_l2r_equal_minicons(sharp_model, family):
     scorer = _minicons(path)
     pll, _ = _compare(path, TEXTS, "pll", scorer)
     l2r, _ = _compare(path, TEXTS, "pll_word_l2r", scorer)
-    # the comparison can tell the metrics apart: a multi-subword word scores differently
-    assert abs(pll[3].pll - l2r[3].pll) > 0.1
+    # the comparison can tell the metrics apart: texts with multi-subword words score
+    # differently under the two, by far more than the comparison's tolerance (by how much
+    # depends on the fixture's tokenizer, whose training is not deterministic: one run's
+    # text 3 differed by 0.03 only)
+    assert max(abs(a.pll - b.pll) for a, b in zip(pll, l2r, strict=True)) > 50 * ATOL
     if family in ("bert", "albert"):  # a tokenizer with [UNK]: scored, as minicons scores it
         assert pll[6].n_unk == 1
 
