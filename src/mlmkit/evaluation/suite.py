@@ -243,11 +243,12 @@ def _accuracy_item(result: SuiteResult, name: str, correct, key_parts) -> None:
 
 def _blimp(mlm, result, *, data, quick, runtime, **_):
     from mlmkit.scoring import read_pairs, score
+    from mlmkit.scoring.text_scores import NO_TOKEN_WARNING
 
     pairs = read_pairs(data / "blimp", limit=_size("blimp_per_paradigm", quick))
     unique = list(dict.fromkeys(s for p in pairs for s in (p.good, p.bad)))
     with warnings.catch_warnings():  # said below by pair, not by an internal text index
-        warnings.simplefilter("ignore", UserWarning)
+        warnings.filterwarnings("ignore", message=NO_TOKEN_WARNING)
         scores = score(mlm, unique, **runtime)
     pll = {text: s.pll for text, s in zip(unique, scores, strict=True)}
     unscored = [i for i, p in enumerate(pairs) if pll[p.good] is None or pll[p.bad] is None]

@@ -16,7 +16,7 @@ from mlmkit.errors import InvalidArgument, InvalidData, PathError
 from mlmkit.runtime import checks
 from mlmkit.runtime.records import display_name, read_json_objects
 from mlmkit.runtime.results import Result, jsonable
-from mlmkit.scoring.text_scores import check_score_options, score
+from mlmkit.scoring.text_scores import NO_TOKEN_WARNING, check_score_options, score
 
 
 @dataclass
@@ -112,7 +112,8 @@ def evaluate_pairs(
                               "a minimal pair needs two sentences (an empty one has no score)")
     unique = list(dict.fromkeys(s for p in pairs for s in (p.good, p.bad)))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # said below by pair, not by an index into `unique`
+        # said below by pair, not by an index into `unique` (other warnings pass)
+        warnings.filterwarnings("ignore", message=NO_TOKEN_WARNING)
         results = score(model, unique, metric=metric, unk=unk, batch_tokens=batch_tokens,
                         precision=precision, device=device, threads=threads,
                         progress=progress)

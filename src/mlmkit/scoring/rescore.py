@@ -15,7 +15,7 @@ from mlmkit.errors import InvalidArgument, InvalidData
 from mlmkit.runtime import checks
 from mlmkit.runtime.results import Result, jsonable
 from mlmkit.scoring.nbest import Utterance
-from mlmkit.scoring.text_scores import check_score_options, score
+from mlmkit.scoring.text_scores import NO_TOKEN_WARNING, check_score_options, score
 from mlmkit.scoring.wer import word_error_rate
 
 DEFAULT_WEIGHT_GRID = tuple(np.round(np.linspace(0.0, 2.0, 41), 3))
@@ -119,7 +119,8 @@ def rescore(
                       f"{empty[0][1]}) have no PLL: their LM term is 0 (combined = am_score)",
                       stacklevel=2)
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # said below by utterance, not by an index into `live`
+        # said below by utterance, not by an index into `live` (other warnings pass)
+        warnings.filterwarnings("ignore", message=NO_TOKEN_WARNING)
         results = score(model, [h.text for h in live], metric=metric, unk=unk,
                         batch_tokens=batch_tokens, precision=precision, device=device,
                         threads=threads, progress=progress)

@@ -55,6 +55,11 @@ def check_score_options(metric: str, unk: str, stride, batch_tokens) -> None:
     check_budget(batch_tokens)
 
 
+NO_TOKEN_WARNING = r"texts\[\d+\]: "
+"""The start of `score`'s warning about a text with no token to score (callers that score
+texts of their own say it in their terms, and filter this one)."""
+
+
 def _check_spans(spans, texts) -> None:
     if spans is None:
         return
