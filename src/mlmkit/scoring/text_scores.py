@@ -60,6 +60,20 @@ NO_TOKEN_WARNING = r"texts\[\d+\]: "
 texts of their own say it in their terms, and filter this one)."""
 
 
+def scored_positions(tokenizer, encoded, unk: str, spans=None) -> tuple[list, list]:
+    """(candidates, targets) per encoded text: the positions `score` reads (non-special
+    tokens, inside the text's span when `spans` gives one), [UNK]s included in the
+    candidates (they are counted), left out of the targets under unk="skip"."""
+    unk_id = tokenizer.unk_token_id
+    never = set(unscored_ids(tokenizer, unk).tolist()) - {unk_id}
+    candidates = [span_targets(e, never, spans[i] if spans else None)
+                  for i, e in enumerate(encoded)]
+    if unk == "score":
+        return candidates, candidates
+    return candidates, [[t for t in c if e.ids[t] != unk_id]
+                        for e, c in zip(encoded, candidates, strict=True)]
+
+
 def _check_spans(spans, texts) -> None:
     if spans is None:
         return
@@ -126,7 +140,6 @@ def score(
     _check_spans(spans, texts)
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     tokenizer = mlm.tokenizer
-    never = set(unscored_ids(tokenizer, unk).tolist())
     unk_id = tokenizer.unk_token_id
     live = [i for i, text in enumerate(texts) if text.strip()]
     for i in sorted(set(range(len(texts))) - set(live)):
@@ -136,12 +149,10 @@ def score(
     if (metric == "pll_word_l2r" or per_word) and any(e.word_ids is None for e in encoded):
         raise ModelError(f"metric {metric!r} / per-word scores need a fast tokenizer "
                          "(word ids); load the model with its tokenizer.json")
-    candidates = [span_targets(e, never - {unk_id}, spans[i] if spans else None)
-                  for i, e in zip(live, encoded, strict=True)]
+    candidates, targets = scored_positions(tokenizer, encoded, unk,
+                                           [spans[i] for i in live] if spans else None)
     n_unk = [sum(1 for t in c if e.ids[t] == unk_id) if unk_id is not None else 0
              for e, c in zip(encoded, candidates, strict=True)]
-    targets = candidates if unk == "score" else [
-        [t for t in c if e.ids[t] != unk_id] for e, c in zip(encoded, candidates, strict=True)]
     values = score_token_ids(
         mlm, [e.ids for e in encoded], targets, metric=metric,
         word_ids=[e.word_ids for e in encoded] if metric == "pll_word_l2r" else None,

@@ -67,18 +67,13 @@ def _scored(tokenizer, texts: list[str], unk: str, spans):
     """Each text's encoding, ids and the positions `mlmkit.score` scores in it."""
     import numpy as np
 
-    from mlmkit.scoring.engine import unscored_ids
-    from mlmkit.scoring.texts import encode_texts, span_targets
+    from mlmkit.scoring.text_scores import scored_positions
+    from mlmkit.scoring.texts import encode_texts
 
-    never = set(unscored_ids(tokenizer, unk).tolist()) - {tokenizer.unk_token_id}
     encoded = encode_texts(tokenizer, texts)
-    targets = []
-    for i, e in enumerate(encoded):
-        positions = span_targets(e, never, spans[i] if spans else None)
-        if unk == "skip":
-            positions = [t for t in positions if e.ids[t] != tokenizer.unk_token_id]
-        targets.append(np.asarray(positions, dtype=np.int64))
-    return encoded, [np.asarray(e.ids, dtype=np.int64) for e in encoded], targets
+    _, targets = scored_positions(tokenizer, encoded, unk, spans)
+    return (encoded, [np.asarray(e.ids, dtype=np.int64) for e in encoded],
+            [np.asarray(t, dtype=np.int64) for t in targets])
 
 
 def stride_gap(mlm, texts: list[str], unk: str, stride: int, spans=None):
