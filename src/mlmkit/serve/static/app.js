@@ -596,16 +596,9 @@ function initialFrame(step) {
 }
 
 // The cost of the run up to a step, as the CLI's live view shows it: model calls (NFE), masks
-// filled per call and wall time. A step event carries its model calls; the masks filled are
-// the masks of the first canvas less those still masked (the library's count), and the time
-// is the event's own when the server sends it, else the time since the request was sent.
-function stepCost(step, first, started) {
-  const masks = (rows) => rows.reduce((n, r) => n + r.masked.filter(Boolean).length, 0);
-  return {
-    calls: step.model_calls,
-    filled: step.filled !== undefined ? step.filled : masks(first.rows) - masks(step.rows),
-    seconds: step.seconds !== undefined ? step.seconds : (performance.now() - started) / 1000,
-  };
+// filled per call and wall time, as the step event carries them.
+function stepCost(step) {
+  return { calls: step.model_calls, filled: step.filled, seconds: step.seconds };
 }
 
 function costText(cost) {
@@ -695,7 +688,6 @@ $("#unmask-form").addEventListener("submit", async (event) => {
   $("#unmask-play").disabled = true;
   $("#unmask-scrubber").disabled = true;
   try {
-    const started = performance.now();
     const response = await fetch(path, { method: "POST", headers: headers(), body: JSON.stringify(body) });
     if (!response.ok) {
       const data = await response.json().catch(() => null);
@@ -706,7 +698,7 @@ $("#unmask-form").addEventListener("submit", async (event) => {
     await readEvents(response, (name, data) => {
       if (name === "step") {
         if (!state.steps.length) state.steps.push(initialFrame(data));
-        data.cost = stepCost(data, state.steps[0], started);
+        data.cost = stepCost(data);
         state.steps.push(data);
         $("#unmask-scrubber").max = state.steps.length - 1;
         renderFrame(state.steps.length - 1);
