@@ -23,6 +23,7 @@ install: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports
 
 test: lint
 	# One worker more than cores: some tests wait on the processes they start. The browser

@@ -51,8 +51,8 @@ def main() -> None:
     import torch
     from transformers import AutoTokenizer
 
+    from mlmkit.engine.batching import cache_bytes, default_batch_tokens
     from mlmkit.models import MLM
-    from mlmkit.runtime.batching import cache_bytes, default_batch_tokens
     from mlmkit.scoring.engine import score_token_ids
 
     torch.set_num_threads(args.threads)

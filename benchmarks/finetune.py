@@ -144,7 +144,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
-    from mlmkit.runtime.devices import set_threads
+    from mlmkit.core.devices import set_threads
 
     threads = set_threads(args.threads)
     args.threads = threads

@@ -126,7 +126,7 @@ def masking_rate(masking="default", phase_rate=None) -> float:
     if phase_rate is not None:
         return float(sum(phase_rate) / len(phase_rate))
     from mlmkit.masking.config import resolve
-    from mlmkit.objectives.mlm import default_masking
+    from mlmkit.training.objectives.mlm import default_masking
 
     policy = default_masking() if masking in (None, "default") else masking
     rate = resolve(policy)["rate"] if not isinstance(policy, dict) or "rate" not in policy \

@@ -20,11 +20,11 @@ import time
 import torch
 from flops import forwards_flops, matmul_peak, mfu, mfu_text
 
-from mlmkit.cache import cache_dir
+from mlmkit.core.cache import cache_dir
 from mlmkit.corpus.python_docs import python_docs
-from mlmkit.generate.canvas import MASK, PROMPT, Segment, build_canvas, suppressed_ids, text_ids
-from mlmkit.generate.options import SamplerOptions
-from mlmkit.generate.unmask import unmask
+from mlmkit.generation.canvas import MASK, PROMPT, Segment, build_canvas, suppressed_ids, text_ids
+from mlmkit.generation.options import SamplerOptions
+from mlmkit.generation.unmask import unmask
 from mlmkit.models import MLM, build_mlm
 from mlmkit.tokenizer import train_tokenizer
 

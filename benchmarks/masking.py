@@ -20,7 +20,7 @@ import warnings
 
 import torch
 
-from mlmkit.cache import cache_dir
+from mlmkit.core.cache import cache_dir
 from mlmkit.corpus.python_docs import python_docs
 from mlmkit.masking import build_policy, compute_stats
 from mlmkit.tokenizer import train_tokenizer

@@ -49,16 +49,16 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from flops import matmul_peak, train_flops_per_token  # noqa: E402
 
-from mlmkit.models import build_mlm  # noqa: E402
-from mlmkit.objectives.metrics import masked_token_metrics  # noqa: E402
-from mlmkit.objectives.mlm import set_dropout  # noqa: E402
-from mlmkit.runtime.devices import (  # noqa: E402
+from mlmkit.core.devices import (  # noqa: E402
     available_cores,
     resolve_precision,
     set_threads,
 )
-from mlmkit.train import PretrainConfig, pretrain  # noqa: E402
-from mlmkit.train.data import build_data, resolve_tokenizer  # noqa: E402
+from mlmkit.models import build_mlm  # noqa: E402
+from mlmkit.pretraining import PretrainConfig, pretrain  # noqa: E402
+from mlmkit.pretraining.data import build_data, resolve_tokenizer  # noqa: E402
+from mlmkit.training.objectives.metrics import masked_token_metrics  # noqa: E402
+from mlmkit.training.objectives.mlm import set_dropout  # noqa: E402
 
 MASK_RATE = 0.3
 
@@ -123,7 +123,7 @@ def step_cpu_seconds(between: bool = False):
     """The process CPU seconds of each training step of mlmkit's loop (all threads), measured
     around `Run.step` from outside: the loop itself, its RNG and its losses are untouched.
     `between`: a peak round after each step (outside the step's time), into BETWEEN."""
-    from mlmkit.train.run import Run
+    from mlmkit.pretraining.run import Run
 
     original, seconds = Run.step, []
 
@@ -427,8 +427,8 @@ def profile_step(base: PretrainConfig, work: Path, steps: int) -> dict:
     by the window's CPU/wall ratio, so read the shares, not the seconds."""
     from torch.profiler import ProfilerActivity, profile
 
-    from mlmkit.train.run import build_run
-    from mlmkit.train.runtime import retained_heap
+    from mlmkit.pretraining.run import build_run
+    from mlmkit.training.runtime import retained_heap
 
     steps = max(1, steps)
     config = base.replace(run_dir=str(work / "profile"), steps=steps + 2, log_every=1,

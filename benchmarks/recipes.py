@@ -31,9 +31,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from mlmkit.models import load_mlm, masked_logits  # noqa: E402
-from mlmkit.train import PretrainConfig, pretrain  # noqa: E402
-from mlmkit.train.config import from_dict  # noqa: E402
-from mlmkit.train.recipes import recipe_config  # noqa: E402
+from mlmkit.pretraining import PretrainConfig, pretrain  # noqa: E402
+from mlmkit.pretraining.config import from_dict  # noqa: E402
+from mlmkit.pretraining.recipes import recipe_config  # noqa: E402
 
 RATE, EVAL_SEED = 0.15, 1234
 
@@ -42,7 +42,7 @@ def heldout_accuracy(model_dir: Path, blocks: int, seq_len: int) -> tuple[float,
     """Top-1 accuracy at a fixed 15% of the held-out blocks' tokens, masked with [MASK]."""
     from mlmkit.corpus.packing import PackedBlocks
     from mlmkit.corpus.shards import tokenize_corpus
-    from mlmkit.train.data import corpus_documents
+    from mlmkit.pretraining.data import corpus_documents
 
     mlm = load_mlm(model_dir, device="cpu")
     tok = mlm.tokenizer

@@ -71,11 +71,11 @@ from pathlib import Path
 import torch
 from flops import forward_flops, matmul_peak, mfu, mfu_text
 
-from mlmkit.cache import cache_dir
-from mlmkit.generate.canvas import MASK, PROMPT, Segment
-from mlmkit.generate.options import SamplerOptions
-from mlmkit.generate.pll import token_pll
-from mlmkit.generate.unmask import unmask_rows
+from mlmkit.core.cache import cache_dir
+from mlmkit.generation.canvas import MASK, PROMPT, Segment
+from mlmkit.generation.options import SamplerOptions
+from mlmkit.generation.pll import token_pll
+from mlmkit.generation.unmask import unmask_rows
 from mlmkit.models import MLM, build_mlm, masked_logits
 from mlmkit.models.block_cache import BlockCache
 from mlmkit.tokenizer import train_tokenizer

@@ -39,7 +39,7 @@ def _worker(rank: int, world: int, port: int, config: dict, out: str) -> None:
     import torch
 
     torch.set_num_threads(config["threads"])
-    from mlmkit.train import PretrainConfig, pretrain
+    from mlmkit.pretraining import PretrainConfig, pretrain
 
     result = pretrain(PretrainConfig(**config))
     Path(out, f"rank{rank}.json").write_text(json.dumps(

@@ -56,7 +56,7 @@ def sentences(count: int) -> list[str]:
 
 def saved_model(preset: str, vocab: int) -> Path:
     """A random model of `preset` with a WordPiece tokenizer, saved once in the cache."""
-    from mlmkit.cache import cache_dir
+    from mlmkit.core.cache import cache_dir
 
     folder = cache_dir("benchmarks", f"serve-{preset}-{vocab}")
     if (folder / "config.json").exists():

@@ -41,7 +41,7 @@ def _documents(copies: int) -> list[str]:
 def _tokenizer():
     from transformers import AutoTokenizer
 
-    from mlmkit.cache import cache_dir
+    from mlmkit.core.cache import cache_dir
     from mlmkit.corpus.python_docs import python_docs
     from mlmkit.tokenizer import train_tokenizer
 

@@ -180,7 +180,7 @@ def _seed():
 def _threads():
     """A test that asks for a thread count by name does not pass it on to the next test
     (a count asked for by name holds for the rest of a process: runtime/devices.py)."""
-    import mlmkit.runtime.devices as devices
+    import mlmkit.core.devices as devices
 
     yield
     devices._asked_threads = None

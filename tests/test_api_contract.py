@@ -32,8 +32,8 @@ RUNTIME_DEFAULTS = {"batch_tokens": None, "precision": "auto", "threads": None,
                     "progress": None}
 # Names the contract replaced: a token budget is `batch_tokens`, the model is `model`.
 FORBIDDEN = {"batch_rows", "mlm", "model_or_name", "name_or_path"}
-SUBPACKAGES = ["bias", "corpus", "errors", "generate", "masking", "models", "probe",
-               "runtime", "scoring", "train", "finetune", "evaluation"]
+SUBPACKAGES = ["bias", "core", "corpus", "engine", "errors", "generation", "masking", "models",
+               "probe", "scoring", "training", "pretraining", "finetuning", "evaluation"]
 PUBLIC_FUNCTIONS = ["score", "fill", "fill_mask", "generate", "infill", "elbo", "rescore",
                     "load_mlm", "build_mlm", "as_mlm", "pretrain", "cloze_classify",
                     "rank_statements", "knowledge_probe", "audit", "train_tokenizer",
@@ -41,10 +41,8 @@ PUBLIC_FUNCTIONS = ["score", "fill", "fill_mask", "generate", "infill", "elbo", 
 
 
 def entry_point(name: str):
-    """The function behind `mlmkit.<name>` (`mlmkit.generate` is the callable subpackage)."""
+    """The function behind `mlmkit.<name>`."""
     obj = getattr(mlmkit, name)
-    if inspect.ismodule(obj):
-        obj = getattr(obj, name)
     assert inspect.isfunction(obj), f"mlmkit.{name} is {obj!r}, not a function"
     return obj
 
@@ -99,12 +97,16 @@ def test_unknown_attribute_is_an_attribute_error():
         mlmkit.nonexistent  # noqa: B018
 
 
-def test_generate_is_the_callable_subpackage_whatever_the_import_order():
-    import mlmkit.generate as package
+def test_verbs_are_functions_and_their_packages_nouns_whatever_the_import_order():
+    import mlmkit.finetuning as finetuning
+    import mlmkit.generation as generation
+    import mlmkit.pretraining as pretraining
 
-    assert mlmkit.generate is package and inspect.ismodule(package)
-    assert callable(mlmkit.generate)
-    assert mlmkit.fill is mlmkit.fill_mask is package.fill_mask
+    assert mlmkit.generation is generation and inspect.ismodule(generation)
+    assert mlmkit.generate is generation.generate and inspect.isfunction(mlmkit.generate)
+    assert mlmkit.finetune is finetuning.finetune and inspect.isfunction(mlmkit.finetune)
+    assert mlmkit.pretraining is pretraining and inspect.isfunction(mlmkit.pretrain)
+    assert mlmkit.fill is mlmkit.fill_mask is generation.fill_mask
     assert mlmkit.score is mlmkit.scoring.score
 
 
@@ -144,7 +146,7 @@ def test_runtime_keywords_are_spelled_the_contract_way(name):
         f"mlmkit.{name} takes **kwargs: name every option, so none is silently ignored"
 
 
-@pytest.mark.parametrize("package", ["scoring", "generate", "probe", "bias", "models"])
+@pytest.mark.parametrize("package", ["scoring", "generation", "probe", "bias", "models"])
 def test_no_public_function_takes_mlm_first(package):
     module = getattr(mlmkit, package)
     offenders = []
@@ -287,8 +289,8 @@ def test_a_training_runs_thread_count_ends_with_the_run(wordpiece_tokenizer, cor
     its evaluations; after it returns, later library calls get the count from before."""
     import torch
 
-    import mlmkit.runtime.devices as devices
-    import mlmkit.train.loop as loop
+    import mlmkit.core.devices as devices
+    import mlmkit.pretraining.loop as loop
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(corpus_sample[:300]) + "\n")

@@ -9,8 +9,8 @@ import torch
 from safetensors.torch import load_file
 
 from mlmkit.errors import InvalidArgument
-from mlmkit.train import PretrainConfig, pretrain
-from mlmkit.train.run import batch_warmup_size, build_run
+from mlmkit.pretraining import PretrainConfig, pretrain
+from mlmkit.pretraining.run import batch_warmup_size, build_run
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_the_rule():
     with pytest.raises(InvalidArgument, match="without --batch-warmup-tokens"):
         PretrainConfig(batch_warmup_start=2, steps=10)
     # a recipe stretched to other --steps keeps its warm-up's share of the run
-    from mlmkit.train.recipes import recipe_config
+    from mlmkit.pretraining.recipes import recipe_config
 
     assert recipe_config("modernbert", {"steps": 100})["batch_warmup_tokens"] == 3000
     assert recipe_config("modernbert", {"steps": 100, "batch_warmup_tokens": 7}

@@ -6,10 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from mlmkit.errors import InvalidArgument, MlmkitError
-from mlmkit.models import masked_log_probs
-from mlmkit.runtime import batching
-from mlmkit.runtime.batching import (
+from mlmkit.engine import batching
+from mlmkit.engine.batching import (
     TokenJobs,
     cut_batches,
     pick,
@@ -17,6 +15,8 @@ from mlmkit.runtime.batching import (
     row_sums,
     run_jobs,
 )
+from mlmkit.errors import InvalidArgument, MlmkitError
+from mlmkit.models import masked_log_probs
 
 TEXTS = ["Return the number of items in a container.", "x",
          "The socketserver module simplifies writing network servers and their handlers.",
@@ -176,7 +176,7 @@ def test_default_budget_fits_the_cache_on_cpu(tiny_mlm, monkeypatch):
 def test_few_lengths_are_split_rather_than_padded():
     """Twenty copies of a 20-token text and sixty of a 60-token text: one batch would pad a
     sixth of its tokens; split at the length change, no padding (issue 16's gathered calls)."""
-    from mlmkit.runtime.batching import padding_segments
+    from mlmkit.engine.batching import padding_segments
 
     lengths = np.array([20] * 20 + [60] * 60)
     assert padding_segments(lengths, 8192) == [(0, 20), (20, 80)]

@@ -7,7 +7,6 @@ import math
 import numpy as np
 import pytest
 
-from mlmkit.bias.bootstrap import Statistic, bootstrap, paired_bootstrap, ratio
 from mlmkit.bias.crows_data import CrowsPair
 from mlmkit.bias.distributional import (
     divergence_statistics,
@@ -17,6 +16,7 @@ from mlmkit.bias.distributional import (
     kl_gaussian,
 )
 from mlmkit.bias.pairs import PairScores
+from mlmkit.core.statistics import Statistic, bootstrap, paired_bootstrap, ratio
 from mlmkit.errors import InvalidArgument
 
 

@@ -66,7 +66,7 @@ def test_ss_lm_icat_equal_a_hand_computation():
 
 
 def test_stereoset_statistics_match_the_point_scores_and_bootstrap():
-    from mlmkit.bias.bootstrap import bootstrap
+    from mlmkit.core.statistics import bootstrap
 
     result = StereoSetResult(read_stereoset(FIXTURE), _hand_scores())
     scores = {(s.name, s.group): s for s in bootstrap(result.statistics(), len(result),

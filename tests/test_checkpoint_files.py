@@ -11,9 +11,9 @@ import time
 import pytest
 import torch
 
+from mlmkit.core import staging
 from mlmkit.errors import RunError
-from mlmkit.runtime import staging
-from mlmkit.train.checkpoint import (
+from mlmkit.training.checkpoint import (
     list_states,
     load_latest_state,
     remove_leftovers,
@@ -63,7 +63,7 @@ def test_a_failed_model_save_leaves_no_folder(tmp_path):
 KILLED_SAVE = """
 import os, sys, time
 from pathlib import Path
-from mlmkit.runtime import staging
+from mlmkit.core import staging
 run = Path(sys.argv[1])
 staging.staging_dir(run / "step-100")                                    # a model folder
 (run / "checkpoints").mkdir(exist_ok=True)
@@ -137,7 +137,7 @@ def test_shard_cache_removes_a_dead_builders_staging(tmp_path, wordpiece_tokeniz
 
 def test_a_run_directory_follows_the_umask(tmp_path, umask_022, fixture_dir,
                                            wordpiece_tokenizer):
-    from mlmkit.train import PretrainConfig, pretrain
+    from mlmkit.pretraining import PretrainConfig, pretrain
 
     run_dir = tmp_path / "run"
     pretrain(PretrainConfig(model="tiny", tokenizer=str(fixture_dir / "tok-wordpiece"),

@@ -153,8 +153,8 @@ def test_a_tiny_share_of_a_huge_corpus_is_refused():
 
 
 def test_pretrain_build_mixes_the_weighted_corpora(tmp_path, monkeypatch, wordpiece_tokenizer):
-    from mlmkit.train.config import PretrainConfig
-    from mlmkit.train.data import build_data
+    from mlmkit.pretraining.config import PretrainConfig
+    from mlmkit.pretraining.data import build_data
 
     monkeypatch.setenv("MLMKIT_CACHE", str(tmp_path / "cache"))  # the shards of each source
     (tmp_path / "a.txt").write_text("".join(f"alpha text number {i} here\n" for i in range(40)))
@@ -178,8 +178,8 @@ def test_pretrain_build_mixes_the_weighted_corpora(tmp_path, monkeypatch, wordpi
 def test_a_mixture_run_resumes_bit_identically(tmp_path, monkeypatch, wordpiece_tokenizer):
     from safetensors.torch import load_file
 
-    from mlmkit.train import pretrain
-    from mlmkit.train.config import PretrainConfig
+    from mlmkit.pretraining import pretrain
+    from mlmkit.pretraining.config import PretrainConfig
 
     monkeypatch.setenv("MLMKIT_CACHE", str(tmp_path / "cache"))
     wordpiece_tokenizer.save_pretrained(tmp_path / "tok")
@@ -224,7 +224,7 @@ def test_python_docs_in_a_list_keeps_its_own_splits(tmp_path):
     """Listed with other sources, python-docs gives its own validation split to validation
     and its train split to training, never a hashed share of its training documents."""
     from mlmkit.corpus.python_docs import python_docs
-    from mlmkit.train.data import corpus_documents
+    from mlmkit.pretraining.data import corpus_documents
 
     notes = tmp_path / "notes.txt"
     notes.write_text("".join(f"Note number {i} about files.\n" for i in range(200)))

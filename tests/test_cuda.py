@@ -91,8 +91,8 @@ def test_sampling_on_the_gpu_is_deterministic_and_counts_its_calls(tiny_mlm, opt
 
 def test_training_on_the_gpu_runs_bf16_and_resumes_exactly(tmp_path, fixture_dir,
                                                            wordpiece_tokenizer):
-    from mlmkit.train import pretrain
-    from mlmkit.train.runtime import build_runtime
+    from mlmkit.pretraining import pretrain
+    from mlmkit.training.runtime import build_runtime
 
     tokenizer = str(fixture_dir / "tok-wordpiece")
     assert build_runtime("cuda").precision == "bf16"  # auto: native bf16 on the GPU

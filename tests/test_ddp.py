@@ -13,7 +13,7 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from mlmkit.train import PretrainConfig, pretrain
+from mlmkit.pretraining import PretrainConfig, pretrain
 
 # One worker runs the whole module (tests/conftest.py WHOLE_FILES): its multi-process fixture
 # is built once.
@@ -39,8 +39,8 @@ def _worker(rank: int, world: int, port: int, config: dict | None, resume: str |
 
     faulthandler.dump_traceback_later(DEADLINE_S - 10, exit=True)  # where a hang is stuck
 
-    import mlmkit.train.loop as loop
-    import mlmkit.train.run as run
+    import mlmkit.pretraining.loop as loop
+    import mlmkit.pretraining.run as run
 
     captured = {}
     build = run.build_objective
@@ -133,7 +133,7 @@ def assert_close_states(a: dict, b: dict, atol: float) -> None:
 def runs(tmp_path_factory, wordpiece_tokenizer, fixture_dir, corpus_file):
     """One process × batch 8 for 6 steps; two processes × batch 4 each (2 micro-steps of
     2), halted after 3 steps (each rank's weights kept), then resumed on one process."""
-    import mlmkit.train.run as run_module
+    import mlmkit.pretraining.run as run_module
 
     root = tmp_path_factory.mktemp("ddp")
     tokenizer = str(fixture_dir / "tok-wordpiece")
@@ -207,26 +207,26 @@ def test_a_two_process_run_resumes_on_one_process(runs):
 
 
 def test_one_process_group_set_up_without_torchrun(monkeypatch):
-    """runtime.distributed: rank 0 of 1 and nothing started without torchrun; bad
+    """engine.process_group: rank 0 of 1 and nothing started without torchrun; bad
     environment values are one-line errors naming the variable."""
+    from mlmkit.engine import process_group
     from mlmkit.errors import InvalidArgument
-    from mlmkit.runtime import distributed
 
     for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MLMKIT_DIST_TIMEOUT"):
         monkeypatch.delenv(name, raising=False)
-    group, device = distributed.init("cpu")
+    group, device = process_group.init("cpu")
     assert (group.rank, group.world, group.is_main, group.distributed) == (0, 1, True, False)
     assert device == torch.device("cpu") and group.backend is None
     group.barrier()
     group.finish()  # no-ops for a single process
-    assert distributed.timeout_seconds() == distributed.DEFAULT_TIMEOUT_S
+    assert process_group.timeout_seconds() == process_group.DEFAULT_TIMEOUT_S
     monkeypatch.setenv("WORLD_SIZE", "two")
     with pytest.raises(InvalidArgument, match="WORLD_SIZE='two'"):
-        distributed.init("cpu")
+        process_group.init("cpu")
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "5")
     with pytest.raises(InvalidArgument, match="RANK=5 is not below WORLD_SIZE=2"):
-        distributed.init("cpu")
+        process_group.init("cpu")
     monkeypatch.setenv("MLMKIT_DIST_TIMEOUT", "-3")
     with pytest.raises(InvalidArgument, match="MLMKIT_DIST_TIMEOUT"):
-        distributed.timeout_seconds()
+        process_group.timeout_seconds()

@@ -11,8 +11,8 @@ import transformers
 
 from mlmkit.errors import MlmkitError
 from mlmkit.masking import build_policy
-from mlmkit.objectives.diffusion import subs_logits, weighted_nll
-from mlmkit.train import PretrainConfig, pretrain
+from mlmkit.pretraining import PretrainConfig, pretrain
+from mlmkit.training.objectives.diffusion import subs_logits, weighted_nll
 
 
 def test_loss_equals_the_hand_computed_weighted_cross_entropy(tiny_mlm):

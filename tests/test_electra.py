@@ -10,7 +10,8 @@ import torch
 import transformers
 
 from mlmkit.errors import MlmkitError
-from mlmkit.objectives.electra import (
+from mlmkit.pretraining import PretrainConfig, pretrain
+from mlmkit.training.objectives.electra import (
     DISCRIMINATOR_DIR,
     build_electra,
     electra_configs,
@@ -18,7 +19,6 @@ from mlmkit.objectives.electra import (
     gumbel_sample,
     replace_tokens,
 )
-from mlmkit.train import PretrainConfig, pretrain
 
 
 def test_replaced_labels_agree_with_the_samples():

@@ -1,5 +1,5 @@
 """The evaluation suite and comparisons (issue 15): fidelity to eval blimp, per-item outcomes,
-bootstrap intervals through mlmkit.bias.bootstrap, McNemar, the CLI."""
+bootstrap intervals through mlmkit.core.statistics, McNemar, the CLI."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import math
 import numpy as np
 import pytest
 
+import mlmkit
 from mlmkit.errors import InvalidData
 
 
@@ -57,7 +58,7 @@ def test_suite_blimp_matches_eval_blimp_and_keeps_items(suite, tiny_mlm, small_d
 
 
 def test_compare_intervals_and_paired_tests(suite):
-    from mlmkit.bias.bootstrap import Statistic, bootstrap, ratio
+    from mlmkit.core.statistics import Statistic, bootstrap, ratio
     from mlmkit.evaluation import SuiteResult, compare_suites, load_suite, mcnemar
 
     a = load_suite(suite[1])
@@ -135,7 +136,7 @@ def test_pretrain_logs_the_suite_as_learning_curves(wordpiece_tokenizer, corpus_
 
     from mlmkit.errors import InvalidArgument
     from mlmkit.evaluation import training
-    from mlmkit.train import PretrainConfig, pretrain
+    from mlmkit.pretraining import PretrainConfig
 
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(corpus_sample[:200]) + "\n")
@@ -145,7 +146,9 @@ def test_pretrain_logs_the_suite_as_learning_curves(wordpiece_tokenizer, corpus_
                   precision="fp32", threads=1, seed=0, progress=False,
                   suite_data=str(small_data))
     with pytest.raises(InvalidArgument, match="--eval-suite"):
-        PretrainConfig(**values, eval_suite="blimp,nope", run_dir=str(tmp_path / "x"))
+        training.pretrain(PretrainConfig(**values, eval_suite="blimp,nope",
+                                         run_dir=str(tmp_path / "x")))
+    assert not (tmp_path / "x").exists()
     original, moved = training.suite_record, []
 
     def watched(run):  # the suite must leave the training RNG and weights as they were
@@ -157,7 +160,7 @@ def test_pretrain_logs_the_suite_as_learning_curves(wordpiece_tokenizer, corpus_
         return record
 
     monkeypatch.setattr(training, "suite_record", watched)
-    pretrain(PretrainConfig(**values, eval_suite="blimp", run_dir=str(tmp_path / "r")))
+    mlmkit.pretrain(PretrainConfig(**values, eval_suite="blimp", run_dir=str(tmp_path / "r")))
     lines = [json.loads(line) for line in
              (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
     suite = [r for r in lines if r.get("split") == "suite"]
@@ -167,12 +170,12 @@ def test_pretrain_logs_the_suite_as_learning_curves(wordpiece_tokenizer, corpus_
 
 
 def test_elbo_and_facts_parts_equal_their_own_functions(tiny_mlm, small_data, tmp_path):
-    """The suite's `elbo` part is the token-weighted mean of `mlmkit.generate.elbo` over its
+    """The suite's `elbo` part is the token-weighted mean of `mlmkit.generation.elbo` over its
     python-docs sample, and its `facts` part is the P@1 of `knowledge_probe` on the file."""
     from mlmkit.corpus.python_docs import python_docs
     from mlmkit.evaluation import evaluate_suite
     from mlmkit.evaluation.suite import _sample, _size
-    from mlmkit.generate import elbo
+    from mlmkit.generation import elbo
     from mlmkit.probe import knowledge_probe
 
     mlm = tiny_mlm("bert")
@@ -220,8 +223,12 @@ def test_pretrain_eval_suite_data_and_eval_every_are_checked_before_the_run(
     a half-written run directory, and named --data; --eval-suite with --eval-every 0 never
     ran the suite, silently (acceptance check H1)."""
     from mlmkit.errors import InvalidArgument, PathError
-    from mlmkit.train import PretrainConfig
-    from mlmkit.train.run import build_run
+    from mlmkit.evaluation.training import SuiteEvaluation
+    from mlmkit.pretraining import PretrainConfig
+    from mlmkit.pretraining.run import build_run as build_without_hook
+
+    def build_run(config):
+        return build_without_hook(config, evaluation=SuiteEvaluation())
 
     values = dict(model="tiny", steps=4, seq_len=32, eval_every=2, progress=False,
                   tokenizer=wordpiece_tokenizer.name_or_path, threads=1,
@@ -239,6 +246,10 @@ def test_pretrain_eval_suite_data_and_eval_every_are_checked_before_the_run(
     # --facts; review of the session's change)
     with pytest.raises(InvalidArgument, match="the facts part needs a facts file"):
         build_run(PretrainConfig(**values, eval_suite="blimp,facts", suite_data=str(small_data)))
+    # pretraining does not import the suite: without the hook, eval_suite is refused
+    with pytest.raises(InvalidArgument, match="needs the evaluation suite"):
+        build_without_hook(PretrainConfig(**values, eval_suite="blimp",
+                                          suite_data=str(small_data)))
     assert not (tmp_path / "run").exists()
 
 

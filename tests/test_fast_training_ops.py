@@ -8,8 +8,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from mlmkit.models.cross_entropy import cross_entropy_top1
 from mlmkit.models.fast_modernbert import use_fast_layers
-from mlmkit.objectives.cross_entropy import cross_entropy_top1
 
 
 def _loss_and_grad(function, logits, targets):

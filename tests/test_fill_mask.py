@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from mlmkit.errors import MlmkitError
-from mlmkit.generate.fill_mask import FillResult, fill_mask, read_fill_inputs
+from mlmkit.generation.fill_mask import FillResult, fill_mask, read_fill_inputs
 from mlmkit.models import masked_log_probs
 
 SINGLE = "The module returns a [MASK] of the object."
@@ -71,8 +71,8 @@ def test_batched_equals_one_at_a_time_despite_padding(tiny_mlm):
 
 
 def test_one_batched_head_only_call_per_batch(tiny_mlm, monkeypatch):
-    # The package attribute `mlmkit.generate.fill_mask` is the function; the module is here.
-    module = importlib.import_module("mlmkit.generate.fill_mask")
+    # The package attribute `mlmkit.generation.fill_mask` is the function; the module is here.
+    module = importlib.import_module("mlmkit.generation.fill_mask")
 
     calls = []
 

@@ -16,7 +16,7 @@ RUNTIME = {"device": "cpu", "threads": 1, "progress": False}
 # --- metrics -----------------------------------------------------------------------------
 
 def test_metrics_match_hand_computed_values():
-    from mlmkit.finetune import metrics
+    from mlmkit.finetuning import metrics
 
     pred, gold = [1, 1, 0, 0, 1, 0], [1, 0, 0, 0, 1, 1]
     # tp 2, fp 1, fn 1, tn 2: F1 = 4/6; MCC = (2*2 - 1*1) / sqrt(3*3*3*3) = 1/3
@@ -57,8 +57,8 @@ def words(tiny_mlm):
 
 
 def test_bad_data_is_a_clear_error(tmp_path, sst):
-    from mlmkit.finetune.data import load_task_data
-    from mlmkit.finetune.tasks import get_task
+    from mlmkit.finetuning.data import load_task_data
+    from mlmkit.finetuning.tasks import get_task
 
     task = get_task("sst2")
     with pytest.raises(InvalidData, match=r"no column 'review'.*the columns are 'sentence', "
@@ -83,8 +83,8 @@ def test_bad_data_is_a_clear_error(tmp_path, sst):
 
 
 def test_agnews_validation_is_carved_with_a_fixed_seed(shared_data):
-    from mlmkit.finetune.data import few_shot, load_task_data
-    from mlmkit.finetune.tasks import get_task
+    from mlmkit.finetuning.data import few_shot, load_task_data
+    from mlmkit.finetuning.tasks import get_task
 
     path = shared_data / "agnews" / "train.tsv"
     a = load_task_data(get_task("agnews"), train=path)
@@ -120,8 +120,8 @@ def test_head_run_keeps_the_best_epoch_and_counts_truncation(tiny_mlm, sst, tmp_
     model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "run" / "best").eval()
     assert model.config.id2label == {0: "negative", 1: "positive"}
     # the saved model is the best epoch's: it reproduces the reported accuracy
-    from mlmkit.finetune.data import load_task_data
-    from mlmkit.finetune.tasks import get_task
+    from mlmkit.finetuning.data import load_task_data
+    from mlmkit.finetuning.tasks import get_task
 
     data = load_task_data(get_task("sst2"), train=sst / "train.tsv",
                           validation=sst / "validation.tsv")
@@ -200,7 +200,7 @@ def test_lora_adapter_loads_with_peft_and_merges(tiny_mlm, sst, tmp_path, saved_
     assert (adapter / "adapter_config.json").is_file()
     base = AutoModelForSequenceClassification.from_pretrained(base_dir, num_labels=2)
     loaded = peft.PeftModel.from_pretrained(base, adapter).eval()
-    data = mlmkit.finetune.data.load_task_data(mlmkit.finetune.get_task("sst2"),
+    data = mlmkit.finetuning.data.load_task_data(mlmkit.finetuning.get_task("sst2"),
                                                 train=sst / "train.tsv",
                                                 validation=sst / "validation.tsv")
     tok = tiny_mlm("bert").tokenizer
@@ -260,8 +260,8 @@ def test_offline_reads_the_local_cache_only_and_restores_the_settings(tmp_path, 
 
     from mlmkit.cli import app
     from mlmkit.errors import PathError
-    from mlmkit.finetune.data import load_task_data
-    from mlmkit.finetune.tasks import get_task
+    from mlmkit.finetuning.data import load_task_data
+    from mlmkit.finetuning.tasks import get_task
 
     files = {}
     for split, n in (("train", 12), ("validation", 4)):
@@ -293,9 +293,9 @@ def test_offline_reads_the_local_cache_only_and_restores_the_settings(tmp_path, 
     assert data.train.labels.tolist()[:4] == [0, 1, 0, 1]
     assert hub.HF_HUB_OFFLINE is False and datasets.config.HF_HUB_OFFLINE is False
     assert "HF_DATASETS_OFFLINE" not in __import__("os").environ
-    import mlmkit.runtime.hub
+    import mlmkit.core.hub
 
-    monkeypatch.setattr(mlmkit.runtime.hub, "hub_reachable", lambda timeout=3.0: True)
+    monkeypatch.setattr(mlmkit.core.hub, "hub_reachable", lambda timeout=3.0: True)
     online = load_task_data(sst2, dataset="tiny_sst")  # normal: the hub first, then the cache
     assert calls == ["tiny_sst"] * 2 and online.validation.texts == data.validation.texts
     with pytest.raises(PathError, match="neither a file nor in the local Hugging Face datasets "
@@ -314,7 +314,7 @@ def test_offline_reads_the_local_cache_only_and_restores_the_settings(tmp_path, 
         "--offline" in missing.stderr
     assert len(calls) == 2 and hub.HF_HUB_OFFLINE is False
     # no network (the hub's host refuses the connection): the cache at once, one line
-    monkeypatch.setattr(mlmkit.runtime.hub, "hub_reachable", lambda timeout=3.0: False)
+    monkeypatch.setattr(mlmkit.core.hub, "hub_reachable", lambda timeout=3.0: False)
     assert load_task_data(sst2, dataset="tiny_sst").train.texts == data.train.texts
     with pytest.raises(PathError, match="not in the local Hugging Face datasets cache .* the "
                        "hub cannot be reached"):
@@ -344,7 +344,7 @@ def test_cli_finetune_stopped_by_a_signal_exits_128_plus_it(saved_tiny_mlm, sst,
     from typer.testing import CliRunner
 
     from mlmkit.cli import app
-    from mlmkit.train import signals
+    from mlmkit.training import signals
 
     class Signalled(signals.StopOnSignal):
         def __enter__(self):
@@ -382,8 +382,8 @@ def test_prompt_verbalizer_extra_labels_or_words_are_refused(tiny_mlm, sst, word
 
 def test_train_file_and_dataset_name_together_are_refused(sst):
     """--dataset was ignored silently when --train was given (acceptance check H1)."""
-    from mlmkit.finetune.data import load_task_data
-    from mlmkit.finetune.tasks import get_task
+    from mlmkit.finetuning.data import load_task_data
+    from mlmkit.finetuning.tasks import get_task
 
     with pytest.raises(InvalidArgument, match="both name the training data: give one"):
         load_task_data(get_task("sst2"), train=sst / "train.tsv", dataset="glue:sst2",
@@ -412,7 +412,7 @@ def test_several_seeds_stopped_before_a_seed_s_first_evaluation(tiny_mlm, sst, t
     """Ctrl-C in the second seed before its first epoch ended: KeyError 'accuracy' and a
     traceback (the mean over seeds read the stopped seed's empty metrics) (H1)."""
     import mlmkit
-    from mlmkit.train import signals
+    from mlmkit.training import signals
 
     entered = []
 

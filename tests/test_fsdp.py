@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mlmkit.train import PretrainConfig, pretrain
+from mlmkit.pretraining import PretrainConfig, pretrain
 
 # One worker runs the whole module (tests/conftest.py WHOLE_FILES): its multi-process fixture
 # is built once.
@@ -139,7 +139,7 @@ def test_states_are_sharded_and_model_folders_are_whole(runs):
 
 
 def test_saved_at_two_resumes_at_one_exactly_and_finishes(runs):
-    from mlmkit.train.run import build_run
+    from mlmkit.pretraining.run import build_run
 
     run_dir = runs["sharded"]
     loaded = build_run(resume=str(run_dir), overrides={"halt_after": None})
@@ -162,7 +162,7 @@ def test_saved_at_two_resumes_at_one_exactly_and_finishes(runs):
 def test_a_damaged_newest_sharded_state_falls_back_to_the_previous(runs):
     """What a kill -9 in the middle of a save leaves (a shard cut short): the state whose
     shards do not match its record is skipped, the previous one loads exactly."""
-    from mlmkit.train.run import build_run
+    from mlmkit.pretraining.run import build_run
 
     copy = runs["root"] / "damaged"
     shard = copy / "checkpoints" / "state-00000004.dcp" / "__1_0.distcp"

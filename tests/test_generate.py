@@ -9,14 +9,14 @@ import torch
 
 import mlmkit
 from mlmkit.errors import MlmkitError
-from mlmkit.generate import SAMPLERS, generate, infill
-from mlmkit.generate.canvas import MASK, PROMPT, Segment, build_canvas, text_ids
-from mlmkit.generate.eos import pad_after_end
-from mlmkit.generate.guidance import guided_logits, unconditional_input
-from mlmkit.generate.options import SamplerOptions
-from mlmkit.generate.pll import token_pll
-from mlmkit.generate.predict import predict_logits
-from mlmkit.generate.schedules import block_index, reveal_counts, split_steps
+from mlmkit.generation import SAMPLERS, generate, infill
+from mlmkit.generation.canvas import MASK, PROMPT, Segment, build_canvas, text_ids
+from mlmkit.generation.eos import pad_after_end
+from mlmkit.generation.guidance import guided_logits, unconditional_input
+from mlmkit.generation.options import SamplerOptions
+from mlmkit.generation.pll import token_pll
+from mlmkit.generation.predict import predict_logits
+from mlmkit.generation.schedules import block_index, reveal_counts, split_steps
 from mlmkit.models import masked_logits
 
 FAMILIES = ["bert", "roberta", "modernbert"]
@@ -283,7 +283,7 @@ def test_sampler_options_are_checked_when_made(bad, message):
 
 
 def test_options_are_checked_against_the_canvas_before_any_model_call(tiny_mlm, monkeypatch):
-    import mlmkit.generate.unmask as loop
+    import mlmkit.generation.unmask as loop
 
     mlm = tiny_mlm("bert")
     monkeypatch.setattr(loop, "unmask", lambda *a, **k: pytest.fail("the loop ran"))
@@ -315,7 +315,7 @@ def test_temperature_nan_is_an_error_not_padding(tiny_mlm):
 
 
 def test_generate_and_infill_run_the_same_loop(tiny_mlm, monkeypatch):
-    import mlmkit.generate.unmask as loop
+    import mlmkit.generation.unmask as loop
 
     mlm = tiny_mlm("bert")
     seen = []

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from mlmkit.errors import MlmkitError
-from mlmkit.generate.choose import ChoiceConfig, choose_tokens, filter_logits, uniform_to_gumbel
-from mlmkit.generate.confidence import CONFIDENCES, confidence
+from mlmkit.generation.choose import ChoiceConfig, choose_tokens, filter_logits, uniform_to_gumbel
+from mlmkit.generation.confidence import CONFIDENCES, confidence
 
 
 def chi_square_p_value(statistic: float, dof: int) -> float:

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from mlmkit.errors import MlmkitError
-from mlmkit.generate import elbo
-from mlmkit.generate.canvas import special_wrap, text_ids
-from mlmkit.generate.elbo import draw_masks, masked_nll
+from mlmkit.generation import elbo
+from mlmkit.generation.canvas import special_wrap, text_ids
+from mlmkit.generation.elbo import draw_masks, masked_nll
 
 TEXT = "Return the list."
 
@@ -112,7 +112,7 @@ def test_the_diffusion_training_loss_has_the_elbo_as_expectation(tiny_mlm):
     """MDLM's loss, (1/t) sum over masked tokens of cross-entropy from the full model's
     SUBS logits (the objective's `subs_logits`), with t ~ U(0, 1) and each token masked with
     probability t, averages to the exact (SUBS) NELBO."""
-    from mlmkit.objectives.diffusion import subs_logits
+    from mlmkit.training.objectives.diffusion import subs_logits
 
     mlm = tiny_mlm("roberta")
     exact = exact_nelbo(mlm, TEXT, "subs")
@@ -168,7 +168,7 @@ def test_elbo_bad_input(tiny_mlm):
 
 
 def test_whole_numbers_given_as_floats_run_as_ints(tiny_mlm):
-    from mlmkit.generate import fill_mask
+    from mlmkit.generation import fill_mask
 
     mlm = tiny_mlm("bert")  # checks.count accepts 4.0: torch once got the float (TypeError)
     assert elbo(mlm, TEXT, samples=4.0, seed=3.0).nats == elbo(mlm, TEXT, samples=4,

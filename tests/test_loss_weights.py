@@ -135,8 +135,8 @@ def test_two_gloo_ranks_hold_the_same_table(tmp_path):
 def test_pretraining_with_grad_accum_keeps_the_same_table(wordpiece_tokenizer, fixture_dir,
                                                           tmp_path):
     """End to end: 3 steps of loss-weighted masking, 1 × 8 rows vs 2 × 4 rows a step."""
-    from mlmkit.train import PretrainConfig, pretrain
-    from mlmkit.train.checkpoint import load_latest_state
+    from mlmkit.pretraining import PretrainConfig, pretrain
+    from mlmkit.training.checkpoint import load_latest_state
 
     tables = []
     for accum in (1, 2):

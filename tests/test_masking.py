@@ -197,7 +197,7 @@ def test_one_parser_of_masking_options(tmp_path):
     """`pretrain --masking`, `mask preview --policy` and a run's `masking` field all go
     through masking.config.parse_masking_option."""
     from mlmkit.masking.config import check_masking, parse_masking_option
-    from mlmkit.objectives.mlm import resolve_masking
+    from mlmkit.training.objectives.mlm import resolve_masking
 
     assert parse_masking_option("span") == "span"
     assert parse_masking_option("{units: whole_word, rate: 0.4}") == {"units": "whole_word",

@@ -155,7 +155,7 @@ def test_load_errors(tmp_path, monkeypatch, saved_tiny_mlm, wordpiece_tokenizer)
 
     from huggingface_hub import constants
 
-    import mlmkit.runtime.hub as hub
+    import mlmkit.core.hub as hub
 
     with monkeypatch.context() as patch:
         patch.setattr(constants, "HF_HUB_OFFLINE", False)  # (the tests run offline)
@@ -200,7 +200,7 @@ def test_hub_probe_leaves_a_proxy_to_the_libraries_and_is_asked_once(monkeypatch
     """Behind a proxy the hub's host is not reached directly: the probe said "no network"
     and an uncached model or dataset was refused though the proxy would have served it
     (review of the session's change). The answer is kept for a minute."""
-    from mlmkit.runtime import hub
+    from mlmkit.core import hub
 
     calls = []
     monkeypatch.setattr(hub, "_connects", lambda url, timeout: calls.append(url) or False)

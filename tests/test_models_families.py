@@ -146,8 +146,8 @@ def test_deberta_v3_loads_for_training_its_head(headless_deberta_v3):
 
 
 def test_pretraining_mmbert_with_a_gemma_style_tokenizer(bpe_tokenizer, tmp_path):
-    from mlmkit.train import PretrainConfig
-    from mlmkit.train.run import build_run
+    from mlmkit.pretraining import PretrainConfig
+    from mlmkit.pretraining.run import build_run
 
     gemma = transformers.PreTrainedTokenizerFast(
         tokenizer_object=bpe_tokenizer.backend_tokenizer, bos_token="<s>", eos_token="</s>",

@@ -135,7 +135,7 @@ def test_a_thread_count_asked_for_holds_for_later_library_calls(tiny_mlm, monkey
     """`mlmkit fill --threads 2` opened the model on 2 threads and then called fill_mask,
     whose threads=None reset the default: the flag held until the first library call."""
     from mlmkit import fill_mask
-    from mlmkit.runtime.devices import set_threads
+    from mlmkit.core.devices import set_threads
 
     monkeypatch.setenv("MLMKIT_THREADS", "1")
     mlm = tiny_mlm("bert")
@@ -150,7 +150,7 @@ def test_the_cli_threads_flag_reaches_the_library_call(saved_tiny_mlm, monkeypat
     """The CLI's --threads is the count the library's batches run on (fill and score)."""
     from typer.testing import CliRunner
 
-    import mlmkit.runtime.batching as batching
+    import mlmkit.engine.batching as batching
     import mlmkit.scoring.text_scores as text_scores
     from mlmkit.cli import app
 

@@ -4,8 +4,8 @@ and its repr filled the message (past 4,300 digits Python refuses to write it)."
 
 import pytest
 
+from mlmkit.core import checks
 from mlmkit.errors import InvalidArgument
-from mlmkit.runtime import checks
 
 
 @pytest.mark.parametrize("value", [10**400, -(10**5000), 2**70], ids=["1e400", "-1e5000", "2^70"])

@@ -18,9 +18,9 @@ from safetensors.torch import load_file
 from mlmkit.corpus.packing import BlockOrder, PackedBlocks
 from mlmkit.corpus.shards import tokenize_corpus
 from mlmkit.errors import InvalidArgument, MlmkitError
-from mlmkit.train import PretrainConfig, pretrain
-from mlmkit.train.checkpoint import list_states, load_latest_state
-from mlmkit.train.schedule import lr_factor
+from mlmkit.pretraining import PretrainConfig, pretrain
+from mlmkit.training.checkpoint import list_states, load_latest_state
+from mlmkit.training.schedule import lr_factor
 
 
 @pytest.fixture(scope="session")
@@ -183,7 +183,7 @@ def test_pieces_removed_by_a_concurrent_build_are_tokenized_again(wordpiece_toke
 def test_staging_dir_survives_its_parent_being_removed(tmp_path, monkeypatch):
     from pathlib import Path
 
-    from mlmkit.runtime.staging import staging_dir
+    from mlmkit.core.staging import staging_dir
 
     real, removed = Path.mkdir, []
 
@@ -231,12 +231,12 @@ def test_tiny_run_learns_and_saves_a_plain_hf_model(reference_run, tokenizer_pat
     assert {p.name for p in (run / "plots").glob("*.png")} == {"loss.png", "accuracy.png",
                                                                "lr.png"}
     assert list((run / "tensorboard").glob("events.*"))
-    from mlmkit.train.config import load_config
+    from mlmkit.pretraining.config import load_config
 
     # config.yaml holds the run's config, field for field (and loads back with --config)
     assert load_config(run / "config.yaml") == tiny_config(run, tokenizer_path, eval_every=6)
     from mlmkit.models import MLM
-    from mlmkit.train.examples import fill_mask_examples
+    from mlmkit.pretraining.examples import fill_mask_examples
 
     examples = fill_mask_examples(MLM(model, tokenizer), count=2, top_k=3)
     assert len(examples) == 2 and all(len(c) == 3 and tokenizer.mask_token in t
@@ -317,7 +317,7 @@ def test_unknown_preset_and_masking_policy(tmp_path, tokenizer_path):
 
 def test_bad_config_is_refused_before_the_run_directory_is_written(tmp_path, tokenizer_path):
     """Checks that need the run (not only the config) come before any file is written."""
-    from mlmkit.train.run import build_run
+    from mlmkit.pretraining.run import build_run
 
     cases = [  # (overrides, what the message must say)
         (dict(masking={"units": "whole_word", "rate": 0.3, "colour": 1}), "colour"),
@@ -404,8 +404,8 @@ def test_continued_pretraining_from_a_saved_model(saved_tiny_mlm, tmp_path):
 
 
 def test_auto_precision_is_bf16_only_where_the_hardware_has_it(monkeypatch):
-    from mlmkit.runtime.devices import resolve_precision as resolve
-    from mlmkit.train.runtime import build_runtime
+    from mlmkit.core.devices import resolve_precision as resolve
+    from mlmkit.training.runtime import build_runtime
 
     def resolve_precision(precision, device):
         return resolve(precision, device, task="training")
@@ -428,8 +428,8 @@ def test_auto_precision_is_bf16_only_where_the_hardware_has_it(monkeypatch):
 
 
 def test_bf16_run_learns_uses_eager_attention_and_resumes_exactly(tmp_path, tokenizer_path):
-    from mlmkit.objectives.mlm import build_run_model
-    from mlmkit.train.runtime import Runtime
+    from mlmkit.training.objectives.mlm import build_run_model
+    from mlmkit.training.runtime import Runtime
 
     config = tiny_config(tmp_path / "whole", tokenizer_path, precision="bf16", dropout=0.0,
                          pppl_sentences=0)
@@ -527,7 +527,7 @@ def test_extending_a_wsd_run_continues_its_stable_phase_then_decays_anew(tmp_pat
 
 
 def test_schedule_extension_keeps_the_current_rate():
-    from mlmkit.train.schedule import Schedule
+    from mlmkit.training.schedule import Schedule
 
     for kind in ("linear", "cosine"):
         old = Schedule(kind, warmup=0.1, min_lr=0.05)
@@ -570,7 +570,7 @@ def test_cli_writes_status_to_stderr_and_the_summary_to_stdout(tmp_path, tokeniz
 
 
 def test_the_default_budget_is_capped_in_time_where_training_runs_fp32(monkeypatch):
-    from mlmkit.train.budget import default_budget
+    from mlmkit.pretraining.budget import default_budget
 
     monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {"avx512_bf16": False})
     assert default_budget("cpu") == {"steps": 1000, "time": "10m"}
@@ -581,7 +581,7 @@ def test_the_default_budget_is_capped_in_time_where_training_runs_fp32(monkeypat
 
 
 def test_training_threads_leave_the_cores_other_processes_keep_busy(monkeypatch):
-    from mlmkit.train import runtime
+    from mlmkit.training import runtime
 
     monkeypatch.delenv("MLMKIT_THREADS", raising=False)
     monkeypatch.setattr(runtime, "available_cores", lambda: 4)
@@ -643,7 +643,7 @@ def test_init_from_a_checkpoint_without_an_mlm_head_with_allow_untrained_head(
 def test_tokenizer_file_or_missing_path_is_named(tmp_path, tokenizer_path):
     """--tokenizer DIR/tokenizer.json or a missing path said 'Repo id must be in the form
     ...' (transformers' hub-name check) (acceptance check H1)."""
-    from mlmkit.train.run import build_run
+    from mlmkit.pretraining.run import build_run
 
     with pytest.raises(MlmkitError, match="is a file: pass the folder that holds it"):
         build_run(tiny_config(tmp_path / "a", str(Path(tokenizer_path) / "tokenizer.json")))
@@ -656,7 +656,7 @@ def test_resume_in_another_precision_says_the_losses_change(tmp_path, tokenizer_
     """A runtime field, so allowed; but the continuation is no longer the uninterrupted
     run's (acceptance check H1: nothing said so). The state keeps the precision its steps
     ran in ("auto" resolved where they ran), which is what the resumed run compares."""
-    from mlmkit.runtime.devices import resolve_device, resolve_precision
+    from mlmkit.core.devices import resolve_device, resolve_precision
 
     config = tiny_config(tmp_path / "run", tokenizer_path, steps=8, halt_after=2,
                          pppl_sentences=0, eval_blocks=1, precision="fp32")
@@ -679,7 +679,7 @@ def test_a_run_leaves_the_process_tf32_flags_as_it_found_them(tmp_path, tokenize
     """A run on a GPU allows TF32 matrix products; they stayed on after it, so a score
     computed later in the same process (a notebook: train, then score) moved by ~1e-3.
     The run turns them on here (as build_runtime does on a GPU) and pretrain restores them."""
-    import mlmkit.train.loop as loop
+    import mlmkit.pretraining.loop as loop
 
     real_train = loop.train
 

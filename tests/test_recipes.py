@@ -12,10 +12,10 @@ from safetensors.torch import load_file
 from typer.testing import CliRunner
 
 from mlmkit.errors import InvalidArgument
-from mlmkit.train import PretrainConfig, pretrain
-from mlmkit.train.config import from_dict
-from mlmkit.train.recipes import load_recipe, recipe_config, recipe_names
-from mlmkit.train.run import build_run
+from mlmkit.pretraining import PretrainConfig, pretrain
+from mlmkit.pretraining.config import from_dict
+from mlmkit.pretraining.recipes import load_recipe, recipe_config, recipe_names
+from mlmkit.pretraining.run import build_run
 
 RECIPES = ["bert", "cramming", "electra", "ettin", "mdlm", "mmbert", "modernbert",
            "mosaicbert", "neobert", "roberta"]

@@ -9,7 +9,7 @@ import subprocess
 import sys
 import time
 
-from mlmkit.train.metrics_log import MetricsLog, unique_by_step
+from mlmkit.training.metrics_log import MetricsLog, unique_by_step
 
 
 def _rows(run_dir) -> list[dict]:
@@ -43,7 +43,7 @@ def test_unique_by_step_keeps_order_and_the_last_record():
 
 SLOW_LOOP = """
 import sys, time
-from mlmkit.train.signals import StopOnSignal
+from mlmkit.training.signals import StopOnSignal
 with StopOnSignal() as stop:
     print("ready", flush=True)
     for step in range(1000):
@@ -97,8 +97,8 @@ import yaml  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
 
 from mlmkit.errors import InvalidArgument, RunError  # noqa: E402
-from mlmkit.train import PretrainConfig, pretrain  # noqa: E402
-from mlmkit.train.checkpoint import list_states, load_latest_state  # noqa: E402
+from mlmkit.pretraining import PretrainConfig, pretrain  # noqa: E402
+from mlmkit.training.checkpoint import list_states, load_latest_state  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -182,7 +182,7 @@ def test_resume_refuses_changed_data(corpus_file, tmp_path):
 
 def test_override_flag_on_the_cli(corpus_file, tmp_path, monkeypatch, capsys):
     from mlmkit.cli import main
-    from mlmkit.train.run_state import parse_overrides
+    from mlmkit.pretraining.run_state import parse_overrides
 
     assert parse_overrides(["steps=9", "eval-every=0", "time="]) == {
         "steps": 9, "eval_every": 0, "time": None}
@@ -243,7 +243,7 @@ def test_every_checkpoint_damaged_then_restart(corpus_file, tmp_path):
 
 def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(
         corpus_file, tmp_path, monkeypatch):
-    from mlmkit.objectives.mlm import MLMObjective
+    from mlmkit.training.objectives.mlm import MLMObjective
 
     loss = MLMObjective.loss
     calls = {"n": 0}
@@ -271,7 +271,7 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(
 
 def test_signal_stops_without_evaluation_or_plots(corpus_file, tmp_path, monkeypatch):
     """The first signal: save after the step, no evaluation at that step, no plots."""
-    import mlmkit.train.loop as loop
+    import mlmkit.pretraining.loop as loop
 
     real = loop.StopOnSignal
 

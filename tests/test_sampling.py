@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from mlmkit.cli import app
 from mlmkit.errors import InvalidArgument, ModelError
-from mlmkit.generate import generate, infill
-from mlmkit.generate.live import title
-from mlmkit.generate.options import SamplerOptions
-from mlmkit.generate.samplers import (
+from mlmkit.generation import generate, infill
+from mlmkit.generation.live import title
+from mlmkit.generation.options import SamplerOptions
+from mlmkit.generation.samplers import (
     entropy_bound_counts,
     factor_counts,
     remask_sigma,
@@ -463,9 +463,9 @@ def test_mask_id_and_logits_shift_come_from_the_config(remote_dir, tmp_path):
 def test_template_text_right_after_a_span_goes_on_the_word(wordpiece_tokenizer, bpe_tokenizer):
     """'pars[MASK:2]ing x': the text after the span continues the span's word, so on a
     WordPiece model it starts with a ##piece (it was tokenized as a new word)."""
-    from mlmkit.generate.canvas import continuation_ids, text_ids
-    from mlmkit.generate.infill import _rows
-    from mlmkit.generate.template import parse_template
+    from mlmkit.generation.canvas import continuation_ids, text_ids
+    from mlmkit.generation.infill import _rows
+    from mlmkit.generation.template import parse_template
 
     tok = wordpiece_tokenizer
     rows = _rows(tok, parse_template("pars[MASK:2]ing of it"), (2,), tok.mask_token_id)
@@ -484,7 +484,7 @@ def test_template_text_right_after_a_span_goes_on_the_word(wordpiece_tokenizer, 
 
 def test_a_continuation_or_span_that_goes_on_a_word_has_no_wordpiece_marker(
         wordpiece_tokenizer):
-    from mlmkit.generate.canvas import decode_part
+    from mlmkit.generation.canvas import decode_part
 
     tok = wordpiece_tokenizer
     ids = tok.convert_tokens_to_ids(["##s", "of"])
@@ -498,7 +498,7 @@ def test_each_step_reports_the_probability_of_what_it_revealed(tiny_mlm):
     """StepEvent.probability is the step's own prediction of each revealed token: the same
     as a fresh forward of the canvas before the step, over the tokens generation may emit
     (so live views need no model call of their own)."""
-    from mlmkit.generate.canvas import suppressed_ids
+    from mlmkit.generation.canvas import suppressed_ids
     from mlmkit.models import masked_log_probs
 
     mlm = tiny_mlm("bert")

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from mlmkit.cli import app
 from mlmkit.errors import InvalidArgument
-from mlmkit.generate import generate, infill
+from mlmkit.generation import generate, infill
 
 
 class _Calls:

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 import mlmkit.corpus.shards as shards_module
+from mlmkit.core import staging
 from mlmkit.corpus.python_docs import python_docs
 from mlmkit.corpus.shards import tokenize_corpus
-from mlmkit.runtime import staging
 
 PIECE = 10
 DOCS = [d[:300] for d in python_docs("train")[:64]] + ["   "]  # 7 pieces, a blank document

@@ -73,4 +73,4 @@ def test_a_unicode_line_separator_in_a_text_keeps_its_record_on_one_line(tiny_ml
     score_file(tiny_mlm("bert"), source, out, progress=False)
     lines = out.read_text(encoding="utf-8").splitlines()
     assert [json.loads(line)["text"] for line in lines] == texts
-    assert mlmkit.runtime.results.dumps({"t": texts[0]}) == '{"t": "one\\u2028two"}'
+    assert mlmkit.core.results.dumps({"t": texts[0]}) == '{"t": "one\\u2028two"}'

@@ -101,7 +101,7 @@ def test_generate_infill_classify_equal_python(client, models):
 def test_every_sampler_option_of_the_library_is_a_request_field(client, models):
     import dataclasses
 
-    from mlmkit.generate.options import SamplerOptions
+    from mlmkit.generation.options import SamplerOptions
 
     spec = client.get("/openapi.json").json()["components"]["schemas"]["GenerateRequest"]
     assert {f.name for f in dataclasses.fields(SamplerOptions)} <= set(spec["properties"])

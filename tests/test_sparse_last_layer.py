@@ -149,7 +149,7 @@ def test_modernbert_sliding_window_last_layer(tokenizer_factory, _counted_sparse
 def test_training_loss_equals_the_full_last_layer(tiny_mlm, monkeypatch, _counted_sparse):
     """The MLM objective's loss (sparse prediction, dropout 0) with the sparse last layer and
     with the full one (MLMKIT_SPARSE_LAST_LAYER=0, today's loop before it)."""
-    from mlmkit.objectives.mlm import sparse_mlm_loss
+    from mlmkit.training.objectives.mlm import sparse_mlm_loss
 
     model = tiny_mlm("roberta").model
     ids, mask = _batch(model.config.vocab_size, tiny_mlm("roberta").tokenizer.pad_token_id)
@@ -185,7 +185,7 @@ def test_sparse_modernbert_training_under_bf16_autocast_equals_full(tiny_mlm, mo
     equal the full layer's within bf16 rounding."""
     import copy
 
-    from mlmkit.objectives.mlm import sparse_mlm_loss
+    from mlmkit.training.objectives.mlm import sparse_mlm_loss
 
     model = copy.deepcopy(tiny_mlm("modernbert").model).train()
     ids, mask = _batch(model.config.vocab_size, 0)

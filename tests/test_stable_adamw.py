@@ -1,4 +1,4 @@
-"""StableAdamW (mlmkit.train.stable_adamw): torch's AdamW when no update is clipped and the
+"""StableAdamW (mlmkit.training.stable_adamw): torch's AdamW when no update is clipped and the
 decay is torch's; update clipping divides a tensor's step by its RMS_t = sqrt(mean(g² /
 max(v̂, ε²))) when that exceeds 1 (Wortsman et al. 2023); decoupled decay follows lr /
 max lr; the state round-trips through state_dict exactly. The resume of a whole training
@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from mlmkit.errors import InvalidArgument
-from mlmkit.train.config import PretrainConfig
-from mlmkit.train.optimizer import build_optimizer
-from mlmkit.train.stable_adamw import StableAdamW
+from mlmkit.pretraining.config import PretrainConfig
+from mlmkit.training.optimizer import build_optimizer
+from mlmkit.training.stable_adamw import StableAdamW
 
 LR, BETAS, EPS = 1e-2, (0.9, 0.98), 1e-6
 
@@ -139,7 +139,7 @@ def test_build_optimizer_and_config():
 
 
 def test_fsdp_refuses_it_until_sharded_norms_are_handled():
-    from mlmkit.train.run import check_config
+    from mlmkit.pretraining.run import check_config
 
     config = PretrainConfig(optimizer="stableadamw", parallel="fsdp", steps=10)
     with pytest.raises(InvalidArgument, match="not supported with --parallel fsdp"):

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from mlmkit.train.runtime import _glibc, retained_heap
+from mlmkit.training.runtime import _glibc, retained_heap
 
 CPU = torch.device("cpu")
 

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from mlmkit.errors import InvalidArgument, InvalidData
-from mlmkit.train import PretrainConfig
-from mlmkit.train.config import load_config
+from mlmkit.pretraining import PretrainConfig
+from mlmkit.pretraining.config import load_config
 
 BAD = [
     ("lr", -1, "--lr"), ("lr", math.nan, "--lr"), ("lr", math.inf, "--lr"), ("lr", 0, "--lr"),
@@ -138,8 +138,8 @@ def test_model_init_keeps_umask_and_leaves_no_staging(wordpiece_tokenizer, fixtu
 def test_run_model_keeps_the_preset_positions(wordpiece_tokenizer):
     import torch
 
-    from mlmkit.objectives.mlm import build_run_model
-    from mlmkit.train.runtime import Runtime
+    from mlmkit.training.objectives.mlm import build_run_model
+    from mlmkit.training.runtime import Runtime
 
     config = PretrainConfig(model="tiny", seq_len=32, steps=1)
     model = build_run_model(config, wordpiece_tokenizer, Runtime(device=torch.device("cpu")))

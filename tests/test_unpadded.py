@@ -11,8 +11,8 @@ import transformers
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.unpadded import document_positions, unpadded_hidden, unpadded_logits
-from mlmkit.train import PretrainConfig
-from mlmkit.train.run import build_run
+from mlmkit.pretraining import PretrainConfig
+from mlmkit.pretraining.run import build_run
 
 LENGTHS = [5, 9, 3]  # three documents in one row, no padding
 
@@ -80,7 +80,7 @@ def test_pretrain_unpadded_keeps_the_documents_of_a_row_apart(tmp_path, tokenize
     assert documents.max() > 1 and documents.min() >= 1  # several documents, no padding
     loss = float(run.window.sums["loss"])
     with torch.no_grad():  # the same step's loss with documents attending each other
-        from mlmkit.objectives.mlm import sparse_mlm_loss
+        from mlmkit.training.objectives.mlm import sparse_mlm_loss
 
         crossing = sparse_mlm_loss(model, ids, torch.ones_like(ids), mask, seen[0][4], 0.0)
     assert loss == pytest.approx(float(crossing[0]) / float(mask.sum()), rel=0.5)
@@ -104,7 +104,7 @@ def test_an_unpadded_run_is_evaluated_as_it_trains(tmp_path, tokenizer_factory, 
     loss equals the training loss function's on the same masked blocks, and differs from
     packed attention across the documents of a row."""
     from mlmkit.models.unpadded import unpadded_mlm_loss
-    from mlmkit.objectives.mlm import sparse_mlm_loss
+    from mlmkit.training.objectives.mlm import sparse_mlm_loss
 
     tokenizer_factory("bpe")
     corpus = tmp_path / "short.jsonl"

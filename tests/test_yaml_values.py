@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from mlmkit.core.yaml_values import DuplicateKey, load_yaml
 from mlmkit.errors import MlmkitError
-from mlmkit.runtime.yaml_values import DuplicateKey, load_yaml
 
 
 def test_exponent_floats_are_numbers_and_other_scalars_unchanged():
@@ -24,9 +24,9 @@ def test_a_key_given_twice_is_refused_naming_it_and_its_lines():
 
 
 def test_config_file_override_and_phases_read_exponents_and_refuse_duplicates(tmp_path):
-    from mlmkit.train.config import load_config
-    from mlmkit.train.recipes import recipe_from_flags
-    from mlmkit.train.run_state import parse_overrides
+    from mlmkit.pretraining.config import load_config
+    from mlmkit.pretraining.recipes import recipe_from_flags
+    from mlmkit.pretraining.run_state import parse_overrides
 
     path = tmp_path / "run.yaml"
     path.write_text("model: tiny\nsteps: 2\nlr: 5e-4\nweight_decay: 1e-2\n")
@@ -53,7 +53,7 @@ def test_merge_keys_work_and_may_be_overridden_and_strings_round_trip():
     """`<<: *base` is standard YAML (it failed: the duplicate scan built the merge key);
     a string that looks like an exponent float is written quoted, so a config read back
     keeps it a string."""
-    from mlmkit.runtime.yaml_values import dump_yaml
+    from mlmkit.core.yaml_values import dump_yaml
 
     text = "base: &b\n  lr: 1.0e-3\n  steps: 5\nrun:\n  <<: *b\n  lr: 2e-3\n"
     assert load_yaml(text)["run"] == {"lr": 0.002, "steps": 5}

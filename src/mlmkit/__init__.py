@@ -10,7 +10,7 @@ pulls in only the stage it needs. The rule (docs/API.md):
   imported by name before;
 - one name is both: `mlmkit.generate` is always the subpackage `mlmkit.generate`, and the
   subpackage is callable: `mlmkit.generate(model, prompt, ...)` calls
-  `mlmkit.generate.generate` (whose signature and docstring are the reference).
+  `mlmkit.generation.generate` (whose signature and docstring are the reference).
 """
 
 from __future__ import annotations
@@ -40,17 +40,19 @@ _FUNCTIONS = {
     "rescore": "mlmkit.scoring",
     "evaluate_pairs": "mlmkit.scoring",
     # fill and generate
-    "fill_mask": "mlmkit.generate",
-    "infill": "mlmkit.generate",
-    "elbo": "mlmkit.generate",
+    "fill_mask": "mlmkit.generation",
+    "generate": "mlmkit.generation",
+    "infill": "mlmkit.generation",
+    "elbo": "mlmkit.generation",
     # probes and bias audits
     "cloze_classify": "mlmkit.probe",
     "rank_statements": "mlmkit.probe",
     "knowledge_probe": "mlmkit.probe",
     "audit": "mlmkit.bias",
     # training
-    "pretrain": "mlmkit.train",
-    "PretrainConfig": "mlmkit.train",
+    "pretrain": "mlmkit.evaluation.training",
+    "PretrainConfig": "mlmkit.pretraining",
+    "finetune": "mlmkit.finetuning",
     # downstream evaluation
     "evaluate_suite": "mlmkit.evaluation", "compare_suites": "mlmkit.evaluation",
 }
@@ -59,8 +61,9 @@ _FUNCTIONS = {
 _ALIASES = {"fill": "fill_mask"}
 
 # Subpackages and modules reachable as attributes without importing them by name.
-_SUBPACKAGES = ("bias", "corpus", "errors", "generate", "masking", "models", "objectives",
-                "probe", "runtime", "scoring", "tokenizer", "train", "finetune", "evaluation")
+_SUBPACKAGES = ("errors", "core", "models", "tokenizer", "engine", "masking", "corpus", "scoring",
+                "generation", "probe", "bias", "training", "pretraining", "finetuning",
+                "evaluation")
 
 __all__ = sorted({*_FUNCTIONS, *_ALIASES, *_SUBPACKAGES})
 

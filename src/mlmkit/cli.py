@@ -99,7 +99,7 @@ def _rich_broken_pipe(console) -> None:
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
     """A warning that reaches the command line as one `warning:` line on standard error
     (Python's own format adds the file, the category and the source line)."""
-    from mlmkit.runtime.progress import warn
+    from mlmkit.core.progress import warn
 
     warn(str(message))
 

@@ -52,7 +52,7 @@ def portable_tokenizer_config(directory: str | Path) -> None:
     if values.get("tokenizer_class") in ("TokenizersBackend", None) and (
             Path(directory) / "tokenizer.json").is_file():
         values["tokenizer_class"] = PORTABLE_CLASS
-        from mlmkit.runtime.staging import write_text
+        from mlmkit.core.staging import write_text
 
         write_text(path, json.dumps(values, indent=2, ensure_ascii=False) + "\n")
 BERT_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]",
@@ -134,7 +134,7 @@ def train_tokenizer(
     """
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-    from mlmkit.runtime import checks
+    from mlmkit.core import checks
 
     if kind not in KINDS:
         raise InvalidArgument(f"unknown tokenizer kind {kind!r} (--kind): use one of "

@@ -12,7 +12,6 @@ dataclasses with `to_dict()`.
 
 from mlmkit.bias.audit import BENCHMARKS, BiasAudit, audit, audit_result, score_model
 from mlmkit.bias.aul import aul_sentence_scores, score_aul
-from mlmkit.bias.bootstrap import Difference, Score, Statistic, bootstrap, paired_bootstrap
 from mlmkit.bias.compare import BiasComparison, compare, compare_results
 from mlmkit.bias.crows import is_uncased, score_crows, shared_positions
 from mlmkit.bias.crows_data import CrowsPair, read_crows_pairs
@@ -32,6 +31,7 @@ from mlmkit.bias.stereoset import (
     score_stereoset,
     template_word,
 )
+from mlmkit.core.statistics import Difference, Score, Statistic, bootstrap, paired_bootstrap
 
 __all__ = [
     "BENCHMARKS", "BiasAudit", "BiasComparison", "CrowsPair", "Difference", "Divergences",

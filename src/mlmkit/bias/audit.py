@@ -11,12 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.bias.bootstrap import Score, bootstrap, find
 from mlmkit.bias.crows_data import default_crows_path, read_crows_pairs
 from mlmkit.bias.pairs import PairScores
 from mlmkit.bias.stereoset import StereoSetResult, read_stereoset
+from mlmkit.core.results import Result, jsonable
+from mlmkit.core.statistics import Score, bootstrap, find
 from mlmkit.errors import InvalidArgument
-from mlmkit.runtime.results import Result, jsonable
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ def score_model(model, benchmark_name: str, items: list, *, lowercase: bool | No
 
 def check_items(items: list, limit: int | None) -> list:
     """The first `limit` items (all when None); `limit` must be a whole number ≥ 1."""
-    from mlmkit.runtime.checks import count
+    from mlmkit.core.checks import count
 
     if limit is not None:
         items = items[:count("limit", limit, 1)]
@@ -161,7 +161,7 @@ def checked_items(benchmark_name: str, data, *, n_boot, level, seed, batch_token
                   limit) -> list:
     """Check the options an audit or a comparison takes, then read its (first `limit`)
     items: every bad value fails before the data is read or a model loaded."""
-    from mlmkit.bias.bootstrap import check_bootstrap
+    from mlmkit.core.statistics import check_bootstrap
     from mlmkit.probe.prepare import check_batch_tokens
 
     benchmark(benchmark_name)

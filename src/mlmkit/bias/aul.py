@@ -57,8 +57,8 @@ def aul_sentence_scores(
     `precision` "bf16" runs the encoder (and the attention weights) under bf16 autocast;
     the log-probabilities and their means stay float64.
     """
+    from mlmkit.engine.batching import TokenJobs, pick, run_jobs
     from mlmkit.probe.prepare import prepare_model
-    from mlmkit.runtime.batching import TokenJobs, pick, run_jobs
 
     mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
                                    batch_tokens=batch_tokens)

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlmkit.bias.audit import BiasAudit, audit_result, checked_items, score_model
-from mlmkit.bias.bootstrap import Difference, find, paired_bootstrap
+from mlmkit.core.results import Result, jsonable
+from mlmkit.core.statistics import Difference, find, paired_bootstrap
 from mlmkit.errors import InvalidArgument
-from mlmkit.runtime.results import Result, jsonable
 
 
 @dataclass

@@ -84,8 +84,8 @@ def score_crows(
     progress: bool | None = None,
 ) -> PairScores:
     """Score every pair as metric.py does; `lowercase=None` lowercases for uncased models."""
+    from mlmkit.core.progress import progress_wanted
     from mlmkit.probe.prepare import prepare_model
-    from mlmkit.runtime.progress import progress_wanted
     from mlmkit.scoring.engine import score_token_ids
 
     mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,

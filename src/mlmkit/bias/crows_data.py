@@ -53,7 +53,7 @@ class CrowsPair:
 def read_crows_pairs(path: str | Path) -> list[CrowsPair]:
     """All pairs of a CrowS-Pairs CSV (`-`: standard input), in file order; errors name the
     row and line (a non-UTF-8 byte: its line and byte offset)."""
-    from mlmkit.runtime.records import decoded_lines
+    from mlmkit.core.records import decoded_lines
 
     if str(path) != "-" and not Path(path).expanduser().is_file():
         raise PathError(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from mlmkit.bias.bootstrap import Statistic
+from mlmkit.core.statistics import Statistic
 from mlmkit.errors import InvalidArgument
 
 GRID_POINTS = 2001  # per component: the mixture is resolved at each Gaussian's own scale

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mlmkit.bias.bootstrap import MIN_INTERVAL_ITEMS, NO_SPREAD
+from mlmkit.core.statistics import MIN_INTERVAL_ITEMS, NO_SPREAD
 
 
 def number(value, digits: int = 2) -> str:

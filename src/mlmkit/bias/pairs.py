@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmkit.bias.bootstrap import Statistic, ratio
 from mlmkit.bias.crows_data import CrowsPair
 from mlmkit.bias.distributional import Divergences, divergence_statistics, divergences
-from mlmkit.runtime.results import Result
+from mlmkit.core.results import Result
+from mlmkit.core.statistics import Statistic, ratio
 
 CSV_COLUMNS = ("sent_more", "sent_less", "sent_more_score", "sent_less_score", "score",
                "stereo_antistereo", "bias_type")
@@ -154,13 +154,13 @@ class PairScores(Result):
 
     def write_csv(self, path: str | Path, inputs=()) -> None:
         """Write the per-pair CSV atomically (`-`: standard output; never over an input)."""
-        from mlmkit.runtime.output import write_text
+        from mlmkit.core.output import write_text
 
         write_text(path, self.to_csv(), inputs=inputs, what="per-pair CSV")
 
     def to_dict(self) -> dict:
         """Per-pair scores and the official summary of every group, JSON-ready."""
-        from mlmkit.runtime.results import jsonable
+        from mlmkit.core.results import jsonable
 
         return jsonable({
             "measure": self.measure, "model": self.model, "n": len(self),

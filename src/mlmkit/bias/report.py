@@ -20,8 +20,8 @@ from pathlib import Path
 from mlmkit.bias.audit import BiasAudit, benchmark
 from mlmkit.bias.compare import BiasComparison
 from mlmkit.bias.formatting import digits_for, interval, number
+from mlmkit.core.output import write_text
 from mlmkit.errors import InvalidArgument
-from mlmkit.runtime.output import write_text
 
 FORMATS = (".html", ".md")
 TITLES = {"crows": "CrowS-Pairs", "aul": "CrowS-Pairs (AUL)", "aula": "CrowS-Pairs (AULA)",
@@ -145,7 +145,7 @@ def _figures(report, figure_dir: Path) -> tuple[tuple[str, str], dict[str, tuple
 
 
 def _write_png(path: Path, png: bytes) -> None:
-    from mlmkit.runtime.output import open_output
+    from mlmkit.core.output import open_output
 
     with open_output(path, what="figure", mode="wb") as handle:
         handle.write(png)
@@ -168,7 +168,7 @@ def _header_lines(report) -> list[str]:
 def render(report, path: str | Path, inputs=()) -> None:
     """Write `report` (a BiasAudit or BiasComparison) to `path` (.html or .md) with figures:
     the summary figure first, then per group its titled figure and its table."""
-    from mlmkit.runtime.output import check_output_path
+    from mlmkit.core.output import check_output_path
 
     path = Path(path)
     if path.suffix.lower() not in FORMATS:

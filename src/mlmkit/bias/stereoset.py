@@ -24,10 +24,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmkit.bias.bootstrap import Statistic
 from mlmkit.bias.distributional import divergence_statistics
+from mlmkit.core.results import Result, jsonable
+from mlmkit.core.statistics import Statistic
 from mlmkit.errors import InvalidData
-from mlmkit.runtime.results import Result, jsonable
 
 GOLD_LABELS = ("stereotype", "anti-stereotype", "unrelated")
 SCORE_NAMES = ("SS", "LM", "ICAT")
@@ -71,8 +71,8 @@ def template_word(context: str, sentence: str) -> str:
 def read_stereoset(path: str | Path) -> list[StereoExample]:
     """The intrasentence examples of a StereoSet file in the official dev.json format
     (`-`: standard input); errors name the file, and the line of a JSON error."""
+    from mlmkit.core.records import decoded_lines
     from mlmkit.errors import PathError
-    from mlmkit.runtime.records import decoded_lines
 
     try:
         text = "".join(line for _, line in decoded_lines(path))
@@ -209,8 +209,8 @@ def score_stereoset(
     progress: bool | None = None,
 ) -> SentenceScores:
     """The official discriminative score of every candidate sentence, by sentence id."""
+    from mlmkit.core.progress import progress_wanted
     from mlmkit.probe.prepare import prepare_model
-    from mlmkit.runtime.progress import progress_wanted
     from mlmkit.scoring.engine import score_token_ids
 
     mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,

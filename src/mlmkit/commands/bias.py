@@ -70,7 +70,7 @@ def _warnings_as_lines():
     """The library's warnings (e.g. a pair scored in windows) as `warning:` lines."""
     import warnings
 
-    from mlmkit.runtime.progress import warn
+    from mlmkit.core.progress import warn
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -81,7 +81,7 @@ def _warnings_as_lines():
 
 def _check_outputs(output: str, inputs: list, pairs_csv: Path | None = None) -> None:
     """Refuse a bad output before any work: unknown suffix, a directory, an input."""
-    from mlmkit.runtime.output import check_output_path
+    from mlmkit.core.output import check_output_path
 
     if output != "-" and Path(output).suffix.lower() not in OUTPUT_SUFFIXES:
         raise InvalidArgument(f"--output {output!r}: end it in .html or .md (a report), "
@@ -93,9 +93,9 @@ def _check_outputs(output: str, inputs: list, pairs_csv: Path | None = None) -> 
 
 def _write(report, output: str, as_json: bool, inputs: list) -> bool:
     """Write the report/JSON file; print JSON when asked. True when no tables are wanted."""
-    from mlmkit.runtime.output import write_text
-    from mlmkit.runtime.progress import status
-    from mlmkit.runtime.results import dumps
+    from mlmkit.core.output import write_text
+    from mlmkit.core.progress import status
+    from mlmkit.core.results import dumps
 
     if output != "-":
         if Path(output).suffix.lower() == ".json":
@@ -193,9 +193,9 @@ def crows_command(
     measures; every score has a seeded bootstrap interval.
     """
     from mlmkit.bias.audit import audit, benchmark, checked_items
+    from mlmkit.core.checks import choice
+    from mlmkit.core.progress import status
     from mlmkit.models.load import prepare_mlm
-    from mlmkit.runtime.checks import choice
-    from mlmkit.runtime.progress import status
 
     choice("measure", measure, ("crows", "aul", "aula"))
     inputs = [data if data is not None else benchmark(measure).default_data]

@@ -38,10 +38,10 @@ def blimp_command(
 ) -> None:
     """Minimal-pair accuracy (BLiMP or any jsonl with sentence_good/sentence_bad): per
     paradigm, per field and overall; a pair is right when score(good) > score(bad)."""
+    from mlmkit.core.devices import prepare
+    from mlmkit.core.output import check_output_path, write_text
+    from mlmkit.core.progress import console
     from mlmkit.models import prepare_mlm
-    from mlmkit.runtime.devices import prepare
-    from mlmkit.runtime.output import check_output_path, write_text
-    from mlmkit.runtime.progress import console
     from mlmkit.scoring import evaluate_pairs, read_pairs
     from mlmkit.scoring.text_scores import check_score_options
 

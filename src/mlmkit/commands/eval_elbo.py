@@ -30,16 +30,16 @@ def elbo_command(
                                          "the tighter bound) or softmax (the plain softmax)."),
     *, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
+    from mlmkit.core import checks
+    from mlmkit.core.output import check_output_path, open_output
+    from mlmkit.core.progress import warn
+    from mlmkit.core.records import check_input_file, display_name, read_texts
+    from mlmkit.core.results import dumps
+    from mlmkit.engine.batching import check_budget
     from mlmkit.errors import InvalidData
-    from mlmkit.generate import elbo
-    from mlmkit.generate.elbo import MAX_SAMPLES, METHODS, PARAMETERIZATIONS
-    from mlmkit.generate.setup import open_model
-    from mlmkit.runtime import checks
-    from mlmkit.runtime.batching import check_budget
-    from mlmkit.runtime.output import check_output_path, open_output
-    from mlmkit.runtime.progress import warn
-    from mlmkit.runtime.records import check_input_file, display_name, read_texts
-    from mlmkit.runtime.results import dumps
+    from mlmkit.generation import elbo
+    from mlmkit.generation.elbo import MAX_SAMPLES, METHODS, PARAMETERIZATIONS
+    from mlmkit.generation.setup import open_model
 
     checks.count("samples", samples, 1, MAX_SAMPLES)
     checks.choice("method", method, METHODS)

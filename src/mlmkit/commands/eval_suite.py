@@ -49,7 +49,7 @@ def suite_command(
     from mlmkit.evaluation import evaluate_suite
 
     if out_dir is not None:
-        from mlmkit.runtime.output import check_output_path
+        from mlmkit.core.output import check_output_path
 
         if Path(out_dir).exists() and not Path(out_dir).is_dir():
             from mlmkit.errors import PathError
@@ -58,7 +58,7 @@ def suite_command(
         check_output_path(str(Path(out_dir) / "suite.json"))
     import warnings
 
-    from mlmkit.runtime.progress import warn
+    from mlmkit.core.progress import warn
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -91,12 +91,12 @@ def compare_command(
 ) -> None:
     """Suite results side by side: each number with its bootstrap 95% interval, and each
     model's difference from the first with a paired test on the same items."""
-    from mlmkit.bias.bootstrap import check_bootstrap
+    from mlmkit.core.output import check_output_path, write_text
+    from mlmkit.core.statistics import check_bootstrap
     from mlmkit.evaluation import check_source, compare_suites, resolve_suite
-    from mlmkit.runtime.output import check_output_path, write_text
 
     check_bootstrap(bootstrap, seed=seed)
-    from mlmkit.runtime.devices import prepare
+    from mlmkit.core.devices import prepare
 
     prepare(device, precision, threads)  # bad runtime flags fail even when no suite runs
     if data is not None and not any((Path(data) / n).is_dir() for n in ("blimp", "sst2",

@@ -57,15 +57,15 @@ def fill_command(
     import warnings
 
     from mlmkit.commands.score import seed_everything
+    from mlmkit.core import checks
+    from mlmkit.core.output import check_output_path, open_output
+    from mlmkit.core.progress import warn
+    from mlmkit.core.records import check_input_file
+    from mlmkit.core.results import dumps
+    from mlmkit.engine.batching import check_budget
     from mlmkit.errors import InvalidArgument
-    from mlmkit.generate.fill_mask import fill_mask, read_fill_inputs
-    from mlmkit.generate.setup import open_model
-    from mlmkit.runtime import checks
-    from mlmkit.runtime.batching import check_budget
-    from mlmkit.runtime.output import check_output_path, open_output
-    from mlmkit.runtime.progress import warn
-    from mlmkit.runtime.records import check_input_file
-    from mlmkit.runtime.results import dumps
+    from mlmkit.generation.fill_mask import fill_mask, read_fill_inputs
+    from mlmkit.generation.setup import open_model
 
     checks.count("top_k", top_k, 1)
     check_budget(batch_tokens)

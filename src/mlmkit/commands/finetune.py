@@ -74,8 +74,8 @@ def finetune_command(
 ) -> None:
     """Fine-tune a masked LM on a task: a classification (or regression) head, or a cloze prompt
     through the MLM head; few-shot over seeds; LoRA. Evaluates each epoch, keeps the best."""
-    from mlmkit.finetune import finetune
-    from mlmkit.runtime.results import dumps
+    from mlmkit.core.results import dumps
+    from mlmkit.finetuning import finetune
 
     result = finetune(model, task, train=train, validation=validation, test=test,
                       dataset=dataset, offline=offline, text_cols=text_cols, label_col=label_col,

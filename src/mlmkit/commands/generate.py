@@ -1,7 +1,7 @@
 """`mlmkit generate`: continue prompts by iterative unmasking (diffusion samplers).
 
 The sampler flags (`STEPS` ... `CACHE`) are shared with `mlmkit infill`; together they are
-`mlmkit.generate.options.SamplerOptions`, built (and checked) before the model loads.
+`mlmkit.generation.options.SamplerOptions`, built (and checked) before the model loads.
 """
 
 from __future__ import annotations
@@ -111,8 +111,8 @@ def read_inputs(path: str, what: str, encoding: str, errors: str,
                 keep_blank: bool) -> list[str]:
     """The lines of a prompts/templates file (`-`: standard input); an empty file is an
     error. Blank lines are kept (an empty prompt) or dropped."""
+    from mlmkit.core.records import display_name, read_lines
     from mlmkit.errors import InvalidData
-    from mlmkit.runtime.records import display_name, read_lines
 
     lines = [line for _, line in read_lines(path, encoding, errors)
              if keep_blank or line.strip()]
@@ -126,15 +126,15 @@ def step_hooks(tokenizer, n_rows: int, show: bool, trace):
 
     The live view draws only when stderr is a terminal: no cursor codes in a pipe or log.
     """
-    from mlmkit.runtime.progress import console, stderr_is_terminal
+    from mlmkit.core.progress import console, stderr_is_terminal
 
     view = recorder = None
     if show and stderr_is_terminal():
-        from mlmkit.generate.live import LiveView
+        from mlmkit.generation.live import LiveView
 
         view = LiveView(tokenizer, n_rows, console=console())
     if trace is not None:
-        from mlmkit.generate.trace import TraceRecorder
+        from mlmkit.generation.trace import TraceRecorder
 
         recorder = TraceRecorder(tokenizer)
     hooks = [hook for hook in (view, recorder) if hook is not None]
@@ -156,11 +156,11 @@ def run_unmasking(call, model: str, *, text: str, texts_file: str | None, what: 
     arguments (`check()`), the input and output files, all before the model loads; read the
     texts (TEXT or one per line of TEXTS_FILE); run `call(mlm, texts, ...)` under the live
     view and the trace. Returns (results, the input files)."""
-    from mlmkit.generate.options import SamplerOptions
-    from mlmkit.generate.setup import open_model
-    from mlmkit.runtime.batching import check_budget
-    from mlmkit.runtime.output import check_output_path, same_file
-    from mlmkit.runtime.records import check_input_file
+    from mlmkit.core.output import check_output_path, same_file
+    from mlmkit.core.records import check_input_file
+    from mlmkit.engine.batching import check_budget
+    from mlmkit.generation.options import SamplerOptions
+    from mlmkit.generation.setup import open_model
 
     SamplerOptions(seed=seed, **sampling)
     check()
@@ -208,10 +208,10 @@ def generate_command(
     block_cache, trust_remote_code,
     show, trace, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
-    from mlmkit.generate import generate
-    from mlmkit.runtime import checks
-    from mlmkit.runtime.output import open_output
-    from mlmkit.runtime.results import dumps
+    from mlmkit.core import checks
+    from mlmkit.core.output import open_output
+    from mlmkit.core.results import dumps
+    from mlmkit.generation import generate
 
     sampling = {name: value for name, value in locals().items() if name in SAMPLING_FIELDS}
     constraints = {}

@@ -31,12 +31,12 @@ def infill_command(
     block_cache, trust_remote_code,
     show, trace, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
 ) -> None:
+    from mlmkit.core import checks
+    from mlmkit.core.output import open_output
+    from mlmkit.core.progress import status
+    from mlmkit.core.results import dumps
     from mlmkit.errors import InvalidArgument
-    from mlmkit.generate import infill
-    from mlmkit.runtime import checks
-    from mlmkit.runtime.output import open_output
-    from mlmkit.runtime.progress import status
-    from mlmkit.runtime.results import dumps
+    from mlmkit.generation import infill
 
     sampling = {name: value for name, value in locals().items() if name in SAMPLING_FIELDS}
 

@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 
 from mlmkit.cli_options import SEED
+from mlmkit.core.progress import status
 from mlmkit.errors import MlmkitError
-from mlmkit.runtime.progress import status
 
 mask_app = typer.Typer(help="""Masking policies: corpus statistics and previews.
 
@@ -65,11 +65,11 @@ def stats_command(
 ) -> None:
     from rich.table import Table
 
+    from mlmkit.core import checks
+    from mlmkit.core.progress import Progress
     from mlmkit.corpus import read_corpus
     from mlmkit.errors import PathError
     from mlmkit.masking.stats import compute_stats, save_stats
-    from mlmkit.runtime import checks
-    from mlmkit.runtime.progress import Progress
 
     checks.count("show", show, 0)
     if output.exists() and not output.is_dir():

@@ -14,9 +14,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from mlmkit import cli_options
+from mlmkit.core import checks, staging
 from mlmkit.errors import MlmkitError
 from mlmkit.models.presets import FAMILIES, MAX_POSITIONS, SIZES
-from mlmkit.runtime import checks, staging
 
 EXAMPLE = """
 Example:
@@ -77,7 +77,7 @@ def init_command(
         raise MlmkitError(f"--tokenizer {tokenizer!r} has no mask token: a masked LM needs one")
     model = build_mlm(preset, tok, max_length=max_length, seed=seed)
     # Save next to the target, then swap it in: a crash never leaves half a model.
-    # (umask permissions, fsynced; see mlmkit.runtime.staging)
+    # (umask permissions, fsynced; see mlmkit.core.staging)
     staging.remove_leftovers(output.parent, legacy_age=86400, target=output.name)
     folder = staging.staging_dir(output)
     try:

@@ -50,7 +50,7 @@ def _annotation(tp) -> type:
 
 
 def _field_options() -> list[inspect.Parameter]:
-    from mlmkit.train.config import PretrainConfig
+    from mlmkit.pretraining.config import PretrainConfig
 
     hints = typing.get_type_hints(PretrainConfig)
     params = []
@@ -105,7 +105,7 @@ def _batch_from_tokens(values: dict) -> None:
     if batch_tokens is None:
         return
     from mlmkit.errors import InvalidArgument
-    from mlmkit.train.config import PretrainConfig
+    from mlmkit.pretraining.config import PretrainConfig
 
     if values.get("batch_size") is not None:
         raise InvalidArgument("give --batch-tokens or --batch-size, not both")
@@ -120,11 +120,11 @@ def _batch_from_tokens(values: dict) -> None:
 def pretrain_command(**values) -> None:
     from rich.console import Console
 
+    from mlmkit.core.progress import status
+    from mlmkit.core.results import dumps
     from mlmkit.masking.config import parse_masking_option
-    from mlmkit.runtime.progress import status
-    from mlmkit.runtime.results import dumps
-    from mlmkit.train import load_config, pretrain
-    from mlmkit.train.config import budget_overrides, from_dict
+    from mlmkit.pretraining import load_config, pretrain
+    from mlmkit.pretraining.config import budget_overrides, from_dict
 
     config_path, resume = values.pop("config_file"), values.pop("resume")
     restart, override = values.pop("restart"), values.pop("override")
@@ -135,14 +135,14 @@ def pretrain_command(**values) -> None:
         from mlmkit.corpus.mixture import join_corpus_spec
 
         values["corpus"] = join_corpus_spec(values["corpus"])
-    from mlmkit.train.run_state import parse_overrides
+    from mlmkit.pretraining.run_state import parse_overrides
 
     overrides = budget_overrides({**{k: v for k, v in values.items() if v is not None},
                                   **parse_overrides(override)})
     if "masking" in overrides:
         overrides["masking"] = parse_masking_option(overrides["masking"])
     # --recipe NAME [--show]: a recipe's config and phases, flags on top (issue 19)
-    from mlmkit.train.recipes import recipe_from_flags
+    from mlmkit.pretraining.recipes import recipe_from_flags
 
     recipe_config = recipe_from_flags(overrides, show, config_path, resume)
     if show:
@@ -151,7 +151,7 @@ def pretrain_command(**values) -> None:
         config_path, overrides = None, recipe_config
     elif config_path is None and resume is None and not {"steps", "tokens", "time"} & set(
             overrides):  # no budget given: one sized for this machine
-        from mlmkit.train.budget import default_budget
+        from mlmkit.pretraining.budget import default_budget
 
         budget = default_budget(overrides.get("device"), overrides.get("precision"))
         overrides.update(budget)
@@ -189,8 +189,8 @@ def pretrain_command(**values) -> None:
 
 def _print_examples(console, result) -> None:
     from mlmkit.models import load_mlm
-    from mlmkit.train.config import load_config
-    from mlmkit.train.examples import fill_mask_examples
+    from mlmkit.pretraining.config import load_config
+    from mlmkit.pretraining.examples import fill_mask_examples
 
     count = load_config(Path(result.run_dir) / "config.yaml").fill_mask_examples
     if count <= 0:

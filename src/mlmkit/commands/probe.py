@@ -62,8 +62,8 @@ def _start(model: str, inputs: list, output: str, device: str, precision: str, t
     command that runs a model.
     """
     from mlmkit.commands.score import seed_everything
+    from mlmkit.core.output import check_output_path
     from mlmkit.probe.prepare import check_batch_tokens, prepare_model
-    from mlmkit.runtime.output import check_output_path
 
     check_output_path(output, inputs=inputs)
     check_batch_tokens(batch_tokens)
@@ -73,9 +73,9 @@ def _start(model: str, inputs: list, output: str, device: str, precision: str, t
 
 def _emit(payload: dict, as_json: bool, output: str, inputs: list) -> bool:
     """Write the JSON result to `output` and/or print it; True when no table is wanted."""
-    from mlmkit.runtime.output import write_text
-    from mlmkit.runtime.progress import status
-    from mlmkit.runtime.results import dumps
+    from mlmkit.core.output import write_text
+    from mlmkit.core.progress import status
+    from mlmkit.core.results import dumps
 
     text = dumps(payload, indent=2)
     if output != "-":
@@ -111,11 +111,11 @@ def classify_command(
     from rich.markup import escape
     from rich.table import Table
 
+    from mlmkit.core.checks import choice
     from mlmkit.probe import cloze_classify, parse_verbalizer
     from mlmkit.probe.cloze import AGGREGATES
     from mlmkit.probe.labelled import read_labelled_texts
     from mlmkit.probe.prompt import check_template
-    from mlmkit.runtime.checks import choice
 
     check_template(template, "{text}", "--template")
     choice("aggregate", aggregate, AGGREGATES)
@@ -167,8 +167,8 @@ def rank_command(
     from rich.markup import escape
     from rich.table import Table
 
+    from mlmkit.core.checks import choice
     from mlmkit.probe import NORMALIZATIONS, SCOPES, rank_statements, read_items
-    from mlmkit.runtime.checks import choice
     from mlmkit.scoring.jobs import METRICS
 
     choice("metric", metric, METRICS)
@@ -223,9 +223,9 @@ def facts_command(
     from rich.markup import escape
     from rich.table import Table
 
+    from mlmkit.core.checks import count
     from mlmkit.probe import knowledge_probe, read_facts
     from mlmkit.probe.facts import read_templates
-    from mlmkit.runtime.checks import count
 
     count("top_k", top_k, 1)
     loaded = read_facts(facts, read_templates(relations) if relations else None)

@@ -25,7 +25,7 @@ recipe_app = typer.Typer(help="Training recipes of published encoders, scaled do
 def list_command(as_json: bool = JSON) -> None:
     import json
 
-    from mlmkit.train.recipes import load_recipe, recipe_names
+    from mlmkit.pretraining.recipes import load_recipe, recipe_names
 
     recipes = [load_recipe(name) for name in recipe_names()]
     if as_json:
@@ -43,7 +43,7 @@ def list_command(as_json: bool = JSON) -> None:
                          "--recipe NAME --show` prints.\n" + EXAMPLE)
 def show_command(name: str = typer.Argument(..., help="Recipe name (see mlmkit recipe list)."),
                  as_json: bool = JSON) -> None:
-    from mlmkit.train.recipes import load_recipe, show_recipe
+    from mlmkit.pretraining.recipes import load_recipe, show_recipe
 
     if as_json:
         import json

@@ -49,11 +49,11 @@ def rescore_command(
     is standard output."""
     import warnings
 
+    from mlmkit.core.devices import prepare
+    from mlmkit.core.output import check_output_path
+    from mlmkit.core.progress import console, warn
     from mlmkit.errors import InvalidArgument
     from mlmkit.models import prepare_mlm
-    from mlmkit.runtime.devices import prepare
-    from mlmkit.runtime.output import check_output_path
-    from mlmkit.runtime.progress import console, warn
     from mlmkit.scoring import read_nbest, rescore
     from mlmkit.scoring.nbest import write_nbest_json, write_one_best
     from mlmkit.scoring.rescore import check_weight
@@ -90,7 +90,7 @@ def rescore_command(
     if as_json:
         text = result.to_json()
         if stdout_taken:
-            from mlmkit.runtime.progress import status
+            from mlmkit.core.progress import status
 
             status(text)
         else:

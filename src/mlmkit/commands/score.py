@@ -42,7 +42,7 @@ def seed_everything(seed: int) -> None:
     """Commands that draw nothing at random still fix torch's generator with --seed."""
     import torch
 
-    from mlmkit.runtime import checks
+    from mlmkit.core import checks
 
     checks.count("seed", seed, 0, 2**63 - 1)
     torch.manual_seed(seed)
@@ -75,13 +75,13 @@ def score_command(
     Streams any file size; long texts use sliding windows; empty lines get a null score."""
     import warnings
 
+    from mlmkit.core.devices import resolve_precision, set_threads
+    from mlmkit.core.output import check_output_path
+    from mlmkit.core.progress import status, warn
+    from mlmkit.core.records import check_input_file
+    from mlmkit.core.results import dumps
+    from mlmkit.engine import process_group
     from mlmkit.models import load_mlm
-    from mlmkit.runtime import distributed
-    from mlmkit.runtime.devices import resolve_precision, set_threads
-    from mlmkit.runtime.output import check_output_path
-    from mlmkit.runtime.progress import status, warn
-    from mlmkit.runtime.records import check_input_file
-    from mlmkit.runtime.results import dumps
     from mlmkit.scoring.stream import score_file
     from mlmkit.scoring.text_scores import check_score_options
 
@@ -91,7 +91,7 @@ def score_command(
     check_output_path(output, inputs=[input_file])
     set_threads(threads)
     seed_everything(seed)
-    group, rank_device = distributed.init(device)
+    group, rank_device = process_group.init(device)
     resolve_precision(precision, rank_device)
     try:
         mlm = load_mlm(model, device=rank_device, allow_untrained_head=allow_untrained_head)
@@ -143,9 +143,9 @@ def merge_command(
 ) -> None:
     """Join the outputs of 'mlmkit score --shard I/N' into the file a single run writes
     (checked: all N shards of one input, model and settings, each complete)."""
-    from mlmkit.runtime.progress import status
-    from mlmkit.runtime.results import dumps
-    from mlmkit.scoring.distributed import merge_shards
+    from mlmkit.core.progress import status
+    from mlmkit.core.results import dumps
+    from mlmkit.scoring.sharding import merge_shards
 
     summary = merge_shards(shards, output)
     if as_json:

@@ -62,8 +62,8 @@ def serve_command(
     import math
     from pathlib import Path
 
+    from mlmkit.core import checks
     from mlmkit.errors import InvalidArgument, PathError
-    from mlmkit.runtime import checks
     from mlmkit.serve.config import ServeConfig, check_host
 
     checks.count("seed", seed, 0, 2**63 - 1)

@@ -48,8 +48,8 @@ def train_command(
     max_length: int = typer.Option(512, "--max-length", help="model_max_length to record."),
     progress: bool = typer.Option(True, help="Show the trainer's progress bar."),
 ) -> None:
+    from mlmkit.core import checks
     from mlmkit.corpus import read_corpus
-    from mlmkit.runtime import checks
     from mlmkit.tokenizer import MAX_MODEL_LENGTH, MAX_VOCAB_SIZE, train_tokenizer
 
     # every range before the corpus is read (the kind: by train_tokenizer, before it reads)

@@ -18,7 +18,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-from mlmkit.cache import atomic_write_text, cache_dir
+from mlmkit.core.cache import atomic_write_text, cache_dir
 
 VALIDATION_SHARE = 0.05
 FORMAT_VERSION = 1  # bump when the harvesting rules change: it keys the disk cache

@@ -19,9 +19,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from mlmkit.core.records import decoded_lines as _decoded_lines
+from mlmkit.core.records import parse_json_line, text_field
 from mlmkit.errors import MlmkitError
-from mlmkit.runtime.records import decoded_lines as _decoded_lines
-from mlmkit.runtime.records import parse_json_line, text_field
 
 BUILTIN = "python-docs"
 HUB_PREFIX = "hf:"
@@ -223,7 +223,7 @@ def _read_hub(source: str, *, field, split, **_) -> Iterator[str]:
     try:
         loaded = datasets.load_dataset(name, config, split=split, streaming=True)
     except Exception as streaming_error:  # noqa: BLE001 (the library raises many kinds)
-        from mlmkit.runtime.hub import hub_offline
+        from mlmkit.core.hub import hub_offline
 
         try:
             with hub_offline(True):  # the cached copy only: never a whole download here

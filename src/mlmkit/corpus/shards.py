@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmkit.cache import atomic_write_text, cache_dir
+from mlmkit.core.cache import atomic_write_text, cache_dir
+from mlmkit.core.progress import Progress
+from mlmkit.core.staging import fsync_tree, remove_leftovers, staging_dir
 from mlmkit.errors import MlmkitError
-from mlmkit.runtime.progress import Progress
-from mlmkit.runtime.staging import fsync_tree, remove_leftovers, staging_dir
 
 FORMAT_VERSION = 1  # bump when the shard layout or the tokenization rules change
 BATCH_DOCUMENTS = 512

@@ -2,7 +2,7 @@
 paired tests on the same items.
 
 Each number of a suite is a function of per-item outcomes (a mean of 0/1 correctness, or a
-token-weighted ratio), so it goes through `mlmkit.bias.bootstrap` (per-item weights, one
+token-weighted ratio), so it goes through `mlmkit.core.statistics` (per-item weights, one
 resampling for every score). Two models evaluated on the same items (the suite records a
 key of its items) are compared with the paired bootstrap (the same draw for both) and, for
 0/1 outcomes, McNemar's exact test; a difference is significant when the interval of the
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mlmkit.bias.bootstrap import Statistic, bootstrap, paired_bootstrap, ratio
+from mlmkit.core.results import Result
+from mlmkit.core.statistics import Statistic, bootstrap, paired_bootstrap, ratio
 from mlmkit.errors import InvalidArgument
 from mlmkit.evaluation.suite import SuiteResult, format_value, is_percent
-from mlmkit.runtime.results import Result
 
 
 @dataclass
@@ -117,7 +117,7 @@ def compare_suites(suites: list[SuiteResult], *, n_boot: int = 1000, level: floa
                    seed: int = 0, names: list[str] | None = None) -> Comparison:
     """Intervals for every metric of every suite; differences of each suite from the first
     (paired bootstrap and McNemar where the items are the same)."""
-    from mlmkit.bias.bootstrap import check_bootstrap
+    from mlmkit.core.statistics import check_bootstrap
 
     check_bootstrap(n_boot, level, seed)
     if len(suites) < 2:

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmkit.core.results import Result
 from mlmkit.errors import InvalidArgument, PathError
-from mlmkit.runtime.results import Result
 
 PARTS = ("blimp", "pppl", "cloze", "fewshot", "sst2", "agnews", "elbo", "facts")
 DEFAULT_PARTS = tuple(p for p in PARTS if p not in ("elbo", "facts"))
@@ -94,7 +94,7 @@ def _size(name: str, quick: bool):
 
 
 def _read_tsv(path: Path, text_col: str) -> tuple[list[str], list[str]]:
-    from mlmkit.runtime.records import read_table
+    from mlmkit.core.records import read_table
 
     rows = [row for _, row in read_table(path)]
     return [r[text_col] for r in rows], [r["label"] for r in rows]
@@ -182,9 +182,9 @@ def evaluate_suite(
     held-out texts for `pppl` (default: python-docs validation); `quick` sub-samples every
     part. `output_dir` receives suite.json, suite.md and suite.png. `offline=True` loads a
     hub model name from the local cache only (never the network)."""
+    from mlmkit.core.checks import choice, count
+    from mlmkit.core.progress import status
     from mlmkit.models import prepare_mlm
-    from mlmkit.runtime.checks import choice, count
-    from mlmkit.runtime.progress import status
 
     count("seed", seed, 0)
     if parts is None:
@@ -209,7 +209,7 @@ def evaluate_suite(
         facts = read_facts(facts)
         if not facts:
             raise InvalidArgument("the facts file (--facts) holds no facts")
-    from mlmkit.runtime.hub import hub_offline
+    from mlmkit.core.hub import hub_offline
 
     with hub_offline(offline):
         mlm, infer_precision = prepare_mlm(model, device=device, precision=precision,
@@ -297,7 +297,7 @@ def _pppl(mlm, result, *, quick, texts, runtime, **_):
 
 
 def _held_out_texts(path) -> list[str]:
-    from mlmkit.runtime.records import read_texts
+    from mlmkit.core.records import read_texts
 
     lines = [t for _, t in read_texts(path)]
     pool = [t for t in lines if t.strip()]
@@ -326,7 +326,7 @@ def _cloze(mlm, result, *, data, quick, runtime, **_):
 
 
 def _finetune_part(mlm, result, name: str, task: str, **kwargs):
-    from mlmkit.finetune import finetune
+    from mlmkit.finetuning import finetune
 
     out = finetune(mlm, task, **kwargs)
     correct, keys = [], []
@@ -374,7 +374,7 @@ def _agnews(mlm, result, *, data, quick, seed, precision, **_):
 
 def _elbo(mlm, result, *, quick, texts, seed, runtime, **_):
     from mlmkit.corpus.python_docs import python_docs
-    from mlmkit.generate import elbo
+    from mlmkit.generation import elbo
 
     pool = [t for t in python_docs("validation") if 5 <= len(t.split()) <= 60]
     chosen = [pool[i] for i in _sample(len(pool), _size("elbo_texts", quick))]
@@ -402,7 +402,7 @@ RUNNERS = {"blimp": _blimp, "pppl": _pppl, "cloze": _cloze, "fewshot": _fewshot,
 
 def write_suite(result: SuiteResult, output_dir) -> Path:
     """suite.json, suite.md and suite.png (a bar chart of the percentages) in `output_dir`."""
-    from mlmkit.runtime.output import write_text
+    from mlmkit.core.output import write_text
 
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)

@@ -2,22 +2,31 @@
 --eval-every N`). The current model is saved to a temporary folder and the suite runs on
 that copy (the training model, its mode and the training RNG are untouched); its numbers go
 into metrics.jsonl as records of split "suite", and at the last step into plots/suite.png
-beside the loss."""
+beside the loss.
+
+Pretraining does not import the suite: `SuiteEvaluation` is the hook it is handed
+(`mlmkit.pretraining.hooks`), and `pretrain` here is `mlmkit.pretrain`, the pretraining entry
+point with that hook in place."""
 
 from __future__ import annotations
 
 import tempfile
 from pathlib import Path
 
+import torch
+
 from mlmkit.errors import InvalidArgument
+from mlmkit.evaluation.suite import DEFAULT_PARTS, PARTS, check_suite_data, evaluate_suite
+from mlmkit.pretraining.config import PretrainConfig
+from mlmkit.pretraining.loop import PretrainResult
+from mlmkit.pretraining.loop import pretrain as pretrain_with_hook
+from mlmkit.training.runtime import Runtime
 
 SUITE_CHOICES = ("quick", "full")
 
 
 def parse_eval_suite(value: str | None) -> tuple[bool, list[str] | None] | None:
     """`quick`, `full` or comma-separated parts (run at quick size) -> (quick, parts)."""
-    from mlmkit.evaluation.suite import PARTS
-
     if value is None or value == "":
         return None
     if value in SUITE_CHOICES:
@@ -37,10 +46,6 @@ def parse_eval_suite(value: str | None) -> tuple[bool, list[str] | None] | None:
 
 def suite_record(run) -> dict | None:
     """Run the suite on the run's current model; the record logged (None: not asked)."""
-    import torch
-
-    from mlmkit.evaluation.suite import evaluate_suite
-
     config = run.config
     parsed = parse_eval_suite(getattr(config, "eval_suite", None))
     if parsed is None or not run.is_main:
@@ -58,6 +63,31 @@ def suite_record(run) -> dict | None:
         history = run.log.history if run.log is not None else run.history
         plot_suite_history(history, Path(run.run_dir) / "plots")
     return record
+
+
+class SuiteEvaluation:
+    """The evaluation suite as a pretraining run's evaluation hook (`--eval-suite`)."""
+
+    def check(self, config) -> None:
+        """The parts exist and their data is there, before the run writes anything."""
+        quick_and_parts = parse_eval_suite(config.eval_suite)
+        if quick_and_parts is not None:
+            chosen = quick_and_parts[1] or list(DEFAULT_PARTS)
+            check_suite_data(config.suite_data, chosen, "--suite-data", "--eval-suite")
+
+    def __call__(self, run) -> dict | None:
+        return suite_record(run)
+
+
+def pretrain(config: PretrainConfig | None = None, *, resume=None, overrides: dict | None = None,
+             runtime: Runtime | None = None, restart: bool = False) -> PretrainResult:
+    """Pretrain a masked LM as `config` says (or continue the run in `resume`), with the
+    evaluation suite as the run's evaluation hook, so `eval_suite` logs learning curves.
+
+    The arguments and the result are those of `mlmkit.pretraining.pretrain`.
+    """
+    return pretrain_with_hook(config, resume=resume, overrides=overrides, runtime=runtime,
+                              restart=restart, evaluation=SuiteEvaluation())
 
 
 def plot_suite_history(history: list[dict], folder: Path) -> Path | None:

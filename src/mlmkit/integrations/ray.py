@@ -121,7 +121,7 @@ class FillMask(_Model):
         self.column, self.top_k, self.mode = column, top_k, mode
 
     def __call__(self, batch):
-        from mlmkit.generate.fill_mask import fill_mask
+        from mlmkit.generation.fill_mask import fill_mask
 
         texts = _texts(batch, self.column)
         results = fill_mask(self.mlm, texts, top_k=self.top_k, mode=self.mode,

@@ -153,7 +153,7 @@ def parse_masking_option(value, flag_name: str = "--masking"):
 
     import yaml
 
-    from mlmkit.runtime.yaml_values import load_yaml
+    from mlmkit.core.yaml_values import load_yaml
 
     if value is None or isinstance(value, dict):
         return value

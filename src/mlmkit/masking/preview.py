@@ -22,7 +22,7 @@ def preview_masking(policy, tokenizer, text: str, *, seed: int = 0, step: int = 
     plus the `MaskedBatch`."""
     if not text.strip():
         raise MlmkitError("the text to preview is empty")
-    from mlmkit.runtime import checks
+    from mlmkit.core import checks
 
     checks.count("step", step, 0)
     checks.count("seed", seed, 0, 2**63 - 1)

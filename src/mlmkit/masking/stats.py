@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mlmkit.cache import atomic_write_bytes, atomic_write_text
+from mlmkit.core.cache import atomic_write_bytes, atomic_write_text
 from mlmkit.errors import MlmkitError
 from mlmkit.masking import ngrams
 
@@ -191,7 +191,7 @@ def compute_stats(texts: Iterable[str], tokenizer, *, max_n: int = 5, min_count:
         raise MlmkitError(f"--max-n {max_n} must be between 2 and {ngrams.MAX_N}")
     if min_count < 1:
         raise MlmkitError(f"--min-count {min_count} must be at least 1")
-    from mlmkit.runtime import checks
+    from mlmkit.core import checks
 
     checks.finite("min_pmi", min_pmi)
     checks.count("max_ngrams", max_ngrams, 1)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from mlmkit.runtime.results import Result
+from mlmkit.core.results import Result
 
 ABSOLUTE_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "albert",
                      "electra", "megatron-bert", "ernie")

@@ -62,8 +62,8 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
 
 
 def resolve_device(device) -> torch.device:
-    """`mlmkit.runtime.devices.resolve_device` (kept here for older imports)."""
-    from mlmkit.runtime.devices import resolve_device as resolve
+    """`mlmkit.core.devices.resolve_device` (kept here for older imports)."""
+    from mlmkit.core.devices import resolve_device as resolve
 
     return resolve(device)
 
@@ -174,7 +174,7 @@ def _load_config(name: str, trust_remote_code: bool = False):
             raise ModelError(f"{name!r} needs its own model code: pass --trust-remote-code "
                              "(trust_remote_code=True) if you trust it") from error
         if not Path(name).expanduser().is_dir():  # a hub name: not found, or no network
-            from mlmkit.runtime.hub import offline_now
+            from mlmkit.core.hub import offline_now
 
             if offline_now():
                 raise ModelError(f"model {name!r} is neither a local directory nor in the "
@@ -258,8 +258,8 @@ def load_mlm(
     `trust_remote_code=True` (or $MLMKIT_TRUST_REMOTE_CODE=1): that code runs on this machine.
     A hub name is read from the local cache alone when the hub cannot be reached.
     """
-    from mlmkit.runtime.devices import resolve_device as resolve
-    from mlmkit.runtime.hub import hub_offline, hub_unreachable
+    from mlmkit.core.devices import resolve_device as resolve
+    from mlmkit.core.hub import hub_offline, hub_unreachable
 
     trust_remote_code = trust_remote_code_default(trust_remote_code)
 
@@ -356,7 +356,7 @@ def as_mlm(model, tokenizer=None, *, device=None, dtype=None,
         _check_head(model, name)
         mlm = MLM(model=model, tokenizer=tokenizer, name=name)
     if device is not None and device != "auto":
-        from mlmkit.runtime.devices import resolve_device as resolve
+        from mlmkit.core.devices import resolve_device as resolve
 
         target = resolve(device)
         if mlm.device != target and not (target.type == mlm.device.type and target.index is None):
@@ -373,8 +373,8 @@ def prepare_mlm(model, *, device=None, precision: str | None = "auto", threads=N
     the model, sets the thread count (`threads`, `$MLMKIT_THREADS`, the usable cores) and
     resolves `precision` for inference ('auto' = fp32). Bad values fail before any load.
     """
-    from mlmkit.runtime.devices import resolve_device as resolve
-    from mlmkit.runtime.devices import resolve_precision, set_threads
+    from mlmkit.core.devices import resolve_device as resolve
+    from mlmkit.core.devices import resolve_precision, set_threads
 
     if device is not None:
         resolve(device)

@@ -112,7 +112,7 @@ def unpadded_logits(model: torch.nn.Module, input_ids: torch.Tensor, documents: 
 def unpadded_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smoothing: float):
     """`objectives.mlm.sparse_mlm_loss` with unpadded attention: `attention_mask` is the
     indexed mask (document number per token, 0 on padding; `train.data.prepare_rows`)."""
-    from mlmkit.objectives.cross_entropy import cross_entropy_top1
+    from mlmkit.models.cross_entropy import cross_entropy_top1
 
     logits = unpadded_logits(model, input_ids, attention_mask, mask)  # float32 loss of any dtype
     targets = labels[mask]

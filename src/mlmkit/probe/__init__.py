@@ -17,8 +17,7 @@ from mlmkit.probe.cloze import AGGREGATES, cloze_classify
 from mlmkit.probe.facts import Fact, parse_fact, read_facts, read_templates
 from mlmkit.probe.items import Item, read_items
 from mlmkit.probe.knowledge import knowledge_probe
-from mlmkit.probe.rank import NORMALIZATIONS, SCOPES, rank_statements
-from mlmkit.probe.results import (
+from mlmkit.probe.outcomes import (
     ClozePrediction,
     ClozeResult,
     FactPrediction,
@@ -27,6 +26,7 @@ from mlmkit.probe.results import (
     RankedItem,
     RankResult,
 )
+from mlmkit.probe.rank import NORMALIZATIONS, SCOPES, rank_statements
 from mlmkit.probe.verbalizer import DEFAULT_VERBALIZER, parse_verbalizer
 
 __all__ = [

@@ -17,9 +17,9 @@ import torch
 from mlmkit.errors import InvalidArgument, InvalidData
 from mlmkit.probe.answers import locate_answers
 from mlmkit.probe.gather import score_single_tokens
+from mlmkit.probe.outcomes import ClozePrediction, ClozeResult
 from mlmkit.probe.prepare import prepare_model
 from mlmkit.probe.prompt import check_template, substitute
-from mlmkit.probe.results import ClozePrediction, ClozeResult
 from mlmkit.probe.spans import score_spans
 from mlmkit.probe.verbalizer import DEFAULT_VERBALIZER, parse_verbalizer
 
@@ -29,7 +29,7 @@ PLACEHOLDER = "{text}"
 
 def aggregate_words(word_scores: np.ndarray, groups: list[np.ndarray], how: str) -> np.ndarray:
     """[N, W] word log-probs -> [N, L] label scores, one column group per label."""
-    from mlmkit.runtime.checks import choice
+    from mlmkit.core.checks import choice
 
     choice("aggregate", how, AGGREGATES)
     scores = torch.from_numpy(word_scores)
@@ -69,7 +69,7 @@ def cloze_classify(
     error: the label would be scored on a token that is not the word.
     `batch_tokens`, `precision`, `device`, `threads`, `progress`: see `mlmkit.probe`.
     """
-    from mlmkit.runtime.checks import choice
+    from mlmkit.core.checks import choice
 
     if isinstance(texts, str):
         texts = [texts]

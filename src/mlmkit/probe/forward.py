@@ -1,6 +1,6 @@
 """One forward per prompt, the MLM head only at its mask, through the one batching layer.
 
-`mlmkit.runtime.batching.run_jobs` sorts the prompts by length, cuts token-budget batches
+`mlmkit.engine.batching.run_jobs` sorts the prompts by length, cuts token-budget batches
 (whose [rows, V] head output stays bounded) and runs the primitive; each batch's
 log-probabilities go to a callback, so no [n_prompts, V] array is ever held.
 """
@@ -30,7 +30,7 @@ def for_each_mask_batch(
 
     A prompt longer than the model accepts is an error (named by `names(i)`), never cut.
     """
-    from mlmkit.runtime.batching import TokenJobs, run_jobs
+    from mlmkit.engine.batching import TokenJobs, run_jobs
 
     if not ids:
         return

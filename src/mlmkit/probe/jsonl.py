@@ -1,4 +1,4 @@
-"""Strict rows for probe data, read by `mlmkit.runtime.records` (so `-` is standard input
+"""Strict rows for probe data, read by `mlmkit.core.records` (so `-` is standard input
 and encoding errors name the byte offset), checked field by field on top.
 
 Probe files are small and hand-written, so typos are the common failure: an unknown
@@ -7,8 +7,8 @@ field is an error (with the allowed ones listed), not something silently ignored
 
 from __future__ import annotations
 
+from mlmkit.core.records import display_name, read_json_objects
 from mlmkit.errors import InvalidData
-from mlmkit.runtime.records import display_name, read_json_objects
 
 
 def row_name(path, number: int) -> str:

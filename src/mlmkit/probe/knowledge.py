@@ -20,8 +20,8 @@ from mlmkit.probe.answers import locate_answers
 from mlmkit.probe.facts import as_facts
 from mlmkit.probe.forward import for_each_mask_batch
 from mlmkit.probe.metrics import macro_scores, probe_scores
+from mlmkit.probe.outcomes import FactPrediction, KnowledgeResult
 from mlmkit.probe.prepare import prepare_model
-from mlmkit.probe.results import FactPrediction, KnowledgeResult
 
 
 def excluded_tokens(tokenizer, vocab_size: int) -> torch.Tensor:
@@ -55,7 +55,7 @@ def knowledge_probe(
     object is several tokens, or only the unknown token, is skipped and counted.
     `batch_tokens`, `precision`, `device`, `threads`, `progress`: see `mlmkit.probe`.
     """
-    from mlmkit.runtime.checks import count
+    from mlmkit.core.checks import count
 
     count("top_k", top_k, 1)
     facts = as_facts(facts, templates)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlmkit.probe.results import ProbeScores
+from mlmkit.probe.outcomes import ProbeScores
 
 
 def probe_scores(ranks: np.ndarray, skipped: int, unknown: int = 0) -> ProbeScores:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 def check_batch_tokens(batch_tokens) -> int | None:
-    from mlmkit.runtime.batching import check_budget
+    from mlmkit.engine.batching import check_budget
 
     return check_budget(batch_tokens)
 

@@ -19,8 +19,8 @@ import numpy as np
 
 from mlmkit.errors import InvalidArgument, InvalidData, ModelError
 from mlmkit.probe.items import Item
+from mlmkit.probe.outcomes import RankedItem, RankResult
 from mlmkit.probe.prepare import prepare_model
-from mlmkit.probe.results import RankedItem, RankResult
 from mlmkit.probe.shared import shared_regions
 from mlmkit.scoring.engine import score_token_ids
 from mlmkit.scoring.jobs import METRICS
@@ -90,8 +90,8 @@ def rank_statements(
     [UNK] tokens are scored like any other token and counted per candidate.
     `batch_tokens`, `precision`, `device`, `threads`, `progress`: see `mlmkit.probe`.
     """
-    from mlmkit.runtime.checks import choice
-    from mlmkit.runtime.progress import progress_wanted
+    from mlmkit.core.checks import choice
+    from mlmkit.core.progress import progress_wanted
 
     choice("metric", metric, METRICS)
     choice("normalize", normalize, NORMALIZATIONS)

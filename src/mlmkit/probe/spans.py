@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlmkit.runtime.progress import progress_wanted
+from mlmkit.core.progress import progress_wanted
 from mlmkit.scoring.engine import score_token_ids
 
 

@@ -23,7 +23,7 @@ def parse_verbalizer(verbalizer, where: str = "verbalizer") -> dict[str, list[st
         text = str(verbalizer)
         path = Path(text)
         if not text.lstrip().startswith("{") and path.is_file():
-            from mlmkit.runtime.records import decoded_lines
+            from mlmkit.core.records import decoded_lines
 
             text = "".join(line for _, line in decoded_lines(path))
             where = f"{where} file {str(path)!r}"

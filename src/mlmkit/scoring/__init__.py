@@ -3,7 +3,7 @@
 `score` turns texts into sentence scores (with token and word breakdowns); `score_file`
 streams a file of texts to JSON lines (resumable); `rescore` reranks n-best lists;
 `evaluate_pairs` runs minimal-pair benchmarks such as BLiMP; all of them run on
-`mlmkit.scoring.engine.score_token_ids`, which batches through `mlmkit.runtime.batching`.
+`mlmkit.scoring.engine.score_token_ids`, which batches through `mlmkit.engine.batching`.
 """
 
 from mlmkit.scoring.engine import score_token_ids
@@ -15,7 +15,7 @@ from mlmkit.scoring.minimal_pairs import (
 )
 from mlmkit.scoring.nbest import Hypothesis, Utterance, read_nbest
 from mlmkit.scoring.rescore import RescoreResult, rescore
-from mlmkit.scoring.results import TextScore, TokenScore, WordScore
+from mlmkit.scoring.scores import TextScore, TokenScore, WordScore
 from mlmkit.scoring.stream import FileSummary, score_file
 from mlmkit.scoring.text_scores import score
 

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mlmkit.errors import InvalidArgument, ModelError
-from mlmkit.models import as_mlm, masked_log_probs
-from mlmkit.runtime.batching import (  # noqa: F401  (re-exported for older imports)
+from mlmkit.core.devices import PRECISIONS  # noqa: F401
+from mlmkit.engine.batching import (  # noqa: F401  (re-exported for older imports)
     BatchArrays,
     concatenated_ranges,
     cut_batches,
@@ -24,7 +23,8 @@ from mlmkit.runtime.batching import (  # noqa: F401  (re-exported for older impo
     pick,
     run_jobs,
 )
-from mlmkit.runtime.devices import PRECISIONS  # noqa: F401
+from mlmkit.errors import InvalidArgument, ModelError
+from mlmkit.models import as_mlm, masked_log_probs
 from mlmkit.scoring.jobs import Jobs, build_jobs
 
 
@@ -77,7 +77,7 @@ UNK_MODES = ("score", "skip")
 def unscored_ids(tokenizer, unk: str = "score") -> np.ndarray:
     """Token ids never scored: the special tokens ([CLS], [SEP], [PAD], ...), and [UNK] only
     with `unk="skip"`. minicons and Salazar et al. mask and score [UNK] like any token."""
-    from mlmkit.runtime.checks import choice
+    from mlmkit.core.checks import choice
 
     choice("unk", unk, UNK_MODES)
     ids = set(tokenizer.all_special_ids)
@@ -110,7 +110,7 @@ def score_token_ids(
     `max_length` (default: the model's) are scored in windows starting at multiples of
     `stride`, each target in the window that centres it best. Returns one array per
     sequence, in the order of its targets. Batching (token budget, length buckets,
-    precision, progress) is `mlmkit.runtime.batching.run_jobs`.
+    precision, progress) is `mlmkit.engine.batching.run_jobs`.
     """
     mlm = as_mlm(model)
     tokenizer = mlm.tokenizer

@@ -12,10 +12,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlmkit.core import checks
+from mlmkit.core.records import display_name, read_json_objects
+from mlmkit.core.results import Result, jsonable
 from mlmkit.errors import InvalidArgument, InvalidData, PathError
-from mlmkit.runtime import checks
-from mlmkit.runtime.records import display_name, read_json_objects
-from mlmkit.runtime.results import Result, jsonable
 from mlmkit.scoring.text_scores import NO_TOKEN_WARNING, check_score_options, score
 
 

@@ -11,10 +11,10 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from mlmkit.core.output import write_text
+from mlmkit.core.records import check_input_file, decoded_lines, display_name, read_lines
+from mlmkit.core.results import jsonable
 from mlmkit.errors import InvalidData
-from mlmkit.runtime.output import write_text
-from mlmkit.runtime.records import check_input_file, decoded_lines, display_name, read_lines
-from mlmkit.runtime.results import jsonable
 
 
 @dataclass

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlmkit.core import checks
+from mlmkit.core.results import Result, jsonable
 from mlmkit.errors import InvalidArgument, InvalidData
-from mlmkit.runtime import checks
-from mlmkit.runtime.results import Result, jsonable
 from mlmkit.scoring.nbest import Utterance
 from mlmkit.scoring.text_scores import NO_TOKEN_WARNING, check_score_options, score
 from mlmkit.scoring.wer import word_error_rate

@@ -1,7 +1,7 @@
 """Score a file of texts in constant memory: read a chunk, score it, append its JSONL lines.
 
 Input is a text per line, JSONL (`field` names the text) or TSV/CSV, read by
-`mlmkit.runtime.records` (`-` is standard input). The output has one record per input
+`mlmkit.core.records` (`-` is standard input). The output has one record per input
 line, in input order, empty lines included (with a null score); `-` is standard output.
 
 A file output is written progressively to `.NAME.<fingerprint>.partial` beside it and
@@ -33,13 +33,13 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlmkit.core import checks
+from mlmkit.core.output import check_output_path, fsync_directory
+from mlmkit.core.records import STDIN, check_input_file
+from mlmkit.core.records import read_texts as _read_texts
+from mlmkit.core.results import Result, one_line
 from mlmkit.errors import InvalidData, PathError
-from mlmkit.runtime import checks
-from mlmkit.runtime.output import check_output_path, fsync_directory
-from mlmkit.runtime.records import STDIN, check_input_file
-from mlmkit.runtime.records import read_texts as _read_texts
-from mlmkit.runtime.results import Result, one_line
-from mlmkit.scoring.results import TextScore
+from mlmkit.scoring.scores import TextScore
 from mlmkit.scoring.text_scores import check_score_options, score
 
 FORMAT_VERSION = 1  # bump when the record layout changes: old partial files are not resumed
@@ -65,7 +65,7 @@ class FileSummary(Result):
 
 def read_texts(path, field: str | None = None, encoding: str = "utf-8",
                errors: str = "strict"):
-    """(line number, text) per input line (`mlmkit.runtime.records.read_texts`)."""
+    """(line number, text) per input line (`mlmkit.core.records.read_texts`)."""
     return _read_texts(path, field, encoding, errors)
 
 
@@ -195,14 +195,14 @@ def score_file(
 
     `resume`: continue from the partial output an interrupted run with the same input,
     model and settings left (the result is byte-identical to an uninterrupted run); False
-    starts over. `group`: the torchrun process group (`mlmkit.runtime.distributed.init`):
+    starts over. `group`: the torchrun process group (`mlmkit.engine.process_group.init`):
     each rank scores every world-th line, rank 0 merges. `shard`: (I, N) or "I/N": score
     only every N-th piece of `chunk_texts` lines, from piece I (see the module). The other
     keywords are those of `mlmkit.score` and the runtime options (docs/API.md).
     """
+    from mlmkit.core.progress import Progress
     from mlmkit.models import prepare_mlm
-    from mlmkit.runtime.progress import Progress
-    from mlmkit.scoring.distributed import (
+    from mlmkit.scoring.sharding import (
         merge_parts,
         owns,
         owns_piece,
@@ -342,7 +342,7 @@ def score_file(
             if not resumable:
                 partial.unlink(missing_ok=True)
             else:
-                from mlmkit.runtime.progress import warn
+                from mlmkit.core.progress import warn
 
                 warn(f"{str(output)!r} was not written: the lines scored so far are kept in "
                      f"{str(partial)!r}; the same command resumes from them (--no-resume "

@@ -2,7 +2,7 @@
 
 `create_app(models, config)` builds the application: every model loaded once, requests
 validated and bounded (`ServeConfig`), concurrent score and fill requests gathered into one
-token-budget batch (`mlmkit.serve.worker`, through `mlmkit.runtime.batching`), results as the
+token-budget batch (`mlmkit.serve.worker`, through `mlmkit.engine.batching`), results as the
 library's own result types (`to_dict()`), errors as 4xx JSON. `run_server` serves it with
 uvicorn. The playground's static files ship in `mlmkit/serve/static/` (no build step, no CDN).
 """

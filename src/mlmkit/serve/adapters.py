@@ -29,7 +29,7 @@ def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
     is the distribution the token's score was read from."""
     import torch
 
-    from mlmkit.runtime.batching import run_jobs
+    from mlmkit.engine.batching import run_jobs
     from mlmkit.scoring.engine import _MaskedCopies, unscored_ids
     from mlmkit.scoring.jobs import build_jobs
 
@@ -113,7 +113,7 @@ class StepStream:
     def __call__(self, event) -> None:
         if self.cancelled.is_set():
             raise Cancelled("the client went away")
-        from mlmkit.generate.trace import step_row
+        from mlmkit.generation.trace import step_row
 
         # the fields of the CLI's --trace lines, confidence included
         rows = [{"row": event.first_row + row, **step_row(self.mlm.tokenizer, event, row)}

@@ -21,10 +21,10 @@ from fastapi.routing import APIRoute
 from fastapi.staticfiles import StaticFiles
 
 from mlmkit import __version__
+from mlmkit.core import checks
 from mlmkit.errors import InvalidArgument, MlmkitError
-from mlmkit.generate.fill_mask import MODES
+from mlmkit.generation.fill_mask import MODES
 from mlmkit.probe.cloze import AGGREGATES
-from mlmkit.runtime import checks
 from mlmkit.scoring.text_scores import _check_spans as check_spans
 from mlmkit.scoring.text_scores import check_score_options
 from mlmkit.serve.adapters import (
@@ -317,7 +317,7 @@ def _constraints(value, vocab_size: int) -> dict | None:
 
 
 def _sse(event: str, data) -> bytes:
-    from mlmkit.runtime.results import jsonable
+    from mlmkit.core.results import jsonable
 
     return f"event: {event}\ndata: {json.dumps(jsonable(data), allow_nan=False)}\n\n".encode()
 
@@ -525,7 +525,7 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
               "(mlmkit.infill); stream: true sends every step")
     async def infill(body: InfillRequest, request: Request):
         import mlmkit
-        from mlmkit.generate.template import Span, parse_template
+        from mlmkit.generation.template import Span, parse_template
 
         name = server.model_name(body.model)
         templates = server.texts(body.template, "template")

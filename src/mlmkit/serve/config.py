@@ -9,8 +9,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
+from mlmkit.core import checks
 from mlmkit.errors import InvalidArgument
-from mlmkit.runtime import checks
 
 LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
 

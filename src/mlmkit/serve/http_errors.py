@@ -304,9 +304,9 @@ def _request_fields() -> dict[str, frozenset[str]]:
     """Each request field of the API, with the words it takes as a value (its choices)."""
     import typing
 
-    from mlmkit.generate.confidence import CONFIDENCES
-    from mlmkit.generate.options import REMASKS, REVEALS
-    from mlmkit.generate.samplers import SAMPLERS
+    from mlmkit.generation.confidence import CONFIDENCES
+    from mlmkit.generation.options import REMASKS, REVEALS
+    from mlmkit.generation.samplers import SAMPLERS
     from mlmkit.serve import schemas
 
     choices = {"sampler": SAMPLERS, "confidence": CONFIDENCES, "reveal": REVEALS,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from mlmkit.generate.fill_mask import MODES
+from mlmkit.generation.fill_mask import MODES
 from mlmkit.probe.cloze import AGGREGATES
 from mlmkit.scoring.engine import UNK_MODES
 from mlmkit.scoring.jobs import METRICS
@@ -57,7 +57,7 @@ def _sampler_fields() -> dict:
     import dataclasses
     import typing
 
-    from mlmkit.generate.options import SamplerOptions
+    from mlmkit.generation.options import SamplerOptions
 
     hints = typing.get_type_hints(SamplerOptions)
     return {f.name: (hints[f.name], f.default) for f in dataclasses.fields(SamplerOptions)}

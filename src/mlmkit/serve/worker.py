@@ -5,7 +5,7 @@ in one place at a time). A request becomes a `Work` (its inputs, a merge key, th
 call). When the worker is idle, the first work waits `batch_window_ms` for company; then
 every queued work with the same key (score: metric and options; fill: top-k and mode) is
 concatenated into ONE call of the library function (`mlmkit.score`, `mlmkit.fill_mask`),
-which cuts its token-budget, length-bucketed batches in `mlmkit.runtime.batching`; the
+which cuts its token-budget, length-bucketed batches in `mlmkit.engine.batching`; the
 results are split back in order. While a call runs, new requests queue and form the next
 batch (continuous batching). Works with no key (generation, which is seeded per call) run
 alone. A work whose client went away or timed out is dropped before it runs.

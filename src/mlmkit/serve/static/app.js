@@ -543,7 +543,7 @@ function unmaskBody() {
   return [task, body];
 }
 
-// The result's cost as the API returns it (`cost`: mlmkit.generate.cost.Cost), each number in
+// The result's cost as the API returns it (`cost`: mlmkit.generation.cost.Cost), each number in
 // its own <b> (class: the field).
 function resultCost(cost) {
   const parts = [

@@ -1,0 +1,141 @@
+# mlmkit module moves (floors): sed -E -i -f moves.sed FILE...  (GNU sed)
+s/\bfrom mlmkit\.runtime import checks$/from mlmkit.core import checks/
+s/\bfrom mlmkit\.runtime import checks as /from mlmkit.core import checks as /
+s/\bmlmkit\.runtime\.checks\b/mlmkit.core.checks/g
+s#\bmlmkit/runtime/checks\.py\b#mlmkit/core/checks.py#g
+s/\bfrom mlmkit\.runtime import output$/from mlmkit.core import output/
+s/\bfrom mlmkit\.runtime import output as /from mlmkit.core import output as /
+s/\bmlmkit\.runtime\.output\b/mlmkit.core.output/g
+s#\bmlmkit/runtime/output\.py\b#mlmkit/core/output.py#g
+s/\bfrom mlmkit\.runtime import progress$/from mlmkit.core import progress/
+s/\bfrom mlmkit\.runtime import progress as /from mlmkit.core import progress as /
+s/\bmlmkit\.runtime\.progress\b/mlmkit.core.progress/g
+s#\bmlmkit/runtime/progress\.py\b#mlmkit/core/progress.py#g
+s/\bfrom mlmkit\.runtime import records$/from mlmkit.core import records/
+s/\bfrom mlmkit\.runtime import records as /from mlmkit.core import records as /
+s/\bmlmkit\.runtime\.records\b/mlmkit.core.records/g
+s#\bmlmkit/runtime/records\.py\b#mlmkit/core/records.py#g
+s/\bfrom mlmkit\.runtime import results$/from mlmkit.core import results/
+s/\bfrom mlmkit\.runtime import results as /from mlmkit.core import results as /
+s/\bmlmkit\.runtime\.results\b/mlmkit.core.results/g
+s#\bmlmkit/runtime/results\.py\b#mlmkit/core/results.py#g
+s/\bfrom mlmkit\.runtime import yaml_values$/from mlmkit.core import yaml_values/
+s/\bfrom mlmkit\.runtime import yaml_values as /from mlmkit.core import yaml_values as /
+s/\bmlmkit\.runtime\.yaml_values\b/mlmkit.core.yaml_values/g
+s#\bmlmkit/runtime/yaml_values\.py\b#mlmkit/core/yaml_values.py#g
+s/\bfrom mlmkit\.runtime import devices$/from mlmkit.core import devices/
+s/\bfrom mlmkit\.runtime import devices as /from mlmkit.core import devices as /
+s/\bmlmkit\.runtime\.devices\b/mlmkit.core.devices/g
+s#\bmlmkit/runtime/devices\.py\b#mlmkit/core/devices.py#g
+s/\bfrom mlmkit\.runtime import hub$/from mlmkit.core import hub/
+s/\bfrom mlmkit\.runtime import hub as /from mlmkit.core import hub as /
+s/\bmlmkit\.runtime\.hub\b/mlmkit.core.hub/g
+s#\bmlmkit/runtime/hub\.py\b#mlmkit/core/hub.py#g
+s/\bfrom mlmkit\.runtime import staging$/from mlmkit.core import staging/
+s/\bfrom mlmkit\.runtime import staging as /from mlmkit.core import staging as /
+s/\bmlmkit\.runtime\.staging\b/mlmkit.core.staging/g
+s#\bmlmkit/runtime/staging\.py\b#mlmkit/core/staging.py#g
+s/\bmlmkit\.cache\b/mlmkit.core.cache/g
+s#\bmlmkit/cache\.py\b#mlmkit/core/cache.py#g
+s/\bfrom mlmkit\.bias import bootstrap$/from mlmkit.core import statistics/
+s/\bfrom mlmkit\.bias import bootstrap as /from mlmkit.core import statistics as /
+s/\bmlmkit\.bias\.bootstrap\b/mlmkit.core.statistics/g
+s#\bmlmkit/bias/bootstrap\.py\b#mlmkit/core/statistics.py#g
+s/\bfrom mlmkit\.objectives import cross_entropy$/from mlmkit.models import cross_entropy/
+s/\bfrom mlmkit\.objectives import cross_entropy as /from mlmkit.models import cross_entropy as /
+s/\bmlmkit\.objectives\.cross_entropy\b/mlmkit.models.cross_entropy/g
+s#\bmlmkit/objectives/cross_entropy\.py\b#mlmkit/models/cross_entropy.py#g
+s/\bfrom mlmkit\.runtime import batching$/from mlmkit.engine import batching/
+s/\bfrom mlmkit\.runtime import batching as /from mlmkit.engine import batching as /
+s/\bmlmkit\.runtime\.batching\b/mlmkit.engine.batching/g
+s#\bmlmkit/runtime/batching\.py\b#mlmkit/engine/batching.py#g
+s/\bfrom mlmkit\.runtime import distributed$/from mlmkit.engine import process_group/
+s/\bfrom mlmkit\.runtime import distributed as /from mlmkit.engine import process_group as /
+s/\bmlmkit\.runtime\.distributed\b/mlmkit.engine.process_group/g
+s#\bmlmkit/runtime/distributed\.py\b#mlmkit/engine/process_group.py#g
+s/\bfrom mlmkit\.train import checkpoint$/from mlmkit.training import checkpoint/
+s/\bfrom mlmkit\.train import checkpoint as /from mlmkit.training import checkpoint as /
+s/\bmlmkit\.train\.checkpoint\b/mlmkit.training.checkpoint/g
+s#\bmlmkit/train/checkpoint\.py\b#mlmkit/training/checkpoint.py#g
+s/\bfrom mlmkit\.train import signals$/from mlmkit.training import signals/
+s/\bfrom mlmkit\.train import signals as /from mlmkit.training import signals as /
+s/\bmlmkit\.train\.signals\b/mlmkit.training.signals/g
+s#\bmlmkit/train/signals\.py\b#mlmkit/training/signals.py#g
+s/\bfrom mlmkit\.train import schedule$/from mlmkit.training import schedule/
+s/\bfrom mlmkit\.train import schedule as /from mlmkit.training import schedule as /
+s/\bmlmkit\.train\.schedule\b/mlmkit.training.schedule/g
+s#\bmlmkit/train/schedule\.py\b#mlmkit/training/schedule.py#g
+s/\bfrom mlmkit\.train import optimizer$/from mlmkit.training import optimizer/
+s/\bfrom mlmkit\.train import optimizer as /from mlmkit.training import optimizer as /
+s/\bmlmkit\.train\.optimizer\b/mlmkit.training.optimizer/g
+s#\bmlmkit/train/optimizer\.py\b#mlmkit/training/optimizer.py#g
+s/\bfrom mlmkit\.train import stable_adamw$/from mlmkit.training import stable_adamw/
+s/\bfrom mlmkit\.train import stable_adamw as /from mlmkit.training import stable_adamw as /
+s/\bmlmkit\.train\.stable_adamw\b/mlmkit.training.stable_adamw/g
+s#\bmlmkit/train/stable_adamw\.py\b#mlmkit/training/stable_adamw.py#g
+s/\bfrom mlmkit\.train import metrics_log$/from mlmkit.training import metrics_log/
+s/\bfrom mlmkit\.train import metrics_log as /from mlmkit.training import metrics_log as /
+s/\bmlmkit\.train\.metrics_log\b/mlmkit.training.metrics_log/g
+s#\bmlmkit/train/metrics_log\.py\b#mlmkit/training/metrics_log.py#g
+s/\bfrom mlmkit\.train import fsdp$/from mlmkit.training import fsdp/
+s/\bfrom mlmkit\.train import fsdp as /from mlmkit.training import fsdp as /
+s/\bmlmkit\.train\.fsdp\b/mlmkit.training.fsdp/g
+s#\bmlmkit/train/fsdp\.py\b#mlmkit/training/fsdp.py#g
+s/\bfrom mlmkit\.train import distributed$/from mlmkit.training import ddp/
+s/\bfrom mlmkit\.train import distributed as /from mlmkit.training import ddp as /
+s/\bmlmkit\.train\.distributed\b/mlmkit.training.ddp/g
+s#\bmlmkit/train/distributed\.py\b#mlmkit/training/ddp.py#g
+s/\bfrom mlmkit\.train import runtime$/from mlmkit.training import runtime/
+s/\bfrom mlmkit\.train import runtime as /from mlmkit.training import runtime as /
+s/\bmlmkit\.train\.runtime\b/mlmkit.training.runtime/g
+s#\bmlmkit/train/runtime\.py\b#mlmkit/training/runtime.py#g
+s/\bfrom mlmkit\.train import objective$/from mlmkit.training import objective/
+s/\bfrom mlmkit\.train import objective as /from mlmkit.training import objective as /
+s/\bmlmkit\.train\.objective\b/mlmkit.training.objective/g
+s#\bmlmkit/train/objective\.py\b#mlmkit/training/objective.py#g
+s/\bfrom mlmkit\.objectives import mlm$/from mlmkit.training.objectives import mlm/
+s/\bfrom mlmkit\.objectives import mlm as /from mlmkit.training.objectives import mlm as /
+s/\bmlmkit\.objectives\.mlm\b/mlmkit.training.objectives.mlm/g
+s#\bmlmkit/objectives/mlm\.py\b#mlmkit/training/objectives/mlm.py#g
+s/\bfrom mlmkit\.objectives import electra$/from mlmkit.training.objectives import electra/
+s/\bfrom mlmkit\.objectives import electra as /from mlmkit.training.objectives import electra as /
+s/\bmlmkit\.objectives\.electra\b/mlmkit.training.objectives.electra/g
+s#\bmlmkit/objectives/electra\.py\b#mlmkit/training/objectives/electra.py#g
+s/\bfrom mlmkit\.objectives import diffusion$/from mlmkit.training.objectives import diffusion/
+s/\bfrom mlmkit\.objectives import diffusion as /from mlmkit.training.objectives import diffusion as /
+s/\bmlmkit\.objectives\.diffusion\b/mlmkit.training.objectives.diffusion/g
+s#\bmlmkit/objectives/diffusion\.py\b#mlmkit/training/objectives/diffusion.py#g
+s/\bfrom mlmkit\.objectives import metrics$/from mlmkit.training.objectives import metrics/
+s/\bfrom mlmkit\.objectives import metrics as /from mlmkit.training.objectives import metrics as /
+s/\bmlmkit\.objectives\.metrics\b/mlmkit.training.objectives.metrics/g
+s#\bmlmkit/objectives/metrics\.py\b#mlmkit/training/objectives/metrics.py#g
+s/\bfrom mlmkit\.scoring import distributed$/from mlmkit.scoring import sharding/
+s/\bfrom mlmkit\.scoring import distributed as /from mlmkit.scoring import sharding as /
+s/\bmlmkit\.scoring\.distributed\b/mlmkit.scoring.sharding/g
+s#\bmlmkit/scoring/distributed\.py\b#mlmkit/scoring/sharding.py#g
+s/\bfrom mlmkit\.scoring import results$/from mlmkit.scoring import scores/
+s/\bfrom mlmkit\.scoring import results as /from mlmkit.scoring import scores as /
+s/\bmlmkit\.scoring\.results\b/mlmkit.scoring.scores/g
+s#\bmlmkit/scoring/results\.py\b#mlmkit/scoring/scores.py#g
+s/\bfrom mlmkit\.probe import results$/from mlmkit.probe import outcomes/
+s/\bfrom mlmkit\.probe import results as /from mlmkit.probe import outcomes as /
+s/\bmlmkit\.probe\.results\b/mlmkit.probe.outcomes/g
+s#\bmlmkit/probe/results\.py\b#mlmkit/probe/outcomes.py#g
+s/\bfrom mlmkit\.finetune import run$/from mlmkit.finetuning import trainer/
+s/\bfrom mlmkit\.finetune import run as /from mlmkit.finetuning import trainer as /
+s/\bmlmkit\.finetune\.run\b/mlmkit.finetuning.trainer/g
+s#\bmlmkit/finetune/run\.py\b#mlmkit/finetuning/trainer.py#g
+s/\bfrom mlmkit\.runtime import checks, staging$/from mlmkit.core import checks, staging/
+s/\bmlmkit\.objectives\b/mlmkit.training.objectives/g
+s#\bmlmkit/objectives/#mlmkit/training/objectives/#g
+s/\bmlmkit\.train\b/mlmkit.pretraining/g
+s#\bmlmkit/train/#mlmkit/pretraining/#g
+s/\bmlmkit\.generate\./mlmkit.generation./g
+s/\bfrom mlmkit\.generate import\b/from mlmkit.generation import/g
+s/\bimport mlmkit\.generate$/import mlmkit.generation/
+s#\bmlmkit/generate/#mlmkit/generation/#g
+s/\bmlmkit\.finetune\./mlmkit.finetuning./g
+s/\bfrom mlmkit\.finetune import\b/from mlmkit.finetuning import/g
+s/\bimport mlmkit\.finetune$/import mlmkit.finetuning/
+s#\bmlmkit/finetune/#mlmkit/finetuning/#g
+s#\bmlmkit/runtime/#mlmkit/core/#g

@@ -1,0 +1,213 @@
+"""`mlmkit.finetune(model, task, ...)`: fine-tune with a head or a prompt, one seed or many."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from mlmkit.core.results import Result
+from mlmkit.errors import InvalidArgument
+from mlmkit.finetuning.data import few_shot, limit, load_task_data
+from mlmkit.finetuning.lora import LoraOptions
+from mlmkit.finetuning.tasks import get_task
+from mlmkit.finetuning.trainer import Recipe, RunResult, fine_tune_run
+
+FULL_DEFAULTS = {"epochs": 3, "lr": 4e-5, "batch_size": 16}
+FEW_SHOT_DEFAULTS = {"epochs": 20, "lr": 1e-4, "batch_size": 8}
+
+
+@dataclass
+class FinetuneResult(Result):
+    """The runs of one fine-tuning call: `metrics` and `test_metrics` are the mean over
+    seeds and `std` their standard deviation (0 for one seed); `runs` holds each seed's."""
+
+    task: str
+    method: str
+    shots: int | None
+    seeds: list[int]
+    metrics: dict
+    std: dict
+    test_metrics: dict | None
+    runs: list[RunResult] = field(default_factory=list)
+
+    @property
+    def model(self):
+        """The first run's fine-tuned model (its best epoch)."""
+        return self.runs[0]._model if self.runs else None
+
+    def summary(self) -> str:
+        scored = sum(1 for run in self.runs if run.metrics)  # the seeds the mean is over
+        stopped = [seed for seed, run in zip(self.seeds, self.runs, strict=False)
+                   if run.status != "finished"]
+        parts = []
+        for name, value in self.metrics.items():
+            spread = f" ± {self.std[name]:.4f}" if scored > 1 else ""
+            parts.append(f"{name} {value:.4f}{spread}")
+        shots = f", {self.shots} shots" if self.shots else ""
+        seeds = f"{len(self.seeds)} seed(s)"
+        if stopped or scored < len(self.seeds):
+            seeds = (f"mean of {scored} of {len(self.seeds)} seed(s)"
+                     + (f"; seed {stopped[0]} was stopped" if stopped else ""))
+        return f"{self.task} ({self.method}{shots}, {seeds}): " + ", ".join(parts)
+
+
+def _mean_std(dicts: list[dict]) -> tuple[dict, dict]:
+    if not dicts or not dicts[0]:
+        return {}, {}
+    keys = list(dicts[0])
+    values = {k: np.array([d[k] for d in dicts], dtype=np.float64) for k in keys}
+    return ({k: float(v.mean()) for k, v in values.items()},
+            {k: float(v.std(ddof=1)) if len(v) > 1 else 0.0 for k, v in values.items()})
+
+
+def finetune(
+    model,
+    task: str = "sst2",
+    *,
+    train=None,
+    validation=None,
+    test=None,
+    dataset: str | None = None,
+    offline: bool = False,
+    text_cols=None,
+    label_col: str | None = None,
+    regression: bool | None = None,
+    method: str = "head",
+    epochs: int | None = None,
+    lr: float | None = None,
+    batch_size: int | None = None,
+    max_length: int = 128,
+    warmup: float = 0.1,
+    weight_decay: float = 0.01,
+    bucket: bool = True,
+    shots: int | None = None,
+    seeds: int = 1,
+    template: str | None = None,
+    verbalizer=None,
+    lora: bool = False,
+    lora_rank: int = 8,
+    lora_alpha: float = 16.0,
+    lora_targets=None,
+    merge_lora: bool = False,
+    train_limit: int | None = None,
+    eval_limit: int | None = None,
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+    save_every: int = 0,
+    halt_after: int | None = None,
+    batch_tokens: int | None = None,
+    precision: str = "auto",
+    device=None,
+    threads: int | None = None,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> FinetuneResult:
+    """Fine-tune `model` on `task` and evaluate it on the validation split each epoch.
+
+    `task`: a GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli), agnews, or a
+    name of your own with `text_cols` (one or two columns) and `label_col`. Data: `train`,
+    `validation`, `test` files (JSONL/TSV/CSV), else `dataset` (a Hugging Face datasets name,
+    `NAME[:CONFIG]`), else the task's own dataset; without a validation split one is carved
+    from train (10%, a fixed seed). `offline=True` reads datasets names and hub models from
+    the local caches only (never the network; a name not cached is an error); without it
+    `datasets` downloads what it needs, as usual.
+    `method`: "head" (an AutoModelForSequenceClassification; classification or regression)
+    or "prompt" (PET / LM-BFF: a cloze `template` and a `verbalizer` through the MLM head).
+    Defaults follow the cramming GLUE recipe (lr 4e-5, batch 16, length 128, 3 epochs, 10%
+    warm-up); `shots=K` samples K examples per class under each of `seeds` seeds (few-shot
+    defaults: 20 epochs, lr 1e-4, batch 8; the last epoch is kept, as no large validation set
+    may pick it in a true few-shot setting) and reports the mean and standard deviation.
+    `batch_size` is the optimizer's batch (examples per step); `batch_tokens` bounds the
+    evaluation batches. `lora=True` trains LoRA adapters (`lora_rank`, `lora_alpha`,
+    `lora_targets`) through peft, saved as an adapter or merged (`merge_lora`).
+    `run_dir` keeps the best epoch's model in `run_dir/best`, `metrics.json` (with the
+    truncation counts) and checkpoints for `resume=True` (several seeds: `run_dir/seed-N`).
+    """
+    from mlmkit.core.checks import count
+    from mlmkit.core.devices import prepare
+    from mlmkit.core.progress import status
+    from mlmkit.models import as_mlm
+
+    if resume and run_dir is None:
+        raise InvalidArgument("resume=True (--resume) needs the run_dir (--run-dir) to resume")
+    spec = get_task(task, text_cols, label_col, regression)
+    count("seeds", seeds, 1, 1000)
+    count("seed", seed, 0)
+    if shots is not None:
+        count("shots", shots, 1, 1_000_000)
+        if spec.regression:
+            raise InvalidArgument("shots (--shots) samples examples per class: a regression "
+                                  "task has no classes")
+    for name, value in (("train_limit", train_limit), ("eval_limit", eval_limit),
+                        ("halt_after", halt_after)):
+        if value is not None:
+            count(name, value, 1)
+    count("save_every", save_every, 0)
+    if batch_tokens is not None:
+        count("batch_tokens", batch_tokens, 1)
+    defaults = dict(FEW_SHOT_DEFAULTS if shots else FULL_DEFAULTS)
+    defaults.update({k: v for k, v in spec.overrides.items() if k in defaults})
+    targets = lora_targets.split(",") if isinstance(lora_targets, str) else lora_targets
+    lora_options = LoraOptions(rank=lora_rank, alpha=lora_alpha,
+                               targets=tuple(t.strip() for t in targets) if targets
+                               else None).check()
+    if not lora:
+        if merge_lora or lora_targets or lora_options != LoraOptions():
+            raise InvalidArgument("lora_rank / lora_alpha / lora_targets / merge_lora (--lora-"
+                                  "rank, ...) are LoRA settings: add lora=True (--lora)")
+        lora_options = None
+    from mlmkit.probe.verbalizer import parse_verbalizer
+
+    words = parse_verbalizer(verbalizer) if verbalizer is not None else None
+    recipe = Recipe(method=method,
+                    epochs=defaults["epochs"] if epochs is None else epochs,
+                    lr=defaults["lr"] if lr is None else lr,
+                    batch_size=defaults["batch_size"] if batch_size is None else batch_size,
+                    max_length=max_length, warmup=warmup, weight_decay=weight_decay,
+                    bucket=bucket, seed=seed, lora=lora_options, template=template,
+                    verbalizer=words, select="last" if shots else "best").check()
+    from mlmkit.finetuning.methods import check_method
+
+    check_method(method, spec.regression, None)
+    target, precision = prepare(device, precision, threads, task="training")
+    from mlmkit.core.hub import hub_offline
+
+    with hub_offline(offline):
+        mlm = as_mlm(model, device=str(target))
+        data = load_task_data(spec, train=train, validation=validation, test=test,
+                              dataset=dataset, offline=offline)
+    data.train = limit(data.train, train_limit)
+    data.validation = limit(data.validation, eval_limit)
+    say = status if progress is not False else None
+    runs = []
+    seed_list = [seed + k for k in range(seeds)]
+    for run_seed in seed_list:
+        run_data = data
+        if shots is not None:
+            run_data = replace(data, train=few_shot(data.train, shots, run_seed,
+                                                    len(data.label_names)))
+        where = None
+        if run_dir is not None:
+            where = Path(run_dir) / f"seed-{run_seed}" if seeds > 1 else Path(run_dir)
+        runs.append(fine_tune_run(mlm, run_data, replace(recipe, seed=run_seed), device=target,
+                                  precision=precision, run_dir=where,
+                                  resume=resume and (seeds == 1 or _has_states(where)),
+                                  save_every=save_every, halt_after=halt_after,
+                                  merge_lora=merge_lora, batch_tokens=batch_tokens,
+                                  progress=progress, say=say))
+        if runs[-1].status != "finished":
+            break
+    # a seed stopped before its first evaluation has no metrics: the mean is over the others
+    metrics, std = _mean_std([r.metrics for r in runs if r.metrics])
+    tests = [r.test_metrics for r in runs if r.test_metrics is not None]
+    test_metrics = _mean_std(tests)[0] if tests else None
+    return FinetuneResult(task=spec.name, method=method, shots=shots, seeds=seed_list,
+                          metrics=metrics, std=std, test_metrics=test_metrics, runs=runs)
+
+
+def _has_states(folder: Path) -> bool:
+    from mlmkit.training.checkpoint import list_states
+
+    return bool(list_states(folder))

@@ -1,0 +1,94 @@
+"""The two ways to fine-tune: a classification head, or a cloze prompt through the MLM head.
+
+- `head`: `AutoModelForSequenceClassification` built from the masked LM's config, its encoder
+  weights copied from the masked LM (the head is new); cross-entropy, or MSE for regression.
+- `prompt` (PET / LM-BFF): no new weights. The prompt's mask position goes through the
+  primitive (`masked_logits`: the encoder once, the MLM head only at the mask) and the
+  logits of the verbalizer's words are the class scores.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+
+from mlmkit.errors import InvalidArgument, ModelError
+
+METHODS = ("head", "prompt")
+
+
+def build_classifier(mlm, label_names: list[str] | None, seed: int):
+    """A sequence classifier with `mlm`'s encoder weights and a new head (seeded)."""
+    from transformers import AutoModelForSequenceClassification
+
+    config = copy.deepcopy(mlm.model.config)
+    if label_names is None:
+        config.num_labels, config.problem_type = 1, "regression"
+    else:
+        config.num_labels = len(label_names)
+        config.problem_type = "single_label_classification"
+        config.id2label = dict(enumerate(label_names))
+        config.label2id = {name: i for i, name in enumerate(label_names)}
+    config.architectures = None
+    torch.manual_seed(seed)
+    try:
+        model = AutoModelForSequenceClassification.from_config(config)
+    except ValueError as error:
+        raise ModelError(f"{mlm.name!r} ({config.model_type}) has no sequence-classification "
+                         "model in transformers: use --method prompt") from error
+    prefix = model.base_model_prefix
+    source = mlm.model.state_dict()
+    missing, _ = model.load_state_dict(source, strict=False)
+    lost = [k for k in missing if k.startswith(prefix + ".") and "pooler" not in k]
+    if lost:
+        raise ModelError(f"{mlm.name!r}: {len(lost)} encoder weight(s) of the classifier are not "
+                         f"in the masked LM (e.g. {lost[0]}); the architectures do not match")
+    return model.to(mlm.device)
+
+
+def head_loss(model, batch, regression: bool) -> torch.Tensor:
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    if regression:
+        return torch.nn.functional.mse_loss(logits.squeeze(-1).float(), batch["labels"].float())
+    return torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
+
+
+def head_outputs(model, batch, regression: bool) -> torch.Tensor:
+    """Predicted class indices (or values) of a batch."""
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    return logits.squeeze(-1).float() if regression else logits.argmax(dim=-1)
+
+
+def prompt_logits(model, batch, word_ids: torch.Tensor) -> torch.Tensor:
+    """[B, n_labels] MLM logits of the verbalizer words at each prompt's mask."""
+    from mlmkit.models.primitive import masked_logits
+
+    logits = masked_logits(model, batch["input_ids"], batch["attention_mask"],
+                           batch["positions"])
+    return logits.index_select(1, word_ids).float()
+
+
+def prompt_loss(model, batch, word_ids) -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(prompt_logits(model, batch, word_ids),
+                                             batch["labels"])
+
+
+def prompt_outputs(model, batch, word_ids) -> torch.Tensor:
+    return prompt_logits(model, batch, word_ids).argmax(dim=-1)
+
+
+def check_method(method: str, regression: bool, mlm) -> None:
+    from mlmkit.core.checks import choice
+
+    choice("method", method, METHODS)
+    if method == "prompt":
+        if regression:
+            raise InvalidArgument("method='prompt' (--method prompt) classifies through a "
+                                  "verbalizer; a regression task needs --method head")
+        if mlm is None:
+            return
+        get = getattr(mlm.model, "get_output_embeddings", None)
+        if get is None or get() is None:
+            raise ModelError(f"{mlm.name!r} has no MLM head: the prompt method needs a masked "
+                             "LM (use --method head)")

@@ -1,0 +1,449 @@
+"""One fine-tuning run, top to bottom:
+
+    encode the splits once (truncations counted)
+    for each epoch: length-bucketed, dynamically padded batches in a seeded order;
+                    AdamW, linear warm-up and decay, gradient clipping at 1.0;
+                    evaluate on the validation split; keep the best epoch's model
+    restore the best epoch, evaluate on the test split if given, write metrics.json
+
+With a run directory the training state (weights, optimizer, scheduler, RNG, position in
+the epoch, best so far) is saved every `save_every` steps, at each epoch's end and on
+SIGINT/SIGTERM, through the same verified checkpoint files as `pretrain`; `resume=True`
+continues bit for bit (the epoch's order is a function of the seed and the epoch).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import time
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mlmkit.core.results import Result
+from mlmkit.errors import InvalidArgument, RunError
+from mlmkit.finetuning import methods
+from mlmkit.finetuning.data import TaskData
+from mlmkit.finetuning.encode import (
+    PromptEncoder,
+    collate,
+    encode_pairs,
+    eval_batches,
+    train_batches,
+)
+from mlmkit.finetuning.lora import LoraOptions, add_lora, base_of
+from mlmkit.finetuning.metrics import compute
+
+EVAL_BATCH_TOKENS = 16384
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What is studied in a run: a resume may not change any of these."""
+
+    method: str = "head"
+    epochs: int = 3
+    lr: float = 4e-5
+    batch_size: int = 16
+    max_length: int = 128
+    warmup: float = 0.1
+    weight_decay: float = 0.01
+    bucket: bool = True
+    seed: int = 0
+    lora: LoraOptions | None = None
+    template: str | None = None
+    verbalizer: dict | None = None
+    select: str = "best"  # best: evaluate each epoch, keep the best; last: the last epoch
+
+    def check(self) -> Recipe:
+        from mlmkit.core.checks import choice, count, non_negative, positive, probability
+
+        count("epochs", self.epochs, 1, 10_000)
+        positive("lr", self.lr)
+        count("batch_size", self.batch_size, 1, 1_000_000)
+        count("max_length", self.max_length, 4, 1_000_000)
+        probability("warmup", self.warmup)
+        non_negative("weight_decay", self.weight_decay)
+        count("seed", self.seed, 0)
+        choice("select", self.select, ("best", "last"))
+        if self.lora is not None:
+            self.lora.check()
+        return self
+
+
+@dataclass
+class RunResult(Result):
+    """One fine-tuning run: the best epoch's validation metrics (and test metrics when a
+    test split was given), the per-epoch history, truncation counts and speed."""
+
+    task: str
+    method: str
+    seed: int
+    metrics: dict
+    best_epoch: int
+    history: list = field(default_factory=list)
+    test_metrics: dict | None = None
+    truncated: dict = field(default_factory=dict)
+    examples: dict = field(default_factory=dict)
+    steps: int = 0
+    train_seconds: float = 0.0
+    examples_per_s: float | None = None
+    status: str = "finished"
+    stop_reason: str | None = None  # "SIGINT", "SIGTERM" or "halt_after" when interrupted
+    run_dir: str | None = None
+    best_dir: str | None = None
+    lora: bool = False
+    _model: object = None
+    _predictions: np.ndarray | None = None
+    _labels: np.ndarray | None = None
+
+
+def _score(task, metrics: dict) -> float:
+    values = [metrics[m] for m in task.metrics]
+    return float(np.mean(values))
+
+
+class Trainer:
+    """The state of one run (built by `fine_tune_run`)."""
+
+    def __init__(self, mlm, data: TaskData, recipe: Recipe, device, precision: str):
+        self.mlm, self.data, self.recipe = mlm, data, recipe
+        self.task = data.task
+        self.device, self.precision = device, precision
+        regression = self.task.regression
+        methods.check_method(recipe.method, regression, mlm)
+        if recipe.method == "head":
+            model = methods.build_classifier(mlm, data.label_names, recipe.seed)
+            self.encode = lambda split: encode_pairs(mlm.tokenizer, split.texts, split.labels,
+                                                     self.max_length)
+        else:
+            torch.manual_seed(recipe.seed)
+            model = copy.deepcopy(mlm.model)
+            words = recipe.verbalizer or {k: [v] for k, v in self.task.verbalizer.items()}
+            if not words:
+                raise InvalidArgument(f"task {self.task.name}: the prompt method needs a "
+                                      "verbalizer (--verbalizer '{\"label\": \"word\", ...}')")
+            words = {k: [v] if isinstance(v, str) else list(v) for k, v in words.items()}
+            template = recipe.template or self.task.template
+            self.prompt = PromptEncoder(mlm.tokenizer, template, words, data.label_names,
+                                        len(self.task.text_cols))
+            self.word_ids = torch.tensor(self.prompt.word_ids, device=mlm.device)
+            self.encode = lambda split: self.prompt.encode(split.texts, split.labels,
+                                                           self.max_length)
+        if recipe.lora is not None:
+            model = add_lora(model, recipe.lora, recipe.method)
+        self.model = model.to(device)
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        self.pad_id = mlm.tokenizer.pad_token_id if mlm.tokenizer.pad_token_id is not None \
+            else 0
+
+    @property
+    def max_length(self) -> int:
+        return min(self.recipe.max_length, self.mlm.max_length)
+
+    def loss(self, batch):
+        if self.recipe.method == "head":
+            return methods.head_loss(self.model, batch, self.task.regression)
+        return methods.prompt_loss(self.model, batch, self.word_ids)
+
+    def outputs(self, batch):
+        if self.recipe.method == "head":
+            return methods.head_outputs(self.model, batch, self.task.regression)
+        return methods.prompt_outputs(self.model, batch, self.word_ids)
+
+    def optimizer(self, total_steps: int):
+        decay, plain = [], []
+        for name, parameter in self.model.named_parameters():
+            if parameter.requires_grad:
+                (plain if parameter.ndim < 2 or "norm" in name.lower() else decay).append(
+                    parameter)
+        optimizer = torch.optim.AdamW([{"params": decay, "weight_decay":
+                                        self.recipe.weight_decay},
+                                       {"params": plain, "weight_decay": 0.0}],
+                                      lr=self.recipe.lr, **_fused(self.device))
+        warm = int(math.ceil(self.recipe.warmup * total_steps))
+
+        def factor(step: int) -> float:
+            if step < warm:
+                return (step + 1) / warm
+            return max(0.0, (total_steps - step) / max(1, total_steps - warm))
+
+        return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+
+    @torch.inference_mode()
+    def predict(self, encoded, batch_tokens: int) -> np.ndarray:
+        from mlmkit.core.devices import autocast
+
+        was_training = self.model.training
+        self.model.eval()
+        out = np.empty(len(encoded), dtype=np.float64)
+        for index in eval_batches(encoded.lengths, batch_tokens):
+            batch = collate(encoded, index, self.pad_id, self.device)
+            with autocast(self.precision, self.device):
+                out[index] = self.outputs(batch).double().cpu().numpy()
+        self.model.train(was_training)
+        return out
+
+    def evaluate(self, encoded, batch_tokens: int) -> tuple[dict, np.ndarray]:
+        predictions = self.predict(encoded, batch_tokens)
+        labels = encoded.labels
+        if not self.task.regression:
+            predictions = predictions.astype(np.int64)
+        return compute(self.task.metrics, predictions, labels), predictions
+
+
+def _fused(device) -> dict:
+    """AdamW's fused kernel where torch has one for the device (CPU and CUDA): one pass
+    over all parameters per step instead of a Python loop."""
+    return {"fused": True} if device.type in ("cpu", "cuda") else {}
+
+
+def _state_config(recipe: Recipe, data: TaskData) -> dict:
+    out = asdict(recipe)
+    out["task"] = data.task.name
+    out["train"] = data.train.source
+    out["train_examples"] = len(data.train)
+    # what the rows hold, not only where they came from: a file edited in place between a
+    # stop and a resume changes them under the same name and count
+    out["train_content"] = _digest(data.train)
+    out["validation_content"] = _digest(data.validation)
+    return json.loads(json.dumps(out, default=str))
+
+
+def _digest(split) -> str:
+    """A short sha256 of a split's texts and labels (in order)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    h.update(json.dumps(split.texts, ensure_ascii=False).encode())
+    h.update(np.ascontiguousarray(split.labels).tobytes())
+    return "sha256:" + h.hexdigest()[:16]
+
+
+def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str,
+                  run_dir: str | Path | None = None, resume: bool = False,
+                  save_every: int = 0, halt_after: int | None = None,
+                  merge_lora: bool = False, batch_tokens: int | None = None,
+                  progress: bool | None = None, say=None) -> RunResult:
+    """Train, evaluate each epoch, keep the best; see the module docstring."""
+    from mlmkit.core.devices import autocast
+    from mlmkit.core.progress import Progress
+    from mlmkit.training import checkpoint
+    from mlmkit.training.signals import StopOnSignal
+
+    recipe.check()
+    say = say or (lambda message: None)
+    batch_tokens = batch_tokens or EVAL_BATCH_TOKENS
+    trainer = Trainer(mlm, data, recipe, device, precision)
+    train_enc = trainer.encode(data.train)
+    valid_enc = trainer.encode(data.validation)
+    test_enc = trainer.encode(data.test) if data.test is not None else None
+    truncated = {"train": train_enc.truncated, "validation": valid_enc.truncated}
+    if test_enc is not None:
+        truncated["test"] = test_enc.truncated
+    asked = recipe.max_length != Recipe.__dataclass_fields__["max_length"].default
+    if asked and recipe.max_length > trainer.max_length:  # the default fits itself silently
+        warnings.warn(f"max_length={recipe.max_length} (--max-length) is more than the "
+                      f"model's {trainer.max_length} positions: inputs are cut at "
+                      f"{trainer.max_length} tokens", stacklevel=2)
+    for split, count in truncated.items():
+        if count:
+            say(f"{split}: {count} of {len(data.__dict__[split])} inputs longer than "
+                f"{trainer.max_length} tokens were truncated (counted in metrics.json)")
+    per_epoch = math.ceil(len(train_enc) / recipe.batch_size)
+    total = per_epoch * recipe.epochs
+    optimizer, schedule = trainer.optimizer(total)
+    run_path = Path(run_dir) if run_dir is not None else None
+    config = _state_config(recipe, data)
+    step, epoch, position, history = 0, 0, 0, []
+    best = {"score": -math.inf, "epoch": 0, "metrics": {}}
+    best_state, elapsed, seen, losses = None, 0.0, 0, []
+    if run_path is not None:
+        checkpoint.remove_leftovers(run_path)
+        if resume:
+            state, _ = checkpoint.load_latest_state(
+                run_path, new_run="start a new run there without --resume",
+                over=f"remove {run_path / 'checkpoints'} to start over, or choose another "
+                     "--run-dir")
+            stored = state["config"]
+            changed = [k for k in stored if stored.get(k) != config.get(k)]
+            if changed:
+                raise RunError(f"--resume {str(run_path)!r}: the run was trained with other "
+                               f"settings ({', '.join(f'{k}: {stored[k]!r} then, {config[k]!r} now' for k in changed)}); "
+                               "resume with the same ones, or start a new run directory")
+            trainer.model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            schedule.load_state_dict(state["schedule"])
+            torch.set_rng_state(state["rng"])
+            step, epoch, position = state["step"], state["epoch"], state["position"]
+            history, best, elapsed, seen = (state["history"], state["best"], state["elapsed"],
+                                            state["seen"])
+            losses = state["losses"]  # this epoch's so far
+            say(f"resuming at epoch {epoch + 1}, step {step}")
+        elif checkpoint.list_states(run_path):
+            raise RunError(f"run directory {str(run_path)!r} already holds a fine-tuning run: "
+                           "resume it (--resume) or choose another --run-dir")
+        run_path.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        if run_path is None:
+            return
+        checkpoint.save_state(run_path, step, {
+            "config": config, "model": trainer.model.state_dict(),
+            "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
+            "rng": torch.get_rng_state(), "step": step, "epoch": epoch, "position": position,
+            "history": history, "best": best, "elapsed": elapsed, "seen": seen,
+            "losses": losses})
+
+    best_predictions = None  # the best epoch's validation predictions, made in this process
+
+    def keep_best(metrics: dict, predictions) -> None:
+        nonlocal best_state, best_predictions
+        score = _score(data.task, metrics)
+        if score > best["score"] or not best["metrics"]:
+            best.update(score=score, epoch=epoch + 1, metrics=metrics)
+            best_predictions = predictions
+            if run_path is not None:
+                _save_model(trainer, run_path / "best", merge_lora)
+            best_state = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+
+    status = "finished"
+    steps_here = 0
+    trainer.model.train()
+    with StopOnSignal() as stop, Progress(f"fine-tuning {data.task.name}", total,
+                                           "steps", enabled=progress) as bar:
+        bar.update(step)
+        while epoch < recipe.epochs:
+            batches = train_batches(train_enc.lengths, recipe.batch_size, recipe.seed, epoch,
+                                    recipe.bucket)
+            started = time.perf_counter()
+            while position < len(batches):
+                batch = collate(train_enc, batches[position], trainer.pad_id, device)
+                with autocast(precision, device):
+                    loss = trainer.loss(batch)
+                if not torch.isfinite(loss):
+                    raise RunError(f"the loss is {loss.item()} at step {step + 1}: lower --lr "
+                                   "or use --precision fp32")
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(trainer.trainable, 1.0, foreach=True)
+                optimizer.step()
+                schedule.step()
+                optimizer.zero_grad(set_to_none=True)
+                losses.append(loss.item())
+                step, position, steps_here = step + 1, position + 1, steps_here + 1
+                seen += len(batches[position - 1])
+                bar.update(step)
+                if stop.requested or (halt_after and steps_here >= halt_after):
+                    elapsed += time.perf_counter() - started
+                    save()
+                    status = "interrupted"
+                    say(f"stopped at step {step} ({stop.requested or 'halt_after'}); continue "
+                        f"with --resume" + (f" --run-dir {run_path}" if run_path else ""))
+                    stopped = _result(trainer, data, recipe, best, history, truncated, step,
+                                      elapsed, seen, status, run_path, None, None)
+                    stopped.stop_reason = stop.requested or "halt_after"
+                    return stopped
+                if save_every and step % save_every == 0:
+                    elapsed += time.perf_counter() - started
+                    save()
+                    started = time.perf_counter()
+            elapsed += time.perf_counter() - started
+            if recipe.select == "last" and epoch + 1 < recipe.epochs:
+                epoch, position, losses = epoch + 1, 0, []
+                save()
+                continue
+            metrics, predictions = trainer.evaluate(valid_enc, batch_tokens)
+            record = {"epoch": epoch + 1, "step": step,
+                      "train_loss": float(np.mean(losses)) if losses else None, **metrics}
+            history.append(record)
+            keep_best(metrics, predictions)
+            say(f"epoch {epoch + 1}/{recipe.epochs}: loss "
+                f"{record['train_loss'] if record['train_loss'] is not None else float('nan'):.4f}, "
+                + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+            epoch, position, losses = epoch + 1, 0, []
+            save()
+    if best_state is not None:
+        trainer.model.load_state_dict(best_state)
+    elif run_path is not None and (run_path / "best").is_dir():  # resumed after it was saved
+        _load_best(trainer, run_path / "best", merge_lora)
+    test_metrics, predictions = None, None
+    if test_enc is not None:
+        test_metrics, predictions = trainer.evaluate(test_enc, batch_tokens)
+    elif best_state is not None and best_predictions is not None:
+        predictions = best_predictions  # the restored weights made them: no second pass
+    else:
+        _, predictions = trainer.evaluate(valid_enc, batch_tokens)
+    result = _result(trainer, data, recipe, best, history, truncated, step, elapsed, seen,
+                     status, run_path, test_metrics, predictions,
+                     test_enc.labels if test_enc is not None else valid_enc.labels)
+    if run_path is not None:
+        from mlmkit.core.staging import write_text
+
+        write_text(run_path / "metrics.json", result.to_json(indent=1) + "\n")
+        write_text(run_path / "metrics.jsonl",
+                   "".join(json.dumps(r) + "\n" for r in history))
+    return result
+
+
+def _result(trainer, data, recipe, best, history, truncated, step, elapsed, seen, status,
+            run_path, test_metrics, predictions, labels=None) -> RunResult:
+    best_dir = run_path / "best" if run_path is not None and (run_path / "best").is_dir() \
+        else None
+    return RunResult(
+        task=data.task.name, method=recipe.method, seed=recipe.seed, metrics=best["metrics"],
+        best_epoch=best["epoch"], history=list(history), test_metrics=test_metrics,
+        truncated=truncated,
+        examples={"train": len(data.train), "validation": len(data.validation),
+                  **({"test": len(data.test)} if data.test is not None else {})},
+        steps=step, train_seconds=round(elapsed, 3),
+        examples_per_s=seen / elapsed if elapsed > 0 else None, status=status,
+        run_dir=str(run_path) if run_path else None,
+        best_dir=str(best_dir) if best_dir else None, lora=recipe.lora is not None,
+        _model=trainer.model, _predictions=predictions, _labels=labels)
+
+
+def _load_best(trainer: Trainer, folder: Path, merged: bool) -> None:
+    """The best epoch's weights, saved by an earlier process of this run, into the model."""
+    from safetensors.torch import load_file
+
+    if trainer.recipe.lora is not None and not merged:
+        import peft
+
+        peft.set_peft_model_state_dict(trainer.model,
+                                       load_file(folder / "adapter_model.safetensors"))
+        return
+    if trainer.recipe.lora is not None:  # merged: the adapters cannot be taken back out
+        raise RunError(f"cannot restore the best epoch from the merged model in {folder}: "
+                       "resume without --merge-lora, or start the run over")
+    trainer.model.load_state_dict(load_file(folder / "model.safetensors"), strict=False)
+
+
+def _save_model(trainer: Trainer, target: Path, merge_lora: bool) -> None:
+    """The model as Hugging Face loads it: a classifier (head), a masked LM (prompt; with
+    prompt.json), or a peft adapter (LoRA, unless merged)."""
+    from mlmkit.training.checkpoint import save_model_dir
+
+    model, tokenizer = trainer.model, trainer.mlm.tokenizer
+    lora = trainer.recipe.lora is not None
+
+    def write(folder: Path) -> None:
+        if lora and merge_lora:
+            merged = copy.deepcopy(model).merge_and_unload()
+            merged.save_pretrained(folder)
+        else:
+            model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        if trainer.recipe.method == "prompt":
+            (folder / "prompt.json").write_text(json.dumps(
+                {"template": trainer.prompt.template.replace(tokenizer.mask_token, "[MASK]"),
+                 "labels": trainer.data.label_names, "word_ids": trainer.prompt.word_ids}))
+        if lora and not merge_lora:
+            base = base_of(model)
+            base.config.save_pretrained(folder)  # the base's config, for the classifier's shape
+
+    save_model_dir(write, target)

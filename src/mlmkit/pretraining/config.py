@@ -1,0 +1,404 @@
+"""The run config: one dataclass, every field documented, loadable from YAML, set by flags.
+
+Fields are grouped as in cramming: *what is studied* (model, data, objective, masking,
+optimizer, budget) changes results; *how it runs* (device, precision, compile, logging)
+should change only speed. A resumed run must agree with its directory on the first group.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlmkit.core.yaml_values import dump_yaml, load_yaml
+from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
+
+STUDIED, BUDGET, EVALUATION, RUNTIME = "what is studied", "budget", "evaluation", "runtime"
+PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 where the device runs it natively
+MAX_VOCAB_SIZE = 2**20  # the tokenizers trainer aborts the process far above this
+MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 8192  # 8: [CLS] [SEP] and a few tokens
+MAX_BATCH = 2**20
+MAX_COUNT = 10**15  # steps, tokens, cadences: far beyond any run, but finite
+
+
+def _f(default, help: str, group: str = STUDIED, **kwargs):
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default),
+                     metadata={"help": help, "group": group, **kwargs})
+    return field(default=default, metadata={"help": help, "group": group, **kwargs})
+
+
+@dataclass
+class PretrainConfig:
+    """Everything a pretraining run depends on (see `mlmkit pretrain --help`)."""
+
+    # what is studied
+    objective: str = _f("mlm", "training objective: mlm, electra (replaced-token detection) "
+                               "or diffusion (MDLM/LLaDA masked diffusion)")
+    model: str | None = _f(None, "model preset: SIZE or FAMILY-SIZE, e.g. mini, roberta-small, "
+                                 "modernbert-base; default: modernbert-mini (pre-LN: a short "
+                                 "run leaves the unigram stage far sooner than with a post-LN "
+                                 "BERT), electra-mini for --objective electra")
+    init: str | None = _f(None, "start from this HF masked LM (name or path) and its tokenizer "
+                                "(continued pretraining); overrides --model and --tokenizer")
+    allow_untrained_head: bool = _f(False, "--init: accept a checkpoint without a trained MLM "
+                                           "head (a DeBERTa-v3 release, a classifier); the "
+                                           "head starts random and is trained")
+    dropout: float | None = _f(0.0, "dropout of the model (hidden and attention); 0 suits "
+                                    "short budgets (cramming); None keeps the preset's / "
+                                    "--init model's (0.1 for BERT)")
+    tokenizer: str | None = _f(None, "tokenizer name or path; default: train one on the corpus")
+    tokenizer_kind: str = _f("wordpiece", "kind of tokenizer trained when --tokenizer is not "
+                                          "given: wordpiece, bpe or unigram")
+    vocab_size: int = _f(8192, "vocabulary of the tokenizer trained when none is given")
+    corpus: str = _f("python-docs", "corpus: python-docs, a text/jsonl/parquet file or folder, "
+                                    "or a local HF dataset")
+    field: str = _f("text", "field holding the text in jsonl/parquet/dataset corpora")
+    validation_share: float = _f(0.05, "share of documents held out for validation when the "
+                                       "corpus has no validation split")
+    seq_len: int = _f(128, "tokens per packed block")
+    packing: str = _f("full", "full: documents concatenated with [SEP] (RoBERTa "
+                              "FULL-SENTENCES); document: one document per block, padded")
+    masking: Any = _f("default", "masking policy: a preset of mlmkit.masking (bert, whole_word, "
+                                 "span, pmi, mask40, ...) or a YAML mapping; default: 30% "
+                                 "whole-word masking, 80/10/10")
+    masking_stats: str | None = _f(None, "statistics folder from `mlmkit mask stats` (needed "
+                                         "by pmi / frequency / tfidf / informask masking)")
+    label_smoothing: float = _f(0.0, "label smoothing of the MLM cross-entropy")
+    batch_size: int = _f(16, "blocks per optimizer step (all accumulation steps together)")
+    grad_accum: int = _f(1, "gradient accumulation micro-steps per optimizer step")
+    lr: float = _f(1e-3, "peak learning rate")
+    weight_decay: float = _f(0.01, "AdamW weight decay (not applied to norms and biases)")
+    beta1: float = _f(0.9, "AdamW beta1")
+    beta2: float = _f(0.98, "AdamW beta2")
+    eps: float = _f(1e-6, "AdamW epsilon")
+    # -- optimizer, batch warm-up and unpadding (issue 19 item 4)
+    optimizer: str = _f("adamw", "adamw, or stableadamw: AdamW with per-tensor update "
+                                 "clipping (Wortsman et al. 2023; ModernBERT's optimizer)")
+    decoupled_weight_decay: bool = _f(False, "weight decay scaled by the schedule (lr / --lr), "
+                                             "not by the learning rate: decoupled as in "
+                                             "ModernBERT/MosaicBERT (their --weight-decay is "
+                                             "1e-5)")
+    batch_warmup_tokens: int = _f(0, "batch-size warm-up: the batch grows linearly from "
+                                     "--batch-warmup-start to --batch-size over the first N "
+                                     "tokens (ModernBERT); 0: off")
+    batch_warmup_start: int | None = _f(None, "first batch of the warm-up, in blocks (default: "
+                                              "--batch-size / 8, at least one per "
+                                              "micro-step and process)")
+    unpadded: bool = _f(False, "packed rows without padding whose attention stays within each "
+                               "document (per-document positions); families with RoPE "
+                               "(modernbert, ettin, mmbert, eurobert, neobert)")
+    # -- end of optimizer, batch warm-up and unpadding
+    clip: float = _f(1.0, "gradient-norm clipping threshold (0 disables)")
+    schedule: str = _f("linear", "learning-rate schedule after warmup: linear, cosine, wsd "
+                                 "(warmup-stable-decay) or constant")
+    warmup: float = _f(0.06, "warmup: a share of the budget (< 1) or a number of steps (>= 1)")
+    decay: float = _f(0.2, "wsd only: share of the budget spent decaying at the end")
+    min_lr: float = _f(0.0, "learning rate at the end, as a share of --lr")
+    seed: int = _f(0, "seed of initialisation, data order, masking and dropout")
+    # -- recipes and phases (issue 19; mlmkit.pretraining.recipes, mlmkit.pretraining.phases)
+    recipe: str | None = _f(None, "the recipe this run's settings came from (mlmkit pretrain "
+                                  "--recipe NAME --show prints one)")
+    phases: list | None = _f(None, "training phases, each a mapping of steps, seq_len, "
+                                   "masking_rate, rope_theta, mixture and lr (see "
+                                   "mlmkit.pretraining.phases); their steps add up to --steps")
+    # -- end of recipes and phases
+    # budget
+    steps: int | None = _f(1000, "optimizer steps to train (the schedule ends there)", BUDGET)
+    tokens: int | None = _f(None, "or: tokens to train on (non-padding input tokens)", BUDGET)
+    time: str | None = _f(None, "or: wall-clock budget, e.g. 90s, 10m, 2h (the schedule "
+                                "follows the elapsed share of it)", BUDGET)
+    # evaluation
+    eval_every: int = _f(100, "evaluate every N steps (and at the end); 0: only at the end",
+                         EVALUATION)
+    eval_blocks: int = _f(128, "held-out blocks evaluated (fixed, seeded mask)", EVALUATION)
+    pppl_sentences: int = _f(32, "validation sentences scored for pseudo-perplexity (0: skip)",
+                             EVALUATION)
+    # -- evaluation suite: run by the caller's evaluation hook (mlmkit.pretraining.hooks)
+    eval_suite: str | None = _f(None, "also run the evaluation suite at each evaluation: quick, "
+                                      "full, or parts (e.g. blimp,cloze); into metrics.jsonl "
+                                      "and plots/suite.png", EVALUATION)
+    suite_data: str = _f("../shared/data", "folder of the suite's data (blimp/, sst2/, agnews/)",
+                         EVALUATION)
+    # -- end of evaluation suite
+    save_every: int = _f(100, "save training state and step-N every N steps (0: only at the "
+                              "end and on SIGINT/SIGTERM)", EVALUATION)
+    keep_checkpoints: int = _f(2, "training states (and step-N folders) kept", EVALUATION)
+    # runtime
+    run_dir: str | None = _f(None, "run directory (outputs, checkpoints, logs); default: "
+                                   "runs/pretrain, or runs/pretrain-2, -3, ... if taken", RUNTIME)
+    device: str = _f("auto", "auto, cpu or cuda", RUNTIME)
+    precision: str = _f("auto", "auto, fp32 or bf16 (torch.autocast); auto: bf16 where the "
+                                "device multiplies bf16 natively (a GPU with bf16, a CPU with "
+                                "AVX512-BF16 or AMX), else fp32", RUNTIME)
+    compile: bool = _f(False, "torch.compile the model", RUNTIME)
+    parallel: str = _f("ddp", "under torchrun: ddp (every process holds the whole model) or "
+                              "fsdp (FSDP2: parameters, gradients and optimizer state sharded "
+                              "over processes, states saved with torch.distributed.checkpoint)",
+                       RUNTIME)
+    activation_checkpointing: bool = _f(False, "recompute each layer's activations in the "
+                                               "backward pass: less memory, ~1/3 more compute",
+                                        RUNTIME)
+    threads: int | None = _f(None, "CPU threads for torch (default: torch's choice)", RUNTIME)
+    log_every: int = _f(10, "log training metrics every N steps", RUNTIME)
+    halt_after: int | None = _f(None, "stop (saving state) after this many steps of this "
+                                      "process, as on SIGTERM; resume later with --resume",
+                                RUNTIME)
+    progress: bool = _f(True, "show progress bars", RUNTIME)
+    fill_mask_examples: int = _f(4, "fill-mask examples printed at the end", RUNTIME)
+
+    def __post_init__(self):
+        if self.model is None:  # resolved here, so config.yaml names the model trained
+            self.model = default_model(self.objective)
+        self.validate()
+
+    def validate(self) -> None:
+        """Check every field's type and range before any work (or any file) is done.
+
+        Counts are whole numbers ≥ 1, except where 0 means "never": `eval_every` (only at
+        the end), `save_every` (only at the end and on a signal), `pppl_sentences` (skip),
+        `fill_mask_examples` (none) and `clip` (no clipping). `--steps`, `--tokens` and
+        `--time` may be None (not that budget) but at least one is given. The sequence
+        length fits the preset's position count (`mlmkit.models.presets.PRESET_POSITIONS`)
+        or a local `--init` model's. Errors are one-line `InvalidArgument`s naming the flag.
+        """
+        from mlmkit.core import checks
+
+        for name in ("objective", "tokenizer_kind", "corpus", "field", "packing", "schedule",
+                     "device", "precision"):
+            _text(name, getattr(self, name))
+        for name in ("model", "init", "tokenizer", "masking_stats", "run_dir", "time"):
+            if getattr(self, name) is not None:
+                _text(name, getattr(self, name))
+        for name in ("compile", "progress", "activation_checkpointing", "allow_untrained_head"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
+                                      "false")
+        checks.choice("objective", self.objective, ("mlm", "electra", "diffusion"))
+        checks.choice("tokenizer_kind", self.tokenizer_kind, ("wordpiece", "bpe", "unigram"))
+        checks.choice("packing", self.packing, ("full", "document"))
+        checks.choice("schedule", self.schedule, ("linear", "cosine", "wsd", "constant"))
+        checks.choice("parallel", self.parallel, ("ddp", "fsdp"))
+        if self.precision not in PRECISIONS:
+            raise InvalidArgument(f"--precision {self.precision!r}: use auto, fp32 or bf16")
+        # what is studied
+        if self.dropout is not None:
+            checks.probability("dropout", self.dropout)
+        self.vocab_size = checks.count("vocab_size", self.vocab_size, 64, MAX_VOCAB_SIZE)
+        checks.probability("validation_share", self.validation_share)
+        self.seq_len = checks.count("seq_len", self.seq_len, MIN_SEQ_LEN, MAX_SEQ_LEN)
+        checks.probability("label_smoothing", self.label_smoothing)
+        self.batch_size = checks.count("batch_size", self.batch_size, 1, MAX_BATCH)
+        self.grad_accum = checks.count("grad_accum", self.grad_accum, 1, MAX_BATCH)
+        if self.batch_size % self.grad_accum:
+            raise InvalidArgument(f"--batch-size {self.batch_size} is not divisible by "
+                                  f"--grad-accum {self.grad_accum}")
+        checks.positive("lr", self.lr)
+        if self.lr > 10:
+            raise InvalidArgument(f"lr={self.lr!r} (--lr) is not a learning rate: use a value "
+                                  "≤ 10 (typically 1e-4 to 1e-3)")
+        checks.non_negative("weight_decay", self.weight_decay)
+        checks.probability("beta1", self.beta1)
+        checks.probability("beta2", self.beta2)
+        checks.positive("eps", self.eps)
+        self._validate_item4()  # issue 19: optimizer, batch warm-up, unpadding
+        checks.non_negative("clip", self.clip)
+        checks.non_negative("warmup", self.warmup)
+        checks.probability("decay", self.decay, closed_high=True)
+        checks.probability("min_lr", self.min_lr, closed_high=True)
+        self.seed = checks.count("seed", self.seed, 0, 2**32 - 1)
+        # budget
+        if self.steps is None and self.tokens is None and self.time is None:
+            raise InvalidArgument("no budget: give --steps, --tokens or --time")
+        if self.steps is not None:
+            self.steps = checks.count("steps", self.steps, 1, MAX_COUNT)
+        if self.tokens is not None:
+            self.tokens = checks.count("tokens", self.tokens, 1, MAX_COUNT)
+        if self.time is not None and parse_duration(self.time) <= 0:
+            raise InvalidArgument(f"--time {self.time!r} must be a positive duration, "
+                                  "e.g. 90s, 10m or 2h")
+        if self.warmup >= 1 and not float(self.warmup).is_integer():
+            raise InvalidArgument(f"--warmup {self.warmup!r}: use a share of the budget "
+                                  "(< 1) or a whole number of steps (≥ 1)")
+        # evaluation and runtime
+        self.eval_every = checks.count("eval_every", self.eval_every, 0, MAX_COUNT)
+        self.eval_blocks = checks.count("eval_blocks", self.eval_blocks, 1, MAX_COUNT)
+        self.pppl_sentences = checks.count("pppl_sentences", self.pppl_sentences, 0, MAX_COUNT)
+        self.save_every = checks.count("save_every", self.save_every, 0, MAX_COUNT)
+        self.keep_checkpoints = checks.count("keep_checkpoints", self.keep_checkpoints, 1, 1000)
+        self.log_every = checks.count("log_every", self.log_every, 1, MAX_COUNT)
+        if self.threads is not None:
+            self.threads = checks.count("threads", self.threads, 1, 4096)
+        if self.halt_after is not None:
+            self.halt_after = checks.count("halt_after", self.halt_after, 1, MAX_COUNT)
+        self.fill_mask_examples = checks.count("fill_mask_examples", self.fill_mask_examples, 0, 1000)
+        self._validate_masking()
+        self._validate_positions()
+        if self.phases is not None:  # issue 19: phases checked before any work
+            from mlmkit.pretraining.phases import check_config_phases
+
+            check_config_phases(self)
+
+    def _validate_item4(self) -> None:
+        """--optimizer, --decoupled-weight-decay, --batch-warmup-*, --unpadded (issue 19)."""
+        from mlmkit.core import checks
+
+        _text("optimizer", self.optimizer)
+        checks.choice("optimizer", self.optimizer, ("adamw", "stableadamw"))
+        for name in ("decoupled_weight_decay", "unpadded"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
+                                      "false")
+        self.batch_warmup_tokens = checks.count("batch_warmup_tokens", self.batch_warmup_tokens,
+                                                0, MAX_COUNT)
+        if self.batch_warmup_start is not None:
+            self.batch_warmup_start = checks.count("batch_warmup_start",
+                                                   self.batch_warmup_start, 1, MAX_BATCH)
+            if self.batch_warmup_start > self.batch_size:
+                raise InvalidArgument(f"--batch-warmup-start {self.batch_warmup_start} is "
+                                      f"larger than --batch-size {self.batch_size}: the "
+                                      "warm-up grows the batch up to --batch-size")
+            if not self.batch_warmup_tokens:
+                raise InvalidArgument("--batch-warmup-start without --batch-warmup-tokens: "
+                                      "give the tokens the warm-up lasts")
+
+    def _validate_masking(self) -> None:
+        """The masking config's rate and corruption (the parts that need no tokenizer)."""
+        from mlmkit.masking.config import rate_component, resolve
+        from mlmkit.masking.corruption import Corruption
+        from mlmkit.masking.registry import RATES
+
+        masking = self.masking
+        if masking in (None, "default"):
+            return
+        if not isinstance(masking, (str, dict)):
+            raise InvalidArgument(f"--masking {masking!r}: use a preset name or a mapping")
+        try:
+            full = resolve(masking)
+            name, params = rate_component(full["rate"])
+            RATES.build(name, params, total_steps=self.steps)
+            corruption = full["corruption"]
+            if isinstance(corruption, (list, tuple)) and not all(
+                    isinstance(p, (int, float)) and math.isfinite(p) for p in corruption):
+                raise MlmkitError(f"corruption proportions {list(corruption)} must be finite")
+            Corruption(corruption, per_unit=full.get("corruption_per_unit", False))
+        except InvalidArgument:
+            raise
+        except (MlmkitError, TypeError, KeyError) as error:
+            raise InvalidArgument(f"--masking: {error}") from error
+
+    def _validate_positions(self) -> None:
+        """--seq-len fits the model's positions: the preset's, or a local --init's."""
+        if self.init is None:
+            from mlmkit.models.presets import PRESET_POSITIONS, parse_preset
+
+            try:
+                parse_preset(self.model)
+            except ValueError as error:
+                raise InvalidArgument(f"--model: {error}") from error
+            if self.seq_len > PRESET_POSITIONS:
+                raise InvalidArgument(f"--seq-len {self.seq_len} is longer than the presets' "
+                                      f"{PRESET_POSITIONS} positions: use at most "
+                                      f"{PRESET_POSITIONS}")
+            return
+        limit = init_positions(self.init)
+        if limit is not None and self.seq_len > limit:
+            raise InvalidArgument(f"--seq-len {self.seq_len} is longer than --init "
+                                  f"{self.init!r} allows ({limit} positions)")
+
+    # ---- what is studied vs how it runs
+    def studied(self) -> dict:
+        """The fields a resumed run must share with its directory (budget may be extended)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.metadata["group"] == STUDIED}
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_yaml(self) -> str:
+        return dump_yaml(self.to_dict())
+
+    def replace(self, **overrides) -> PretrainConfig:
+        return from_dict({**self.to_dict(), **overrides})
+
+
+def _text(name: str, value) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidArgument(f"--{flag(name)} {value!r}: give a non-empty text value")
+
+
+def init_positions(init: str) -> int | None:
+    """The sequence length a local --init model accepts (None: not a local folder)."""
+    path = Path(init) / "config.json"
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # a hub name, or a damaged folder: loading it will say
+    limit = values.get("max_position_embeddings") if isinstance(values, dict) else None
+    if not isinstance(limit, int):
+        return None
+    if values.get("model_type") in ("roberta", "xlm-roberta", "camembert"):
+        limit -= int(values.get("pad_token_id") or 0) + 1  # positions start after padding
+    return limit
+
+
+def default_model(objective: str) -> str:
+    """The preset a run trains when --model is not given."""
+    return "electra-mini" if objective == "electra" else "modernbert-mini"
+
+
+def flag(name: str) -> str:
+    return name.replace("_", "-")
+
+
+def from_dict(values: dict, source: str = "config") -> PretrainConfig:
+    known = {f.name for f in fields(PretrainConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise MlmkitError(f"{source}: unknown field(s) {unknown}; valid fields: {sorted(known)}")
+    return PretrainConfig(**values)
+
+
+def budget_overrides(values: dict) -> dict:
+    """A --time or --tokens budget given without --steps replaces the default step budget."""
+    if ("time" in values or "tokens" in values) and "steps" not in values:
+        return {**values, "steps": None}
+    return values
+
+
+def load_config(path: str | Path, **overrides) -> PretrainConfig:
+    """A config from a YAML file, with `overrides` (flags) applied on top."""
+    path = Path(path)
+    if not path.is_file():
+        raise PathError(f"config file {str(path)!r} does not exist (or is not a file)")
+    try:
+        values = load_yaml(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as error:
+        raise InvalidData(f"config file {str(path)!r} is not UTF-8 text (byte offset "
+                          f"{error.start}): save it as UTF-8") from error
+    except OSError as error:
+        raise PathError(f"config file {str(path)!r} cannot be read: {error.strerror}") from error
+    except yaml.YAMLError as error:
+        raise MlmkitError(f"config file {str(path)!r} is not valid YAML: {error}") from error
+    if not isinstance(values, dict):
+        raise MlmkitError(f"config file {str(path)!r} must hold a mapping of field: value")
+    return from_dict(budget_overrides({**values, **overrides}), source=str(path))
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr)?\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in `90`, `90s`, `10m`, `1.5h`."""
+    match = _DURATION.match(str(text))
+    if not match:
+        raise InvalidArgument(f"--time {text!r} is not a duration: use e.g. 90s, 10m or 2h")
+    value, unit = float(match.group(1)), (match.group(2) or "s")[0]
+    return value * {"s": 1, "m": 60, "h": 3600}[unit]

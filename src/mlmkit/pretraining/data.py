@@ -1,0 +1,294 @@
+"""From a corpus name to training data: the tokenizer, packed train/validation blocks,
+and the fixed validation sentences scored for pseudo-perplexity.
+
+Documents are split into train and validation by the corpus when it has splits
+(python-docs), else by a hash of each document's text (`validation_share`), so the split
+does not depend on document order and never changes between runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mlmkit.core.cache import cache_dir
+from mlmkit.core.staging import remove_leftovers, staging_dir
+from mlmkit.corpus.packing import BlockBatch, PackedBlocks
+from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_corpus
+from mlmkit.errors import InvalidArgument, MlmkitError, PathError
+from mlmkit.models.presets import PRESET_POSITIONS
+
+TOKENIZER_FORMAT = 2  # 2: model_max_length is the model's positions, not --seq-len
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
+
+
+@dataclass
+class PretrainData:
+    """What the loop reads: packed blocks of both splits and PPPL sentences (token ids)."""
+
+    train: PackedBlocks
+    validation: PackedBlocks | None
+    sentences: list[list[int]]
+    train_shards: TokenShards
+    validation_shards: TokenShards | None
+
+    def describe(self) -> str:
+        val = self.validation_shards
+        mixture = getattr(self.train, "weights", None)  # a weighted --corpus (issue 17)
+        mixed = ("" if mixture is None else " (mixture: " + ", ".join(
+            f"{name} {weight:.3g} of {size:,} blocks" for name, weight, size in zip(
+                self.train.names, mixture, self.train.sizes, strict=True)) + ")")
+        return (f"{self.train_shards.n_documents:,} documents, {self.train_shards.n_tokens:,} "
+                f"tokens → {len(self.train):,} blocks{mixed}"
+                + (f"; validation {val.n_tokens:,} tokens → {len(self.validation):,} blocks"
+                   if val is not None else "; no validation split"))
+
+
+def _is_validation(text: str, share: float) -> bool:
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64 < share
+
+
+def corpus_documents(corpus: str, split: str, field: str = "text",
+                     validation_share: float = 0.05) -> Callable[[], Iterable[str]]:
+    """A re-iterable source (a function returning an iterator) of one split's documents."""
+    if corpus == "python-docs":
+        from mlmkit.corpus.python_docs import python_docs
+
+        return lambda: iter(python_docs(split))
+    from mlmkit.corpus import read_corpus
+    from mlmkit.corpus.mixture import parse_corpus_spec
+
+    # ---- several sources (issue 17): read one after the other; weights only mix blocks
+    sources = [part.source for part in parse_corpus_spec(corpus)]
+    if sources == ["python-docs"]:
+        return corpus_documents("python-docs", split, field, validation_share)
+    read_corpus(sources, field=field)  # a missing file or glob fails now, not in the pass
+
+    def documents():
+        for source in sources:
+            if source == "python-docs":  # it has its own splits: never a hashed share of train
+                yield from corpus_documents(source, split)()
+                continue
+            for text in read_corpus(source, field=field):
+                if (split == "validation") == _is_validation(text, validation_share):
+                    yield text
+
+    return documents
+
+
+def resolve_tokenizer(config, show_progress: bool = True):
+    """The run's tokenizer: --init's, --tokenizer, or one trained on the corpus (cached)."""
+    from transformers import AutoTokenizer
+
+    source = config.init or config.tokenizer
+    if source is not None and config.init is None:
+        path = Path(source).expanduser()
+        if path.is_file():
+            raise PathError(f"--tokenizer {source!r} is a file: pass the folder that holds "
+                            "it (tokenizer.json with its config, as mlmkit tokenizer train or "
+                            "save_pretrained writes it)")
+        if not path.exists() and source.startswith((".", "/", "~")):
+            raise PathError(f"--tokenizer {source!r} does not exist: pass a tokenizer folder "
+                            "or a Hugging Face hub name")
+    if source is not None:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source)
+        except (OSError, ValueError) as error:
+            flag = "--init" if config.init else "--tokenizer"
+            raise MlmkitError(f"{flag} {source!r}: cannot load a tokenizer ({error})") from error
+    else:
+        tokenizer = _trained_tokenizer(config, show_progress)
+    from mlmkit.models.load import complete_special_tokens  # <bos>/<eos> only: mmBERT's
+
+    complete_special_tokens(tokenizer)
+    missing = [name for name in ("cls_token", "sep_token", "mask_token", "pad_token")
+               if getattr(tokenizer, name) is None]
+    if missing:
+        raise MlmkitError(f"the tokenizer {source or 'trained'!r} has no {', '.join(missing)}: "
+                          "an MLM needs [CLS]/[SEP]/[MASK]/[PAD] equivalents")
+    if not getattr(tokenizer, "is_fast", False):
+        raise MlmkitError(f"the tokenizer {source!r} is not a fast tokenizer: word starts need "
+                          "word_ids(); use a tokenizer with a tokenizer.json")
+    return tokenizer
+
+
+def _trained_tokenizer(config, show_progress: bool):
+    from transformers import AutoTokenizer
+
+    from mlmkit.tokenizer import train_tokenizer
+
+    documents = corpus_documents(config.corpus, "train", config.field, config.validation_share)
+    corpus_hash, count = documents_fingerprint(documents())
+    if count == 0:
+        raise MlmkitError(f"--corpus {config.corpus!r} has no training documents: it is empty")
+    key = hashlib.blake2b(
+        f"{corpus_hash}|{config.tokenizer_kind}|{config.vocab_size}|{config.seq_len}|"
+        f"{TOKENIZER_FORMAT}".encode(), digest_size=12).hexdigest()
+    base = cache_dir("tokenizers")
+    final = base / key
+    if (final / "tokenizer.json").exists():
+        return AutoTokenizer.from_pretrained(str(final))
+    remove_leftovers(base, legacy_age=86400)  # tokenizers of killed trainings
+    staging = staging_dir(final)  # named by this process, umask permissions
+    try:
+        train_tokenizer(documents(), staging, kind=config.tokenizer_kind,
+                        vocab_size=config.vocab_size,
+                        model_max_length=PRESET_POSITIONS,  # the model's, not --seq-len
+                        show_progress=show_progress)
+        try:
+            os.replace(staging, final)
+        except OSError:  # built concurrently by another run: keep theirs
+            shutil.rmtree(staging, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return AutoTokenizer.from_pretrained(str(final))
+
+
+def validation_sentences(documents: Iterable[str], tokenizer, count: int, max_tokens: int,
+                         seed: int) -> list[list[int]]:
+    """`count` sentences (6 to `max_tokens` tokens) drawn by `seed` from the validation text."""
+    if count <= 0:
+        return []
+    candidates = [s.strip() for d in documents for line in d.split("\n")
+                  for s in _SENTENCE_END.split(line) if len(s.split()) >= 5]
+    candidates = sorted(set(candidates))
+    if not candidates:
+        return []
+    encoded = [e.ids for e in tokenizer.backend_tokenizer.encode_batch(
+        candidates, add_special_tokens=False)]
+    fitting = [ids for ids in encoded if 6 <= len(ids) <= max_tokens]
+    if not fitting:
+        return []
+    order = np.random.default_rng(seed).permutation(len(fitting))[:count]
+    return [fitting[i] for i in sorted(order)]
+
+
+def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
+    """Tokenize (or reuse cached shards of) both splits and pack them into blocks."""
+    settings = {"format": "shards-v1"}
+    pack = dict(cls_id=tokenizer.cls_token_id, sep_id=tokenizer.sep_token_id,
+                pad_id=tokenizer.pad_token_id, packing=config.packing)
+    train_shards, train = _mixture_train(config, tokenizer, settings, pack, show_progress)
+    if train is None:
+        train_docs = corpus_documents(config.corpus, "train", config.field,
+                                      config.validation_share)
+        train_shards = tokenize_corpus(train_docs, tokenizer, name=f"{config.corpus} (train)",
+                                       settings=settings, show_progress=show_progress)
+        train = PackedBlocks(train_shards, config.seq_len, **pack)
+    val_docs = corpus_documents(config.corpus, "validation", config.field,
+                                config.validation_share)
+    validation = val_shards = None
+    sentences: list[list[int]] = []
+    if config.corpus == "python-docs" or config.validation_share > 0:
+        try:
+            val_shards = tokenize_corpus(val_docs, tokenizer,
+                                         name=f"{config.corpus} (validation)",
+                                         settings=settings, show_progress=show_progress)
+        except MlmkitError:  # an empty validation split: train without evaluation
+            val_shards = None
+    if val_shards is not None:
+        validation = PackedBlocks(val_shards, config.seq_len, **pack)
+        sentences = validation_sentences(val_docs(), tokenizer, config.pppl_sentences,
+                                         min(config.seq_len - 2, 64), config.seed)
+    return PretrainData(train=train, validation=validation, sentences=sentences,
+                        train_shards=train_shards, validation_shards=val_shards)
+
+
+# ---- weighted corpus mixtures (issue 17): --corpus a.txt:0.7 --corpus b.txt:0.3
+
+
+def _mixture_train(config, tokenizer, settings: dict, pack: dict, show_progress: bool):
+    """With weights on `--corpus`: every source tokenized into its own (cached) shards and
+    packed, mixed by `MixedBlocks`; (None, None) without weights."""
+    from mlmkit.corpus.mixture import MixedBlocks, MixedShards, mixture_weights, parse_corpus_spec
+
+    parts = parse_corpus_spec(config.corpus)
+    weights = mixture_weights(parts)
+    if weights is None:
+        return None, None
+    if getattr(config, "phases", None) is not None:
+        raise InvalidArgument(f"--corpus {config.corpus!r}: with phases, give the weights in "
+                              "each phase's mixture ({a.txt: 0.7, b.txt: 0.3}), not on --corpus")
+    shards, blocks = [], []
+    for part in parts:
+        documents = corpus_documents(part.source, "train", config.field,
+                                     config.validation_share)
+        one = tokenize_corpus(documents, tokenizer, name=f"{part.source} (train)",
+                              settings=settings, show_progress=show_progress)
+        shards.append(one)
+        blocks.append(PackedBlocks(one, config.seq_len, **pack))
+    names = [part.source for part in parts]
+    return MixedShards(shards, weights), MixedBlocks(blocks, weights, names)
+
+
+def eval_blocks(data: PretrainData, count: int, batch_size: int) -> list:
+    """The first `count` validation blocks, in batches (the same blocks every evaluation)."""
+    if data.validation is None or count <= 0:
+        return []
+    n = min(count, len(data.validation))
+    return [data.validation[np.arange(start, min(start + batch_size, n))]
+            for start in range(0, n, batch_size)]
+
+
+# ---- each rank's share of a step
+
+_MASK64 = (1 << 64) - 1
+
+
+def row_seed(seed: int, row: int) -> int:
+    """The masking seed of global row `row` of every step (a splitmix64 mix of (seed, row)):
+    with the step, it is all a row's corruption depends on."""
+    value = ((int(seed) & _MASK64) * 0x9E3779B97F4A7C15 + int(row) + 1) & _MASK64
+    value = ((value ^ (value >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    value = ((value ^ (value >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return (value ^ (value >> 31)) & ((1 << 63) - 1)
+
+
+def rank_rows(batch_size: int, rank: int, world_size: int) -> np.ndarray:
+    """The global rows (positions in the step's batch) rank `rank` trains on: rank, rank + W, ..."""
+    return np.arange(rank, batch_size, world_size)
+
+
+def prepare_rows(objective, blocks: PackedBlocks, indices: np.ndarray, rows: np.ndarray,
+                 step: int, seed: int):
+    """Read, mask and collate only `rows` of the step's global batch (`indices`: the block
+    of each global row). Each row is corrupted on its own, from (seed, step, global row), so
+    the masks do not depend on how many processes share the step. Returns a `Prepared`
+    whose counts are this rank's (sum them over ranks for the step's totals)."""
+    from mlmkit.training.objective import Prepared
+
+    batch = blocks[indices[rows]]
+    parts = []
+    for i, row in enumerate(rows):
+        one = BlockBatch(*(t[i:i + 1] for t in (batch.input_ids, batch.attention_mask,
+                                                batch.word_starts, batch.document_ids)))
+        parts.append(objective.prepare(one, step, seed=row_seed(seed, int(row))))
+    tensors = {key: torch.cat([p.tensors[key] for p in parts]) for key in parts[0].tensors}
+    counts = {key: float(sum(p.counts[key] for p in parts)) for key in parts[0].counts}
+    return Prepared(tensors=tensors, counts=counts), batch.n_tokens
+
+
+def global_counts(runtime, counts: dict[str, float], tokens: int) -> tuple[dict, int]:
+    """The step's totals: this rank's counts and tokens summed over every rank (one
+    all-reduce, float64: exact for counts)."""
+    if runtime.world_size <= 1:
+        return counts, tokens
+    import torch.distributed as dist
+
+    keys = sorted(counts)
+    device = runtime.device if dist.get_backend() == "nccl" else torch.device("cpu")
+    values = torch.tensor([counts[k] for k in keys] + [float(tokens)], dtype=torch.float64,
+                          device=device)
+    dist.all_reduce(values)
+    values = values.tolist()
+    return dict(zip(keys, values[:-1], strict=True)), int(values[-1])

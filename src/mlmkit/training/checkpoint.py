@@ -1,0 +1,135 @@
+"""Training state on disk: saved atomically, verified on load, newest valid one wins.
+
+`checkpoints/state-00000400.pt` holds everything needed to continue bit-for-bit
+(weights, optimizer, data position, RNG states, masking-policy state, metrics so far);
+its `.sha256` sidecar is written after it, so a state without a matching digest (a crash
+mid-save, a truncated copy) is detected and the previous one used, with a warning.
+
+Every file and folder is fsynced, then renamed into place, then its folder fsynced
+(`mlmkit.core.staging`), with the process's umask; what a killed save leaves behind
+is removed by `remove_leftovers` when the next run starts in the directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import re
+import shutil
+from pathlib import Path
+
+import torch
+
+from mlmkit.core import staging
+from mlmkit.errors import RunError
+
+logger = logging.getLogger(__name__)
+STATE_FORMAT = 1
+_STATE = re.compile(r"^state-(\d{8})\.pt$")
+
+
+def checkpoint_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def save_state(run_dir: str | Path, step: int, state: dict, keep: int = 2) -> Path:
+    """Write the training state of `step` and drop all but the newest `keep` states."""
+    folder = checkpoint_dir(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    torch.save({"format": STATE_FORMAT, **state}, buffer)
+    data = buffer.getvalue()
+    path = folder / f"state-{step:08d}.pt"
+    staging.write_bytes(path, data)
+    staging.write_text(path.with_name(path.name + ".sha256"), hashlib.sha256(data).hexdigest())
+    for old in list_states(run_dir)[keep:]:
+        old.unlink(missing_ok=True)
+        old.with_name(old.name + ".sha256").unlink(missing_ok=True)
+        shutil.rmtree(old.with_suffix(".dcp"), ignore_errors=True)  # its shards (FSDP)
+    return path
+
+
+def list_states(run_dir: str | Path) -> list[Path]:
+    """State files, newest first."""
+    folder = checkpoint_dir(run_dir)
+    if not folder.is_dir():
+        return []
+    found = [p for p in folder.iterdir() if _STATE.match(p.name)]
+    return sorted(found, key=lambda p: int(_STATE.match(p.name).group(1)), reverse=True)
+
+
+def _read_verified(path: Path) -> dict:
+    digest_file = path.with_name(path.name + ".sha256")
+    if not digest_file.exists():
+        raise ValueError("its .sha256 digest is missing (the save did not finish)")
+    data = path.read_bytes()
+    if hashlib.sha256(data).hexdigest() != digest_file.read_text().strip():
+        raise ValueError("its content does not match its .sha256 digest (truncated or corrupt)")
+    state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=False)
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise ValueError("it is not an mlmkit training state of this version")
+    if "sharded" in state:  # --parallel fsdp: its weights are in a DCP folder beside it
+        from mlmkit.training.fsdp import check_sharded
+
+        check_sharded(state, path)
+    return state
+
+
+def load_latest_state(run_dir: str | Path, *, new_run: str | None = None,
+                      over: str | None = None) -> tuple[dict, Path]:
+    """The newest state that verifies; earlier corrupt ones are skipped with a warning.
+    `new_run` / `over`: what the errors tell to do (default: pretrain's --restart)."""
+    states = list_states(run_dir)
+    if not states:
+        raise RunError(f"--resume {str(run_dir)!r}: no training state in "
+                       f"{checkpoint_dir(run_dir)}; "
+                       + (new_run or "start a new run instead (--restart starts over in the "
+                          "same directory)"))
+    problems = []
+    for path in states:
+        try:
+            return _read_verified(path), path
+        except Exception as error:  # any unreadable state: try the previous one
+            problems.append(f"{path.name}: {error}")
+            logger.warning("checkpoint %s is unusable (%s); falling back to the previous one",
+                           path, error)
+    raise RunError(f"--resume {str(run_dir)!r}: every training state in "
+                   f"{checkpoint_dir(run_dir)} is damaged ({'; '.join(problems)}); the run "
+                   "cannot continue: "
+                   + (over or "start it over in the same directory with --restart"))
+
+
+def remove_leftovers(run_dir: str | Path) -> list[Path]:
+    """Remove what killed saves left in the run directory and its checkpoints (temporary
+    files, staging and half-replaced folders); the removed paths. Call at the start."""
+    run_dir = Path(run_dir)
+    removed = staging.remove_leftovers(run_dir) + staging.remove_leftovers(
+        checkpoint_dir(run_dir))
+    if removed:
+        logger.info("removed %d leftover(s) of interrupted saves in %s", len(removed), run_dir)
+    return removed
+
+
+def save_model_dir(save_pretrained, target: str | Path) -> Path:
+    """Call `save_pretrained(folder)` in a staging folder, fsync it and rename it to
+    `target`: a model folder is whole or absent, and survives a power cut once returned."""
+    target = Path(target)
+    folder = staging.staging_dir(target)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # one bar per saved shard clutters the training bar
+        save_pretrained(folder)
+        staging.publish_dir(folder, target)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return target
+
+
+def prune_step_dirs(run_dir: str | Path, keep: int) -> None:
+    """Keep only the newest `keep` step-N model folders."""
+    found = [p for p in Path(run_dir).glob("step-*") if p.name[5:].isdigit()]
+    for old in sorted(found, key=lambda p: int(p.name[5:]), reverse=True)[keep:]:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,49 @@
+"""Pretraining objectives, chosen by name: `OBJECTIVES[config.objective]`.
+
+An objective owns the trainable module(s), turns a batch of packed blocks into a loss,
+evaluates, and exports to Hugging Face format. Each implements `mlmkit.training.objective.
+Objective`, the interface the training run defines and drives; that interface is all
+objectives know of `mlmkit.pretraining`, so a new objective (ELECTRA, masked diffusion, ...) is
+one file and one registry entry.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlmkit.errors import MlmkitError
+from mlmkit.training.objective import LossOutput, Objective, Prepared
+
+
+def _mlm():
+    from mlmkit.training.objectives.mlm import MLMObjective
+
+    return MLMObjective
+
+
+def _electra():  # issue 6
+    from mlmkit.training.objectives.electra import ElectraObjective
+
+    return ElectraObjective
+
+
+def _diffusion():  # issue 6
+    from mlmkit.training.objectives.diffusion import DiffusionObjective
+
+    return DiffusionObjective
+
+
+# name -> a zero-argument function returning the Objective class (imported lazily)
+OBJECTIVES: dict[str, Any] = {"mlm": _mlm, "electra": _electra, "diffusion": _diffusion}
+
+
+def build_objective(config, tokenizer, runtime, init_model=None) -> Objective:
+    """The objective named by `config.objective`; errors list the registered names."""
+    if config.objective not in OBJECTIVES:
+        raise MlmkitError(f"unknown objective {config.objective!r}: use one of "
+                          f"{sorted(OBJECTIVES)}")
+    cls = OBJECTIVES[config.objective]()
+    return cls(config, tokenizer, runtime, init_model=init_model)
+
+
+__all__ = ["OBJECTIVES", "LossOutput", "Objective", "Prepared", "build_objective"]

@@ -1,0 +1,39 @@
+"""The optimizer of a run: AdamW or StableAdamW (`mlmkit.training.stable_adamw`), with weight
+decay on weight matrices only (not on norms, biases or 1-d params)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def parameter_groups(modules: dict[str, torch.nn.Module], weight_decay: float) -> list[dict]:
+    """Two groups: decayed matrices, and undecayed norms/biases; shared params counted once."""
+    decay, no_decay, seen = [], [], set()
+    for module in modules.values():
+        for name, param in module.named_parameters():
+            if not param.requires_grad or id(param) in seen:
+                continue
+            seen.add(id(param))
+            is_norm = "norm" in name.lower() or "layernorm" in name.lower()
+            (no_decay if param.ndim < 2 or is_norm or name.endswith("bias") else decay).append(
+                param)
+    return [{"params": decay, "weight_decay": weight_decay},
+            {"params": no_decay, "weight_decay": 0.0}]
+
+
+def build_optimizer(modules: dict[str, torch.nn.Module], *, lr: float, weight_decay: float,
+                    betas: tuple[float, float], eps: float, device: torch.device,
+                    kind: str = "adamw", decoupled: bool = False) -> torch.optim.Optimizer:
+    """`kind` adamw: torch's fused AdamW where the device supports it (CUDA, and CPU in
+    recent torch), or mlmkit's foreach one with `decoupled` weight decay (scaled by
+    lr / peak lr instead of lr); stableadamw: AdamW with per-tensor update clipping."""
+    groups = parameter_groups(modules, weight_decay)
+    if kind == "stableadamw" or decoupled:
+        from mlmkit.training.stable_adamw import StableAdamW
+
+        return StableAdamW(groups, lr=lr, betas=betas, eps=eps,
+                           clip_updates=kind == "stableadamw", decoupled=decoupled, max_lr=lr)
+    try:
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=True)
+    except (RuntimeError, TypeError, ValueError):
+        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, foreach=True)
