@@ -1,4 +1,12 @@
 # mlmkit module moves (floors): sed -E -i -f moves.sed FILE...  (GNU sed)
+# names that moved to another module than their old module's (before the module moves)
+s/\bfrom mlmkit\.train\.distributed import build_runtime_from_env$/from mlmkit.training.launch import build_runtime_from_env/
+s/\bfrom mlmkit\.train\.fsdp import check_sharded$/from mlmkit.training.checkpoint import check_sharded/
+s/\bfrom mlmkit\.train\.config import init_positions$/from mlmkit.models.preset_table import init_positions/
+s/\bfrom mlmkit\.models\.presets import (FAMILIES|SIZES|PRESET_POSITIONS|MAX_POSITIONS|ROPE_FAMILIES|FAMILY_INFO|Family|parse_preset|Size)((, (FAMILIES|SIZES|PRESET_POSITIONS|MAX_POSITIONS|ROPE_FAMILIES|FAMILY_INFO|Family|parse_preset|Size))*)$/from mlmkit.models.preset_table import \1\2/
+s/\bfrom mlmkit\.train\.phases import (RUN_CORPUS|PHASE_KEYS|LR_KEYS|LR_SHAPES|LRPiece|Phase|parse_phases|scale_phases|phase_limit|check_config_phases)((, (RUN_CORPUS|PHASE_KEYS|LR_KEYS|LR_SHAPES|LRPiece|Phase|parse_phases|scale_phases|phase_limit|check_config_phases))*)$/from mlmkit.pretraining.phase_specs import \1\2/
+s/\bmlmkit\.train\.pretrain\b/mlmkit.pretraining.pretrain/g
+# modules
 s/\bfrom mlmkit\.runtime import checks$/from mlmkit.core import checks/
 s/\bfrom mlmkit\.runtime import checks as /from mlmkit.core import checks as /
 s/\bmlmkit\.runtime\.checks\b/mlmkit.core.checks/g

@@ -151,9 +151,7 @@ def test_one_length_batches_run_without_padding_or_mask(tiny_mlm, monkeypatch):
         calls.append((attention, ids.shape))
         return masked_log_probs(model, ids, attention, positions)
 
-    import mlmkit.models as models
-
-    monkeypatch.setattr(models, "masked_log_probs", spy)
+    monkeypatch.setattr(batching, "masked_log_probs", spy)
     got = run_jobs(mlm, jobs, _sums, batch_tokens=4 * max(len(r) for r, _ in jobs))
     unpadded = [attention is None for attention, _ in calls]
     assert sum(unpadded) >= len(base) - 1  # every length but maybe one ran on its own

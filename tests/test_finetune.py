@@ -344,6 +344,7 @@ def test_cli_finetune_stopped_by_a_signal_exits_128_plus_it(saved_tiny_mlm, sst,
     from typer.testing import CliRunner
 
     from mlmkit.cli import app
+    from mlmkit.finetuning import trainer
     from mlmkit.training import signals
 
     class Signalled(signals.StopOnSignal):
@@ -352,7 +353,7 @@ def test_cli_finetune_stopped_by_a_signal_exits_128_plus_it(saved_tiny_mlm, sst,
             self.requested = "SIGTERM"
             return self
 
-    monkeypatch.setattr(signals, "StopOnSignal", Signalled)
+    monkeypatch.setattr(trainer, "StopOnSignal", Signalled)
     done = CliRunner().invoke(app, ["finetune", str(saved_tiny_mlm("bert")), "--task", "sst2",
                                     "--train", str(sst / "train.tsv"), "--validation",
                                     str(sst / "validation.tsv"), "--epochs", "1", "--threads",
@@ -412,6 +413,7 @@ def test_several_seeds_stopped_before_a_seed_s_first_evaluation(tiny_mlm, sst, t
     """Ctrl-C in the second seed before its first epoch ended: KeyError 'accuracy' and a
     traceback (the mean over seeds read the stopped seed's empty metrics) (H1)."""
     import mlmkit
+    from mlmkit.finetuning import trainer
     from mlmkit.training import signals
 
     entered = []
@@ -424,7 +426,7 @@ def test_several_seeds_stopped_before_a_seed_s_first_evaluation(tiny_mlm, sst, t
                 self.requested = "SIGINT"
             return self
 
-    monkeypatch.setattr(signals, "StopOnSignal", SecondSeedSignalled)
+    monkeypatch.setattr(trainer, "StopOnSignal", SecondSeedSignalled)
     result = mlmkit.finetune(tiny_mlm("bert"), "sst2", seeds=2, epochs=1, max_length=32,
                              train=sst / "train.tsv", validation=sst / "validation.tsv",
                              run_dir=tmp_path / "run", **RUNTIME)

@@ -148,11 +148,14 @@ def test_a_thread_count_asked_for_holds_for_later_library_calls(tiny_mlm, monkey
 
 def test_the_cli_threads_flag_reaches_the_library_call(saved_tiny_mlm, monkeypatch):
     """The CLI's --threads is the count the library's batches run on (fill and score)."""
+    import importlib
+
     from typer.testing import CliRunner
 
-    import mlmkit.engine.batching as batching
     import mlmkit.scoring.text_scores as text_scores
     from mlmkit.cli import app
+
+    fill_mask = importlib.import_module("mlmkit.generation.fill_mask")  # the module
 
     seen = []
 
@@ -162,7 +165,7 @@ def test_the_cli_threads_flag_reaches_the_library_call(saved_tiny_mlm, monkeypat
             return original(*args, **kwargs)
         return spy
 
-    monkeypatch.setattr(batching, "run_jobs", spying(batching.run_jobs))
+    monkeypatch.setattr(fill_mask, "run_jobs", spying(fill_mask.run_jobs))
     monkeypatch.setattr(text_scores, "score_token_ids", spying(text_scores.score_token_ids))
     monkeypatch.setenv("MLMKIT_THREADS", "1")
     model = str(saved_tiny_mlm("bert"))

@@ -23,7 +23,10 @@ from tokenizers import (
     processors,
     trainers,
 )
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
+from mlmkit.core import checks
+from mlmkit.core.staging import write_text
 from mlmkit.errors import InvalidArgument, MlmkitError
 
 KINDS = ("wordpiece", "bpe", "unigram")
@@ -52,8 +55,6 @@ def portable_tokenizer_config(directory: str | Path) -> None:
     if values.get("tokenizer_class") in ("TokenizersBackend", None) and (
             Path(directory) / "tokenizer.json").is_file():
         values["tokenizer_class"] = PORTABLE_CLASS
-        from mlmkit.core.staging import write_text
-
         write_text(path, json.dumps(values, indent=2, ensure_ascii=False) + "\n")
 BERT_SPECIALS = {"pad_token": "[PAD]", "unk_token": "[UNK]", "cls_token": "[CLS]",
                  "sep_token": "[SEP]", "mask_token": "[MASK]"}
@@ -132,10 +133,6 @@ def train_tokenizer(
     The vocabulary is rounded up to a multiple of 64 (fast matmuls); when the corpus
     yields fewer tokens, reserved `[unusedN]` tokens fill the rest.
     """
-    from transformers import AutoTokenizer, PreTrainedTokenizerFast
-
-    from mlmkit.core import checks
-
     if kind not in KINDS:
         raise InvalidArgument(f"unknown tokenizer kind {kind!r} (--kind): use one of "
                               f"{list(KINDS)}")

@@ -11,12 +11,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlmkit.bias.aul import score_aul
+from mlmkit.bias.crows import score_crows
 from mlmkit.bias.crows_data import default_crows_path, read_crows_pairs
 from mlmkit.bias.pairs import PairScores
-from mlmkit.bias.stereoset import StereoSetResult, read_stereoset
+from mlmkit.bias.stereoset import StereoSetResult, read_stereoset, score_stereoset
+from mlmkit.core.checks import count
 from mlmkit.core.results import Result, jsonable
-from mlmkit.core.statistics import Score, bootstrap, find
+from mlmkit.core.statistics import Score, bootstrap, check_bootstrap, find
 from mlmkit.errors import InvalidArgument
+from mlmkit.probe.prepare import check_batch_tokens
 
 
 @dataclass(frozen=True)
@@ -35,23 +39,17 @@ class Benchmark:
 
 
 def _score_crows(mlm, items, **kw):
-    from mlmkit.bias.crows import score_crows
-
     return score_crows(mlm, items, **kw)
 
 
 def _score_aul(attention: bool):
     def score(mlm, items, **kw):
-        from mlmkit.bias.aul import score_aul
-
         return score_aul(mlm, items, attention=attention, **kw)
 
     return score
 
 
 def _score_stereoset(mlm, items, lowercase=None, **kw):
-    from mlmkit.bias.stereoset import score_stereoset
-
     if lowercase is not None:
         raise InvalidArgument("lowercase does not apply to StereoSet (the official evaluation "
                               "scores the sentences as written): leave it unset")
@@ -150,8 +148,6 @@ def score_model(model, benchmark_name: str, items: list, *, lowercase: bool | No
 
 def check_items(items: list, limit: int | None) -> list:
     """The first `limit` items (all when None); `limit` must be a whole number ≥ 1."""
-    from mlmkit.core.checks import count
-
     if limit is not None:
         items = items[:count("limit", limit, 1)]
     return items
@@ -161,9 +157,6 @@ def checked_items(benchmark_name: str, data, *, n_boot, level, seed, batch_token
                   limit) -> list:
     """Check the options an audit or a comparison takes, then read its (first `limit`)
     items: every bad value fails before the data is read or a model loaded."""
-    from mlmkit.core.statistics import check_bootstrap
-    from mlmkit.probe.prepare import check_batch_tokens
-
     benchmark(benchmark_name)
     check_bootstrap(n_boot, level, seed)
     check_batch_tokens(batch_tokens)

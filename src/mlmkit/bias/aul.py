@@ -21,7 +21,9 @@ import torch
 from mlmkit.bias.crows import is_uncased
 from mlmkit.bias.crows_data import CrowsPair
 from mlmkit.bias.pairs import PairScores
+from mlmkit.engine.batching import TokenJobs, pick, run_jobs
 from mlmkit.errors import InvalidData, ModelError
+from mlmkit.probe.prepare import prepare_model
 
 
 @contextlib.contextmanager
@@ -57,9 +59,6 @@ def aul_sentence_scores(
     `precision` "bf16" runs the encoder (and the attention weights) under bf16 autocast;
     the log-probabilities and their means stay float64.
     """
-    from mlmkit.engine.batching import TokenJobs, pick, run_jobs
-    from mlmkit.probe.prepare import prepare_model
-
     mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
                                    batch_tokens=batch_tokens)
     tokenizer, net = mlm.tokenizer, mlm.model
@@ -117,8 +116,6 @@ def score_aul(
     device=None, threads: int | None = None, progress: bool | None = None,
 ) -> PairScores:
     """AUL/AULA of both sentences of every pair, as PairScores (no rounding)."""
-    from mlmkit.probe.prepare import prepare_model
-
     mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
                                    batch_tokens=batch_tokens)
     if lowercase is None:

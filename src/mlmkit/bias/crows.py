@@ -18,6 +18,9 @@ import numpy as np
 
 from mlmkit.bias.crows_data import CrowsPair
 from mlmkit.bias.pairs import PairScores
+from mlmkit.core.progress import progress_wanted
+from mlmkit.probe.prepare import prepare_model
+from mlmkit.scoring.engine import score_token_ids
 
 ROUND_DIGITS = 3
 _CASE_PROBE = "The Cat And The Dog Were Here"
@@ -84,10 +87,6 @@ def score_crows(
     progress: bool | None = None,
 ) -> PairScores:
     """Score every pair as metric.py does; `lowercase=None` lowercases for uncased models."""
-    from mlmkit.core.progress import progress_wanted
-    from mlmkit.probe.prepare import prepare_model
-    from mlmkit.scoring.engine import score_token_ids
-
     mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
                                    batch_tokens=batch_tokens)
     if lowercase is None:

@@ -12,6 +12,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlmkit.core.records import decoded_lines
 from mlmkit.errors import InvalidData, PathError
 
 REQUIRED_COLUMNS = ("sent_more", "sent_less", "stereo_antistereo", "bias_type")
@@ -53,8 +54,6 @@ class CrowsPair:
 def read_crows_pairs(path: str | Path) -> list[CrowsPair]:
     """All pairs of a CrowS-Pairs CSV (`-`: standard input), in file order; errors name the
     row and line (a non-UTF-8 byte: its line and byte offset)."""
-    from mlmkit.core.records import decoded_lines
-
     if str(path) != "-" and not Path(path).expanduser().is_file():
         raise PathError(
             f"CrowS-Pairs file {str(path)!r} does not exist (or is not a file): pass --data "

@@ -18,7 +18,8 @@ import numpy as np
 
 from mlmkit.bias.crows_data import CrowsPair
 from mlmkit.bias.distributional import Divergences, divergence_statistics, divergences
-from mlmkit.core.results import Result
+from mlmkit.core.output import write_text
+from mlmkit.core.results import Result, jsonable
 from mlmkit.core.statistics import Statistic, ratio
 
 CSV_COLUMNS = ("sent_more", "sent_less", "sent_more_score", "sent_less_score", "score",
@@ -154,14 +155,10 @@ class PairScores(Result):
 
     def write_csv(self, path: str | Path, inputs=()) -> None:
         """Write the per-pair CSV atomically (`-`: standard output; never over an input)."""
-        from mlmkit.core.output import write_text
-
         write_text(path, self.to_csv(), inputs=inputs, what="per-pair CSV")
 
     def to_dict(self) -> dict:
         """Per-pair scores and the official summary of every group, JSON-ready."""
-        from mlmkit.core.results import jsonable
-
         return jsonable({
             "measure": self.measure, "model": self.model, "n": len(self),
             "summary": {group: self.summary(group).to_dict() for group in self.groups()},

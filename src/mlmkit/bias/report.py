@@ -17,10 +17,12 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from mlmkit.bias.audit import BiasAudit, benchmark
 from mlmkit.bias.compare import BiasComparison
 from mlmkit.bias.formatting import digits_for, interval, number
-from mlmkit.core.output import write_text
+from mlmkit.core.output import check_output_path, open_output, write_text
 from mlmkit.errors import InvalidArgument
 
 FORMATS = (".html", ".md")
@@ -48,7 +50,6 @@ def _png(figure) -> bytes:
 def _bar_chart(title: str, labels: list[str], series: list[tuple[str, list, list]],
                reference: float | None, ylabel: str = "score") -> bytes:
     """Grouped bars: `series` = [(legend, values, (low, high) pairs)], CI whiskers."""
-    import numpy as np
     from matplotlib.figure import Figure
 
     figure = Figure(figsize=(max(4.0, 0.9 * len(labels) * len(series) + 2), 3.2))
@@ -145,8 +146,6 @@ def _figures(report, figure_dir: Path) -> tuple[tuple[str, str], dict[str, tuple
 
 
 def _write_png(path: Path, png: bytes) -> None:
-    from mlmkit.core.output import open_output
-
     with open_output(path, what="figure", mode="wb") as handle:
         handle.write(png)
 
@@ -168,8 +167,6 @@ def _header_lines(report) -> list[str]:
 def render(report, path: str | Path, inputs=()) -> None:
     """Write `report` (a BiasAudit or BiasComparison) to `path` (.html or .md) with figures:
     the summary figure first, then per group its titled figure and its table."""
-    from mlmkit.core.output import check_output_path
-
     path = Path(path)
     if path.suffix.lower() not in FORMATS:
         raise InvalidArgument(f"report {str(path)!r} (-o): the file must end in .html or .md")

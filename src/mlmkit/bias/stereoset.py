@@ -25,9 +25,13 @@ from pathlib import Path
 import numpy as np
 
 from mlmkit.bias.distributional import divergence_statistics
+from mlmkit.core.progress import progress_wanted
+from mlmkit.core.records import decoded_lines
 from mlmkit.core.results import Result, jsonable
 from mlmkit.core.statistics import Statistic
-from mlmkit.errors import InvalidData
+from mlmkit.errors import InvalidData, PathError
+from mlmkit.probe.prepare import prepare_model
+from mlmkit.scoring.engine import score_token_ids
 
 GOLD_LABELS = ("stereotype", "anti-stereotype", "unrelated")
 SCORE_NAMES = ("SS", "LM", "ICAT")
@@ -71,9 +75,6 @@ def template_word(context: str, sentence: str) -> str:
 def read_stereoset(path: str | Path) -> list[StereoExample]:
     """The intrasentence examples of a StereoSet file in the official dev.json format
     (`-`: standard input); errors name the file, and the line of a JSON error."""
-    from mlmkit.core.records import decoded_lines
-    from mlmkit.errors import PathError
-
     try:
         text = "".join(line for _, line in decoded_lines(path))
     except PathError as error:
@@ -209,10 +210,6 @@ def score_stereoset(
     progress: bool | None = None,
 ) -> SentenceScores:
     """The official discriminative score of every candidate sentence, by sentence id."""
-    from mlmkit.core.progress import progress_wanted
-    from mlmkit.probe.prepare import prepare_model
-    from mlmkit.scoring.engine import score_token_ids
-
     mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
                                    batch_tokens=batch_tokens)
     token_ids, columns, owners = stereoset_inputs(mlm.tokenizer, examples)

@@ -16,7 +16,7 @@ from rich.markup import escape
 from mlmkit import cli_options
 from mlmkit.core import checks, staging
 from mlmkit.errors import MlmkitError
-from mlmkit.models.presets import FAMILIES, MAX_POSITIONS, SIZES
+from mlmkit.models.preset_table import FAMILIES, MAX_POSITIONS, SIZES
 
 EXAMPLE = """
 Example:
@@ -103,7 +103,8 @@ def init_command(
 def list_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     import json
 
-    from mlmkit.models.presets import FAMILY_INFO, family_available
+    from mlmkit.models.preset_table import FAMILY_INFO
+    from mlmkit.models.presets import family_available
 
     rows = [{"family": name, "classes": FAMILY_INFO[name].config_class,
              "available": family_available(name), "description": FAMILY_INFO[name].description}

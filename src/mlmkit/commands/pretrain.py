@@ -122,8 +122,9 @@ def pretrain_command(**values) -> None:
 
     from mlmkit.core.progress import status
     from mlmkit.core.results import dumps
+    from mlmkit.evaluation.training import pretrain
     from mlmkit.masking.config import parse_masking_option
-    from mlmkit.pretraining import load_config, pretrain
+    from mlmkit.pretraining import load_config
     from mlmkit.pretraining.config import budget_overrides, from_dict
 
     config_path, resume = values.pop("config_file"), values.pop("resume")

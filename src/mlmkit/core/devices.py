@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 
+import torch
+
 from mlmkit.errors import DeviceError, InvalidArgument
 
 PRECISIONS = ("auto", "fp32", "bf16")
@@ -55,8 +57,6 @@ def set_threads(threads: int | None = None) -> int:
     (`threads=`, `--threads`) holds for the rest of the process: a later call with
     `threads=None` keeps it (a CLI command's --threads held only until the first library
     call it made, which reset the default); without one, `resolve_threads`' default."""
-    import torch
-
     global _asked_threads
     if threads is not None:
         count = _asked_threads = resolve_threads(threads)
@@ -73,8 +73,6 @@ def run_settings_kept():
     chosen from the load, for its own evaluations; TF32 matrix products on a GPU). After:
     the count asked for by name, torch's count and the TF32 flags as they were before, so a
     score computed later in the same process is the float32 one (TF32 moves it ~1e-3)."""
-    import torch
-
     global _asked_threads
     asked, count = _asked_threads, torch.get_num_threads()
     tf32 = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
@@ -89,8 +87,6 @@ def run_settings_kept():
 
 def available_devices() -> list[str]:
     """The device names this machine has, e.g. ['cpu', 'cuda:0', 'cuda:1']."""
-    import torch
-
     names = ["cpu"]
     if torch.cuda.is_available():
         names += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
@@ -105,8 +101,6 @@ def resolve_device(device=None):
     An unknown name or a device this machine lacks is a `DeviceError` that lists the
     devices it has.
     """
-    import torch
-
     if isinstance(device, torch.device):
         return device
     if device is None or device == "auto":
@@ -134,8 +128,6 @@ def resolve_device(device=None):
 def native_bf16(device) -> bool:
     """Whether `device` multiplies bf16 matrices in hardware (faster than fp32): a CUDA GPU
     with bf16 support, or a CPU with AVX512-BF16 or AMX. Elsewhere bf16 is emulated, slowly."""
-    import torch
-
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
@@ -170,10 +162,6 @@ def prepare(device=None, precision: str | None = "auto", threads: int | None = N
 
 def autocast(precision: str, device):
     """The autocast context for a resolved precision (a no-op for fp32)."""
-    import contextlib
-
-    import torch
-
     if precision != "bf16":
         return contextlib.nullcontext()
     return torch.autocast(device_type=device.type, dtype=torch.bfloat16)

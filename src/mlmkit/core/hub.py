@@ -3,7 +3,14 @@ the hub can be reached at all."""
 
 from __future__ import annotations
 
+import importlib
+import socket
+import time
+import urllib.request
 from contextlib import contextmanager
+from urllib.parse import urlparse
+
+from huggingface_hub import constants
 
 
 @contextmanager
@@ -15,8 +22,6 @@ def hub_offline(enabled: bool):
     if not enabled:
         yield
         return
-    import importlib
-
     saved = []  # transformers asks huggingface_hub.constants (is_offline_mode) at each call
     for module_name, names in (("huggingface_hub.constants", ("HF_HUB_OFFLINE",)),
                                ("datasets.config", ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE"))):
@@ -38,8 +43,6 @@ def hub_offline(enabled: bool):
 def offline_now() -> bool:
     """Whether the hub libraries read the local caches only (`HF_HUB_OFFLINE=1`, or inside
     `hub_offline`)."""
-    from huggingface_hub import constants
-
     return bool(constants.HF_HUB_OFFLINE)
 
 
@@ -56,12 +59,6 @@ def hub_reachable(timeout: float = 3.0) -> bool:
     caller use the cache at once (`hub_offline`) and fail in one line. Behind a proxy
     (`HTTPS_PROXY`, ...) the host is not reached directly, so the libraries are left to try
     through it. The answer is kept for a minute (a run asks for each split and file)."""
-    import time
-    import urllib.request
-    from urllib.parse import urlparse
-
-    from huggingface_hub import constants
-
     url = urlparse(constants.ENDPOINT)
     proxies = urllib.request.getproxies()
     if (proxies.get(url.scheme) or proxies.get("all")) and not urllib.request.proxy_bypass(
@@ -80,8 +77,6 @@ _REACHABLE: dict = {}
 
 
 def _connects(url, timeout: float) -> bool:
-    import socket
-
     port = url.port or (80 if url.scheme == "http" else 443)
     try:
         with socket.create_connection((url.hostname, port), timeout=timeout):

@@ -8,6 +8,10 @@ import os
 import sys
 import time
 
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
+from rich.progress import Progress as RichProgress
+
 
 def stderr_is_terminal() -> bool:
     return bool(getattr(sys.stderr, "isatty", lambda: False)())
@@ -22,8 +26,6 @@ def progress_wanted(progress: bool | None = None) -> bool:
 
 def console():
     """A rich console on standard error (plain text when it is not a terminal)."""
-    from rich.console import Console
-
     terminal = stderr_is_terminal()
     return Console(stderr=True, force_terminal=terminal, no_color=not terminal,
                    highlight=False, soft_wrap=True)
@@ -57,9 +59,6 @@ class Progress:
     def __enter__(self) -> Progress:
         self.started = time.perf_counter()
         if self.enabled:
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeRemainingColumn
-            from rich.progress import Progress as RichProgress
-
             self._bar = RichProgress(
                 TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                 TextColumn("{task.fields[rate]}"), TimeRemainingColumn(),

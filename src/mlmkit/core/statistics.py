@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mlmkit.core.checks import count, probability
 from mlmkit.core.results import Result
 from mlmkit.errors import InvalidArgument
 
@@ -139,8 +140,6 @@ MAX_BOOT = 1_000_000
 def check_bootstrap(n_boot, level: float = 0.95, seed=0) -> None:
     """`n_boot` 0 or enough replicates for the interval (at most MAX_BOOT); `level` in
     (0, 1); `seed` ≥ 0."""
-    from mlmkit.core.checks import count, probability
-
     probability("level", level, closed_low=False)
     count("seed", seed, 0)
     whole = isinstance(n_boot, (int, np.integer)) and not isinstance(n_boot, bool)

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mlmkit.corpus.packing import BlockBatch
 from mlmkit.errors import InvalidArgument
 
 MAX_REPEAT = 64  # the index space is at most this many times the blocks it mixes
@@ -155,8 +156,6 @@ class MixedBlocks:
         return np.searchsorted(self.offsets, indices, side="right") - 1
 
     def __getitem__(self, indices):
-        from mlmkit.corpus.packing import BlockBatch
-
         indices = np.atleast_1d(np.asarray(indices, dtype=np.int64))
         which = self.source_of(indices)
         parts, rows = [], []

@@ -19,8 +19,13 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import datasets
+import pyarrow.parquet as pq
+
 from mlmkit.core.records import decoded_lines as _decoded_lines
 from mlmkit.core.records import parse_json_line, text_field
+from mlmkit.corpus.mixture import parse_corpus_spec
+from mlmkit.corpus.python_docs import python_docs
 from mlmkit.errors import MlmkitError
 
 BUILTIN = "python-docs"
@@ -174,16 +179,12 @@ def _column_texts(source: str, values, field) -> Iterator[str]:
 
 
 def _read_parquet(path, *, field, **_) -> Iterator[str]:
-    import pyarrow.parquet as pq
-
     parquet = pq.ParquetFile(path)
     _text_column(path, parquet.schema_arrow.names, field)
     yield from _batches_texts(path, parquet.iter_batches(_BATCH_ROWS, columns=[field]), field)
 
 
 def _read_hf_dataset(path, *, field, split, **_) -> Iterator[str]:
-    import datasets
-
     if path.is_dir():
         loaded = datasets.load_from_disk(str(path))
     else:
@@ -216,8 +217,6 @@ def _hub_name(source: str) -> tuple[str, str | None]:
 def _read_hub(source: str, *, field, split, **_) -> Iterator[str]:
     """A Hugging Face dataset by name: streamed (nothing downloaded whole); when that
     fails (no network, offline mode), the copy in the local cache, memory-mapped."""
-    import datasets
-
     name, config = _hub_name(source)
     split = None if split == "all" else split
     try:
@@ -274,8 +273,6 @@ def read_corpus(
     are skipped; a corpus with none at all is an error (raised when iteration ends).
     `encoding_errors="replace"` reads files with undecodable bytes.
     """
-    from mlmkit.corpus.mixture import parse_corpus_spec
-
     parts = parse_corpus_spec(source)
     if parts[0].weight is not None:
         raise MlmkitError(f"corpus {str(source)!r}: weights (SOURCE:W) mix corpora in "
@@ -289,8 +286,6 @@ def read_corpus(
         options = dict(field=field, split=split)
         return _documents(str(source), [str(source)], options)
     if str(source) == BUILTIN:
-        from mlmkit.corpus.python_docs import python_docs
-
         try:
             documents = python_docs(split)
         except ValueError as error:

@@ -14,10 +14,12 @@ killed part-way leaves its finished pieces, which the next build reuses.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import hashlib
 import itertools
 import json
+import multiprocessing
 import os
 import shutil
 import sys
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from mlmkit.core.cache import atomic_write_text, cache_dir
 from mlmkit.core.progress import Progress
@@ -86,8 +89,6 @@ def _without_call_state(backend) -> str:
     """
     if backend.truncation is None and backend.padding is None:
         return backend.to_str()
-    from tokenizers import Tokenizer
-
     copy = Tokenizer.from_str(backend.to_str())
     copy.no_truncation()
     copy.no_padding()
@@ -212,8 +213,6 @@ class _Backend:
     continuation table where word starts can come from it."""
 
     def __init__(self, definition: str):
-        from tokenizers import Tokenizer
-
         spec = json.loads(definition)
         self.full = Tokenizer.from_str(definition)
         self.ascii = None
@@ -357,9 +356,6 @@ class _PieceBuilder:
 
     def _submit(self, args) -> None:
         if self.pool is None:
-            import concurrent.futures
-            import multiprocessing
-
             # fork where it is safe (Linux; the workers use only numpy and tokenizers):
             # spawn would re-run a caller's script that has no `if __name__` guard
             method = "fork" if sys.platform.startswith("linux") else "spawn"

@@ -52,12 +52,17 @@ the primitive (`reduce(batch, None)`) for loops that call it several times per b
 from __future__ import annotations
 
 import functools
+import glob
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+import torch
 
+from mlmkit.core.devices import autocast, resolve_precision
+from mlmkit.core.progress import Progress
 from mlmkit.errors import InvalidArgument, InvalidData
+from mlmkit.models import as_mlm, masked_log_probs, masked_logits
 
 WORKING_MEMORY_BYTES = 1 << 30  # activations of one batch; the model and results come on top
 HEAD_MEMORY_BYTES = 384 << 20  # the [positions, V] logits and log-probs of one batch
@@ -112,8 +117,6 @@ def _training_modules(net) -> list:
 def cache_bytes() -> int:
     """The size of this machine's last-level CPU cache (Linux sysfs), else 32 MiB. Read once
     per process: a server's small calls each asked sysfs again (~1 ms of CPU per call)."""
-    import glob
-
     sizes = []
     for path in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*/size"):
         try:
@@ -308,16 +311,12 @@ def pick(out, tokens):
 
 def row_sums(batch: Batch, values):
     """float64 [b]: per-row sums of per-position `values` [n] (rows reading nothing: 0)."""
-    import torch
-
     totals = torch.zeros(batch.rows, dtype=torch.float64, device=values.device)
     return totals.index_add_(0, batch.row_of_position, values.double())
 
 
 def row_means(batch: Batch, values):
     """float64 [b]: per-row means of per-position `values` [n] (rows reading nothing: NaN)."""
-    import torch
-
     counts = torch.bincount(batch.row_of_position, minlength=batch.rows).double()
     return row_sums(batch, values) / counts
 
@@ -369,12 +368,6 @@ def run_jobs(
     Returns a numpy array (reduce returned arrays/tensors), a list (it returned lists), or
     None (it returned None), indexed like `jobs`.
     """
-    import torch
-
-    from mlmkit.core.devices import autocast, resolve_precision
-    from mlmkit.core.progress import Progress
-    from mlmkit.models import as_mlm, masked_log_probs, masked_logits
-
     mlm = as_mlm(model)
     budget = check_budget(batch_tokens)
     if isinstance(call, str) and call not in CALLS:

@@ -17,6 +17,10 @@ import datetime
 import os
 from dataclasses import dataclass
 
+import torch
+import torch.distributed as dist
+
+from mlmkit.core.devices import resolve_device
 from mlmkit.errors import DeviceError, InvalidArgument
 
 DEFAULT_TIMEOUT_S = 1800.0
@@ -76,16 +80,12 @@ class ProcessGroup:
     def barrier(self) -> None:
         """Wait for every rank (a no-op for a single process)."""
         if self.distributed:
-            import torch.distributed as dist
-
             if dist.is_initialized():
                 dist.barrier()
 
     def finish(self) -> None:
         """Leave the process group (a no-op for a single process or when already left)."""
         if self.distributed:
-            import torch.distributed as dist
-
             if dist.is_initialized():
                 dist.destroy_process_group()
 
@@ -93,10 +93,6 @@ class ProcessGroup:
 def rank_device(device=None, local_rank: int = 0, world: int = 1):
     """The torch.device of this rank for `device` (auto/None/cpu/cuda/cuda:N): under torchrun
     with GPUs, `auto` and `cuda` mean this rank's own GPU, `cuda:LOCAL_RANK`."""
-    import torch
-
-    from mlmkit.core.devices import resolve_device
-
     if world > 1 and (device in (None, "auto", "cuda")) and torch.cuda.is_available():
         if local_rank >= torch.cuda.device_count():
             raise DeviceError(f"LOCAL_RANK {local_rank} but this machine has "
@@ -121,9 +117,6 @@ def init(device=None, timeout_s: float | None = None) -> tuple[ProcessGroup, obj
     if rank >= world:
         raise InvalidArgument(f"RANK={rank} is not below WORLD_SIZE={world}: launch with "
                               "torchrun")
-    import torch
-    import torch.distributed as dist
-
     backend = "nccl" if resolved.type == "cuda" else "gloo"
     if backend == "nccl":
         torch.cuda.set_device(resolved)

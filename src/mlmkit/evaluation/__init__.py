@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlmkit.errors import PathError
 from mlmkit.evaluation.compare import Comparison, compare_suites, mcnemar
 from mlmkit.evaluation.suite import PARTS, SuiteResult, evaluate_suite, load_suite, write_suite
 
@@ -18,8 +19,6 @@ __all__ = ["PARTS", "Comparison", "SuiteResult", "compare_suites", "evaluate_sui
 
 def check_source(source) -> None:
     """A suite source that names a path must exist (a bare name may be a hub model)."""
-    from mlmkit.errors import PathError
-
     text = str(source)
     path = Path(text)
     looks_like_path = ("/" in text or "\\" in text or text.startswith((".", "~"))
@@ -32,8 +31,6 @@ def check_source(source) -> None:
 def resolve_suite(source, *, data=None, quick=False, parts=None, **runtime):
     """A suite result from a suite.json, a folder holding one, a pretraining run directory
     (its `suite.json`, else the suite run on `final/` and saved there), or a model."""
-    from mlmkit.errors import PathError
-
     path = Path(str(source))
     if path.is_file():
         return load_suite(path)

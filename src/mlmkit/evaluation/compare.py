@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mlmkit.core.results import Result
-from mlmkit.core.statistics import Statistic, bootstrap, paired_bootstrap, ratio
+from mlmkit.core.statistics import Statistic, bootstrap, check_bootstrap, paired_bootstrap, ratio
 from mlmkit.errors import InvalidArgument
 from mlmkit.evaluation.suite import SuiteResult, format_value, is_percent
 
@@ -117,8 +117,6 @@ def compare_suites(suites: list[SuiteResult], *, n_boot: int = 1000, level: floa
                    seed: int = 0, names: list[str] | None = None) -> Comparison:
     """Intervals for every metric of every suite; differences of each suite from the first
     (paired bootstrap and McNemar where the items are the same)."""
-    from mlmkit.core.statistics import check_bootstrap
-
     check_bootstrap(n_boot, level, seed)
     if len(suites) < 2:
         raise InvalidArgument("compare needs at least two suite results (runs or models)")

@@ -17,15 +17,29 @@ intervals on each number and test differences between models on the same items.
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import yaml
 
+from mlmkit.core.checks import choice, count
+from mlmkit.core.hub import hub_offline
+from mlmkit.core.output import write_text
+from mlmkit.core.progress import status
+from mlmkit.core.records import read_table, read_texts
 from mlmkit.core.results import Result
+from mlmkit.corpus.python_docs import python_docs
 from mlmkit.errors import InvalidArgument, PathError
+from mlmkit.finetuning import finetune
+from mlmkit.generation import elbo
+from mlmkit.models import prepare_mlm
+from mlmkit.probe import cloze_classify, knowledge_probe, read_facts
+from mlmkit.scoring import read_pairs, score
+from mlmkit.scoring.text_scores import NO_TOKEN_WARNING
 
 PARTS = ("blimp", "pppl", "cloze", "fewshot", "sst2", "agnews", "elbo", "facts")
 DEFAULT_PARTS = tuple(p for p in PARTS if p not in ("elbo", "facts"))
@@ -94,8 +108,6 @@ def _size(name: str, quick: bool):
 
 
 def _read_tsv(path: Path, text_col: str) -> tuple[list[str], list[str]]:
-    from mlmkit.core.records import read_table
-
     rows = [row for _, row in read_table(path)]
     return [r[text_col] for r in rows], [r["label"] for r in rows]
 
@@ -145,8 +157,6 @@ def check_suite_data(data, chosen: list[str], flag: str = "--data",
 
 def is_diffusion(model) -> bool:
     """Whether `model` (a run's final folder) was pretrained with masked diffusion."""
-    import yaml
-
     path = Path(str(getattr(model, "name", model))) / "mlmkit_pretrain.yaml"
     if not path.is_file():
         return False
@@ -182,10 +192,6 @@ def evaluate_suite(
     held-out texts for `pppl` (default: python-docs validation); `quick` sub-samples every
     part. `output_dir` receives suite.json, suite.md and suite.png. `offline=True` loads a
     hub model name from the local cache only (never the network)."""
-    from mlmkit.core.checks import choice, count
-    from mlmkit.core.progress import status
-    from mlmkit.models import prepare_mlm
-
     count("seed", seed, 0)
     if parts is None:
         chosen = list(DEFAULT_PARTS)
@@ -204,13 +210,9 @@ def evaluate_suite(
     if texts is not None:  # read now: a bad file fails before any work
         texts = _held_out_texts(texts)
     if facts is not None:
-        from mlmkit.probe import read_facts
-
         facts = read_facts(facts)
         if not facts:
             raise InvalidArgument("the facts file (--facts) holds no facts")
-    from mlmkit.core.hub import hub_offline
-
     with hub_offline(offline):
         mlm, infer_precision = prepare_mlm(model, device=device, precision=precision,
                                            threads=threads)
@@ -242,9 +244,6 @@ def _accuracy_item(result: SuiteResult, name: str, correct, key_parts) -> None:
 
 
 def _blimp(mlm, result, *, data, quick, runtime, **_):
-    from mlmkit.scoring import read_pairs, score
-    from mlmkit.scoring.text_scores import NO_TOKEN_WARNING
-
     pairs = read_pairs(data / "blimp", limit=_size("blimp_per_paradigm", quick))
     unique = list(dict.fromkeys(s for p in pairs for s in (p.good, p.bad)))
     with warnings.catch_warnings():  # said below by pair, not by an internal text index
@@ -276,11 +275,7 @@ def _blimp(mlm, result, *, data, quick, runtime, **_):
 
 
 def _pppl(mlm, result, *, quick, texts, runtime, **_):
-    from mlmkit.scoring import score
-
     if texts is None:
-        from mlmkit.corpus.python_docs import python_docs
-
         pool = [t for t in python_docs("validation") if 5 <= len(t.split()) <= 60]
         source = "python-docs validation"
     else:
@@ -297,8 +292,6 @@ def _pppl(mlm, result, *, quick, texts, runtime, **_):
 
 
 def _held_out_texts(path) -> list[str]:
-    from mlmkit.core.records import read_texts
-
     lines = [t for _, t in read_texts(path)]
     pool = [t for t in lines if t.strip()]
     if not pool:
@@ -311,8 +304,6 @@ def _held_out_texts(path) -> list[str]:
 
 
 def _cloze(mlm, result, *, data, quick, runtime, **_):
-    from mlmkit.probe import cloze_classify
-
     texts, labels = _read_tsv(data / "sst2" / "validation.tsv", "sentence")
     index = _sample(len(texts), _size("cloze_rows", quick))
     words = _known_verbalizer(mlm.tokenizer)
@@ -326,8 +317,6 @@ def _cloze(mlm, result, *, data, quick, runtime, **_):
 
 
 def _finetune_part(mlm, result, name: str, task: str, **kwargs):
-    from mlmkit.finetuning import finetune
-
     out = finetune(mlm, task, **kwargs)
     correct, keys = [], []
     for run in out.runs:
@@ -373,9 +362,6 @@ def _agnews(mlm, result, *, data, quick, seed, precision, **_):
 
 
 def _elbo(mlm, result, *, quick, texts, seed, runtime, **_):
-    from mlmkit.corpus.python_docs import python_docs
-    from mlmkit.generation import elbo
-
     pool = [t for t in python_docs("validation") if 5 <= len(t.split()) <= 60]
     chosen = [pool[i] for i in _sample(len(pool), _size("elbo_texts", quick))]
     bounds = elbo(mlm, chosen, samples=_size("elbo_samples", quick), seed=seed, **runtime)
@@ -387,8 +373,6 @@ def _elbo(mlm, result, *, quick, texts, seed, runtime, **_):
 
 
 def _facts(mlm, result, *, facts, runtime, **_):
-    from mlmkit.probe import knowledge_probe
-
     out = knowledge_probe(mlm, facts, **runtime)
     probed = [f for f in out.facts if f.rank is not None]
     _accuracy_item(result, "facts_p@1", [f.rank == 1 for f in probed],
@@ -402,8 +386,6 @@ RUNNERS = {"blimp": _blimp, "pppl": _pppl, "cloze": _cloze, "fewshot": _fewshot,
 
 def write_suite(result: SuiteResult, output_dir) -> Path:
     """suite.json, suite.md and suite.png (a bar chart of the percentages) in `output_dir`."""
-    from mlmkit.core.output import write_text
-
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
     write_text(str(folder / "suite.json"), result.to_json(indent=1) + "\n")
@@ -443,8 +425,6 @@ def plot_suites(results: list, path: Path, intervals: dict | None = None) -> Non
 
 def load_suite(path) -> SuiteResult:
     """A SuiteResult from suite.json (or a folder holding one)."""
-    import json
-
     path = Path(path)
     if path.is_dir():
         path = path / "suite.json"

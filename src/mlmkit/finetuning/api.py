@@ -7,12 +7,20 @@ from pathlib import Path
 
 import numpy as np
 
+from mlmkit.core.checks import count
+from mlmkit.core.devices import prepare
+from mlmkit.core.hub import hub_offline
+from mlmkit.core.progress import status
 from mlmkit.core.results import Result
 from mlmkit.errors import InvalidArgument
 from mlmkit.finetuning.data import few_shot, limit, load_task_data
 from mlmkit.finetuning.lora import LoraOptions
+from mlmkit.finetuning.methods import check_method
 from mlmkit.finetuning.tasks import get_task
 from mlmkit.finetuning.trainer import Recipe, RunResult, fine_tune_run
+from mlmkit.models import as_mlm
+from mlmkit.probe.verbalizer import parse_verbalizer
+from mlmkit.training.checkpoint import list_states
 
 FULL_DEFAULTS = {"epochs": 3, "lr": 4e-5, "batch_size": 16}
 FEW_SHOT_DEFAULTS = {"epochs": 20, "lr": 1e-4, "batch_size": 8}
@@ -125,11 +133,6 @@ def finetune(
     `run_dir` keeps the best epoch's model in `run_dir/best`, `metrics.json` (with the
     truncation counts) and checkpoints for `resume=True` (several seeds: `run_dir/seed-N`).
     """
-    from mlmkit.core.checks import count
-    from mlmkit.core.devices import prepare
-    from mlmkit.core.progress import status
-    from mlmkit.models import as_mlm
-
     if resume and run_dir is None:
         raise InvalidArgument("resume=True (--resume) needs the run_dir (--run-dir) to resume")
     spec = get_task(task, text_cols, label_col, regression)
@@ -158,8 +161,6 @@ def finetune(
             raise InvalidArgument("lora_rank / lora_alpha / lora_targets / merge_lora (--lora-"
                                   "rank, ...) are LoRA settings: add lora=True (--lora)")
         lora_options = None
-    from mlmkit.probe.verbalizer import parse_verbalizer
-
     words = parse_verbalizer(verbalizer) if verbalizer is not None else None
     recipe = Recipe(method=method,
                     epochs=defaults["epochs"] if epochs is None else epochs,
@@ -168,12 +169,8 @@ def finetune(
                     max_length=max_length, warmup=warmup, weight_decay=weight_decay,
                     bucket=bucket, seed=seed, lora=lora_options, template=template,
                     verbalizer=words, select="last" if shots else "best").check()
-    from mlmkit.finetuning.methods import check_method
-
     check_method(method, spec.regression, None)
     target, precision = prepare(device, precision, threads, task="training")
-    from mlmkit.core.hub import hub_offline
-
     with hub_offline(offline):
         mlm = as_mlm(model, device=str(target))
         data = load_task_data(spec, train=train, validation=validation, test=test,
@@ -208,6 +205,4 @@ def finetune(
 
 
 def _has_states(folder: Path) -> bool:
-    from mlmkit.training.checkpoint import list_states
-
     return bool(list_states(folder))

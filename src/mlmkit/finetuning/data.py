@@ -13,9 +13,12 @@ import math
 import warnings
 from dataclasses import dataclass
 
+import datasets
+import datasets.config
 import numpy as np
 
 from mlmkit.core import hub
+from mlmkit.core.records import check_input_file, display_name, read_table
 from mlmkit.errors import InvalidArgument, InvalidData, PathError
 from mlmkit.finetuning.tasks import Task
 
@@ -53,8 +56,6 @@ class TaskData:
 
 def _raw_rows(path, what: str):
     """(where, row dict) of a file."""
-    from mlmkit.core.records import check_input_file, display_name, read_table
-
     check_input_file(path, what)
     name = display_name(path)
     for number, row in read_table(path, what=what):
@@ -62,16 +63,12 @@ def _raw_rows(path, what: str):
 
 
 def _cache_dir() -> str:
-    import datasets.config
-
     return str(datasets.config.HF_DATASETS_CACHE)
 
 
 def _dataset_rows(task: Task, dataset: str, split: str, offline: bool = False):
     name, _, config = dataset.partition(":")
     config = config or (task.dataset_config if dataset == task.dataset else None)
-    import datasets
-
     # no network: the local cache at once (datasets would retry for ~25 s, logging each try)
     no_network = not offline and hub.hub_unreachable()
     with hub.hub_offline(offline or no_network):

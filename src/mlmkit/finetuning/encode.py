@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from transformers.utils import logging as hf_logging
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.probe.prompt import split_cloze
@@ -35,8 +36,6 @@ class Encoded:
 @contextlib.contextmanager
 def quiet_tokenizer():
     """transformers' 'sequence longer than the model' warning off: mlmkit counts them."""
-    from transformers.utils import logging as hf_logging
-
     level = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()
     try:

@@ -3,8 +3,10 @@ that `peft` loads (`PeftModel.from_pretrained(base, dir)`), or merged into a ful
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
+from mlmkit.core.checks import count, positive, probability
 from mlmkit.errors import InvalidArgument
 
 # The attention projections each family calls by these names (query and value, as in the
@@ -27,8 +29,6 @@ class LoraOptions:
     dropout: float = 0.0
 
     def check(self) -> LoraOptions:
-        from mlmkit.core.checks import count, positive, probability
-
         count("lora_rank", self.rank, 1, 4096)
         positive("lora_alpha", self.alpha)
         probability("lora_dropout", self.dropout)
@@ -54,8 +54,6 @@ def add_lora(model, options: LoraOptions, method: str):
         save = [n for n in ("classifier", "score", "pooler") if n in names]
     config = peft.LoraConfig(r=options.rank, lora_alpha=options.alpha, target_modules=targets,
                              lora_dropout=options.dropout, modules_to_save=save)
-    import warnings
-
     with warnings.catch_warnings():  # peft calls a transformers name deprecated in v5
         warnings.simplefilter("ignore", FutureWarning)
         return peft.get_peft_model(model, config)

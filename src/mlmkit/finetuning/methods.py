@@ -12,16 +12,17 @@ from __future__ import annotations
 import copy
 
 import torch
+from transformers import AutoModelForSequenceClassification
 
+from mlmkit.core.checks import choice
 from mlmkit.errors import InvalidArgument, ModelError
+from mlmkit.models.primitive import masked_logits
 
 METHODS = ("head", "prompt")
 
 
 def build_classifier(mlm, label_names: list[str] | None, seed: int):
     """A sequence classifier with `mlm`'s encoder weights and a new head (seeded)."""
-    from transformers import AutoModelForSequenceClassification
-
     config = copy.deepcopy(mlm.model.config)
     if label_names is None:
         config.num_labels, config.problem_type = 1, "regression"
@@ -62,8 +63,6 @@ def head_outputs(model, batch, regression: bool) -> torch.Tensor:
 
 def prompt_logits(model, batch, word_ids: torch.Tensor) -> torch.Tensor:
     """[B, n_labels] MLM logits of the verbalizer words at each prompt's mask."""
-    from mlmkit.models.primitive import masked_logits
-
     logits = masked_logits(model, batch["input_ids"], batch["attention_mask"],
                            batch["positions"])
     return logits.index_select(1, word_ids).float()
@@ -79,8 +78,6 @@ def prompt_outputs(model, batch, word_ids) -> torch.Tensor:
 
 
 def check_method(method: str, regression: bool, mlm) -> None:
-    from mlmkit.core.checks import choice
-
     choice("method", method, METHODS)
     if method == "prompt":
         if regression:

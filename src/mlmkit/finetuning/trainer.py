@@ -15,6 +15,7 @@ continues bit for bit (the epoch's order is a function of the seed and the epoch
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import math
 import time
@@ -24,8 +25,13 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors.torch import load_file
 
+from mlmkit.core.checks import choice, count, non_negative, positive, probability
+from mlmkit.core.devices import autocast
+from mlmkit.core.progress import Progress
 from mlmkit.core.results import Result
+from mlmkit.core.staging import write_text
 from mlmkit.errors import InvalidArgument, RunError
 from mlmkit.finetuning import methods
 from mlmkit.finetuning.data import TaskData
@@ -38,6 +44,9 @@ from mlmkit.finetuning.encode import (
 )
 from mlmkit.finetuning.lora import LoraOptions, add_lora, base_of
 from mlmkit.finetuning.metrics import compute
+from mlmkit.training import checkpoint
+from mlmkit.training.checkpoint import save_model_dir
+from mlmkit.training.signals import StopOnSignal
 
 EVAL_BATCH_TOKENS = 16384
 
@@ -61,8 +70,6 @@ class Recipe:
     select: str = "best"  # best: evaluate each epoch, keep the best; last: the last epoch
 
     def check(self) -> Recipe:
-        from mlmkit.core.checks import choice, count, non_negative, positive, probability
-
         count("epochs", self.epochs, 1, 10_000)
         positive("lr", self.lr)
         count("batch_size", self.batch_size, 1, 1_000_000)
@@ -177,8 +184,6 @@ class Trainer:
 
     @torch.inference_mode()
     def predict(self, encoded, batch_tokens: int) -> np.ndarray:
-        from mlmkit.core.devices import autocast
-
         was_training = self.model.training
         self.model.eval()
         out = np.empty(len(encoded), dtype=np.float64)
@@ -217,8 +222,6 @@ def _state_config(recipe: Recipe, data: TaskData) -> dict:
 
 def _digest(split) -> str:
     """A short sha256 of a split's texts and labels (in order)."""
-    import hashlib
-
     h = hashlib.sha256()
     h.update(json.dumps(split.texts, ensure_ascii=False).encode())
     h.update(np.ascontiguousarray(split.labels).tobytes())
@@ -231,11 +234,6 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                   merge_lora: bool = False, batch_tokens: int | None = None,
                   progress: bool | None = None, say=None) -> RunResult:
     """Train, evaluate each epoch, keep the best; see the module docstring."""
-    from mlmkit.core.devices import autocast
-    from mlmkit.core.progress import Progress
-    from mlmkit.training import checkpoint
-    from mlmkit.training.signals import StopOnSignal
-
     recipe.check()
     say = say or (lambda message: None)
     batch_tokens = batch_tokens or EVAL_BATCH_TOKENS
@@ -251,9 +249,9 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
         warnings.warn(f"max_length={recipe.max_length} (--max-length) is more than the "
                       f"model's {trainer.max_length} positions: inputs are cut at "
                       f"{trainer.max_length} tokens", stacklevel=2)
-    for split, count in truncated.items():
-        if count:
-            say(f"{split}: {count} of {len(data.__dict__[split])} inputs longer than "
+    for split, cut in truncated.items():
+        if cut:
+            say(f"{split}: {cut} of {len(data.__dict__[split])} inputs longer than "
                 f"{trainer.max_length} tokens were truncated (counted in metrics.json)")
     per_epoch = math.ceil(len(train_enc) / recipe.batch_size)
     total = per_epoch * recipe.epochs
@@ -382,8 +380,6 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                      status, run_path, test_metrics, predictions,
                      test_enc.labels if test_enc is not None else valid_enc.labels)
     if run_path is not None:
-        from mlmkit.core.staging import write_text
-
         write_text(run_path / "metrics.json", result.to_json(indent=1) + "\n")
         write_text(run_path / "metrics.jsonl",
                    "".join(json.dumps(r) + "\n" for r in history))
@@ -409,8 +405,6 @@ def _result(trainer, data, recipe, best, history, truncated, step, elapsed, seen
 
 def _load_best(trainer: Trainer, folder: Path, merged: bool) -> None:
     """The best epoch's weights, saved by an earlier process of this run, into the model."""
-    from safetensors.torch import load_file
-
     if trainer.recipe.lora is not None and not merged:
         import peft
 
@@ -426,8 +420,6 @@ def _load_best(trainer: Trainer, folder: Path, merged: bool) -> None:
 def _save_model(trainer: Trainer, target: Path, merge_lora: bool) -> None:
     """The model as Hugging Face loads it: a classifier (head), a masked LM (prompt; with
     prompt.json), or a peft adapter (LoRA, unless merged)."""
-    from mlmkit.training.checkpoint import save_model_dir
-
     model, tokenizer = trainer.model, trainer.mlm.tokenizer
     lora = trainer.recipe.lora is not None
 

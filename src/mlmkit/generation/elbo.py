@@ -28,6 +28,7 @@ import torch
 
 from mlmkit.core import checks
 from mlmkit.core.results import Result
+from mlmkit.engine.batching import row_sums, run_jobs
 from mlmkit.errors import InvalidArgument
 from mlmkit.generation.canvas import special_wrap, text_ids
 from mlmkit.generation.samplers import top_per_row
@@ -110,8 +111,6 @@ def masked_nll_many(mlm, texts: list[torch.Tensor], masks: list[torch.Tensor],
     """`masked_nll` of several texts, all their masked copies batched together
     (`mlmkit.engine.batching.run_jobs`: token budget, length buckets, head only at the
     masks)."""
-    from mlmkit.engine.batching import run_jobs
-
     checks.choice("parameterization", parameterization, PARAMETERIZATIONS)
     mask_id = mlm.tokenizer.mask_token_id
     rows, columns, targets, owner = [], [], [], []
@@ -128,8 +127,6 @@ def masked_nll_many(mlm, texts: list[torch.Tensor], masks: list[torch.Tensor],
             owner.append(number)
 
     def reduce(batch, logits):
-        from mlmkit.engine.batching import row_sums
-
         logits = logits.double()
         if parameterization == "subs":
             logits[:, mask_id] = -math.inf

@@ -20,7 +20,9 @@ from pathlib import Path
 import torch
 
 from mlmkit.core import checks
+from mlmkit.core.records import display_name, read_texts
 from mlmkit.core.results import Result
+from mlmkit.engine.batching import check_budget, run_jobs
 from mlmkit.errors import InvalidArgument, InvalidData
 from mlmkit.generation.setup import check_texts, open_model
 from mlmkit.models import MASK_SPELLINGS, masked_log_probs
@@ -83,8 +85,6 @@ def read_fill_inputs(path: str | Path, tokenizer=None, encoding: str = "utf-8",
                      errors: str = "strict") -> list[str]:
     """The non-blank texts of an inputs file (`-`: standard input; text, or JSONL/TSV/CSV
     with a `text` field); a line without a mask is an error naming it."""
-    from mlmkit.core.records import display_name, read_texts
-
     pattern = mask_pattern(tokenizer) if tokenizer is not None else re.compile(
         "|".join(re.escape(s) for s in MASK_SPELLINGS))
     texts, blank = [], 0
@@ -211,8 +211,6 @@ def fill_mask(
     bar on stderr (None: when stderr is a terminal). `batch_size` is deprecated (ignored
     in favour of the token budget, with a warning).
     """
-    from mlmkit.engine.batching import check_budget, run_jobs
-
     checks.choice("mode", mode, MODES)
     budget = check_budget(batch_tokens)
     if batch_size is not None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from mlmkit.core import checks
 from mlmkit.core.results import Result
+from mlmkit.engine.batching import check_budget
 from mlmkit.errors import InvalidArgument
 from mlmkit.generation.canvas import FIXED, MASK, PROMPT, Segment, decode_part, end_ids, text_ids
 from mlmkit.generation.cost import Cost
@@ -88,8 +89,6 @@ def _generated_segments(tokenizer, length: int, constraints: Mapping[int, str | 
 
 def rows_per_batch(batch_tokens, batch_size, what: str):
     """(`batch_tokens` checked, rows per batch from the deprecated `batch_size` or None)."""
-    from mlmkit.engine.batching import check_budget
-
     if batch_size is None:
         return check_budget(batch_tokens), None
     if batch_tokens is not None:

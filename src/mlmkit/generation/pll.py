@@ -6,13 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from mlmkit.generation.canvas import special_wrap
+from mlmkit.scoring.engine import score_token_ids
 
 
 def token_pll(mlm, token_ids: list[list[int]], *, batch_tokens: int | None = None,
               precision: str = "auto") -> list[np.ndarray]:
     """float64 log P(w_i | rest) per content token of each sequence (no special tokens)."""
-    from mlmkit.scoring.engine import score_token_ids
-
     if not token_ids:
         return []
     prefix, suffix = special_wrap(mlm.tokenizer)

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mlmkit.core.devices import prepare
 from mlmkit.errors import InvalidArgument
+from mlmkit.models import as_mlm, load_mlm
 
 
 def _same_device(a, b) -> bool:
@@ -18,9 +20,6 @@ def open_model(model, *, device=None, precision: str | None = "auto",
     """(MLM, resolved precision) for `model` (an MLM, a name/path, or a (model, tokenizer)
     pair). A name is loaded onto `device` (`trust_remote_code`: see `load_mlm`); a loaded model stays where it is, and an explicit
     `device` it is not on is an error (move it first)."""
-    from mlmkit.core.devices import prepare
-    from mlmkit.models import as_mlm, load_mlm
-
     explicit = device is not None and device != "auto"
     resolved, precision = prepare(device, precision, threads, task="inference")
     if isinstance(model, (str, Path)):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mlmkit.core.output import write_text
 from mlmkit.generation.unmask import StepEvent
 
 
@@ -48,7 +49,5 @@ class TraceRecorder:
 
     def save(self, path: str | Path, inputs=()) -> None:
         """Write the lines atomically (`-`: standard output); refuses to overwrite an input."""
-        from mlmkit.core.output import write_text
-
         write_text(path, "".join(line + "\n" for line in self.lines), inputs=inputs,
                    what="trace")

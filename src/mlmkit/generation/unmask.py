@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 
 import torch
 
+from mlmkit.core.devices import autocast
+from mlmkit.core.progress import Progress
 from mlmkit.errors import InvalidArgument
 from mlmkit.generation.canvas import Canvas, Segment, build_canvas, suppressed_ids
 from mlmkit.generation.choose import choose_tokens
@@ -39,6 +41,8 @@ from mlmkit.generation.samplers import (
     top_per_row,
 )
 from mlmkit.generation.schedules import block_index, reveal_counts, split_steps, time_grid
+from mlmkit.models import adapter_for
+from mlmkit.models.block_cache import BlockCache, check_supported
 
 
 @dataclass
@@ -98,8 +102,6 @@ class _Predictor:
         self.mask_id, self.shift = mask_id(mlm), logits_shift(mlm)
         self.block_cache = None
         if config.block_cache:
-            from mlmkit.models.block_cache import BlockCache
-
             self.block_cache = BlockCache(mlm.model)
         self._columns: slice | None = None
         self._refresh = True
@@ -114,8 +116,6 @@ class _Predictor:
     def _cached_logits(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         """`predict_logits` through the block cache: a refresh (exact) at the block's first
         call, then the block's columns only (approximate)."""
-        from mlmkit.models import adapter_for
-
         canvas, model = self.canvas, self.mlm.model
         guided = self.config.cfg_scale != 0.0 and bool(canvas.prompt.any())
         attention = canvas.attention_mask
@@ -557,9 +557,6 @@ def unmask_rows(
     and options before any model call), then unmask the rows batch by batch, batch k seeded
     with `options.seed + k`. `what` names a row in errors ("prompt", "template candidate").
     A batch holds `rows` rows if given, else as many as `batch_tokens` allows."""
-    from mlmkit.core.devices import autocast
-    from mlmkit.core.progress import Progress
-
     tokenizer = mlm.tokenizer
     widths = [sum(len(s.ids) for s in row) for row in segments]
     guided = options.cfg_scale != 0.0
@@ -576,8 +573,6 @@ def unmask_rows(
     vocab = int(getattr(mlm.model.config, "vocab_size", None) or len(tokenizer))
     options = options.resolve(default_steps, most_masks, vocab, what=f"a {what}")
     if options.block_cache:
-        from mlmkit.models.block_cache import check_supported
-
         check_supported(mlm.model)
         if logits_shift(mlm):
             raise InvalidArgument("--block-cache does not support models with shifted logits: "

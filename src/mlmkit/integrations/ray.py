@@ -21,8 +21,14 @@ with `pip install 'mlmkit[ray]'`; this module imports Ray itself only where it n
 from __future__ import annotations
 
 import math
+import warnings
+
+import numpy as np
 
 from mlmkit.errors import InvalidArgument, InvalidData
+from mlmkit.generation.fill_mask import fill_mask
+from mlmkit.models import prepare_mlm
+from mlmkit.scoring.text_scores import check_score_options, score
 
 
 def _texts(batch, column: str) -> list[str]:
@@ -44,8 +50,6 @@ def _texts(batch, column: str) -> list[str]:
 
 def _with_columns(batch, columns: dict):
     """The batch with `columns` added (a new dict of arrays, or a DataFrame copy)."""
-    import numpy as np
-
     if hasattr(batch, "assign"):  # pandas
         return batch.assign(**columns)
     out = dict(batch)
@@ -57,8 +61,6 @@ def _with_columns(batch, columns: dict):
 
 class _Model:
     def __init__(self, model, device, precision, threads, batch_tokens):
-        from mlmkit.models import prepare_mlm
-
         self.mlm, self.precision = prepare_mlm(model, device=device, precision=precision,
                                                threads=threads)
         self.batch_tokens = batch_tokens
@@ -75,18 +77,12 @@ class Scorer(_Model):
                  per_word: bool = False, unk: str = "score", stride: int = 1,
                  batch_tokens: int | None = None, precision: str = "auto", device=None,
                  threads: int | None = None):
-        from mlmkit.scoring.text_scores import check_score_options
-
         check_score_options(metric, unk, stride, batch_tokens)
         super().__init__(model, device, precision, threads, batch_tokens)
         self.column, self.metric, self.per_word = column, metric, per_word
         self.unk, self.stride = unk, stride
 
     def __call__(self, batch):
-        import warnings
-
-        from mlmkit.scoring.text_scores import score
-
         texts = _texts(batch, self.column)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # empty texts: NaN, documented
@@ -121,8 +117,6 @@ class FillMask(_Model):
         self.column, self.top_k, self.mode = column, top_k, mode
 
     def __call__(self, batch):
-        from mlmkit.generation.fill_mask import fill_mask
-
         texts = _texts(batch, self.column)
         results = fill_mask(self.mlm, texts, top_k=self.top_k, mode=self.mode,
                             batch_tokens=self.batch_tokens, precision=self.precision,

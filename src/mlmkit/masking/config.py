@@ -12,14 +12,22 @@ fields the other keys override. Unknown keys and names are errors listing the va
 from __future__ import annotations
 
 import copy
+import math
+from pathlib import Path
+
+import yaml
 
 import mlmkit.masking.counts  # noqa: F401  (registers the count modes)
 import mlmkit.masking.rates  # noqa: F401
 import mlmkit.masking.units  # noqa: F401
 import mlmkit.masking.weights  # noqa: F401
+from mlmkit.core.yaml_values import load_yaml
 from mlmkit.errors import MlmkitError
 from mlmkit.masking.corruption import Corruption
+from mlmkit.masking.policy import MaskingPolicy
 from mlmkit.masking.registry import COUNTS, RATES, UNITS, WEIGHTS, normalise_name
+from mlmkit.masking.stats import MaskingStats, load_stats
+from mlmkit.masking.vocabulary import Vocabulary
 
 BERT = {"units": "tokens", "rate": 0.15, "count": "exact", "weights": "uniform",
         "corruption": [0.8, 0.1, 0.1], "corruption_per_unit": False}
@@ -116,10 +124,6 @@ def build_policy(config, tokenizer, stats=None):
     else the config's own `stats` field; components that need it (pmi units, frequency /
     tfidf / informask weights) say so when it is missing.
     """
-    from mlmkit.masking.policy import MaskingPolicy
-    from mlmkit.masking.stats import MaskingStats, load_stats
-    from mlmkit.masking.vocabulary import Vocabulary
-
     full = resolve(config)
     if stats is None:
         stats = full.get("stats")  # a config may name its statistics directory itself
@@ -149,12 +153,6 @@ def parse_masking_option(value, flag_name: str = "--masking"):
     --policy`, a config file's `masking:`): a preset name, an inline YAML/JSON mapping
     ('{units: span, rate: 0.2}'), or a .yaml/.json file holding either. A mapping or a name
     passes through; errors name the flag."""
-    from pathlib import Path
-
-    import yaml
-
-    from mlmkit.core.yaml_values import load_yaml
-
     if value is None or isinstance(value, dict):
         return value
     text = str(value).strip()
@@ -179,9 +177,10 @@ def parse_masking_option(value, flag_name: str = "--masking"):
     return parsed
 
 
-def check_masking(config, flag_name: str = "--masking") -> dict:
+def check_masking(config, flag_name: str = "--masking", total_steps: int | None = None) -> dict:
     """Check a masking config without a tokenizer (preset, fields, component names and
-    their parameters' names), so a run can refuse it before any work; the full config."""
+    their parameters' names, the rate over `total_steps`, the corruption), so a run can
+    refuse it before any work; the full config."""
     full = resolve(parse_masking_option(config, flag_name))
     parts = (("units", UNITS, component, ("name",)), ("rate", RATES, None, None),
              ("count", COUNTS, component, ("name",)), ("weights", WEIGHTS, component, ("name",)))
@@ -195,5 +194,11 @@ def check_masking(config, flag_name: str = "--masking") -> dict:
             raise MlmkitError(f"{flag_name}: masking {registry.kind} {name!r} has no "
                               f"parameter(s) {unknown}: its parameters are "
                               f"{sorted(allowed) or 'none'}")
-    Corruption(full["corruption"], per_unit=full.get("corruption_per_unit", False))
+    name, params = rate_component(full["rate"])
+    RATES.build(name, params, total_steps=total_steps)
+    corruption = full["corruption"]
+    if isinstance(corruption, (list, tuple)) and not all(
+            isinstance(p, (int, float)) and math.isfinite(p) for p in corruption):
+        raise MlmkitError(f"corruption proportions {list(corruption)} must be finite")
+    Corruption(corruption, per_unit=full.get("corruption_per_unit", False))
     return full

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mlmkit.core import checks
 from mlmkit.errors import MlmkitError
 
 
@@ -22,8 +23,6 @@ def preview_masking(policy, tokenizer, text: str, *, seed: int = 0, step: int = 
     plus the `MaskedBatch`."""
     if not text.strip():
         raise MlmkitError("the text to preview is empty")
-    from mlmkit.core import checks
-
     checks.count("step", step, 0)
     checks.count("seed", seed, 0, 2**63 - 1)
     encoded = tokenizer(text, return_tensors="pt", verbose=False)

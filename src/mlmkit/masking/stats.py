@@ -19,7 +19,9 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save
 
+from mlmkit.core import checks
 from mlmkit.core.cache import atomic_write_bytes, atomic_write_text
 from mlmkit.errors import MlmkitError
 from mlmkit.masking import ngrams
@@ -191,8 +193,6 @@ def compute_stats(texts: Iterable[str], tokenizer, *, max_n: int = 5, min_count:
         raise MlmkitError(f"--max-n {max_n} must be between 2 and {ngrams.MAX_N}")
     if min_count < 1:
         raise MlmkitError(f"--min-count {min_count} must be at least 1")
-    from mlmkit.core import checks
-
     checks.finite("min_pmi", min_pmi)
     checks.count("max_ngrams", max_ngrams, 1)
     checks.count("window", window, 1)
@@ -222,8 +222,6 @@ _TENSORS = ("token_counts", "doc_freq", "informativeness", "ngram_ids", "ngram_p
 
 
 def save_stats(stats: MaskingStats, directory: str | Path) -> Path:
-    from safetensors.torch import save
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     tensors = {name: getattr(stats, name).contiguous() for name in _TENSORS}
@@ -233,8 +231,6 @@ def save_stats(stats: MaskingStats, directory: str | Path) -> Path:
 
 
 def load_stats(directory: str | Path) -> MaskingStats:
-    from safetensors.torch import load_file
-
     directory = Path(directory)
     tensors_path, meta_path = directory / TENSORS_FILE, directory / META_FILE
     for path in (tensors_path, meta_path):

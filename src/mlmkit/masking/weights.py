@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.distributed as dist
 
 from mlmkit.errors import MlmkitError
 from mlmkit.masking.lookup import lookup, take
@@ -192,8 +193,6 @@ class LossWeights(Weights):
         table = self.table
         sums, counts = self._sums, self._counts
         if reduce and _distributed():
-            import torch.distributed as dist
-
             both = (torch.stack([sums, counts]) if sums is not None
                     else torch.zeros(2, table.numel(), dtype=torch.float64, device=table.device))
             dist.all_reduce(both)  # every rank joins, even one without masked tokens
@@ -230,6 +229,4 @@ class LossWeights(Weights):
 
 
 def _distributed() -> bool:
-    import torch.distributed as dist
-
     return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1

@@ -11,8 +11,8 @@ _EXPORTS = {
     "MASK_SPELLINGS": "load", "MLM": "load", "as_mlm": "load", "load_mlm": "load",
     "prepare_mlm": "load", "resolve_device": "load",
     "ModelInfo": "info", "model_info": "info",
-    "FAMILIES": "presets", "SIZES": "presets", "build_mlm": "presets",
-    "parse_preset": "presets", "preset_config": "presets",
+    "FAMILIES": "preset_table", "SIZES": "preset_table", "build_mlm": "presets",
+    "parse_preset": "preset_table", "preset_config": "presets",
     "masked_log_probs": "primitive", "masked_logits": "primitive",
     "sparse_last_layer_supported": "sparse_last_layer",
 }

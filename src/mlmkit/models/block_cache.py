@@ -20,6 +20,8 @@ import contextvars
 
 import torch
 import torch.nn.functional as F
+from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from mlmkit.errors import InvalidArgument
 
@@ -62,9 +64,6 @@ def _register() -> None:
     global _registered
     if _registered:
         return
-    from transformers import AttentionInterface
-    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
-
     AttentionInterface.register(_NAME, _attention)
     AttentionMaskInterface.register(_NAME, sdpa_mask)
     _registered = True

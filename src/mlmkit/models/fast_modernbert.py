@@ -20,6 +20,9 @@ import types
 
 import torch
 import torch.nn.functional as F
+from transformers.activations import GELUActivation
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.models.modernbert.modeling_modernbert import eager_attention_forward
 
 
 def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor,
@@ -117,9 +120,6 @@ def _attention_forward(self, hidden_states, position_embeddings=None, attention_
                        **kwargs):
     """transformers' `ModernBertAttention.forward` with the projections split and rotated
     by `rotate_projections` (the same attention call, mask and scaling)."""
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-    from transformers.models.modernbert.modeling_modernbert import eager_attention_forward
-
     input_shape = hidden_states.shape[:-1]
     qkv = self.Wqkv(hidden_states).view(*input_shape, 3, -1, self.head_dim)
     cos, sin = position_embeddings  # [B|1, L, dh]
@@ -140,8 +140,6 @@ def _mlp_forward(self, hidden_states):
 
 
 def _exact_gelu(module) -> bool:
-    from transformers.activations import GELUActivation
-
     return (type(module) is GELUActivation and module.act is F.gelu) or (
         type(module) is torch.nn.GELU and module.approximate == "none")
 

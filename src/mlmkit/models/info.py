@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 import torch
 
 from mlmkit.core.results import Result
+from mlmkit.models.load import MLM, as_mlm, load_mlm, model_max_length
+from mlmkit.models.sparse_last_layer import sparse_last_layer_supported
 
 ABSOLUTE_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "albert",
                      "electra", "megatron-bert", "ernie")
@@ -164,9 +166,6 @@ def model_info(model, tokenizer=None, *, trust_remote_code: bool | None = None) 
     A name or path loads on the CPU, accepting an untrained MLM head (reported, with the
     features it rules out); `trust_remote_code` as in `load_mlm`.
     """
-    from mlmkit.models.load import MLM, as_mlm, load_mlm, model_max_length
-    from mlmkit.models.sparse_last_layer import sparse_last_layer_supported
-
     if isinstance(model, (str,)) or hasattr(model, "__fspath__"):
         mlm = load_mlm(model, device="cpu", allow_untrained_head=True,
                        trust_remote_code=trust_remote_code)

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import transformers
+from transformers.utils import logging as hf_logging
 
+from mlmkit.core.devices import resolve_device as resolve
+from mlmkit.core.devices import resolve_precision, set_threads
+from mlmkit.core.hub import hub_offline, hub_unreachable
 from mlmkit.errors import InvalidArgument, ModelError, PathError
 from mlmkit.models.adapters import SUPPORTED_ARCHITECTURES
 
@@ -63,8 +69,6 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
 
 def resolve_device(device) -> torch.device:
     """`mlmkit.core.devices.resolve_device` (kept here for older imports)."""
-    from mlmkit.core.devices import resolve_device as resolve
-
     return resolve(device)
 
 
@@ -99,8 +103,6 @@ WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".msgpack", ".h5")
 @contextlib.contextmanager
 def _quiet_loading():
     """transformers' load report and weight-loading bar off: mlmkit says what matters."""
-    from transformers.utils import logging as hf_logging
-
     level = hf_logging.get_verbosity()
     bars = hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
@@ -146,15 +148,11 @@ def trust_remote_code_default(trust_remote_code: bool | None) -> bool:
         return bool(trust_remote_code)
     if _TRUST_REMOTE_CODE:
         return _TRUST_REMOTE_CODE[-1]
-    import os
-
     return os.environ.get("MLMKIT_TRUST_REMOTE_CODE", "").strip().lower() in ("1", "true", "yes")
 
 
 def needs_remote_code(name: str) -> bool:
     """Whether a local model directory's config.json names code of its own (auto_map)."""
-    import json
-
     try:
         values = json.loads((Path(name) / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -258,9 +256,6 @@ def load_mlm(
     `trust_remote_code=True` (or $MLMKIT_TRUST_REMOTE_CODE=1): that code runs on this machine.
     A hub name is read from the local cache alone when the hub cannot be reached.
     """
-    from mlmkit.core.devices import resolve_device as resolve
-    from mlmkit.core.hub import hub_offline, hub_unreachable
-
     trust_remote_code = trust_remote_code_default(trust_remote_code)
 
     target = resolve(device)
@@ -356,8 +351,6 @@ def as_mlm(model, tokenizer=None, *, device=None, dtype=None,
         _check_head(model, name)
         mlm = MLM(model=model, tokenizer=tokenizer, name=name)
     if device is not None and device != "auto":
-        from mlmkit.core.devices import resolve_device as resolve
-
         target = resolve(device)
         if mlm.device != target and not (target.type == mlm.device.type and target.index is None):
             mlm.model.to(target)
@@ -373,9 +366,6 @@ def prepare_mlm(model, *, device=None, precision: str | None = "auto", threads=N
     the model, sets the thread count (`threads`, `$MLMKIT_THREADS`, the usable cores) and
     resolves `precision` for inference ('auto' = fp32). Bad values fail before any load.
     """
-    from mlmkit.core.devices import resolve_device as resolve
-    from mlmkit.core.devices import resolve_precision, set_threads
-
     if device is not None:
         resolve(device)
     resolve_precision(precision, torch.device("cpu"))  # a bad name fails before the load

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from mlmkit.errors import InvalidArgument
+from mlmkit.models.info import rope_thetas
 
 
 def rotary_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -12,8 +13,6 @@ def rotary_modules(model: torch.nn.Module) -> list[torch.nn.Module]:
 
 
 def has_rope(model: torch.nn.Module) -> bool:
-    from mlmkit.models.info import rope_thetas
-
     return rope_thetas(model.config) is not None and bool(rotary_modules(model))
 
 

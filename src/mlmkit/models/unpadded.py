@@ -24,6 +24,8 @@ from __future__ import annotations
 import torch
 
 from mlmkit.errors import InvalidArgument
+from mlmkit.models.adapters import adapter_for
+from mlmkit.models.cross_entropy import cross_entropy_top1
 
 UNPADDED_MODEL_TYPES = ("modernbert", "eurobert")
 UNPADDED_FAMILIES = ("modernbert", "ettin", "mmbert", "eurobert", "neobert")
@@ -103,8 +105,6 @@ def unpadded_logits(model: torch.nn.Module, input_ids: torch.Tensor, documents: 
                     positions: torch.Tensor) -> torch.Tensor:
     """MLM logits [n, V] at the bool `positions` [B, L] (row-major), unpadded: the encoder
     runs in full (no sparse last layer), the head only at `positions`."""
-    from mlmkit.models.adapters import adapter_for
-
     hidden = unpadded_hidden(model, input_ids, documents)
     return adapter_for(model).head(model, hidden[positions])
 
@@ -112,8 +112,6 @@ def unpadded_logits(model: torch.nn.Module, input_ids: torch.Tensor, documents: 
 def unpadded_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smoothing: float):
     """`objectives.mlm.sparse_mlm_loss` with unpadded attention: `attention_mask` is the
     indexed mask (document number per token, 0 on padding; `train.data.prepare_rows`)."""
-    from mlmkit.models.cross_entropy import cross_entropy_top1
-
     logits = unpadded_logits(model, input_ids, attention_mask, mask)  # float32 loss of any dtype
     targets = labels[mask]
     per_token, top1 = cross_entropy_top1(logits, targets, label_smoothing)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlmkit.core.devices import resolve_device, resolve_precision
 from mlmkit.pretraining.config import parse_duration
 
 
@@ -56,8 +57,6 @@ FP32_CPU_TIME = "10m"
 
 def default_budget(device: str | None = "auto", precision: str | None = "auto") -> dict:
     """The budget fields of a run given none: capped in time on a CPU that trains in fp32."""
-    from mlmkit.core.devices import resolve_device, resolve_precision
-
     resolved = resolve_device(device)
     fp32_cpu = resolved.type == "cpu" and resolve_precision(
         precision, resolved, task="training") == "fp32"

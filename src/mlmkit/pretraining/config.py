@@ -8,8 +8,6 @@ should change only speed. A resumed run must agree with its directory on the fir
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -17,8 +15,11 @@ from typing import Any
 
 import yaml
 
+from mlmkit.core import checks
 from mlmkit.core.yaml_values import dump_yaml, load_yaml
 from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
+from mlmkit.models.preset_table import PRESET_POSITIONS, init_positions, parse_preset
+from mlmkit.pretraining.phase_specs import check_config_phases
 
 STUDIED, BUDGET, EVALUATION, RUNTIME = "what is studied", "budget", "evaluation", "runtime"
 PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 where the device runs it natively
@@ -166,11 +167,9 @@ class PretrainConfig:
         the end), `save_every` (only at the end and on a signal), `pppl_sentences` (skip),
         `fill_mask_examples` (none) and `clip` (no clipping). `--steps`, `--tokens` and
         `--time` may be None (not that budget) but at least one is given. The sequence
-        length fits the preset's position count (`mlmkit.models.presets.PRESET_POSITIONS`)
+        length fits the preset's position count (`mlmkit.models.preset_table.PRESET_POSITIONS`)
         or a local `--init` model's. Errors are one-line `InvalidArgument`s naming the flag.
         """
-        from mlmkit.core import checks
-
         for name in ("objective", "tokenizer_kind", "corpus", "field", "packing", "schedule",
                      "device", "precision"):
             _text(name, getattr(self, name))
@@ -239,17 +238,12 @@ class PretrainConfig:
         if self.halt_after is not None:
             self.halt_after = checks.count("halt_after", self.halt_after, 1, MAX_COUNT)
         self.fill_mask_examples = checks.count("fill_mask_examples", self.fill_mask_examples, 0, 1000)
-        self._validate_masking()
         self._validate_positions()
         if self.phases is not None:  # issue 19: phases checked before any work
-            from mlmkit.pretraining.phases import check_config_phases
-
             check_config_phases(self)
 
     def _validate_item4(self) -> None:
         """--optimizer, --decoupled-weight-decay, --batch-warmup-*, --unpadded (issue 19)."""
-        from mlmkit.core import checks
-
         _text("optimizer", self.optimizer)
         checks.choice("optimizer", self.optimizer, ("adamw", "stableadamw"))
         for name in ("decoupled_weight_decay", "unpadded"):
@@ -269,36 +263,9 @@ class PretrainConfig:
                 raise InvalidArgument("--batch-warmup-start without --batch-warmup-tokens: "
                                       "give the tokens the warm-up lasts")
 
-    def _validate_masking(self) -> None:
-        """The masking config's rate and corruption (the parts that need no tokenizer)."""
-        from mlmkit.masking.config import rate_component, resolve
-        from mlmkit.masking.corruption import Corruption
-        from mlmkit.masking.registry import RATES
-
-        masking = self.masking
-        if masking in (None, "default"):
-            return
-        if not isinstance(masking, (str, dict)):
-            raise InvalidArgument(f"--masking {masking!r}: use a preset name or a mapping")
-        try:
-            full = resolve(masking)
-            name, params = rate_component(full["rate"])
-            RATES.build(name, params, total_steps=self.steps)
-            corruption = full["corruption"]
-            if isinstance(corruption, (list, tuple)) and not all(
-                    isinstance(p, (int, float)) and math.isfinite(p) for p in corruption):
-                raise MlmkitError(f"corruption proportions {list(corruption)} must be finite")
-            Corruption(corruption, per_unit=full.get("corruption_per_unit", False))
-        except InvalidArgument:
-            raise
-        except (MlmkitError, TypeError, KeyError) as error:
-            raise InvalidArgument(f"--masking: {error}") from error
-
     def _validate_positions(self) -> None:
         """--seq-len fits the model's positions: the preset's, or a local --init's."""
         if self.init is None:
-            from mlmkit.models.presets import PRESET_POSITIONS, parse_preset
-
             try:
                 parse_preset(self.model)
             except ValueError as error:
@@ -333,20 +300,6 @@ def _text(name: str, value) -> None:
     if not isinstance(value, str) or not value.strip():
         raise InvalidArgument(f"--{flag(name)} {value!r}: give a non-empty text value")
 
-
-def init_positions(init: str) -> int | None:
-    """The sequence length a local --init model accepts (None: not a local folder)."""
-    path = Path(init) / "config.json"
-    try:
-        values = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # a hub name, or a damaged folder: loading it will say
-    limit = values.get("max_position_embeddings") if isinstance(values, dict) else None
-    if not isinstance(limit, int):
-        return None
-    if values.get("model_type") in ("roberta", "xlm-roberta", "camembert"):
-        limit -= int(values.get("pad_token_id") or 0) + 1  # positions start after padding
-    return limit
 
 
 def default_model(objective: str) -> str:

@@ -18,13 +18,21 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from transformers import AutoTokenizer
 
 from mlmkit.core.cache import cache_dir
 from mlmkit.core.staging import remove_leftovers, staging_dir
+from mlmkit.corpus import read_corpus
+from mlmkit.corpus.mixture import MixedBlocks, MixedShards, mixture_weights, parse_corpus_spec
 from mlmkit.corpus.packing import BlockBatch, PackedBlocks
+from mlmkit.corpus.python_docs import python_docs
 from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_corpus
 from mlmkit.errors import InvalidArgument, MlmkitError, PathError
-from mlmkit.models.presets import PRESET_POSITIONS
+from mlmkit.models.load import complete_special_tokens  # <bos>/<eos> only: mmBERT's
+from mlmkit.models.preset_table import PRESET_POSITIONS
+from mlmkit.tokenizer import train_tokenizer
+from mlmkit.training.objective import Prepared
 
 TOKENIZER_FORMAT = 2  # 2: model_max_length is the model's positions, not --seq-len
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
@@ -61,12 +69,7 @@ def corpus_documents(corpus: str, split: str, field: str = "text",
                      validation_share: float = 0.05) -> Callable[[], Iterable[str]]:
     """A re-iterable source (a function returning an iterator) of one split's documents."""
     if corpus == "python-docs":
-        from mlmkit.corpus.python_docs import python_docs
-
         return lambda: iter(python_docs(split))
-    from mlmkit.corpus import read_corpus
-    from mlmkit.corpus.mixture import parse_corpus_spec
-
     # ---- several sources (issue 17): read one after the other; weights only mix blocks
     sources = [part.source for part in parse_corpus_spec(corpus)]
     if sources == ["python-docs"]:
@@ -87,8 +90,6 @@ def corpus_documents(corpus: str, split: str, field: str = "text",
 
 def resolve_tokenizer(config, show_progress: bool = True):
     """The run's tokenizer: --init's, --tokenizer, or one trained on the corpus (cached)."""
-    from transformers import AutoTokenizer
-
     source = config.init or config.tokenizer
     if source is not None and config.init is None:
         path = Path(source).expanduser()
@@ -107,8 +108,6 @@ def resolve_tokenizer(config, show_progress: bool = True):
             raise MlmkitError(f"{flag} {source!r}: cannot load a tokenizer ({error})") from error
     else:
         tokenizer = _trained_tokenizer(config, show_progress)
-    from mlmkit.models.load import complete_special_tokens  # <bos>/<eos> only: mmBERT's
-
     complete_special_tokens(tokenizer)
     missing = [name for name in ("cls_token", "sep_token", "mask_token", "pad_token")
                if getattr(tokenizer, name) is None]
@@ -122,10 +121,6 @@ def resolve_tokenizer(config, show_progress: bool = True):
 
 
 def _trained_tokenizer(config, show_progress: bool):
-    from transformers import AutoTokenizer
-
-    from mlmkit.tokenizer import train_tokenizer
-
     documents = corpus_documents(config.corpus, "train", config.field, config.validation_share)
     corpus_hash, count = documents_fingerprint(documents())
     if count == 0:
@@ -210,8 +205,6 @@ def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
 def _mixture_train(config, tokenizer, settings: dict, pack: dict, show_progress: bool):
     """With weights on `--corpus`: every source tokenized into its own (cached) shards and
     packed, mixed by `MixedBlocks`; (None, None) without weights."""
-    from mlmkit.corpus.mixture import MixedBlocks, MixedShards, mixture_weights, parse_corpus_spec
-
     parts = parse_corpus_spec(config.corpus)
     weights = mixture_weights(parts)
     if weights is None:
@@ -265,8 +258,6 @@ def prepare_rows(objective, blocks: PackedBlocks, indices: np.ndarray, rows: np.
     of each global row). Each row is corrupted on its own, from (seed, step, global row), so
     the masks do not depend on how many processes share the step. Returns a `Prepared`
     whose counts are this rank's (sum them over ranks for the step's totals)."""
-    from mlmkit.training.objective import Prepared
-
     batch = blocks[indices[rows]]
     parts = []
     for i, row in enumerate(rows):
@@ -283,8 +274,6 @@ def global_counts(runtime, counts: dict[str, float], tokens: int) -> tuple[dict,
     all-reduce, float64: exact for counts)."""
     if runtime.world_size <= 1:
         return counts, tokens
-    import torch.distributed as dist
-
     keys = sorted(counts)
     device = runtime.device if dist.get_backend() == "nccl" else torch.device("cpu")
     values = torch.tensor([counts[k] for k in keys] + [float(tokens)], dtype=torch.float64,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mlmkit.generation.fill_mask import fill_mask
 from mlmkit.models import MLM
 
 EXAMPLE_TEMPLATES = (
@@ -20,8 +21,6 @@ def example_texts(tokenizer, count: int) -> list[str]:
 
 def fill_mask_examples(mlm: MLM, count: int = 4, top_k: int = 3) -> list[tuple[str, list]]:
     """(text, [(token, probability), ...]) for `count` fixed sentences with one mask each."""
-    from mlmkit.generation.fill_mask import fill_mask
-
     texts = example_texts(mlm.tokenizer, count)
     if not texts:
         return []

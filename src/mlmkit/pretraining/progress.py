@@ -4,6 +4,8 @@ standard error is a terminal, plain lines without colour or cursor codes otherwi
 
 from __future__ import annotations
 
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
 from mlmkit.core.progress import console as stderr_console
 from mlmkit.core.progress import progress_wanted, status
 
@@ -19,8 +21,6 @@ class TrainProgress:
 
     def __enter__(self) -> TrainProgress:
         if self._bar_wanted:
-            from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
             self._progress = Progress(
                 TextColumn("{task.description}"), BarColumn(),
                 TextColumn("step {task.fields[step]} · loss {task.fields[loss]} · "

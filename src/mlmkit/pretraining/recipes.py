@@ -17,6 +17,10 @@ import yaml
 
 from mlmkit.core.yaml_values import load_yaml
 from mlmkit.errors import InvalidArgument
+from mlmkit.models.preset_table import parse_preset
+from mlmkit.models.presets import check_family
+from mlmkit.pretraining.config import from_dict
+from mlmkit.pretraining.phase_specs import scale_phases
 
 RECIPE_DIR = Path(__file__).resolve().parent / "recipe_files"
 
@@ -30,8 +34,6 @@ class Recipe:
     phases: list
 
     def family(self) -> str:
-        from mlmkit.models.presets import parse_preset
-
         return parse_preset(self.config.get("model", "modernbert-mini"))[0]
 
     def to_dict(self) -> dict:
@@ -64,8 +66,6 @@ def recipe_config(name: str, overrides: dict | None = None) -> dict:
 
     The recipe's model family must be in the installed transformers (an error otherwise).
     """
-    from mlmkit.models.presets import check_family, parse_preset
-
     recipe = load_recipe(name)
     overrides = dict(overrides or {})
     values = {**recipe.config, "recipe": recipe.name,
@@ -78,8 +78,6 @@ def recipe_config(name: str, overrides: dict | None = None) -> dict:
             raise InvalidArgument(f"--model: {error}") from error
         check_family(family)
     if "phases" not in overrides and overrides.get("steps") is not None:
-        from mlmkit.pretraining.phases import scale_phases
-
         values["phases"] = scale_phases(values["phases"], int(overrides["steps"]))
         if values.get("batch_warmup_tokens") and "batch_warmup_tokens" not in overrides:
             # the batch warm-up keeps its share of the run (tokens scale with the steps)
@@ -91,8 +89,6 @@ def recipe_config(name: str, overrides: dict | None = None) -> dict:
 
 def show_recipe(name: str, overrides: dict | None = None) -> str:
     """The recipe's source and scale-down notes, then the resolved run config (YAML)."""
-    from mlmkit.pretraining.config import from_dict
-
     recipe = load_recipe(name)
     config = from_dict(recipe_config(name, overrides), source=f"recipe {name}")
     head = (f"# recipe: {recipe.name}\n# source: {recipe.source}\n"

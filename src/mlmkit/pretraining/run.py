@@ -20,9 +20,14 @@ from pathlib import Path
 
 import torch
 
+from mlmkit.core.progress import status, warn
 from mlmkit.core.staging import write_text as atomic_write_text  # fsynced, umask
 from mlmkit.corpus.packing import BlockOrder
 from mlmkit.errors import InvalidArgument, MlmkitError, RunError
+from mlmkit.masking.config import check_masking
+from mlmkit.models import load_mlm
+from mlmkit.models.preset_table import parse_preset
+from mlmkit.models.unpadded import check_unpadded_family, check_unpadded_model
 from mlmkit.pretraining.budget import Budget
 from mlmkit.pretraining.config import PretrainConfig
 from mlmkit.pretraining.data import (
@@ -35,6 +40,7 @@ from mlmkit.pretraining.data import (
 )
 from mlmkit.pretraining.extension import STABLE_DIR, continuation
 from mlmkit.pretraining.hooks import EvaluationHook
+from mlmkit.pretraining.phases import attach_phases
 from mlmkit.pretraining.run_state import (
     check_fingerprints,
     check_finite,
@@ -53,7 +59,14 @@ from mlmkit.training.checkpoint import (
     save_model_dir,
     save_state,
 )
-from mlmkit.training.ddp import build_runtime_from_env
+from mlmkit.training.fsdp import (
+    enable_activation_checkpointing,
+    export_final,
+    load_sharded,
+    save_run,
+    save_sharded,
+)
+from mlmkit.training.launch import build_runtime_from_env
 from mlmkit.training.metrics_log import MetricsLog
 from mlmkit.training.objective import Objective
 from mlmkit.training.objectives import OBJECTIVES, build_objective
@@ -285,8 +298,6 @@ class Run:
 
     def load_state_dict(self, state: dict) -> None:
         if "sharded" in state:  # saved under FSDP: re-sharded for this run (train/fsdp.py)
-            from mlmkit.training.fsdp import load_sharded
-
             load_sharded(self, state)
         else:
             for name, module in self.objective.modules.items():
@@ -310,8 +321,6 @@ class Run:
         self.resumed = True
         before = state.get("precision")  # None: a state of an older version
         if before is not None and before != self.runtime.precision and self.is_main:
-            from mlmkit.core.progress import warn
-
             warn(f"--resume {str(self.run_dir)!r}: the run trained in {before} and continues "
                  f"in {self.runtime.precision} (--precision {self.config.precision} on "
                  f"{self.runtime.device.type}): allowed, but its losses from here are not "
@@ -334,8 +343,6 @@ class Run:
     def save(self, with_model_dir: bool = False) -> None:
         """Save the training state (and a step-N model folder)."""
         if getattr(self.runtime, "sharded", False):  # FSDP: every rank writes (DCP)
-            from mlmkit.training.fsdp import save_run
-
             return save_run(self, with_model_dir)
         if not self.is_main:
             return
@@ -353,8 +360,6 @@ class Run:
             return False
         self.state.stable_step = self.state.step
         if getattr(self.runtime, "sharded", False):  # FSDP: every rank writes (DCP)
-            from mlmkit.training.fsdp import save_sharded
-
             save_sharded(self, self.run_dir / STABLE_DIR, keep=1)
         elif self.is_main:
             save_state(self.run_dir / STABLE_DIR, self.state.step, self.state_dict(), keep=1)
@@ -367,8 +372,6 @@ class Run:
             atomic_write_text(Path(directory) / "mlmkit_pretrain.yaml", self.config.to_yaml())
 
         if getattr(self.runtime, "sharded", False):  # FSDP: full weights gathered first
-            from mlmkit.training.fsdp import export_final
-
             return export_final(self, save)
         if not self.is_main:
             return None
@@ -488,8 +491,6 @@ def check_config(config: PretrainConfig, world_size: int,
         raise InvalidArgument("--optimizer stableadamw and --decoupled-weight-decay are not "
                               "supported with --parallel fsdp yet: use --parallel ddp")
     if config.unpadded:  # issue 19: packed rows, attention within each document
-        from mlmkit.models.unpadded import check_unpadded_family
-
         if config.objective != "mlm":
             raise InvalidArgument(f"--unpadded trains --objective mlm only, not "
                                   f"{config.objective!r}: drop --unpadded")
@@ -497,13 +498,14 @@ def check_config(config: PretrainConfig, world_size: int,
             raise InvalidArgument("--unpadded packs documents into rows without padding: use "
                                   "--packing full (not document)")
         if config.init is None:
-            from mlmkit.models.presets import parse_preset
-
             check_unpadded_family(parse_preset(config.model)[0])
     if config.masking not in (None, "default"):
-        from mlmkit.masking.config import check_masking
-
-        check_masking(config.masking, flag_name="--masking")
+        try:
+            check_masking(config.masking, flag_name="--masking", total_steps=config.steps)
+        except InvalidArgument:
+            raise
+        except (MlmkitError, TypeError, KeyError) as error:
+            raise InvalidArgument(f"--masking: {error}") from error
 
 
 def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None = None,
@@ -524,13 +526,9 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
     show = config.progress and runtime.is_main
     init_model = None
     if config.init:
-        from mlmkit.models import load_mlm
-
         init_model = load_mlm(config.init, device="cpu",
                               allow_untrained_head=config.allow_untrained_head).model.train()
         if config.unpadded:  # issue 19
-            from mlmkit.models.unpadded import check_unpadded_model
-
             check_unpadded_model(init_model)
         limit = getattr(init_model.config, "max_position_embeddings", None)
         if limit is not None and config.seq_len > limit:
@@ -548,8 +546,6 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
         runtime.barrier()
     objective = build_objective(config, tokenizer, runtime, init_model=init_model)
     if config.activation_checkpointing:
-        from mlmkit.training.fsdp import enable_activation_checkpointing
-
         enable_activation_checkpointing(objective)
     if config.compile:
         objective.compile()
@@ -565,9 +561,6 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
               order=BlockOrder(len(data.train), seed=config.seed),
               budget=Budget.from_config(config), schedule=schedule, restart=restart)
     if config.phases is not None:  # every phase's data and order, before the state loads
-        from mlmkit.core.progress import status
-        from mlmkit.pretraining.phases import attach_phases
-
         attach_phases(run, say=status if config.progress and runtime.is_main else None)
     if saved is not None:  # continue exactly where the saved state stopped
         run.load_state_dict(saved)

@@ -20,10 +20,15 @@ from dataclasses import fields
 from pathlib import Path
 
 import yaml
+from transformers import AutoTokenizer
 
+from mlmkit.core.progress import warn
 from mlmkit.core.yaml_values import load_yaml
+from mlmkit.corpus.shards import tokenizer_fingerprint
 from mlmkit.errors import InvalidArgument, MlmkitError, PathError, RunError
 from mlmkit.pretraining.config import STUDIED, PretrainConfig, flag, from_dict, load_config
+from mlmkit.tokenizer import save_tokenizer
+from mlmkit.training.checkpoint import save_model_dir
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +102,6 @@ def warn_edited_yaml(stored: PretrainConfig, run_dir: Path) -> None:
     edited = [k for k in stored.to_dict() if k != "run_dir"
               and getattr(written, k) != getattr(stored, k)]
     if edited:
-        from mlmkit.core.progress import warn
-
         warn(f"{run_dir / 'config.yaml'} differs from the config stored in the run "
              f"({', '.join('--' + flag(k) for k in edited)}); it is ignored: the run "
              "continues as stored (change a budget, evaluation or runtime field with "
@@ -113,8 +116,6 @@ def run_tokenizer(run_dir: Path):
     folder = Path(run_dir) / TOKENIZER_DIR
     if not (folder / "tokenizer_config.json").is_file():
         return None
-    from transformers import AutoTokenizer
-
     try:
         return AutoTokenizer.from_pretrained(str(folder))
     except (OSError, ValueError) as error:
@@ -125,9 +126,6 @@ def run_tokenizer(run_dir: Path):
 
 def save_run_tokenizer(tokenizer, run_dir: Path) -> None:
     """Store the tokenizer in the run (once: a resumed run keeps the stored one)."""
-    from mlmkit.tokenizer import save_tokenizer
-    from mlmkit.training.checkpoint import save_model_dir
-
     folder = Path(run_dir) / TOKENIZER_DIR
     if not (folder / "tokenizer_config.json").is_file():
         save_model_dir(lambda directory: save_tokenizer(tokenizer, directory), folder)
@@ -136,8 +134,6 @@ def save_run_tokenizer(tokenizer, run_dir: Path) -> None:
 def fingerprints(tokenizer, data) -> dict:
     """What the token ids of the run depend on: the tokenizer and the token shards (whose
     cache key hashes the corpus text, the tokenizer and the tokenization settings)."""
-    from mlmkit.corpus.shards import tokenizer_fingerprint
-
     val = data.validation_shards
     return {"tokenizer": tokenizer_fingerprint(tokenizer),
             "train": Path(data.train_shards.path).name,

@@ -14,6 +14,7 @@ import warnings
 import numpy as np
 import torch
 
+from mlmkit.core.checks import choice
 from mlmkit.errors import InvalidArgument, InvalidData
 from mlmkit.probe.answers import locate_answers
 from mlmkit.probe.gather import score_single_tokens
@@ -29,8 +30,6 @@ PLACEHOLDER = "{text}"
 
 def aggregate_words(word_scores: np.ndarray, groups: list[np.ndarray], how: str) -> np.ndarray:
     """[N, W] word log-probs -> [N, L] label scores, one column group per label."""
-    from mlmkit.core.checks import choice
-
     choice("aggregate", how, AGGREGATES)
     scores = torch.from_numpy(word_scores)
     columns = []
@@ -69,8 +68,6 @@ def cloze_classify(
     error: the label would be scored on a token that is not the word.
     `batch_tokens`, `precision`, `device`, `threads`, `progress`: see `mlmkit.probe`.
     """
-    from mlmkit.core.checks import choice
-
     if isinstance(texts, str):
         texts = [texts]
     texts = list(texts)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from mlmkit.engine.batching import TokenJobs, run_jobs
 from mlmkit.errors import InvalidData
 
 
@@ -30,8 +31,6 @@ def for_each_mask_batch(
 
     A prompt longer than the model accepts is an error (named by `names(i)`), never cut.
     """
-    from mlmkit.engine.batching import TokenJobs, run_jobs
-
     if not ids:
         return
     lengths = np.array([len(x) for x in ids], dtype=np.int64)

@@ -16,6 +16,7 @@ from collections import defaultdict
 import numpy as np
 import torch
 
+from mlmkit.core.checks import count
 from mlmkit.probe.answers import locate_answers
 from mlmkit.probe.facts import as_facts
 from mlmkit.probe.forward import for_each_mask_batch
@@ -55,8 +56,6 @@ def knowledge_probe(
     object is several tokens, or only the unknown token, is skipped and counted.
     `batch_tokens`, `precision`, `device`, `threads`, `progress`: see `mlmkit.probe`.
     """
-    from mlmkit.core.checks import count
-
     count("top_k", top_k, 1)
     facts = as_facts(facts, templates)
     mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,

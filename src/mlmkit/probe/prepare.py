@@ -7,17 +7,16 @@ inference entry point uses); `batch_tokens` is checked by the batching layer's r
 
 from __future__ import annotations
 
+from mlmkit.engine.batching import check_budget
+from mlmkit.models.load import prepare_mlm
+
 
 def check_batch_tokens(batch_tokens) -> int | None:
-    from mlmkit.engine.batching import check_budget
-
     return check_budget(batch_tokens)
 
 
 def prepare_model(model, *, device=None, precision: str | None = "auto", threads=None,
                   batch_tokens=None):
     """(MLM on its device, resolved precision 'fp32'/'bf16'); threads set."""
-    from mlmkit.models.load import prepare_mlm
-
     check_batch_tokens(batch_tokens)
     return prepare_mlm(model, device=device, precision=precision, threads=threads)

@@ -17,6 +17,8 @@ from dataclasses import replace
 
 import numpy as np
 
+from mlmkit.core.checks import choice
+from mlmkit.core.progress import progress_wanted
 from mlmkit.errors import InvalidArgument, InvalidData, ModelError
 from mlmkit.probe.items import Item
 from mlmkit.probe.outcomes import RankedItem, RankResult
@@ -90,9 +92,6 @@ def rank_statements(
     [UNK] tokens are scored like any other token and counted per candidate.
     `batch_tokens`, `precision`, `device`, `threads`, `progress`: see `mlmkit.probe`.
     """
-    from mlmkit.core.checks import choice
-    from mlmkit.core.progress import progress_wanted
-
     choice("metric", metric, METRICS)
     choice("normalize", normalize, NORMALIZATIONS)
     choice("scope", scope, SCOPES)

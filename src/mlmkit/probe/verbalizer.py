@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from mlmkit.core.records import decoded_lines
 from mlmkit.errors import InvalidArgument
 
 DEFAULT_VERBALIZER = {"positive": ["great", "good"], "negative": ["terrible", "bad"]}
@@ -23,8 +24,6 @@ def parse_verbalizer(verbalizer, where: str = "verbalizer") -> dict[str, list[st
         text = str(verbalizer)
         path = Path(text)
         if not text.lstrip().startswith("{") and path.is_file():
-            from mlmkit.core.records import decoded_lines
-
             text = "".join(line for _, line in decoded_lines(path))
             where = f"{where} file {str(path)!r}"
         try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mlmkit.core.checks import choice
 from mlmkit.core.devices import PRECISIONS  # noqa: F401
 from mlmkit.engine.batching import (  # noqa: F401  (re-exported for older imports)
     BatchArrays,
@@ -77,8 +78,6 @@ UNK_MODES = ("score", "skip")
 def unscored_ids(tokenizer, unk: str = "score") -> np.ndarray:
     """Token ids never scored: the special tokens ([CLS], [SEP], [PAD], ...), and [UNK] only
     with `unk="skip"`. minicons and Salazar et al. mask and score [UNK] like any token."""
-    from mlmkit.core.checks import choice
-
     choice("unk", unk, UNK_MODES)
     ids = set(tokenizer.all_special_ids)
     if unk == "score" and tokenizer.unk_token_id is not None:

@@ -20,7 +20,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlmkit.core.output import open_output
 from mlmkit.core.results import Result
+from mlmkit.core.staging import write_text
 from mlmkit.errors import InvalidArgument, InvalidData, PathError, RunError
 
 SHARD_FORMAT = 1
@@ -58,8 +60,6 @@ def shard_info_path(output: Path) -> Path:
 def write_shard_info(output: Path, shard: tuple[int, int], piece: int, input_lines: int,
                      records: int, key: str) -> None:
     """Written after the shard's output is complete: what `merge_shards` checks."""
-    from mlmkit.core.staging import write_text
-
     write_text(shard_info_path(output), json.dumps(
         {"format": SHARD_FORMAT, "shard": shard[0], "of": shard[1], "chunk_texts": piece,
          "input_lines": input_lines, "records": records, "key": key}) + "\n")
@@ -94,8 +94,6 @@ def merge_shards(shards, output="-") -> MergeSummary:
     """Join the outputs of `mlmkit score --shard I/N`, I = 0..N-1 (any order), into the
     file a single run writes (`-`: standard output). Refuses missing, duplicate or
     incomplete shards, and shards of different inputs, models or settings."""
-    from mlmkit.core.output import open_output
-
     paths = [Path(p).expanduser() for p in shards]
     if not paths:
         raise InvalidArgument("score merge: give the shard outputs to join")

@@ -33,13 +33,25 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from mlmkit.core import checks
 from mlmkit.core.output import check_output_path, fsync_directory
+from mlmkit.core.progress import Progress
 from mlmkit.core.records import STDIN, check_input_file
 from mlmkit.core.records import read_texts as _read_texts
 from mlmkit.core.results import Result, one_line
 from mlmkit.errors import InvalidData, PathError
+from mlmkit.models import prepare_mlm
 from mlmkit.scoring.scores import TextScore
+from mlmkit.scoring.sharding import (
+    merge_parts,
+    owns,
+    owns_piece,
+    parse_shard,
+    part_path,
+    write_shard_info,
+)
 from mlmkit.scoring.text_scores import check_score_options, score
 
 FORMAT_VERSION = 1  # bump when the record layout changes: old partial files are not resumed
@@ -86,8 +98,6 @@ def _model_identity(mlm) -> dict:
     Up to 1,024 evenly spaced values of every parameter, exactly (no sum whose rounding
     could depend on threads or devices), and the tokenizer's full definition.
     """
-    import torch
-
     digest = hashlib.sha256()
     with torch.no_grad():
         for name, parameter in mlm.model.named_parameters():
@@ -200,17 +210,6 @@ def score_file(
     only every N-th piece of `chunk_texts` lines, from piece I (see the module). The other
     keywords are those of `mlmkit.score` and the runtime options (docs/API.md).
     """
-    from mlmkit.core.progress import Progress
-    from mlmkit.models import prepare_mlm
-    from mlmkit.scoring.sharding import (
-        merge_parts,
-        owns,
-        owns_piece,
-        parse_shard,
-        part_path,
-        write_shard_info,
-    )
-
     check_score_options(metric, unk, stride, batch_tokens)
     chunk_texts = checks.count("chunk_texts", chunk_texts, 1)
     check_input_file(input_path)

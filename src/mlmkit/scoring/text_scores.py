@@ -8,9 +8,11 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from mlmkit.core import checks
+from mlmkit.engine.batching import check_budget
 from mlmkit.errors import InvalidArgument, ModelError
 from mlmkit.models import prepare_mlm
-from mlmkit.scoring.engine import score_token_ids, unscored_ids
+from mlmkit.scoring.engine import UNK_MODES, score_token_ids, unscored_ids
+from mlmkit.scoring.jobs import METRICS
 from mlmkit.scoring.scores import TextScore, TokenScore, WordScore
 from mlmkit.scoring.texts import EncodedText, encode_texts, span_targets
 
@@ -45,10 +47,6 @@ def _tokens(tokenizer, encoded: EncodedText, positions: list[int], values: np.nd
 
 def check_score_options(metric: str, unk: str, stride, batch_tokens) -> None:
     """The checks every scoring entry point runs before any work (InvalidArgument)."""
-    from mlmkit.engine.batching import check_budget
-    from mlmkit.scoring.engine import UNK_MODES
-    from mlmkit.scoring.jobs import METRICS
-
     checks.choice("metric", metric, METRICS)
     checks.choice("unk", unk, UNK_MODES)
     checks.count("stride", stride, 1)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlmkit.errors import ModelError
+
 
 @dataclass
 class EncodedText:
@@ -52,8 +54,6 @@ def span_targets(encoded: EncodedText, special_ids: set[int], span: tuple[int, i
     if span is None:
         return positions
     if encoded.offsets is None:
-        from mlmkit.errors import ModelError
-
         raise ModelError("conditional scoring (spans) needs a fast tokenizer with offsets")
     lo, hi = span
     return [t for t in positions

@@ -29,6 +29,29 @@ STATE_FORMAT = 1
 _STATE = re.compile(r"^state-(\d{8})\.pt$")
 
 
+SHARDED_KEY = "sharded"  # in state-N.pt (--parallel fsdp): the DCP folder of its weights
+
+
+def shard_sizes(folder: Path) -> dict[str, int]:
+    """The files of a DCP folder and their sizes, stored in the state to verify it later."""
+    return {p.name: p.stat().st_size for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def check_sharded(state: dict, path: Path) -> None:
+    """Raise ValueError when the DCP folder a state points at is missing or damaged; note
+    its path in the state."""
+    info = state.get(SHARDED_KEY)
+    if info is None:
+        return
+    folder = path.parent / info["folder"]
+    info["path"] = str(folder)
+    if not folder.is_dir():
+        raise ValueError(f"its sharded weights {folder.name}/ are missing")
+    if shard_sizes(folder) != info["sizes"]:
+        raise ValueError(f"its sharded weights {folder.name}/ do not have the files and sizes "
+                         "it was saved with (truncated or partly copied)")
+
+
 def checkpoint_dir(run_dir: str | Path) -> Path:
     return Path(run_dir) / "checkpoints"
 
@@ -70,8 +93,6 @@ def _read_verified(path: Path) -> dict:
     if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
         raise ValueError("it is not an mlmkit training state of this version")
     if "sharded" in state:  # --parallel fsdp: its weights are in a DCP folder beside it
-        from mlmkit.training.fsdp import check_sharded
-
         check_sharded(state, path)
     return state
 

@@ -2,9 +2,9 @@
 
     torchrun --nproc_per_node 2 -m mlmkit pretrain --model mini --batch-size 64
 
-`build_runtime_from_env` returns the single-process `Runtime` unless torchrun's environment
-(WORLD_SIZE > 1) says otherwise; then it joins the process group and returns a
-`DistributedRuntime`, which the loop uses through the same methods.
+`mlmkit.training.launch.build_runtime_from_env` returns the single-process `Runtime` unless
+torchrun's environment (WORLD_SIZE > 1) says otherwise; then it joins the process group and
+returns a `DistributedRuntime`, which the loop uses through the same methods.
 
 How the work is split (see `mlmkit.training.objectives`): every process reads, masks and collates
 only its own rows of a step's global batch (rows rank, rank + W, ...; each row corrupted
@@ -21,15 +21,14 @@ resumes on any number of processes that divides the (unchanged) global batch.
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
 
-from mlmkit.engine.process_group import ProcessGroup, init, world_size
+from mlmkit.engine.process_group import ProcessGroup
 from mlmkit.training.objective import LossOutput
-from mlmkit.training.runtime import Runtime, build_runtime, training_threads
+from mlmkit.training.runtime import Runtime
 
 
 def _sum_gradients(process_group, bucket):
@@ -106,29 +105,3 @@ class DistributedRuntime(Runtime):
 
     def close(self) -> None:
         self.group.finish()
-
-
-def build_runtime_from_env(device: str = "auto", precision: str = "auto",
-                           threads: int | None = None, parallel: str = "ddp") -> Runtime:
-    """A `DistributedRuntime` under torchrun with more than one process, else a `Runtime`.
-
-    The process group is the one set-up of `mlmkit.engine.process_group` (nccl on a GPU, one
-    per local rank; gloo on a CPU), shared with sharded scoring. `parallel="fsdp"` gives
-    the FSDP runtime (`mlmkit.training.fsdp`); one process is the single-process runtime.
-    """
-    if world_size() <= 1:
-        return build_runtime(device, precision, threads)
-    if threads is None and not os.environ.get("MLMKIT_THREADS", "").strip():
-        # the processes on this machine share its cores
-        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1") or 1)
-        threads = max(1, training_threads() // max(local, 1))
-    single = build_runtime(device, precision, threads)  # validates device, precision, threads
-    group, resolved = init(single.device.type if device in (None, "auto") else device)
-    runtime = DistributedRuntime(device=resolved, precision=single.precision, rank=group.rank,
-                                 world_size=group.world, local_rank=group.local_rank,
-                                 group=group)
-    if parallel == "fsdp":
-        from mlmkit.training.fsdp import build_fsdp_runtime
-
-        return build_fsdp_runtime(runtime)
-    return runtime

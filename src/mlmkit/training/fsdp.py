@@ -35,15 +35,29 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_state_dict,
+    set_state_dict,
+)
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from mlmkit.core import staging
 from mlmkit.errors import InvalidArgument, RunError
-from mlmkit.training.checkpoint import checkpoint_dir, save_state
+from mlmkit.training.checkpoint import (
+    SHARDED_KEY,
+    checkpoint_dir,
+    prune_step_dirs,
+    save_model_dir,
+    save_state,
+    shard_sizes,
+)
 from mlmkit.training.ddp import DistributedRuntime, ObjectiveLoss
 from mlmkit.training.objective import LossOutput
 
 PARALLEL = ("ddp", "fsdp")
-SHARDED_KEY = "sharded"  # in state-N.pt: the DCP folder holding weights and optimizer
 
 
 def layer_blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -77,8 +91,6 @@ class FSDPRuntime(DistributedRuntime):
     _root: object = field(default=None, repr=False)
 
     def wrap_objective(self, objective) -> None:
-        from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
-
         bf16 = self.precision == "bf16"
         policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if bf16 else None,
                                       reduce_dtype=torch.float32)
@@ -124,11 +136,6 @@ class FSDPRuntime(DistributedRuntime):
 
     def full_state(self) -> dict[str, dict[str, torch.Tensor]]:
         """Every module's full weights on the CPU (a collective: call on every rank)."""
-        from torch.distributed.checkpoint.state_dict import (
-            StateDictOptions,
-            get_model_state_dict,
-        )
-
         full = get_model_state_dict(self._root, options=StateDictOptions(
             full_state_dict=True, cpu_offload=True))
         parts: dict[str, dict[str, torch.Tensor]] = {}
@@ -183,17 +190,11 @@ def _parts(run) -> torch.nn.Module:
     return root if root is not None else ObjectiveLoss(run.objective)
 
 
-def _shard_sizes(folder: Path) -> dict[str, int]:
-    return {p.name: p.stat().st_size for p in sorted(folder.iterdir()) if p.is_file()}
-
 
 def save_sharded(run, run_dir: Path, keep: int) -> Path:
     """Write the run's state at its step under `run_dir`: DCP shards by every rank, then
     rank 0's `state-N.pt` (pointing at them, with their sizes) and its digest, last. A
     collective: call on every rank."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict
-
     folder = checkpoint_dir(run_dir)
     target = folder / f"state-{run.state.step:08d}.dcp"
     names = [str(staging.staging_dir(target)) if run.is_main else None]
@@ -207,33 +208,16 @@ def save_sharded(run, run_dir: Path, keep: int) -> Path:
     if run.is_main:
         staging.publish_dir(partial_dir, target)
         state = run.state_dict(weights=False)
-        state[SHARDED_KEY] = {"folder": target.name, "sizes": _shard_sizes(target)}
+        state[SHARDED_KEY] = {"folder": target.name, "sizes": shard_sizes(target)}
         path = save_state(run_dir, run.state.step, state, keep=keep)
     run.runtime.barrier()
     return path
 
 
-def check_sharded(state: dict, path: Path) -> None:
-    """Raise ValueError when the DCP folder a state points at is missing or damaged; note
-    its path in the state."""
-    info = state.get(SHARDED_KEY)
-    if info is None:
-        return
-    folder = path.parent / info["folder"]
-    info["path"] = str(folder)
-    if not folder.is_dir():
-        raise ValueError(f"its sharded weights {folder.name}/ are missing")
-    if _shard_sizes(folder) != info["sizes"]:
-        raise ValueError(f"its sharded weights {folder.name}/ do not have the files and sizes "
-                         "it was saved with (truncated or partly copied)")
-
 
 def load_sharded(run, state: dict) -> None:
     """Load a DCP state into the run's modules and optimizer, re-sharded for this run's
     processes (FSDP at any world size, DDP or one process)."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-
     folder = Path(state[SHARDED_KEY]["path"])  # set when the state was read and verified
     parts = _parts(run)
     model_state, optim_state = get_state_dict(parts, run.optimizer)
@@ -264,8 +248,6 @@ def prune_sharded(run_dir: Path) -> None:
 
 def save_run(run, with_model_dir: bool) -> None:
     """`Run.save` under FSDP: the state through DCP, a step-N folder from the full weights."""
-    from mlmkit.training.checkpoint import prune_step_dirs, save_model_dir
-
     save_sharded(run, run.run_dir, run.config.keep_checkpoints)
     run.last_saved = run.state.step
     if with_model_dir:
@@ -279,8 +261,6 @@ def save_run(run, with_model_dir: bool) -> None:
 
 def export_final(run, save) -> Path | None:
     """`Run.save_final` under FSDP: gather the full weights; rank 0 writes `final/`."""
-    from mlmkit.training.checkpoint import save_model_dir
-
     with run.runtime.exporting(run.objective):
         final = save_model_dir(save, run.run_dir / "final") if run.is_main else None
     run.runtime.barrier()
@@ -293,6 +273,6 @@ def evaluate(run) -> dict:
         return run.objective.evaluate(run.validation, run.data.sentences)
 
 
-__all__ = ["FSDPRuntime", "PARALLEL", "build_fsdp_runtime", "check_sharded",
+__all__ = ["FSDPRuntime", "PARALLEL", "build_fsdp_runtime",
            "enable_activation_checkpointing", "evaluate", "export_final", "layer_blocks",
            "load_sharded", "prune_sharded", "save_run", "save_sharded"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import torch
 
+from mlmkit.training.stable_adamw import StableAdamW
+
 
 def parameter_groups(modules: dict[str, torch.nn.Module], weight_decay: float) -> list[dict]:
     """Two groups: decayed matrices, and undecayed norms/biases; shared params counted once."""
@@ -29,8 +31,6 @@ def build_optimizer(modules: dict[str, torch.nn.Module], *, lr: float, weight_de
     lr / peak lr instead of lr); stableadamw: AdamW with per-tensor update clipping."""
     groups = parameter_groups(modules, weight_decay)
     if kind == "stableadamw" or decoupled:
-        from mlmkit.training.stable_adamw import StableAdamW
-
         return StableAdamW(groups, lr=lr, betas=betas, eps=eps,
                            clip_updates=kind == "stableadamw", decoupled=decoupled, max_lr=lr)
     try:

@@ -13,23 +13,20 @@ from typing import Any
 
 from mlmkit.errors import MlmkitError
 from mlmkit.training.objective import LossOutput, Objective, Prepared
+from mlmkit.training.objectives.diffusion import DiffusionObjective
+from mlmkit.training.objectives.electra import ElectraObjective
+from mlmkit.training.objectives.mlm import MLMObjective
 
 
 def _mlm():
-    from mlmkit.training.objectives.mlm import MLMObjective
-
     return MLMObjective
 
 
 def _electra():  # issue 6
-    from mlmkit.training.objectives.electra import ElectraObjective
-
     return ElectraObjective
 
 
 def _diffusion():  # issue 6
-    from mlmkit.training.objectives.diffusion import DiffusionObjective
-
     return DiffusionObjective
 
 

@@ -26,6 +26,7 @@ from mlmkit.errors import MlmkitError
 from mlmkit.models import masked_logits
 from mlmkit.tokenizer import save_tokenizer
 from mlmkit.training.objectives import LossOutput, Objective, Prepared
+from mlmkit.training.objectives.mlm import build_masking_policy, build_run_model
 
 EVAL_SAMPLES = 4  # corruptions (stratified times) per validation block
 EVAL_SEED_OFFSET = 1_000_003  # evaluation masks never coincide with a training step's
@@ -34,8 +35,6 @@ EVAL_SEED_OFFSET = 1_000_003  # evaluation masks never coincide with a training 
 def build_diffusion_policy(config, tokenizer):
     """The masking engine's policy for the run: the `diffusion` preset unless --masking
     names another mask-only, Bernoulli-count policy (e.g. a different eps)."""
-    from mlmkit.training.objectives.mlm import build_masking_policy
-
     masking = "diffusion" if config.masking in (None, "default") else config.masking
     policy = build_masking_policy(config.replace(masking=masking), tokenizer)
     corruption, count = policy.corruption, policy.count
@@ -93,8 +92,6 @@ class DiffusionObjective(Objective):
     def __init__(self, config, tokenizer, runtime, init_model=None,
                  eval_samples: int = EVAL_SAMPLES):
         super().__init__(config, tokenizer, runtime)
-        from mlmkit.training.objectives.mlm import build_run_model
-
         self.model = build_run_model(config, tokenizer, runtime, init_model)
         self.policy = build_diffusion_policy(config, tokenizer)
         self.eval_samples = eval_samples

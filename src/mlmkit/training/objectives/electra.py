@@ -22,7 +22,14 @@ import transformers
 
 from mlmkit.errors import MlmkitError
 from mlmkit.models import masked_logits, parse_preset, preset_config
+from mlmkit.tokenizer import save_tokenizer
 from mlmkit.training.objectives import LossOutput, Objective, Prepared
+from mlmkit.training.objectives.mlm import (
+    build_masking_policy,
+    mask_blocks,
+    set_dropout,
+    use_fast_attention,
+)
 
 RTD_WEIGHT = 50.0
 GENERATOR_FRACTION = 0.25
@@ -165,12 +172,6 @@ class ElectraObjective(Objective):
         if init_model is not None:
             raise MlmkitError("--init with --objective electra: continued pretraining of an "
                               "ELECTRA pair is not supported; train from a preset (--model)")
-        from mlmkit.training.objectives.mlm import (
-            build_masking_policy,
-            set_dropout,
-            use_fast_attention,
-        )
-
         self.rtd_weight = rtd_weight
         self.pair = build_electra(config.model, tokenizer,  # the preset's positions
                                   seed=config.seed, fraction=fraction)
@@ -191,8 +192,6 @@ class ElectraObjective(Objective):
         return {"electra": self.pair}
 
     def _mask(self, batch, step: int, seed: int, device=None) -> dict[str, torch.Tensor]:
-        from mlmkit.training.objectives.mlm import mask_blocks
-
         return mask_blocks(self.policy, batch, step, seed, device, targets="original")
 
     def prepare(self, batch, step: int, seed: int | None = None) -> Prepared:
@@ -273,8 +272,6 @@ def save_electra(pair: ElectraPair, tokenizer, directory: str | Path) -> None:
     `AutoModelForMaskedLM` and every MLM command load the folder as it is; the
     discriminator (`ElectraForPreTraining`) in `directory/discriminator`; each with the
     tokenizer (its saved class loads in transformers 4.x and 5.x)."""
-    from mlmkit.tokenizer import save_tokenizer
-
     directory = Path(directory)
     pair.generator.save_pretrained(directory)
     save_tokenizer(tokenizer, directory)

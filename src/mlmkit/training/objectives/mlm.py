@@ -11,9 +11,13 @@ from pathlib import Path
 
 import torch
 
+from mlmkit.masking import build_policy
+from mlmkit.masking.config import parse_masking_option
 from mlmkit.models import MLM, build_mlm, masked_logits
 from mlmkit.models.cross_entropy import cross_entropy_top1
 from mlmkit.models.fast_modernbert import use_fast_layers
+from mlmkit.models.unpadded import unpadded_logits, unpadded_mlm_loss
+from mlmkit.scoring.engine import score_token_ids
 from mlmkit.tokenizer import save_tokenizer
 from mlmkit.training.objectives import LossOutput, Objective, Prepared
 from mlmkit.training.objectives.metrics import masked_token_metrics, pseudo_perplexity
@@ -29,8 +33,6 @@ def default_masking() -> dict:
 def resolve_masking(masking, total_steps: int | None = None):
     """The masking config of a run: a preset name or mapping, with the run's step budget
     (rate schedules such as 30% → 15% need it)."""
-    from mlmkit.masking.config import parse_masking_option
-
     if masking in (None, "default"):
         masking = default_masking()
     else:
@@ -44,8 +46,6 @@ def resolve_masking(masking, total_steps: int | None = None):
 
 
 def build_masking_policy(config, tokenizer):
-    from mlmkit.masking import build_policy
-
     return build_policy(resolve_masking(config.masking, config.steps), tokenizer,
                         stats=config.masking_stats)
 
@@ -114,8 +114,6 @@ def sparse_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smooth
 def _unpadded_log_probs(model, input_ids, documents, mask):
     """`masked_log_probs` with attention within each document (`documents`: the indexed
     mask, each token's document number, 0 on padding)."""
-    from mlmkit.models.unpadded import unpadded_logits
-
     return unpadded_logits(model, input_ids, documents, mask).float().log_softmax(-1)
 
 
@@ -131,8 +129,6 @@ class MLMObjective(Objective):
         self._loss_fn = sparse_mlm_loss
         self._unpadded = bool(getattr(config, "unpadded", False))
         if self._unpadded:  # attention within each document (issue 19)
-            from mlmkit.models.unpadded import unpadded_mlm_loss
-
             self._loss_fn = unpadded_mlm_loss
         self._eval_batches = None
 
@@ -198,8 +194,6 @@ class MLMObjective(Objective):
 
 def score_sentences(mlm: MLM, sentences: list[list[int]], runtime):
     """PLL of every token of every sentence (float64), through the scoring engine."""
-    from mlmkit.scoring.engine import score_token_ids
-
     tok = mlm.tokenizer
     wrapped = [[tok.cls_token_id, *ids, tok.sep_token_id] for ids in sentences]
     return score_token_ids(mlm, wrapped, metric="pll", precision=runtime.precision)

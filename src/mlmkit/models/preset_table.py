@@ -1,0 +1,115 @@
+"""The preset table: families, sizes and position counts, and the position count of a local
+model folder. Plain data, no torch: `--help`, the pretraining config's checks and the
+recipes read it before any model is built (`mlmkit.models.presets` builds them)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Size:
+    """Width and depth of a preset size."""
+
+    hidden: int
+    layers: int
+    heads: int
+    intermediate: int
+
+
+SIZES: dict[str, Size] = {
+    "tiny": Size(hidden=128, layers=2, heads=2, intermediate=512),
+    "mini": Size(hidden=256, layers=4, heads=4, intermediate=1024),
+    "small": Size(hidden=512, layers=4, heads=8, intermediate=2048),
+    "base": Size(hidden=768, layers=12, heads=12, intermediate=3072),
+}
+
+# Position embeddings of every preset (BERT's 512): a model trained with a shorter
+# --seq-len keeps them, so it can later be trained or used on longer inputs.
+PRESET_POSITIONS = 512
+MAX_POSITIONS = 8192  # `model init --max-length` bound: far above any preset's need
+
+# The three families of the preset table, the other architectures the model layer
+# supports (so that every adapter can be exercised on a fresh model), and the encoders of
+# 2024-26 built with the transformers classes that carry their architecture.
+FAMILIES: tuple[str, ...] = (
+    "bert",
+    "roberta",
+    "modernbert",
+    "xlm-roberta",
+    "distilbert",
+    "albert",
+    "electra",
+    "deberta-v2",
+    "eurobert",
+    "ettin",
+    "mmbert",
+    "neobert",
+    "deberta-v3",
+)
+
+
+@dataclass(frozen=True)
+class Family:
+    """What a preset family is built with, and what it stands for."""
+
+    config_class: str  # the transformers config class (checked to be installed)
+    description: str
+
+
+FAMILY_INFO: dict[str, Family] = {
+    "bert": Family("BertConfig", "BERT (Devlin et al. 2019): post-LN, absolute positions"),
+    "roberta": Family("RobertaConfig", "RoBERTa (Liu et al. 2019): BERT's shape, BPE"),
+    "modernbert": Family("ModernBertConfig", "ModernBERT (Warner et al. 2024): pre-LN, RoPE, "
+                                             "GeGLU, local/global attention"),
+    "xlm-roberta": Family("XLMRobertaConfig", "XLM-R (Conneau et al. 2020)"),
+    "distilbert": Family("DistilBertConfig", "DistilBERT (Sanh et al. 2019)"),
+    "albert": Family("AlbertConfig", "ALBERT (Lan et al. 2020): factorised embeddings"),
+    "electra": Family("ElectraConfig", "ELECTRA generator (Clark et al. 2020)"),
+    "deberta-v2": Family("DebertaV2Config", "DeBERTa-v2 (He et al. 2021): relative attention"),
+    "eurobert": Family("EuroBertConfig", "EuroBERT (Boizard et al. 2025): Llama-style "
+                                         "encoder, RoPE, SwiGLU, RMSNorm (native class)"),
+    "ettin": Family("ModernBertConfig", "Ettin encoders (Weller et al. 2025): ModernBERT "
+                                        "classes, [CLS]/[SEP] tokenizers"),
+    "mmbert": Family("ModernBertConfig", "mmBERT (Marone et al. 2025): ModernBERT classes, "
+                                         "Gemma-style <bos>/<eos> tokenizers"),
+    "neobert": Family("EuroBertConfig", "NeoBERT's shape (Le Breton et al. 2025): deeper and "
+                                        "narrower, RoPE, SwiGLU, pre-RMSNorm, built with the "
+                                        "EuroBERT classes (NeoBERT checkpoints load with "
+                                        "--trust-remote-code)"),
+    "deberta-v3": Family("DebertaV2Config", "DeBERTa-v3 (He et al. 2023): DeBERTa-v2 "
+                                            "classes, 256 position buckets; released "
+                                            "checkpoints have no MLM head (trained by RTD)"),
+}
+
+# Families whose model uses rotary position embeddings (a recipe may set their RoPE θ).
+ROPE_FAMILIES = ("modernbert", "ettin", "mmbert", "eurobert", "neobert")
+
+
+def parse_preset(preset: str) -> tuple[str, Size]:
+    """Split `FAMILY-SIZE` into a family and a Size; errors list the valid names."""
+    family, _, size = preset.rpartition("-")
+    family = family or "bert"
+    if size not in SIZES or family not in FAMILIES:
+        valid = ", ".join(f"{f}-{s}" for f in FAMILIES[:3] for s in SIZES)
+        raise ValueError(
+            f"unknown model preset {preset!r}: use SIZE or FAMILY-SIZE with SIZE in "
+            f"{list(SIZES)} and FAMILY in {list(FAMILIES)} (e.g. {valid})"
+        )
+    return family, SIZES[size]
+
+def init_positions(init: str) -> int | None:
+    """The sequence length a local --init model accepts (None: not a local folder)."""
+    path = Path(init) / "config.json"
+    try:
+        values = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None  # a hub name, or a damaged folder: loading it will say
+    limit = values.get("max_position_embeddings") if isinstance(values, dict) else None
+    if not isinstance(limit, int):
+        return None
+    if values.get("model_type") in ("roberta", "xlm-roberta", "camembert"):
+        limit -= int(values.get("pad_token_id") or 0) + 1  # positions start after padding
+    return limit
