@@ -147,3 +147,6 @@ s/\bfrom mlmkit\.finetune import\b/from mlmkit.finetuning import/g
 s/\bimport mlmkit\.finetune$/import mlmkit.finetuning/
 s#\bmlmkit/finetune/#mlmkit/finetuning/#g
 s#\bmlmkit/runtime/#mlmkit/core/#g
+s/\bmlmkit\.scoring\.engine\b/mlmkit.scoring.masked_copies/g
+s#\bmlmkit/scoring/engine\.py\b#mlmkit/scoring/masked_copies.py#g
+s/\bfrom mlmkit\.scoring import engine$/from mlmkit.scoring import masked_copies/

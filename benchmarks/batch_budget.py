@@ -53,7 +53,7 @@ def main() -> None:
 
     from mlmkit.engine.batching import cache_bytes, default_batch_tokens
     from mlmkit.models import MLM
-    from mlmkit.scoring.engine import score_token_ids
+    from mlmkit.scoring.masked_copies import score_token_ids
 
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(

@@ -161,7 +161,7 @@ def worker(args) -> None:
     from transformers import AutoTokenizer
 
     from mlmkit.models import MLM
-    from mlmkit.scoring.engine import score_token_ids
+    from mlmkit.scoring.masked_copies import score_token_ids
 
     torch.set_num_threads(args.threads)
     tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)

@@ -8,8 +8,9 @@ import math
 import pytest
 import torch
 
+from mlmkit.core.gumbel import uniform_to_gumbel
 from mlmkit.errors import MlmkitError
-from mlmkit.generation.choose import ChoiceConfig, choose_tokens, filter_logits, uniform_to_gumbel
+from mlmkit.generation.choose import ChoiceConfig, choose_tokens, filter_logits
 from mlmkit.generation.confidence import CONFIDENCES, confidence
 
 

@@ -10,7 +10,7 @@ import pytest
 
 import mlmkit
 from mlmkit.errors import MlmkitError
-from mlmkit.scoring.engine import score_token_ids
+from mlmkit.scoring.masked_copies import score_token_ids
 
 TEXTS = ["Return the number of items in a container.",
          "Asynchronous generators yield values lazily."]

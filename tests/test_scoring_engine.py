@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 import torch
 
+from mlmkit.engine.batching import cut_batches
 from mlmkit.models import FAMILIES
-from mlmkit.scoring.engine import cut_batches, score_token_ids
 from mlmkit.scoring.jobs import window_starts
+from mlmkit.scoring.masked_copies import score_token_ids
 
 TEXTS = [
     "Return the number of items in a container.",
@@ -181,18 +182,18 @@ def test_bad_arguments(tiny_mlm):
 def test_memory_is_bounded_by_the_budget(tiny_mlm, monkeypatch):
     """Every batch holds at most `batch_tokens` padded tokens and the head runs only at the
     masked column of each copy: [rows, V], never [rows, length, V]."""
-    import mlmkit.scoring.engine as engine
+    import mlmkit.scoring.masked_copies as masked_copies
 
     mlm = tiny_mlm("bert")
     seen = []
-    real = engine.masked_log_probs
+    real = masked_copies.masked_log_probs
 
     def spy(model, ids, attention, positions):
         out = real(model, ids, attention, positions)
         seen.append((ids.numel(), ids.shape[0], tuple(out.shape)))
         return out
 
-    monkeypatch.setattr(engine, "masked_log_probs", spy)
+    monkeypatch.setattr(masked_copies, "masked_log_probs", spy)
     ids = mlm.tokenizer(" ".join(TEXTS * 6))["input_ids"]
     assert len(ids) > 2 * mlm.max_length
     (scores,) = score_token_ids(mlm, [ids], batch_tokens=600)

@@ -9,7 +9,7 @@ import torch
 
 import mlmkit
 from mlmkit.errors import InvalidArgument
-from mlmkit.scoring.engine import score_token_ids
+from mlmkit.scoring.masked_copies import score_token_ids
 
 TEXTS = ["Return the ☃ of items.", "Return 漢字 value", "Return the number of items."]
 

@@ -313,8 +313,8 @@ def test_a_bad_choice_is_the_library_message_as_a_400(client, path, body, field)
 def test_the_schema_lists_each_choice_as_the_library_does(client):
     from mlmkit.generation.fill_mask import MODES
     from mlmkit.probe.cloze import AGGREGATES
-    from mlmkit.scoring.engine import UNK_MODES
     from mlmkit.scoring.jobs import METRICS
+    from mlmkit.scoring.masked_copies import UNK_MODES
 
     schemas = client.get("/openapi.json").json()["components"]["schemas"]
     for request, field, options in [("ScoreRequest", "metric", METRICS),

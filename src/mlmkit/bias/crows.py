@@ -20,7 +20,7 @@ from mlmkit.bias.crows_data import CrowsPair
 from mlmkit.bias.pairs import PairScores
 from mlmkit.core.progress import progress_wanted
 from mlmkit.probe.prepare import prepare_model
-from mlmkit.scoring.engine import score_token_ids
+from mlmkit.scoring.masked_copies import score_token_ids
 
 ROUND_DIGITS = 3
 _CASE_PROBE = "The Cat And The Dog Were Here"

@@ -31,7 +31,7 @@ from mlmkit.core.results import Result, jsonable
 from mlmkit.core.statistics import Statistic
 from mlmkit.errors import InvalidData, PathError
 from mlmkit.probe.prepare import prepare_model
-from mlmkit.scoring.engine import score_token_ids
+from mlmkit.scoring.masked_copies import score_token_ids
 
 GOLD_LABELS = ("stereotype", "anti-stereotype", "unrelated")
 SCORE_NAMES = ("SS", "LM", "ICAT")

@@ -20,6 +20,11 @@ from pathlib import Path
 
 from mlmkit.core.cache import atomic_write_text, cache_dir
 
+try:
+    from pydoc_data.topics import topics
+except ImportError:  # some minimal Python builds ship without pydoc_data
+    topics = None
+
 VALIDATION_SHARE = 0.05
 FORMAT_VERSION = 1  # bump when the harvesting rules change: it keys the disk cache
 MIN_WORDS = 8
@@ -79,12 +84,8 @@ def _harvest() -> tuple[list[str], list[str]]:
     train: list[str] = []
     validation: list[str] = []
     sources = [doc for path in _stdlib_files() for doc in _docstrings(path)]
-    try:
-        from pydoc_data.topics import topics
-
+    if topics is not None:  # some minimal Python builds ship without pydoc_data
         sources += [topics[key] for key in sorted(topics)]
-    except ImportError:  # some minimal Python builds ship without pydoc_data
-        pass
     for source in sources:
         document = "\n".join(_paragraphs(source))
         if not document or document in seen:

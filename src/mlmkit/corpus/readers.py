@@ -22,6 +22,7 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 
+from mlmkit.core.hub import hub_offline
 from mlmkit.core.records import decoded_lines as _decoded_lines
 from mlmkit.core.records import parse_json_line, text_field
 from mlmkit.corpus.mixture import parse_corpus_spec
@@ -222,8 +223,6 @@ def _read_hub(source: str, *, field, split, **_) -> Iterator[str]:
     try:
         loaded = datasets.load_dataset(name, config, split=split, streaming=True)
     except Exception as streaming_error:  # noqa: BLE001 (the library raises many kinds)
-        from mlmkit.core.hub import hub_offline
-
         try:
             with hub_offline(True):  # the cached copy only: never a whole download here
                 loaded = datasets.load_dataset(name, config, split=split)

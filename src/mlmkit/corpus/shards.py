@@ -117,19 +117,6 @@ def shard_key(corpus_hash: str, tokenizer, settings: dict | None = None) -> str:
     return hashlib.blake2b(payload.encode(), digest_size=12).hexdigest()
 
 
-def _batches(documents: Iterable[str], size: int):
-    batch: list[str] = []
-    for document in documents:
-        if not isinstance(document, str):
-            raise MlmkitError(f"corpus documents must be strings, got {type(document).__name__}")
-        if document.strip():
-            batch.append(document)
-        if len(batch) == size:
-            yield batch
-            batch = []
-    if batch:
-        yield batch
-
 
 def _pieces(documents: Iterable[str], corpus_digest, max_documents: int, max_bytes: int):
     """Bounded pieces of the corpus: (documents with text, piece hash, documents read).

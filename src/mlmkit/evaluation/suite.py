@@ -33,7 +33,7 @@ from mlmkit.core.progress import status
 from mlmkit.core.records import read_table, read_texts
 from mlmkit.core.results import Result
 from mlmkit.corpus.python_docs import python_docs
-from mlmkit.errors import InvalidArgument, PathError
+from mlmkit.errors import InvalidArgument, InvalidData, PathError
 from mlmkit.finetuning import finetune
 from mlmkit.generation import elbo
 from mlmkit.models import prepare_mlm
@@ -434,7 +434,5 @@ def load_suite(path) -> SuiteResult:
                                                    "seconds", "items")},
                            cpu_seconds=data.get("cpu_seconds", {}))
     except (OSError, ValueError, KeyError, TypeError) as error:
-        from mlmkit.errors import InvalidData
-
         raise InvalidData(f"{str(path)!r} is not a suite.json written by mlmkit eval suite "
                           f"({type(error).__name__}); run the suite again") from error

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from mlmkit.core import checks
+from mlmkit.core.gumbel import gumbel_noise
 from mlmkit.errors import InvalidArgument
 
 
@@ -37,17 +38,6 @@ class ChoiceConfig:
                                       "unset for no nucleus filtering")
 
 
-def uniform_to_gumbel(uniform: torch.Tensor) -> torch.Tensor:
-    """-log(-log U) in float64. Its largest value from float64 U is about 36.7, so tokens
-    down to ~1e-16 of the top one can win; from float32 U it is 16.6 (~6e-8)."""
-    noise = uniform.double().clamp_min(torch.finfo(torch.float64).tiny)
-    return noise.log_().neg_().log_().neg_()
-
-
-def gumbel_noise(shape, generator: torch.Generator | None, device=None) -> torch.Tensor:
-    """Standard Gumbel noise in float64 (computed in place: it is the size of the logits)."""
-    uniform = torch.rand(shape, dtype=torch.float64, generator=generator, device=device)
-    return uniform.clamp_min_(torch.finfo(torch.float64).tiny).log_().neg_().log_().neg_()
 
 
 def filter_logits(logits: torch.Tensor, top_k: int | None, top_p: float | None) -> torch.Tensor:

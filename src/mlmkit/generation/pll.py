@@ -1,12 +1,12 @@
 """Pseudo-log-likelihood of token sequences, for choosing among infill candidates: the
-scoring engine's PLL (`mlmkit.scoring.engine.score_token_ids`) on the content tokens."""
+scoring engine's PLL (`mlmkit.scoring.masked_copies.score_token_ids`) on the content tokens."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from mlmkit.generation.canvas import special_wrap
-from mlmkit.scoring.engine import score_token_ids
+from mlmkit.scoring.masked_copies import score_token_ids
 
 
 def token_pll(mlm, token_ids: list[list[int]], *, batch_tokens: int | None = None,

@@ -27,8 +27,3 @@ def uniform(shape, generator: torch.Generator, device, dtype=torch.float32) -> t
     u = torch.rand(shape, generator=generator, device=device, dtype=dtype)
     tiny = torch.finfo(dtype).tiny
     return u.clamp_(min=tiny, max=1.0 - torch.finfo(dtype).eps)
-
-
-def gumbel(shape, generator: torch.Generator, device) -> torch.Tensor:
-    """Standard Gumbel noise: adding it to log-weights and sorting samples without replacement."""
-    return -torch.log(-torch.log(uniform(shape, generator, device)))

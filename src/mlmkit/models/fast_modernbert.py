@@ -22,7 +22,11 @@ import torch
 import torch.nn.functional as F
 from transformers.activations import GELUActivation
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-from transformers.models.modernbert.modeling_modernbert import eager_attention_forward
+from transformers.models.modernbert.modeling_modernbert import (
+    ModernBertAttention,
+    ModernBertMLP,
+    eager_attention_forward,
+)
 
 
 def _rotate_into(out: torch.Tensor, x: torch.Tensor, cos: torch.Tensor,
@@ -148,13 +152,6 @@ def use_fast_layers(model: torch.nn.Module) -> int:
     """Swap the fast rotary/QKV and GeGLU forwards into `model`'s ModernBERT attention and
     MLP modules (any precision; activations other than exact GELU keep transformers' MLP
     code). Returns how many modules were changed."""
-    try:
-        from transformers.models.modernbert.modeling_modernbert import (
-            ModernBertAttention,
-            ModernBertMLP,
-        )
-    except ImportError:  # a transformers without ModernBERT
-        return 0
     changed = 0
     for module in model.modules():
         if isinstance(module, ModernBertAttention):

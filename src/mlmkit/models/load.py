@@ -12,9 +12,8 @@ import torch
 import transformers
 from transformers.utils import logging as hf_logging
 
-from mlmkit.core.devices import resolve_device as resolve
-from mlmkit.core.devices import resolve_precision, set_threads
-from mlmkit.core.hub import hub_offline, hub_unreachable
+from mlmkit.core.devices import resolve_device, resolve_precision, set_threads
+from mlmkit.core.hub import hub_offline, hub_unreachable, offline_now
 from mlmkit.errors import InvalidArgument, ModelError, PathError
 from mlmkit.models.adapters import SUPPORTED_ARCHITECTURES
 
@@ -66,10 +65,6 @@ def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
         raise InvalidArgument(f"unknown dtype {dtype!r}: use one of {sorted(names)}")
     return names[dtype]
 
-
-def resolve_device(device) -> torch.device:
-    """`mlmkit.core.devices.resolve_device` (kept here for older imports)."""
-    return resolve(device)
 
 
 def check_mask_token(tokenizer, name: str) -> None:
@@ -172,8 +167,6 @@ def _load_config(name: str, trust_remote_code: bool = False):
             raise ModelError(f"{name!r} needs its own model code: pass --trust-remote-code "
                              "(trust_remote_code=True) if you trust it") from error
         if not Path(name).expanduser().is_dir():  # a hub name: not found, or no network
-            from mlmkit.core.hub import offline_now
-
             if offline_now():
                 raise ModelError(f"model {name!r} is neither a local directory nor in the "
                                  "Hugging Face cache, and the hub cannot be reached (no "
@@ -258,7 +251,7 @@ def load_mlm(
     """
     trust_remote_code = trust_remote_code_default(trust_remote_code)
 
-    target = resolve(device)
+    target = resolve_device(device)
     name = str(model)
     path = Path(name).expanduser()
     # a name like runs/model whose folder is here is a local path, not a hub id (whose
@@ -351,7 +344,7 @@ def as_mlm(model, tokenizer=None, *, device=None, dtype=None,
         _check_head(model, name)
         mlm = MLM(model=model, tokenizer=tokenizer, name=name)
     if device is not None and device != "auto":
-        target = resolve(device)
+        target = resolve_device(device)
         if mlm.device != target and not (target.type == mlm.device.type and target.index is None):
             mlm.model.to(target)
     return mlm
@@ -367,7 +360,7 @@ def prepare_mlm(model, *, device=None, precision: str | None = "auto", threads=N
     resolves `precision` for inference ('auto' = fp32). Bad values fail before any load.
     """
     if device is not None:
-        resolve(device)
+        resolve_device(device)
     resolve_precision(precision, torch.device("cpu"))  # a bad name fails before the load
     set_threads(threads)
     mlm = as_mlm(model, tokenizer, device=device, allow_untrained_head=allow_untrained_head,

@@ -28,6 +28,11 @@ import torch.nn.functional as F
 
 from mlmkit.models.fast_modernbert import rotate_projections
 
+try:
+    from torch.distributed.fsdp import FSDPModule
+except ImportError:  # a torch built without distributed
+    FSDPModule = None
+
 
 class _Captured(Exception):
     """Raised by the pre-hook once the last layer's input is captured: stops the forward."""
@@ -229,9 +234,7 @@ def _dropout_active(layer: torch.nn.Module) -> bool:
 def _sharded(layer: torch.nn.Module) -> bool:
     """Whether FSDP2 shards `layer` (its parameters are gathered by its own forward, which
     the sparse computation does not call): then the full layer runs."""
-    try:
-        from torch.distributed.fsdp import FSDPModule
-    except ImportError:  # a torch built without distributed
+    if FSDPModule is None:  # a torch built without distributed
         return False
     return any(isinstance(m, FSDPModule) for m in layer.modules())
 

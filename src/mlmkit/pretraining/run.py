@@ -66,6 +66,7 @@ from mlmkit.training.fsdp import (
     save_run,
     save_sharded,
 )
+from mlmkit.training.fsdp import evaluate as evaluate_sharded
 from mlmkit.training.launch import build_runtime_from_env
 from mlmkit.training.metrics_log import MetricsLog
 from mlmkit.training.objective import Objective
@@ -262,9 +263,7 @@ class Run:
         """Held-out metrics (rank 0 only; the other ranks go on to the next step)."""
         with torch.random.fork_rng(devices=[]):  # evaluation never moves the training RNG
             if getattr(self.runtime, "sharded", False):  # FSDP: every rank (train/fsdp.py)
-                from mlmkit.training.fsdp import evaluate
-
-                metrics = evaluate(self)
+                metrics = evaluate_sharded(self)
                 metrics = metrics if self.is_main else {}
             else:
                 metrics = (self.objective.evaluate(self.validation, self.data.sentences)

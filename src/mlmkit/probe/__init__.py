@@ -3,7 +3,7 @@
 `cloze_classify` (PET-style prompts with verbalizers), `rank_statements` (plausibility
 ranking of full statements by PLL, Tamborrino et al. 2020 / BEAR) and `knowledge_probe`
 (LAMA P@1 / P@10 / MRR) are thin layers over `mlmkit.models.masked_log_probs` and the
-PLL engine `mlmkit.scoring.engine.score_token_ids`.
+PLL engine `mlmkit.scoring.masked_copies.score_token_ids`.
 
 Every entry point takes the model first (a loaded `MLM`, a name or path, or a
 `(model, tokenizer)` pair), the inputs second, then the keywords spelled as everywhere in

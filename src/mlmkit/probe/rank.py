@@ -24,8 +24,8 @@ from mlmkit.probe.items import Item
 from mlmkit.probe.outcomes import RankedItem, RankResult
 from mlmkit.probe.prepare import prepare_model
 from mlmkit.probe.shared import shared_regions
-from mlmkit.scoring.engine import score_token_ids
 from mlmkit.scoring.jobs import METRICS
+from mlmkit.scoring.masked_copies import score_token_ids
 from mlmkit.scoring.texts import encode_texts
 
 NORMALIZATIONS = ("sum", "token", "word")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from mlmkit.core.progress import progress_wanted
-from mlmkit.scoring.engine import score_token_ids
+from mlmkit.scoring.masked_copies import score_token_ids
 
 
 def score_spans(mlm, filled_ids: list[list[int]], spans: list[list[int]], *,

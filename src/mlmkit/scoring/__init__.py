@@ -3,10 +3,10 @@
 `score` turns texts into sentence scores (with token and word breakdowns); `score_file`
 streams a file of texts to JSON lines (resumable); `rescore` reranks n-best lists;
 `evaluate_pairs` runs minimal-pair benchmarks such as BLiMP; all of them run on
-`mlmkit.scoring.engine.score_token_ids`, which batches through `mlmkit.engine.batching`.
+`mlmkit.scoring.masked_copies.score_token_ids`, which batches through `mlmkit.engine.batching`.
 """
 
-from mlmkit.scoring.engine import score_token_ids
+from mlmkit.scoring.masked_copies import score_token_ids
 from mlmkit.scoring.minimal_pairs import (
     MinimalPair,
     MinimalPairResult,

@@ -28,6 +28,7 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import time
 import warnings
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ import torch
 
 from mlmkit.core import checks
 from mlmkit.core.output import check_output_path, fsync_directory
-from mlmkit.core.progress import Progress
+from mlmkit.core.progress import Progress, warn
 from mlmkit.core.records import STDIN, check_input_file
 from mlmkit.core.records import read_texts as _read_texts
 from mlmkit.core.results import Result, one_line
@@ -53,6 +54,11 @@ from mlmkit.scoring.sharding import (
     write_shard_info,
 )
 from mlmkit.scoring.text_scores import check_score_options, score
+
+try:
+    import fcntl
+except ImportError:  # no advisory locks on this platform
+    fcntl = None
 
 FORMAT_VERSION = 1  # bump when the record layout changes: old partial files are not resumed
 
@@ -129,9 +135,7 @@ def partial_path(output: Path, key: str) -> Path:
 
 def _lock(handle) -> bool:
     """An exclusive lock on an open file (False: another process holds it)."""
-    try:
-        import fcntl
-    except ImportError:  # no advisory locks on this platform
+    if fcntl is None:  # no advisory locks on this platform
         return True
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -283,8 +287,6 @@ def score_file(
                             "input and settings: wait for it, or choose another output")
     try:
         if output is None:
-            import sys
-
             out = sys.stdout
         else:
             if resumable and resume and os.path.getsize(partial):
@@ -341,8 +343,6 @@ def score_file(
             if not resumable:
                 partial.unlink(missing_ok=True)
             else:
-                from mlmkit.core.progress import warn
-
                 warn(f"{str(output)!r} was not written: the lines scored so far are kept in "
                      f"{str(partial)!r}; the same command resumes from them (--no-resume "
                      "starts over)")

@@ -11,8 +11,8 @@ from mlmkit.core import checks
 from mlmkit.engine.batching import check_budget
 from mlmkit.errors import InvalidArgument, ModelError
 from mlmkit.models import prepare_mlm
-from mlmkit.scoring.engine import UNK_MODES, score_token_ids, unscored_ids
 from mlmkit.scoring.jobs import METRICS
+from mlmkit.scoring.masked_copies import UNK_MODES, score_token_ids, unscored_ids
 from mlmkit.scoring.scores import TextScore, TokenScore, WordScore
 from mlmkit.scoring.texts import EncodedText, encode_texts, span_targets
 

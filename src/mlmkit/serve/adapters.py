@@ -30,8 +30,8 @@ def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
     import torch
 
     from mlmkit.engine.batching import run_jobs
-    from mlmkit.scoring.engine import _MaskedCopies, unscored_ids
     from mlmkit.scoring.jobs import build_jobs
+    from mlmkit.scoring.masked_copies import _MaskedCopies, unscored_ids
 
     tokenizer = mlm.tokenizer
     special = unscored_ids(tokenizer, unk)
@@ -81,8 +81,8 @@ def stride_gap(mlm, texts: list[str], unk: str, stride: int, spans=None):
     `stride` leave uncovered, or None: the library's own check (`scoring.jobs.build_jobs`
     refuses a stride past the window), run per text so the server can name the text."""
     from mlmkit.errors import InvalidArgument
-    from mlmkit.scoring.engine import unscored_ids
     from mlmkit.scoring.jobs import build_jobs
+    from mlmkit.scoring.masked_copies import unscored_ids
 
     limit = int(mlm.max_length)
     if stride == 1 or not texts:

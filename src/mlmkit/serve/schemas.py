@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from mlmkit.generation.fill_mask import MODES
 from mlmkit.probe.cloze import AGGREGATES
-from mlmkit.scoring.engine import UNK_MODES
 from mlmkit.scoring.jobs import METRICS
+from mlmkit.scoring.masked_copies import UNK_MODES
 
 Texts = str | list[str]
 

@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 
 import torch
+from transformers.utils import logging as hf_logging
 
 from mlmkit.core import staging
 from mlmkit.errors import RunError
@@ -138,8 +139,6 @@ def save_model_dir(save_pretrained, target: str | Path) -> Path:
     target = Path(target)
     folder = staging.staging_dir(target)
     try:
-        from transformers.utils import logging as hf_logging
-
         hf_logging.disable_progress_bar()  # one bar per saved shard clutters the training bar
         save_pretrained(folder)
         staging.publish_dir(folder, target)

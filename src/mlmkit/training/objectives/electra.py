@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 import transformers
 
+from mlmkit.core.gumbel import gumbel_noise
 from mlmkit.errors import MlmkitError
 from mlmkit.models import masked_logits, parse_preset, preset_config
 from mlmkit.tokenizer import save_tokenizer
@@ -112,8 +113,7 @@ def gumbel_sample(logits: torch.Tensor, generator: torch.Generator | None = None
     ~6e-8 of the top token's probability does not matter (generation uses float64).
     """
     with torch.no_grad():
-        uniform = torch.rand(logits.shape, generator=generator, device=logits.device)
-        noise = uniform.clamp_min_(torch.finfo(torch.float32).tiny).log_().neg_().log_().neg_()
+        noise = gumbel_noise(logits.shape, generator, device=logits.device, dtype=torch.float32)
         return (logits.detach().float() + noise).argmax(-1)
 
 

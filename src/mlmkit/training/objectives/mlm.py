@@ -17,7 +17,7 @@ from mlmkit.models import MLM, build_mlm, masked_logits
 from mlmkit.models.cross_entropy import cross_entropy_top1
 from mlmkit.models.fast_modernbert import use_fast_layers
 from mlmkit.models.unpadded import unpadded_logits, unpadded_mlm_loss
-from mlmkit.scoring.engine import score_token_ids
+from mlmkit.scoring.masked_copies import score_token_ids
 from mlmkit.tokenizer import save_tokenizer
 from mlmkit.training.objectives import LossOutput, Objective, Prepared
 from mlmkit.training.objectives.metrics import masked_token_metrics, pseudo_perplexity

@@ -14,13 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from mlmkit.core.checks import choice
-from mlmkit.core.devices import PRECISIONS  # noqa: F401
-from mlmkit.engine.batching import (  # noqa: F401  (re-exported for older imports)
+from mlmkit.engine.batching import (
     BatchArrays,
     concatenated_ranges,
-    cut_batches,
     default_batch_tokens,
-    max_rows_for_head,
     pick,
     run_jobs,
 )
