@@ -79,8 +79,7 @@ def default_batch_tokens(model, max_length: int) -> int:
     2 rows of attention scores (heads × length) alive, in float32). On a CPU: fewer, so
     that the widest activation of a batch (tokens × intermediate size, float32) fills
     about half of the last-level cache (`cache_bytes`): matmuls whose operands stay in
-    cache run faster: PLL scoring of the mini BERT ran 1.4× faster at this budget (4,096
-    tokens) than at the 1 GiB one (32,768), AMD EPYC, one thread (README, Speed).
+    cache run faster than the same work in batches that spill to memory.
     """
     config = model.config
     hidden = getattr(config, "hidden_size", None) or getattr(config, "dim", 768)
@@ -103,7 +102,7 @@ def _device_type(model) -> str:
 
 def _training_modules(net) -> list:
     """The modules of `net` in training mode (a plain walk: `Module.modules()` builds names
-    and a memo set, ~1 ms per call on a small BERT)."""
+    and a memo set, which costs more than the walk on every call)."""
     found, stack = [], [net]
     while stack:
         module = stack.pop()
@@ -193,9 +192,8 @@ def padding_segments(lengths: np.ndarray, batch_tokens: int) -> list[tuple[int, 
     tokens in ⌈r × L / budget⌉ batches), by dynamic programming over the distinct lengths.
 
     A call of a few texts of many lengths, such as a server's gathered requests (each text's
-    masked copies share its length), padded 17-19% of its tokens under the budget cuts
-    alone; split here, 4-9%, and its forward passes ran 15-19% faster (tiny BERT, 32 texts,
-    one thread). A long corpus run, whose length groups fill batches on their own, is split
+    masked copies share its length), pads several times fewer tokens split here than under
+    the budget cuts alone, and padding is work the encoder does for nothing. A long corpus run, whose length groups fill batches on their own, is split
     at length changes, where it loses at most one partly filled batch per length.
     """
     n = len(lengths)

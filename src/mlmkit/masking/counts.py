@@ -39,7 +39,7 @@ def unit_table(unit_ids: torch.Tensor, token_weights: torch.Tensor | None, singl
 def top_per_row(key: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
     """Bool [B, N]: the `count[b]` largest finite keys of each row (count ≤ finite keys).
 
-    One unsorted top-k of the largest count (a sorted one costs 2–4× more), then each row
+    One unsorted top-k of the largest count (sorting it would cost more and is not needed), then each row
     drops its extra smallest ones, found by a small top-k of the few extras (rows' counts
     differ by a few in packed batches).
     """

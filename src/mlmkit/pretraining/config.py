@@ -80,7 +80,7 @@ class PretrainConfig:
     beta1: float = _f(0.9, "AdamW beta1")
     beta2: float = _f(0.98, "AdamW beta2")
     eps: float = _f(1e-6, "AdamW epsilon")
-    # -- optimizer, batch warm-up and unpadding (issue 19 item 4)
+    # -- optimizer, batch warm-up and unpadding
     optimizer: str = _f("adamw", "adamw, or stableadamw: AdamW with per-tensor update "
                                  "clipping (Wortsman et al. 2023; ModernBERT's optimizer)")
     decoupled_weight_decay: bool = _f(False, "weight decay scaled by the schedule (lr / --lr), "
@@ -104,7 +104,7 @@ class PretrainConfig:
     decay: float = _f(0.2, "wsd only: share of the budget spent decaying at the end")
     min_lr: float = _f(0.0, "learning rate at the end, as a share of --lr")
     seed: int = _f(0, "seed of initialisation, data order, masking and dropout")
-    # -- recipes and phases (issue 19; mlmkit.pretraining.recipes, mlmkit.pretraining.phases)
+    # -- recipes and phases (mlmkit.pretraining.recipes, mlmkit.pretraining.phase_specs)
     recipe: str | None = _f(None, "the recipe this run's settings came from (mlmkit pretrain "
                                   "--recipe NAME --show prints one)")
     phases: list | None = _f(None, "training phases, each a mapping of steps, seq_len, "
@@ -207,7 +207,7 @@ class PretrainConfig:
         checks.probability("beta1", self.beta1)
         checks.probability("beta2", self.beta2)
         checks.positive("eps", self.eps)
-        self._validate_item4()  # issue 19: optimizer, batch warm-up, unpadding
+        self._validate_training_options()
         checks.non_negative("clip", self.clip)
         checks.non_negative("warmup", self.warmup)
         checks.probability("decay", self.decay, closed_high=True)
@@ -239,11 +239,11 @@ class PretrainConfig:
             self.halt_after = checks.count("halt_after", self.halt_after, 1, MAX_COUNT)
         self.fill_mask_examples = checks.count("fill_mask_examples", self.fill_mask_examples, 0, 1000)
         self._validate_positions()
-        if self.phases is not None:  # issue 19: phases checked before any work
+        if self.phases is not None:  # checked now: a bad phase would fail mid-run
             check_config_phases(self)
 
-    def _validate_item4(self) -> None:
-        """--optimizer, --decoupled-weight-decay, --batch-warmup-*, --unpadded (issue 19)."""
+    def _validate_training_options(self) -> None:
+        """--optimizer, --decoupled-weight-decay, --batch-warmup-*, --unpadded."""
         _text("optimizer", self.optimizer)
         checks.choice("optimizer", self.optimizer, ("adamw", "stableadamw"))
         for name in ("decoupled_weight_decay", "unpadded"):

@@ -50,7 +50,7 @@ class PretrainData:
 
     def describe(self) -> str:
         val = self.validation_shards
-        mixture = getattr(self.train, "weights", None)  # a weighted --corpus (issue 17)
+        mixture = getattr(self.train, "weights", None)  # a weighted --corpus
         mixed = ("" if mixture is None else " (mixture: " + ", ".join(
             f"{name} {weight:.3g} of {size:,} blocks" for name, weight, size in zip(
                 self.train.names, mixture, self.train.sizes, strict=True)) + ")")
@@ -70,7 +70,7 @@ def corpus_documents(corpus: str, split: str, field: str = "text",
     """A re-iterable source (a function returning an iterator) of one split's documents."""
     if corpus == "python-docs":
         return lambda: iter(python_docs(split))
-    # ---- several sources (issue 17): read one after the other; weights only mix blocks
+    # ---- several sources: read one after the other; weights only mix blocks
     sources = [part.source for part in parse_corpus_spec(corpus)]
     if sources == ["python-docs"]:
         return corpus_documents("python-docs", split, field, validation_share)
@@ -199,7 +199,7 @@ def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
                         train_shards=train_shards, validation_shards=val_shards)
 
 
-# ---- weighted corpus mixtures (issue 17): --corpus a.txt:0.7 --corpus b.txt:0.3
+# ---- weighted corpus mixtures: --corpus a.txt:0.7 --corpus b.txt:0.3
 
 
 def _mixture_train(config, tokenizer, settings: dict, pack: dict, show_progress: bool):

@@ -171,7 +171,7 @@ class Run:
 
     def batch_size(self) -> int:
         """This step's global batch: --batch-size, or during a batch-size warm-up a batch
-        that grows with the tokens trained on (`batch_warmup_size`; issue 19)."""
+        that grows with the tokens trained on (`batch_warmup_size`)."""
         return batch_warmup_size(self.config, self.state.tokens, self.runtime.world_size)
 
     def progress(self) -> float:
@@ -378,7 +378,7 @@ class Run:
 
 
 def batch_warmup_size(config: PretrainConfig, tokens: int, world_size: int = 1) -> int:
-    """The global batch of a step that starts after `tokens` tokens (issue 19).
+    """The global batch of a step that starts after `tokens` tokens.
 
     Batch-size warm-up (ModernBERT: 768 → 4,608 sequences over the first 50B tokens): the
     batch grows linearly from `batch_warmup_start` (default --batch-size / 8) to
@@ -486,10 +486,10 @@ def check_config(config: PretrainConfig, world_size: int,
                               f"--grad-accum × processes ({config.grad_accum} × {world_size})")
     Schedule.from_config(config)  # e.g. --warmup in steps without a --steps budget
     if config.parallel == "fsdp" and world_size > 1 and (
-            config.optimizer != "adamw" or config.decoupled_weight_decay):  # issue 19
+            config.optimizer != "adamw" or config.decoupled_weight_decay):
         raise InvalidArgument("--optimizer stableadamw and --decoupled-weight-decay are not "
                               "supported with --parallel fsdp yet: use --parallel ddp")
-    if config.unpadded:  # issue 19: packed rows, attention within each document
+    if config.unpadded:  # packed rows, attention within each document
         if config.objective != "mlm":
             raise InvalidArgument(f"--unpadded trains --objective mlm only, not "
                                   f"{config.objective!r}: drop --unpadded")
@@ -527,7 +527,7 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
     if config.init:
         init_model = load_mlm(config.init, device="cpu",
                               allow_untrained_head=config.allow_untrained_head).model.train()
-        if config.unpadded:  # issue 19
+        if config.unpadded:  # the loaded model must support unpadded attention
             check_unpadded_model(init_model)
         limit = getattr(init_model.config, "max_position_embeddings", None)
         if limit is not None and config.seq_len > limit:
@@ -553,7 +553,7 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
                                 weight_decay=config.weight_decay,
                                 betas=(config.beta1, config.beta2), eps=config.eps,
                                 device=runtime.device, kind=config.optimizer,
-                                decoupled=config.decoupled_weight_decay)  # issue 19
+                                decoupled=config.decoupled_weight_decay)
     run = Run(config=config, run_dir=run_dir, runtime=runtime, tokenizer=tokenizer, data=data,
               validation=eval_blocks(data, config.eval_blocks, config.batch_size),
               objective=objective, optimizer=optimizer,

@@ -44,7 +44,7 @@ class Runtime:
         return model
 
     def wrap_objective(self, objective) -> None:
-        """Route the objective's loss through DDP (distributed runtime only; issue 6)."""
+        """Route the objective's loss through DDP (distributed runtime only; one process has nothing to wrap)."""
         return None
 
     def no_sync(self, model: torch.nn.Module, last_micro_step: bool):
@@ -77,8 +77,8 @@ class Runtime:
 def training_threads(threads: int | None = None) -> int | None:
     """Threads for a training run: `threads` or `$MLMKIT_THREADS` when given; else the usable
     cores (`os.sched_getaffinity`) less those other processes keep busy (the 1-minute load
-    average), at least 1. On a loaded 2-core machine one thread trains 2.6-2.9x faster than
-    two that wait on each other (measured, mini ModernBERT, load 5-6)."""
+    average), at least 1: threads that wait on cores other processes hold wait on each
+    other at every synchronised op, so fewer threads than cores train faster there."""
     if threads is not None or os.environ.get("MLMKIT_THREADS", "").strip():
         return resolve_threads(threads)
     cores = available_cores()

@@ -2,14 +2,11 @@
 
 An objective owns the trainable module(s), turns a batch of packed blocks into a loss,
 evaluates, and exports to Hugging Face format. Each implements `mlmkit.training.objective.
-Objective`, the interface the training run defines and drives; that interface is all
-objectives know of `mlmkit.pretraining`, so a new objective (ELECTRA, masked diffusion, ...) is
-one file and one registry entry.
+Objective`, the interface pretraining drives; that interface is all objectives know of a
+run, so a new objective (ELECTRA, masked diffusion, ...) is one file and one registry entry.
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 from mlmkit.errors import MlmkitError
 from mlmkit.training.objective import LossOutput, Objective, Prepared
@@ -17,21 +14,9 @@ from mlmkit.training.objectives.diffusion import DiffusionObjective
 from mlmkit.training.objectives.electra import ElectraObjective
 from mlmkit.training.objectives.mlm import MLMObjective
 
-
-def _mlm():
-    return MLMObjective
-
-
-def _electra():  # issue 6
-    return ElectraObjective
-
-
-def _diffusion():  # issue 6
-    return DiffusionObjective
-
-
-# name -> a zero-argument function returning the Objective class (imported lazily)
-OBJECTIVES: dict[str, Any] = {"mlm": _mlm, "electra": _electra, "diffusion": _diffusion}
+# name -> the Objective class (a new objective is one file and one entry here)
+OBJECTIVES: dict[str, type[Objective]] = {
+    "mlm": MLMObjective, "electra": ElectraObjective, "diffusion": DiffusionObjective}
 
 
 def build_objective(config, tokenizer, runtime, init_model=None) -> Objective:
@@ -39,8 +24,7 @@ def build_objective(config, tokenizer, runtime, init_model=None) -> Objective:
     if config.objective not in OBJECTIVES:
         raise MlmkitError(f"unknown objective {config.objective!r}: use one of "
                           f"{sorted(OBJECTIVES)}")
-    cls = OBJECTIVES[config.objective]()
-    return cls(config, tokenizer, runtime, init_model=init_model)
+    return OBJECTIVES[config.objective](config, tokenizer, runtime, init_model=init_model)
 
 
 __all__ = ["OBJECTIVES", "LossOutput", "Objective", "Prepared", "build_objective"]

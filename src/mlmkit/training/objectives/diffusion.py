@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from mlmkit.errors import MlmkitError
 from mlmkit.models import masked_logits
 from mlmkit.tokenizer import save_tokenizer
-from mlmkit.training.objectives import LossOutput, Objective, Prepared
+from mlmkit.training.objective import LossOutput, Objective, Prepared
 from mlmkit.training.objectives.mlm import build_masking_policy, build_run_model
 
 EVAL_SAMPLES = 4  # corruptions (stratified times) per validation block

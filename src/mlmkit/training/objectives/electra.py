@@ -24,7 +24,7 @@ from mlmkit.core.gumbel import gumbel_noise
 from mlmkit.errors import MlmkitError
 from mlmkit.models import masked_logits, parse_preset, preset_config
 from mlmkit.tokenizer import save_tokenizer
-from mlmkit.training.objectives import LossOutput, Objective, Prepared
+from mlmkit.training.objective import LossOutput, Objective, Prepared
 from mlmkit.training.objectives.mlm import (
     build_masking_policy,
     mask_blocks,
