@@ -6,6 +6,10 @@ s/\bfrom mlmkit\.train\.config import init_positions$/from mlmkit.models.preset_
 s/\bfrom mlmkit\.models\.presets import (FAMILIES|SIZES|PRESET_POSITIONS|MAX_POSITIONS|ROPE_FAMILIES|FAMILY_INFO|Family|parse_preset|Size)((, (FAMILIES|SIZES|PRESET_POSITIONS|MAX_POSITIONS|ROPE_FAMILIES|FAMILY_INFO|Family|parse_preset|Size))*)$/from mlmkit.models.preset_table import \1\2/
 s/\bfrom mlmkit\.train\.phases import (RUN_CORPUS|PHASE_KEYS|LR_KEYS|LR_SHAPES|LRPiece|Phase|parse_phases|scale_phases|phase_limit|check_config_phases)((, (RUN_CORPUS|PHASE_KEYS|LR_KEYS|LR_SHAPES|LRPiece|Phase|parse_phases|scale_phases|phase_limit|check_config_phases))*)$/from mlmkit.pretraining.phase_specs import \1\2/
 s/\bmlmkit\.train\.pretrain\b/mlmkit.pretraining.pretrain/g
+s/\bfrom mlmkit\.generate\.choose import (uniform_to_gumbel|gumbel_noise)((, (uniform_to_gumbel|gumbel_noise))*)$/from mlmkit.core.gumbel import \1\2/
+s/\bfrom mlmkit\.scoring\.engine import (BatchArrays|concatenated_ranges|cut_batches|default_batch_tokens|max_rows_for_head|pick|run_jobs)((, (BatchArrays|concatenated_ranges|cut_batches|default_batch_tokens|max_rows_for_head|pick|run_jobs))*)$/from mlmkit.engine.batching import \1\2/
+s/\bfrom mlmkit\.models\.load import resolve_device$/from mlmkit.core.devices import resolve_device/
+s/\bfrom mlmkit\.models import resolve_device$/from mlmkit.core.devices import resolve_device/
 # modules
 s/\bfrom mlmkit\.runtime import checks$/from mlmkit.core import checks/
 s/\bfrom mlmkit\.runtime import checks as /from mlmkit.core import checks as /
