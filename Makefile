@@ -13,8 +13,8 @@ $(STAMP): pyproject.toml
 	# The CPU build of torch, pinned: any other spec may pull a multi-GB CUDA build.
 	$(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[dev]'
-	# Ray Data for mlmkit.integrations.ray (tests/test_ray.py runs a local Ray cluster).
-	$(PY) -m pip install -q -e '.[ray]' || echo "mlmkit[ray] could not be installed: tests/test_ray.py skips its Ray cluster test"
+	# Ray Data for mlmkit.integrations.ray (tests/integrations/test_ray.py runs a local Ray cluster).
+	$(PY) -m pip install -q -e '.[ray]' || echo "mlmkit[ray] could not be installed: tests/integrations/test_ray.py skips its Ray cluster test"
 	# The browser test of mlmkit serve drives the system Chromium (Playwright's download is not reachable).
 	@[ -x /usr/bin/chromium ] || ! command -v apt-get >/dev/null || (apt-get -qq update && DEBIAN_FRONTEND=noninteractive apt-get -qq install -y chromium >/dev/null) || echo "chromium could not be installed: the browser test will fail (apt-get install chromium)"
 	touch $(STAMP)

@@ -179,7 +179,7 @@ def _seed():
 @pytest.fixture(autouse=True)
 def _threads():
     """A test that asks for a thread count by name does not pass it on to the next test
-    (a count asked for by name holds for the rest of a process: runtime/devices.py)."""
+    (a count asked for by name holds for the rest of a process: core/devices.py)."""
     import mlmkit.core.devices as devices
 
     yield
@@ -191,8 +191,9 @@ def _threads():
 # are multi-process or long training runs, built once instead of once per worker that gets
 # one of their tests. (xdist's own `xdist_group` marker does nothing under pytest 9: the
 # group suffix it writes into `item._nodeid` is no longer part of the node id.)
-WHOLE_FILES = frozenset({"tests/test_ddp.py", "tests/test_fsdp.py", "tests/test_electra.py",
-                         "tests/test_serve_browser.py", "tests/test_score_shards.py"})
+WHOLE_FILES = frozenset({"tests/training/test_ddp.py", "tests/training/test_fsdp.py",
+                         "tests/training/test_electra.py", "tests/serve/test_serve_browser.py",
+                         "tests/scoring/test_score_shards.py"})
 
 
 @pytest.hookimpl(optionalhook=True)

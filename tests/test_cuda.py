@@ -15,7 +15,7 @@ import torch
 import mlmkit
 from mlmkit.models import MLM
 from tests.conftest import FAMILY_TOKENIZER
-from tests.test_pretrain import tiny_config, weights
+from tests.pretraining.test_pretrain import tiny_config, weights
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -6,7 +6,7 @@ fill, a scatter and the softmax again. Here the forward takes the row maxima and
 top-1 in one pass (`max` returns both) and the softmax once, kept for the backward,
 which is one scaled copy: grad = softmax · g − onehot · g. The loss is the same quantity,
 logsumexp − logit of the target, in float32, equal to `F.cross_entropy` within float
-rounding (tests/test_fast_training_ops.py). Every target must be a vocabulary id (no
+rounding (tests/models/test_fast_training_ops.py). Every target must be a vocabulary id (no
 ignore index: the MLM loss passes only the masked positions).
 
 bf16 / fp16 logits (a bf16 step) are read as they are: the softmax accumulates and

@@ -8,7 +8,7 @@ CPU training step of the default model. The two functions here compute the same 
 products, summed in the same order) and write each gradient once into one buffer, with
 no zero fill and no concatenation. `use_fast_layers` swaps them into a model's ModernBERT
 layers; the model, its weights and its checkpoints are unchanged, and the outputs and
-gradients equal transformers' within float rounding (tests/test_fast_training_ops.py).
+gradients equal transformers' within float rounding (tests/models/test_fast_training_ops.py).
 In bf16 (a bf16 model, or autocast where bf16 is native) the rotation is still computed
 in float32 and rounded once, transformers' rule; its gradient is summed in float32 before
 that one rounding (transformers rounds each of its two terms first).

@@ -8,7 +8,7 @@ This module runs the Hugging Face encoder up to the input of its last layer (a p
 captures that input, with the attention mask and rotary embeddings the model built for
 it, and stops the forward), then computes the last layer with queries at the chosen
 (row, column) pairs only. The result equals the full forward's hidden states at those
-positions within float tolerance (tests/test_sparse_last_layer.py, every family).
+positions within float tolerance (tests/models/test_sparse_last_layer.py, every family).
 
 Families: BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, ALBERT, ModernBERT.
 Others (DeBERTa-v2's relative attention, architectures without an adapter) keep the full

@@ -2,7 +2,7 @@
 decay is torch's; update clipping divides a tensor's step by its RMS_t = sqrt(mean(g² /
 max(v̂, ε²))) when that exceeds 1 (Wortsman et al. 2023); decoupled decay follows lr /
 max lr; the state round-trips through state_dict exactly. The resume of a whole training
-run with it is in tests/test_batch_warmup.py (one pair of runs for both)."""
+run with it is in tests/pretraining/test_batch_warmup.py (one pair of runs for both)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ import subprocess
 import httpx
 import pytest
 
-from tests.test_serve_browser import browser  # noqa: F401  (the module's Chromium fixture)
+from tests.serve.test_serve_browser import browser  # noqa: F401  (the module's Chromium fixture)
 from tests.uvicorn_thread import uvicorn_in_thread
 
 

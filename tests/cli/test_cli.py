@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from mlmkit.cli import app
 
-# Every command's help (description, example, -h) is held by tests/test_cli_contract.py.
+# Every command's help (description, example, -h) is held by tests/cli/test_cli_contract.py.
 
 
 def test_python_dash_m_mlmkit_help():

@@ -84,7 +84,7 @@ def world(tmp_path_factory, saved_tiny_mlm, monkeypatch_module):
                       '"seconds": {}, "items": {}}\n',
     }
     (root / "blimp-dir").mkdir()
-    stereoset = Path(__file__).parent / "data" / "stereoset_intrasentence_fixture.json"
+    stereoset = Path(__file__).parents[1] / "data" / "stereoset_intrasentence_fixture.json"
     (root / "stereoset.json").write_bytes(stereoset.read_bytes())
     for name, text in files.items():
         if text is not None:

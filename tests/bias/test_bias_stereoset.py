@@ -18,7 +18,7 @@ from mlmkit.bias.stereoset import (
 )
 from mlmkit.errors import MlmkitError
 
-FIXTURE = Path(__file__).parent / "data" / "stereoset_intrasentence_fixture.json"
+FIXTURE = Path(__file__).parents[1] / "data" / "stereoset_intrasentence_fixture.json"
 
 
 def test_fixture_parses_with_template_words():

@@ -237,7 +237,7 @@ def _valid_inputs(folder: Path) -> dict[str, str]:
     crows = folder / "crows.csv"
     crows.write_text(",sent_more,sent_less,stereo_antistereo,bias_type\n"
                      "0,The man was strong.,The woman was strong.,stereo,gender\n")
-    stereoset = Path(__file__).parent / "data" / "stereoset_intrasentence_fixture.json"
+    stereoset = Path(__file__).parents[1] / "data" / "stereoset_intrasentence_fixture.json"
     pairs = folder / "pairs.jsonl"
     pairs.write_text(json.dumps({"sentence_good": "It is.", "sentence_bad": "It are."}) + "\n")
     classify = folder / "classify.jsonl"
@@ -332,7 +332,7 @@ def test_root_help_lists_every_command_with_a_description():
 
 
 def test_docs_cli_md_lists_every_command():
-    text = (Path(__file__).resolve().parents[1] / "docs" / "CLI.md").read_text()
+    text = (Path(__file__).resolve().parents[2] / "docs" / "CLI.md").read_text()
     missing = [name for name in LEAVES if f"`mlmkit {name}`" not in text]
     assert not missing, f"docs/CLI.md does not list {missing}"
 
