@@ -515,20 +515,13 @@ DEFAULT_BATCH_ROWS = 16
 """Rows per batch when no token budget is given (each batch is seeded on its own)."""
 
 
-@dataclass
-class UnmaskedBatch:
-    """One batch of rows after the loop, on the CPU."""
+@dataclass(kw_only=True)
+class UnmaskedBatch(UnmaskResult):
+    """One batch of rows after the loop (its `ids` on the CPU), and where its rows stand."""
 
     first: int
     """Index of the batch's first row among all the rows."""
     canvas: Canvas
-    ids: torch.Tensor
-    """LongTensor [b, L]: the final canvas."""
-    model_calls: int
-    steps: int
-    seconds: float = 0.0
-    remasked: int = 0
-    edited: int = 0
 
 
 def batch_rows(batch_tokens: int | None, width: int, guided: bool) -> int:
@@ -589,7 +582,7 @@ def unmask_rows(
                     on_step(replace(event, first_row=first))
             out = unmask(mlm, canvas, options, suppressed=suppressed,
                          seed=options.seed + number, on_step=hook)
-            done.append(UnmaskedBatch(first, canvas, out.ids.cpu(), out.model_calls,
-                                      out.steps, out.seconds, out.remasked, out.edited))
+            done.append(UnmaskedBatch(**{**vars(out), "ids": out.ids.cpu()}, first=first,
+                                      canvas=canvas))
             bar.advance(canvas.ids.shape[0])
     return done

@@ -108,6 +108,17 @@ def _heads(x: torch.Tensor, heads: int) -> torch.Tensor:
     return x.view(b, length, heads, d // heads).transpose(1, 2)
 
 
+def _self_attend(hidden, mask, rows, cols, query, key, value, heads: int, scaling: float,
+                 dropout: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the read rows' hidden states x [n, d], their attention context [n, d]) of a layer
+    whose separate `query`, `key` and `value` projections split into `heads` heads."""
+    x = hidden[rows, cols]
+    context = _attend(query(x).view(len(x), heads, -1), _heads(key(hidden), heads),
+                      _heads(value(hidden), heads), mask, rows, cols, scaling=scaling,
+                      dropout=dropout)
+    return x, context
+
+
 def _p(dropout: torch.nn.Module | float, training: bool) -> float:
     p = dropout.p if isinstance(dropout, torch.nn.Module) else float(dropout)
     return p if training else 0.0
@@ -116,36 +127,26 @@ def _p(dropout: torch.nn.Module | float, training: bool) -> float:
 def _bert_layer(layer, hidden, mask, rows, cols, inputs):
     """BertLayer and its copies (RoBERTa, XLM-R, CamemBERT, ELECTRA)."""
     att = layer.attention.self
-    x = hidden[rows, cols]
-    heads = att.num_attention_heads
-    context = _attend(att.query(x).view(len(x), heads, -1),
-                      _heads(att.key(hidden), heads), _heads(att.value(hidden), heads),
-                      mask, rows, cols, scaling=att.scaling,
-                      dropout=_p(att.dropout, att.training))
+    x, context = _self_attend(hidden, mask, rows, cols, att.query, att.key, att.value,
+                              att.num_attention_heads, att.scaling,
+                              _p(att.dropout, att.training))
     attended = layer.attention.output(context, x)
     return layer.output(layer.intermediate(attended), attended)
 
 
 def _distilbert_layer(layer, hidden, mask, rows, cols, inputs):
     att = layer.attention
-    x = hidden[rows, cols]
-    heads = att.n_heads
-    context = _attend(att.q_lin(x).view(len(x), heads, -1),
-                      _heads(att.k_lin(hidden), heads), _heads(att.v_lin(hidden), heads),
-                      mask, rows, cols, scaling=att.scaling,
-                      dropout=_p(att.dropout, att.training))
+    x, context = _self_attend(hidden, mask, rows, cols, att.q_lin, att.k_lin, att.v_lin,
+                              att.n_heads, att.scaling, _p(att.dropout, att.training))
     attended = layer.sa_layer_norm(att.out_lin(context) + x)
     return layer.output_layer_norm(layer.ffn.ff_chunk(attended) + attended)
 
 
 def _albert_layer(layer, hidden, mask, rows, cols, inputs):
     att = layer.attention
-    x = hidden[rows, cols]
-    heads = att.num_attention_heads
-    context = _attend(att.query(x).view(len(x), heads, -1),
-                      _heads(att.key(hidden), heads), _heads(att.value(hidden), heads),
-                      mask, rows, cols, scaling=att.scaling,
-                      dropout=_p(att.attention_dropout, att.training))
+    x, context = _self_attend(hidden, mask, rows, cols, att.query, att.key, att.value,
+                              att.num_attention_heads, att.scaling,
+                              _p(att.attention_dropout, att.training))
     attended = att.LayerNorm(x + att.output_dropout(att.dense(context)))
     return layer.full_layer_layer_norm(layer.ff_chunk(attended) + attended)
 
