@@ -21,9 +21,11 @@ from mlmkit.bias.audit import BiasAudit, benchmark
 from mlmkit.bias.compare import BiasComparison
 from mlmkit.bias.formatting import digits_for, interval, number
 from mlmkit.errors import InvalidArgument
+from mlmkit.extras import require
 from mlmkit.runtime.output import write_text
 
 FORMATS = (".html", ".md")
+FEATURE = "a bias report's figures"  # drawn by matplotlib, from the extra mlmkit[plots]
 TITLES = {"crows": "CrowS-Pairs", "aul": "CrowS-Pairs (AUL)", "aula": "CrowS-Pairs (AULA)",
           "stereoset": "StereoSet intrasentence"}
 
@@ -49,8 +51,8 @@ def _bar_chart(title: str, labels: list[str], series: list[tuple[str, list, list
                reference: float | None, ylabel: str = "score") -> bytes:
     """Grouped bars: `series` = [(legend, values, (low, high) pairs)], CI whiskers."""
     import numpy as np
-    from matplotlib.figure import Figure
 
+    Figure = require("matplotlib.figure", extra="plots", feature=FEATURE).Figure
     figure = Figure(figsize=(max(4.0, 0.9 * len(labels) * len(series) + 2), 3.2))
     axes = figure.subplots()
     width = 0.8 / len(series)

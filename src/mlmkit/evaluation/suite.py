@@ -24,7 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmkit.errors import InvalidArgument, PathError
+from mlmkit.errors import InvalidArgument, MissingExtra, PathError
+from mlmkit.extras import require
 from mlmkit.runtime.results import Result
 
 PARTS = ("blimp", "pppl", "cloze", "fewshot", "sst2", "agnews", "elbo", "facts")
@@ -401,21 +402,28 @@ RUNNERS = {"blimp": _blimp, "pppl": _pppl, "cloze": _cloze, "fewshot": _fewshot,
 
 
 def write_suite(result: SuiteResult, output_dir) -> Path:
-    """suite.json, suite.md and suite.png (a bar chart of the percentages) in `output_dir`."""
+    """suite.json, suite.md and suite.png (a bar chart of the percentages) in `output_dir`.
+
+    Without matplotlib (the extra mlmkit[plots]) the chart is skipped with one warning:
+    the figures are in suite.json and suite.md, and an evaluation that took minutes is not
+    thrown away for a picture."""
     from mlmkit.runtime.output import write_text
+    from mlmkit.runtime.progress import warn
 
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
     write_text(str(folder / "suite.json"), result.to_json(indent=1) + "\n")
     write_text(str(folder / "suite.md"), result.markdown())
-    plot_suites([result], folder / "suite.png")
+    try:
+        plot_suites([result], folder / "suite.png")
+    except MissingExtra as missing:
+        warn(f"{missing}; suite.png is not written (suite.json and suite.md are)")
     return folder
 
 
 def plot_suites(results: list, path: Path, intervals: dict | None = None) -> None:
     """Grouped bars of every percentage metric (one colour per model), with intervals."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", extra="plots", feature="the suite's chart (suite.png)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -10,6 +10,7 @@ import tempfile
 from pathlib import Path
 
 from mlmkit.errors import InvalidArgument
+from mlmkit.extras import require
 
 SUITE_CHOICES = ("quick", "full")
 
@@ -54,7 +55,7 @@ def suite_record(run) -> dict | None:
     record = {"step": run.state.step, "split": "suite", **result.metrics,
               "suite_seconds": round(sum(result.seconds.values()), 2)}
     run.record(record)
-    if run.done():  # one plot at the end (matplotlib takes seconds per figure)
+    if run.done() and run.plots:  # one plot at the end (matplotlib takes seconds per figure)
         history = run.log.history if run.log is not None else run.history
         plot_suite_history(history, Path(run.run_dir) / "plots")
     return record
@@ -66,8 +67,7 @@ def plot_suite_history(history: list[dict], folder: Path) -> Path | None:
     train = [r for r in history if r.get("split") == "train" and r.get("loss") is not None]
     if not suite:
         return None
-    import matplotlib
-
+    matplotlib = require("matplotlib", extra="plots", feature="plotting the suite's history")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

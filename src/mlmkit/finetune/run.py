@@ -35,7 +35,7 @@ from mlmkit.finetune.encode import (
     eval_batches,
     train_batches,
 )
-from mlmkit.finetune.lora import LoraOptions, add_lora, base_of
+from mlmkit.finetune.lora import LoraOptions, add_lora, base_of, peft_module
 from mlmkit.finetune.metrics import compute
 from mlmkit.runtime.results import Result
 
@@ -73,6 +73,7 @@ class Recipe:
         choice("select", self.select, ("best", "last"))
         if self.lora is not None:
             self.lora.check()
+            peft_module()  # without peft, stop before any model is loaded
         return self
 
 
@@ -412,9 +413,7 @@ def _load_best(trainer: Trainer, folder: Path, merged: bool) -> None:
     from safetensors.torch import load_file
 
     if trainer.recipe.lora is not None and not merged:
-        import peft
-
-        peft.set_peft_model_state_dict(trainer.model,
+        peft_module().set_peft_model_state_dict(trainer.model,
                                        load_file(folder / "adapter_model.safetensors"))
         return
     if trainer.recipe.lora is not None:  # merged: the adapters cannot be taken back out
