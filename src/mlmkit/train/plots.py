@@ -14,7 +14,7 @@ from mlmkit.errors import MissingExtra
 from mlmkit.extras import require
 from mlmkit.runtime.progress import warn
 
-FEATURE = "a run's plots and TensorBoard logs"
+FEATURE = "plotting a run's metrics (plots/, tensorboard/)"
 
 
 def plots_installed() -> bool:
@@ -23,7 +23,7 @@ def plots_installed() -> bool:
         for module in ("matplotlib", "tensorboard"):
             require(module, extra="plots", feature=FEATURE)
     except MissingExtra as missing:
-        warn(f"{missing}; this run trains without them and writes metrics.jsonl only")
+        warn(f"{missing}; this run trains all the same and writes metrics.jsonl only")
         return False
     return True
 
