@@ -413,8 +413,8 @@ def _load_best(trainer: Trainer, folder: Path, merged: bool) -> None:
     from safetensors.torch import load_file
 
     if trainer.recipe.lora is not None and not merged:
-        peft_module().set_peft_model_state_dict(trainer.model,
-                                       load_file(folder / "adapter_model.safetensors"))
+        peft_module().set_peft_model_state_dict(
+            trainer.model, load_file(folder / "adapter_model.safetensors"))
         return
     if trainer.recipe.lora is not None:  # merged: the adapters cannot be taken back out
         raise RunError(f"cannot restore the best epoch from the merged model in {folder}: "
