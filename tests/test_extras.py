@@ -51,10 +51,13 @@ def test_require_returns_the_module_or_names_the_extra(monkeypatch):
     assert require("json", extra="serve", feature="x") is json
     absent(monkeypatch, "fastapi")
     with pytest.raises(MissingExtra) as caught:
-        require("fastapi.responses", extra="serve", feature="mlmkit serve")
+        require("fastapi", extra="serve", feature="mlmkit serve")
     assert str(caught.value) == ("mlmkit serve needs fastapi, which is not installed: "
                                  "pip install 'mlmkit[serve]'")
     assert isinstance(caught.value, MlmkitError)  # the CLI prints it as one line, exit 1
+    # a module of a missing package: the message names the package, which pip installs
+    with pytest.raises(MissingExtra, match=r"^x needs mlmkit_no_such_package, which is not"):
+        require("mlmkit_no_such_package.figure", extra="plots", feature="x")
 
 
 # ---- serve: fastapi, uvicorn
