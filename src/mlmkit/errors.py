@@ -32,6 +32,11 @@ class RunError(MlmkitError):
     """A training run cannot start or resume as asked (changed config, damaged state)."""
 
 
+class MissingExtra(MlmkitError):
+    """A feature needs an optional dependency that is not installed: the message names the
+    extra that installs it (`pip install 'mlmkit[serve]'`)."""
+
+
 class PathError(MlmkitError, OSError):
     """A path is missing, of the wrong kind, or not writable."""
 
@@ -39,4 +44,4 @@ class PathError(MlmkitError, OSError):
 
 
 __all__ = ["MlmkitError", "InvalidArgument", "InvalidData", "ModelError", "DeviceError",
-           "RunError", "PathError"]
+           "RunError", "MissingExtra", "PathError"]

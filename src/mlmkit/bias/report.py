@@ -24,8 +24,10 @@ from mlmkit.bias.compare import BiasComparison
 from mlmkit.bias.formatting import digits_for, interval, number
 from mlmkit.core.output import check_output_path, open_output, write_text
 from mlmkit.errors import InvalidArgument
+from mlmkit.extras import require
 
 FORMATS = (".html", ".md")
+FEATURE = "a bias report's figures"  # drawn by matplotlib, from the extra mlmkit[plots]
 TITLES = {"crows": "CrowS-Pairs", "aul": "CrowS-Pairs (AUL)", "aula": "CrowS-Pairs (AULA)",
           "stereoset": "StereoSet intrasentence"}
 
@@ -50,8 +52,8 @@ def _png(figure) -> bytes:
 def _bar_chart(title: str, labels: list[str], series: list[tuple[str, list, list]],
                reference: float | None, ylabel: str = "score") -> bytes:
     """Grouped bars: `series` = [(legend, values, (low, high) pairs)], CI whiskers."""
-    from matplotlib.figure import Figure
 
+    Figure = require("matplotlib.figure", extra="plots", feature=FEATURE).Figure
     figure = Figure(figsize=(max(4.0, 0.9 * len(labels) * len(series) + 2), 3.2))
     axes = figure.subplots()
     width = 0.8 / len(series)

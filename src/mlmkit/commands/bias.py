@@ -10,6 +10,7 @@ import typer
 
 from mlmkit.cli_options import shared_options
 from mlmkit.errors import InvalidArgument
+from mlmkit.extras import require
 
 BIAS_HELP = ("Audit social bias in a masked LM: CrowS-Pairs, AUL/AULA, StereoSet, with "
              "bootstrap intervals, paired comparisons and reports.")
@@ -41,7 +42,8 @@ Example:
 """
 OUTPUT_HELP = ("Where the result goes: - (standard output: the tables, or JSON with --json), "
                "a .html or .md report (figures in <name>_figures/ beside it), or a .json file.")
-OUTPUT_SUFFIXES = (".html", ".md", ".json")
+REPORT_SUFFIXES = (".html", ".md")  # a report: its figures need matplotlib (mlmkit[plots])
+OUTPUT_SUFFIXES = (*REPORT_SUFFIXES, ".json")
 
 bias_app = typer.Typer(help=BIAS_HELP, epilog=BIAS_EXAMPLE, no_args_is_help=True)
 
@@ -87,6 +89,8 @@ def _check_outputs(output: str, inputs: list, pairs_csv: Path | None = None) -> 
         raise InvalidArgument(f"--output {output!r}: end it in .html or .md (a report), "
                               ".json (the result as JSON), or pass - for standard output")
     check_output_path(output, inputs=inputs)
+    if Path(output).suffix.lower() in REPORT_SUFFIXES:
+        require("matplotlib", extra="plots", feature="a bias report (--output .html or .md)")
     if pairs_csv is not None:
         check_output_path(pairs_csv, inputs=inputs, what="--pairs-csv")
 

@@ -29,11 +29,12 @@ import yaml
 from mlmkit.core.checks import choice, count
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.output import write_text
-from mlmkit.core.progress import status
+from mlmkit.core.progress import status, warn
 from mlmkit.core.records import read_table, read_texts
 from mlmkit.core.results import Result
 from mlmkit.corpus.python_docs import python_docs
-from mlmkit.errors import InvalidArgument, InvalidData, PathError
+from mlmkit.errors import InvalidArgument, InvalidData, MissingExtra, PathError
+from mlmkit.extras import require
 from mlmkit.finetuning import finetune
 from mlmkit.generation import elbo
 from mlmkit.models import prepare_mlm
@@ -385,19 +386,25 @@ RUNNERS = {"blimp": _blimp, "pppl": _pppl, "cloze": _cloze, "fewshot": _fewshot,
 
 
 def write_suite(result: SuiteResult, output_dir) -> Path:
-    """suite.json, suite.md and suite.png (a bar chart of the percentages) in `output_dir`."""
+    """suite.json, suite.md and suite.png (a bar chart of the percentages) in `output_dir`.
+
+    Without matplotlib (the extra mlmkit[plots]) the chart is skipped with one warning:
+    the figures are in suite.json and suite.md, and an evaluation that took minutes is not
+    thrown away for a picture."""
     folder = Path(output_dir)
     folder.mkdir(parents=True, exist_ok=True)
     write_text(str(folder / "suite.json"), result.to_json(indent=1) + "\n")
     write_text(str(folder / "suite.md"), result.markdown())
-    plot_suites([result], folder / "suite.png")
+    try:
+        plot_suites([result], folder / "suite.png")
+    except MissingExtra as missing:
+        warn(f"{missing}; suite.png is not written (suite.json and suite.md are)")
     return folder
 
 
 def plot_suites(results: list, path: Path, intervals: dict | None = None) -> None:
     """Grouped bars of every percentage metric (one colour per model), with intervals."""
-    import matplotlib
-
+    matplotlib = require("matplotlib", extra="plots", feature="the suite's chart (suite.png)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -17,6 +17,7 @@ import torch
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.evaluation.suite import DEFAULT_PARTS, PARTS, check_suite_data, evaluate_suite
+from mlmkit.extras import require
 from mlmkit.pretraining.config import PretrainConfig
 from mlmkit.pretraining.loop import PretrainResult
 from mlmkit.pretraining.loop import pretrain as pretrain_with_hook
@@ -59,7 +60,7 @@ def suite_record(run) -> dict | None:
     record = {"step": run.state.step, "split": "suite", **result.metrics,
               "suite_seconds": round(sum(result.seconds.values()), 2)}
     run.record(record)
-    if run.done():  # one plot at the end (matplotlib takes seconds per figure)
+    if run.done() and run.plots:  # one plot at the end (matplotlib takes seconds per figure)
         history = run.log.history if run.log is not None else run.history
         plot_suite_history(history, Path(run.run_dir) / "plots")
     return record
@@ -96,8 +97,7 @@ def plot_suite_history(history: list[dict], folder: Path) -> Path | None:
     train = [r for r in history if r.get("split") == "train" and r.get("loss") is not None]
     if not suite:
         return None
-    import matplotlib
-
+    matplotlib = require("matplotlib", extra="plots", feature="plotting the suite's history")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from mlmkit.core.checks import count, positive, probability
 from mlmkit.errors import InvalidArgument
+from mlmkit.extras import require
 
 # The attention projections each family calls by these names (query and value, as in the
 # LoRA paper); other families: pass target modules.
@@ -35,9 +36,14 @@ class LoraOptions:
         return self
 
 
+def peft_module():
+    """peft, which the extra mlmkit[finetune] installs (a one-line error without it)."""
+    return require("peft", extra="finetune", feature="LoRA fine-tuning (--lora)")
+
+
 def add_lora(model, options: LoraOptions, method: str):
     """`model` wrapped by peft with LoRA adapters (only they, and a new head, train)."""
-    import peft
+    peft = peft_module()
 
     model_type = model.config.model_type
     targets = list(options.targets or DEFAULT_TARGETS.get(model_type, ()))

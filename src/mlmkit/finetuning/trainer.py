@@ -42,7 +42,7 @@ from mlmkit.finetuning.encode import (
     eval_batches,
     train_batches,
 )
-from mlmkit.finetuning.lora import LoraOptions, add_lora, base_of
+from mlmkit.finetuning.lora import LoraOptions, add_lora, base_of, peft_module
 from mlmkit.finetuning.metrics import compute
 from mlmkit.training import checkpoint
 from mlmkit.training.checkpoint import save_model_dir
@@ -80,6 +80,7 @@ class Recipe:
         choice("select", self.select, ("best", "last"))
         if self.lora is not None:
             self.lora.check()
+            peft_module()  # without peft, stop before any model is loaded
         return self
 
 
@@ -406,10 +407,8 @@ def _result(trainer, data, recipe, best, history, truncated, step, elapsed, seen
 def _load_best(trainer: Trainer, folder: Path, merged: bool) -> None:
     """The best epoch's weights, saved by an earlier process of this run, into the model."""
     if trainer.recipe.lora is not None and not merged:
-        import peft
-
-        peft.set_peft_model_state_dict(trainer.model,
-                                       load_file(folder / "adapter_model.safetensors"))
+        peft_module().set_peft_model_state_dict(
+            trainer.model, load_file(folder / "adapter_model.safetensors"))
         return
     if trainer.recipe.lora is not None:  # merged: the adapters cannot be taken back out
         raise RunError(f"cannot restore the best epoch from the merged model in {folder}: "

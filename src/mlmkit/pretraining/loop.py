@@ -121,7 +121,7 @@ def finish(run: Run, stop_reason: str | None) -> PretrainResult:
     summary = _summary(run, last_eval, stop_reason, final_dir)
     if run.is_main:
         run.log.close()
-        if stop_reason is None:  # a stopped run saves and exits: no plots
+        if stop_reason is None and run.plots:  # a stopped run saves and exits: no plots
             plot_history(run.log.history, run.run_dir / "plots")
         atomic_write_text(run.run_dir / "summary.json", json.dumps(summary, indent=1))
     return PretrainResult(run_dir=run.run_dir, final_dir=final_dir, summary=summary,

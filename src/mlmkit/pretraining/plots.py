@@ -1,8 +1,31 @@
-"""PNG plots of a run's loss, accuracy and learning rate, drawn from its metrics history."""
+"""PNG plots of a run's loss, accuracy and learning rate, drawn from its metrics history.
+
+matplotlib and tensorboard come with the extra `mlmkit[plots]`. A pretraining run without
+them trains all the same: `plots_installed()` warns once, when the run starts, and the run
+then writes metrics.jsonl only (a missing figure is no reason to refuse hours of training,
+and the plots can be drawn later from metrics.jsonl with `plot_history`).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from mlmkit.core.progress import warn
+from mlmkit.errors import MissingExtra
+from mlmkit.extras import require
+
+FEATURE = "plotting a run's metrics (plots/, tensorboard/)"
+
+
+def plots_installed() -> bool:
+    """matplotlib and tensorboard are installed; else one warning naming the extra."""
+    try:
+        for module in ("matplotlib", "tensorboard"):
+            require(module, extra="plots", feature=FEATURE)
+    except MissingExtra as missing:
+        warn(f"{missing}; this run trains all the same and writes metrics.jsonl only")
+        return False
+    return True
 
 
 def _series(history: list[dict], split: str, key: str):
@@ -12,7 +35,7 @@ def _series(history: list[dict], split: str, key: str):
 
 def plot_history(history: list[dict], folder: str | Path) -> list[Path]:
     """Write loss.png, accuracy.png and lr.png into `folder`; returns the files written."""
-    import matplotlib
+    matplotlib = require("matplotlib", extra="plots", feature=FEATURE)
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

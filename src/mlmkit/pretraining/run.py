@@ -41,6 +41,7 @@ from mlmkit.pretraining.data import (
 from mlmkit.pretraining.extension import STABLE_DIR, continuation
 from mlmkit.pretraining.hooks import EvaluationHook
 from mlmkit.pretraining.phases import attach_phases
+from mlmkit.pretraining.plots import plots_installed
 from mlmkit.pretraining.run_state import (
     check_fingerprints,
     check_finite,
@@ -147,6 +148,7 @@ class Run:
     restart: bool = False  # --restart: the old run in run_dir is removed when it opens
     last_saved: int | None = None  # the step of the newest training state on disk
     phases: object = None  # mlmkit.pretraining.phases.PhaseRuntime when the config has phases
+    plots: bool = False  # matplotlib and tensorboard are installed: plots and TensorBoard logs
     data_seconds: float = 0.0  # this process's time reading and masking its rows
 
     # ---- what the loop asks
@@ -336,8 +338,10 @@ class Run:
         remove_leftovers(self.run_dir)  # what killed saves left behind
         save_run_tokenizer(self.tokenizer, self.run_dir)  # resume loads this one
         atomic_write_text(self.run_dir / "config.yaml", self.config.to_yaml())
+        self.plots = plots_installed()  # without them: one warning, metrics.jsonl only
         self.log = MetricsLog(self.run_dir, self.history,
-                              resume_step=self.state.step if self.resumed else None)
+                              resume_step=self.state.step if self.resumed else None,
+                              tensorboard=self.plots)
 
     def save(self, with_model_dir: bool = False) -> None:
         """Save the training state (and a step-N model folder)."""

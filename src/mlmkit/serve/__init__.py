@@ -5,9 +5,17 @@ validated and bounded (`ServeConfig`), concurrent score and fill requests gather
 token-budget batch (`mlmkit.serve.worker`, through `mlmkit.engine.batching`), results as the
 library's own result types (`to_dict()`), errors as 4xx JSON. `run_server` serves it with
 uvicorn. The playground's static files ship in `mlmkit/serve/static/` (no build step, no CDN).
+
+FastAPI and uvicorn come with the extra `mlmkit[serve]`: importing this package checks for
+them first, so `mlmkit serve` without them stops at once, in one line naming the extra,
+before any model is loaded.
 """
 
+from mlmkit.extras import require
 from mlmkit.serve.config import ServeConfig
+
+for _module in ("fastapi", "uvicorn"):
+    require(_module, extra="serve", feature="mlmkit serve")
 
 __all__ = ["ServeConfig", "create_app", "load_models", "run_server"]
 

@@ -15,10 +15,12 @@ import json
 from pathlib import Path
 
 from mlmkit.core.staging import write_text
+from mlmkit.extras import require
 
 
 class MetricsLog:
-    """Append records `{"step", "split", ...}` to metrics.jsonl and TensorBoard."""
+    """Append records `{"step", "split", ...}` to metrics.jsonl and, with `tensorboard`
+    (which needs the extra mlmkit[plots]), to TensorBoard."""
 
     def __init__(self, run_dir: str | Path, history: list[dict] | None = None,
                  resume_step: int | None = None, tensorboard: bool = True):
@@ -29,13 +31,11 @@ class MetricsLog:
         self._rewrite()
         self._writer = None
         if tensorboard:
-            try:
-                from torch.utils.tensorboard import SummaryWriter
-            except ImportError:  # tensorboard not installed: JSONL only
-                SummaryWriter = None
-            if SummaryWriter is not None:
-                self._writer = SummaryWriter(str(Path(run_dir) / "tensorboard"),
-                                             purge_step=resume_step)
+            require("tensorboard", extra="plots", feature="TensorBoard logs")
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(str(Path(run_dir) / "tensorboard"),
+                                         purge_step=resume_step)
 
     def _rewrite(self) -> None:
         if self._file is not None:
