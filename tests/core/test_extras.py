@@ -158,7 +158,7 @@ def test_lora_without_peft_fails_before_loading_the_model(monkeypatch, tmp_path)
 def test_finetune_and_peft_are_the_same_extra():
     import tomllib
 
-    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    project = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     extras = project["project"]["optional-dependencies"]
     assert extras["finetune"] == extras["peft"]
     assert extras["all"] == ["mlmkit[serve,plots,finetune,ray,docs]"]
