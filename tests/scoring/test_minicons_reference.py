@@ -138,7 +138,7 @@ def test_blimp_pairs(sharp_model, shared_data):
 
 
 def test_documented_differences(sharp_model, tmp_path):
-    """Where mlmkit departs from minicons on purpose (README, 'Scoring')."""
+    """Where mlmkit departs from minicons on purpose (docs/scoring.md)."""
     path = sharp_model("bert")
     scorer = _minicons(path)
     # 1. A literal [MASK] in the text: minicons masks it and scores the model's probability

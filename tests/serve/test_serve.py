@@ -352,7 +352,7 @@ def test_a_given_up_call_stops_at_its_next_step_or_piece(models, monkeypatch, pa
     """A call whose request timed out (or whose client left) stops at its next unmasking
     step or piece of texts, instead of holding the model to its end: a generation held it
     39 s after its client hung up, the largest score request ~5 min after its 504 (the
-    README's tiny model)."""
+    serving page's tiny model)."""
     import time
 
     import mlmkit.serve.app as serve_app

@@ -104,7 +104,7 @@ def test_copied_score_and_compare_code_keep_stride_span_and_unk(browser, server)
 
 
 def test_a_wordpiece_piece_is_put_in_where_the_mask_stood(browser, server):  # noqa: F811
-    """README: in `filled` a WordPiece piece such as `##s` is shown as `s` where the mask
+    """docs/fill-mask.md: in `filled` a WordPiece piece such as `##s` is shown as `s` where the mask
     stood, never glued onto the word before it; the Fill tab's put-in glued it on ("the" +
     "##ime" gave "theime") while the result card above showed "the ime". Putting in each
     mask's best candidate gives the result's filled text, for both tokenizer kinds."""
