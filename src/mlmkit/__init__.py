@@ -21,8 +21,10 @@ __version__ = "0.1.0"
 
 # Public functions and classes: name -> the module that defines (or re-exports) it.
 _FUNCTIONS = {
+    # the bound model: load once, then call its methods
+    "load": "mlmkit.mlm",
+    "MLM": "mlmkit.mlm",
     # models
-    "MLM": "mlmkit.models",
     "load_mlm": "mlmkit.models",
     "as_mlm": "mlmkit.models",
     "build_mlm": "mlmkit.models",
@@ -36,18 +38,18 @@ _FUNCTIONS = {
     "corpus_stats": "mlmkit.corpus",
     "build_policy": "mlmkit.masking",
     # scoring
-    "score": "mlmkit.scoring",
-    "rescore": "mlmkit.scoring",
-    "evaluate_pairs": "mlmkit.scoring",
+    "score": "mlmkit.mlm",
+    "rescore": "mlmkit.mlm",
+    "evaluate_pairs": "mlmkit.mlm",
     # fill and generate
-    "fill_mask": "mlmkit.generate",
-    "infill": "mlmkit.generate",
-    "elbo": "mlmkit.generate",
+    "fill_mask": "mlmkit.mlm",
+    "infill": "mlmkit.mlm",
+    "elbo": "mlmkit.mlm",
     # probes and bias audits
-    "cloze_classify": "mlmkit.probe",
-    "rank_statements": "mlmkit.probe",
-    "knowledge_probe": "mlmkit.probe",
-    "audit": "mlmkit.bias",
+    "cloze_classify": "mlmkit.mlm",
+    "rank_statements": "mlmkit.mlm",
+    "knowledge_probe": "mlmkit.mlm",
+    "audit": "mlmkit.mlm",
     # training
     "pretrain": "mlmkit.train",
     "PretrainConfig": "mlmkit.train",
