@@ -103,11 +103,13 @@ def test_verbs_are_functions_and_their_packages_nouns_whatever_the_import_order(
     import mlmkit.pretraining as pretraining
 
     assert mlmkit.generation is generation and inspect.ismodule(generation)
-    assert mlmkit.generate is generation.generate and inspect.isfunction(mlmkit.generate)
+    assert mlmkit.generate is mlmkit.mlm.generate and inspect.isfunction(mlmkit.generate)
     assert mlmkit.finetune is finetuning.finetune and inspect.isfunction(mlmkit.finetune)
     assert mlmkit.pretraining is pretraining and inspect.isfunction(mlmkit.pretrain)
-    assert mlmkit.fill is mlmkit.fill_mask is generation.fill_mask
-    assert mlmkit.score is mlmkit.scoring.score
+    assert mlmkit.fill is mlmkit.fill_mask
+    # the free functions are the bound model's shims, documented as the task functions
+    assert mlmkit.score is mlmkit.mlm.score and mlmkit.score.__doc__ == mlmkit.scoring.score.__doc__
+    assert mlmkit.fill_mask.__doc__ == generation.fill_mask.__doc__
 
 
 # --- signatures -----------------------------------------------------------------------------

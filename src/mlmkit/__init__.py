@@ -21,8 +21,10 @@ __version__ = "0.1.0"
 
 # Public functions and classes: name -> the module that defines (or re-exports) it.
 _FUNCTIONS = {
+    # the bound model: load once, then call its methods
+    "load": "mlmkit.mlm",
+    "MLM": "mlmkit.mlm",
     # models
-    "MLM": "mlmkit.models",
     "load_mlm": "mlmkit.models",
     "as_mlm": "mlmkit.models",
     "build_mlm": "mlmkit.models",
@@ -36,19 +38,19 @@ _FUNCTIONS = {
     "corpus_stats": "mlmkit.corpus",
     "build_policy": "mlmkit.masking",
     # scoring
-    "score": "mlmkit.scoring",
-    "rescore": "mlmkit.scoring",
-    "evaluate_pairs": "mlmkit.scoring",
+    "score": "mlmkit.mlm",
+    "rescore": "mlmkit.mlm",
+    "evaluate_pairs": "mlmkit.mlm",
     # fill and generate
-    "fill_mask": "mlmkit.generation",
-    "generate": "mlmkit.generation",
-    "infill": "mlmkit.generation",
-    "elbo": "mlmkit.generation",
+    "fill_mask": "mlmkit.mlm",
+    "generate": "mlmkit.mlm",
+    "infill": "mlmkit.mlm",
+    "elbo": "mlmkit.mlm",
     # probes and bias audits
-    "cloze_classify": "mlmkit.probe",
-    "rank_statements": "mlmkit.probe",
-    "knowledge_probe": "mlmkit.probe",
-    "audit": "mlmkit.bias",
+    "cloze_classify": "mlmkit.mlm",
+    "rank_statements": "mlmkit.mlm",
+    "knowledge_probe": "mlmkit.mlm",
+    "audit": "mlmkit.mlm",
     # training
     "pretrain": "mlmkit.evaluation.training",
     "PretrainConfig": "mlmkit.pretraining",
@@ -63,7 +65,7 @@ _ALIASES = {"fill": "fill_mask"}
 # Subpackages and modules reachable as attributes without importing them by name.
 _SUBPACKAGES = ("errors", "core", "models", "tokenizer", "engine", "masking", "corpus", "scoring",
                 "generation", "probe", "bias", "training", "pretraining", "finetuning",
-                "evaluation")
+                "evaluation", "mlm")
 
 __all__ = sorted({*_FUNCTIONS, *_ALIASES, *_SUBPACKAGES})
 

@@ -32,7 +32,8 @@ from mlmkit.engine.batching import row_sums, run_jobs
 from mlmkit.errors import InvalidArgument
 from mlmkit.generation.canvas import special_wrap, text_ids
 from mlmkit.generation.samplers import top_per_row
-from mlmkit.generation.setup import check_texts, open_model
+from mlmkit.generation.setup import check_texts
+from mlmkit.models.load import prepare_mlm
 
 METHODS = ("count", "time")
 PARAMETERIZATIONS = ("subs", "softmax")
@@ -175,7 +176,7 @@ def elbo(
     if not all(isinstance(t, str) for t in texts):
         raise InvalidArgument("elbo takes a text or a list of texts (str)")
     check_texts(texts, "text")
-    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     prefix, suffix = special_wrap(mlm.tokenizer)
     generator = torch.Generator().manual_seed(seed)
     wrapped, masks, n_tokens = [], [], []

@@ -24,8 +24,9 @@ from mlmkit.core.records import display_name, read_texts
 from mlmkit.core.results import Result
 from mlmkit.engine.batching import check_budget, run_jobs
 from mlmkit.errors import InvalidArgument, InvalidData
-from mlmkit.generation.setup import check_texts, open_model
+from mlmkit.generation.setup import check_texts
 from mlmkit.models import MASK_SPELLINGS, masked_log_probs
+from mlmkit.models.load import prepare_mlm
 
 MODES = ("independent", "joint")
 
@@ -225,7 +226,7 @@ def fill_mask(
     check_texts(texts, "text")
     if tokenizer is not None and not isinstance(model, tuple):
         model = (model, tokenizer)
-    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     tok, net = mlm.tokenizer, mlm.model
     vocab = net.get_output_embeddings().weight.shape[0] if net.get_output_embeddings() is not None \
         else net.config.vocab_size

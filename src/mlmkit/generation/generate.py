@@ -21,8 +21,9 @@ from mlmkit.generation.cost import Cost
 from mlmkit.generation.eos import pad_after_end
 from mlmkit.generation.options import SamplerOptions
 from mlmkit.generation.remote import mask_id
-from mlmkit.generation.setup import check_texts, open_model
+from mlmkit.generation.setup import check_texts
 from mlmkit.generation.unmask import StepEvent, unmask_rows
+from mlmkit.models.load import prepare_mlm
 
 
 @dataclass
@@ -168,7 +169,7 @@ def generate(
     if not all(isinstance(p, str) for p in prompts):
         raise InvalidArgument("prompt must be a string or a list of strings")
     check_texts(prompts, "prompt")
-    mlm, precision = open_model(model, device=device, precision=precision, threads=threads,
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads,
                                 trust_remote_code=trust_remote_code)
     tokenizer = mlm.tokenizer
     generated_segments = _generated_segments(tokenizer, length, constraints, mlm.max_length,

@@ -28,9 +28,10 @@ from mlmkit.generation.generate import rows_per_batch
 from mlmkit.generation.options import SamplerOptions
 from mlmkit.generation.pll import token_pll
 from mlmkit.generation.remote import mask_id
-from mlmkit.generation.setup import check_texts, open_model
+from mlmkit.generation.setup import check_texts
 from mlmkit.generation.template import Span, parse_template
 from mlmkit.generation.unmask import StepEvent, unmask_rows
+from mlmkit.models.load import prepare_mlm
 
 
 @dataclass
@@ -182,7 +183,7 @@ def infill(
                 f"combinations: narrow the [MASK:a-b] ranges or raise --max-candidates"
             )
         combos_of.append(combos)
-    mlm, precision = open_model(model, device=device, precision=precision, threads=threads,
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads,
                                 trust_remote_code=trust_remote_code)
     tokenizer = mlm.tokenizer
     for index, (text, pieces) in enumerate(zip(templates, parsed, strict=True)):

@@ -30,6 +30,18 @@ class MLM:
     untrained_head: tuple[str, ...] = ()
     """Head weights the checkpoint lacked (initialised at random on load; see
     `allow_untrained_head`); empty for a complete masked LM."""
+    precision: str | None = None
+    """The resolved inference precision ('fp32'/'bf16') when the runtime was resolved once
+    (`mlmkit.load`); None: each call resolves its own."""
+    threads: int | None = None
+    """Intra-op threads asked for at load (None: the process's setting)."""
+    batch_tokens: int | None = None
+    """Token budget of a batch for every call (None: the engine's default)."""
+
+    @property
+    def bound(self) -> bool:
+        """Whether device, precision and threads were resolved once, at load."""
+        return self.precision is not None
 
     @property
     def device(self) -> torch.device:
@@ -353,16 +365,26 @@ def as_mlm(model, tokenizer=None, *, device=None, dtype=None,
 def prepare_mlm(model, *, device=None, precision: str | None = "auto", threads=None,
                 tokenizer=None, allow_untrained_head: bool = False,
                 trust_remote_code: bool | None = None) -> tuple[MLM, str]:
-    """What an inference entry point does first: (MLM, resolved precision).
+    """The one runtime resolver every feature runs first: (MLM, resolved precision).
 
-    Resolves the device (a `DeviceError` listing this machine's devices), loads or moves
-    the model, sets the thread count (`threads`, `$MLMKIT_THREADS`, the usable cores) and
-    resolves `precision` for inference ('auto' = fp32). Bad values fail before any load.
+    A model bound by `mlmkit.load` (its precision resolved) is used as it is: its threads
+    are set again (they are the process's) and nothing else is resolved. Otherwise: resolve
+    the device (a `DeviceError` listing this machine's devices), load a name there or move a
+    given model there (`device` None or 'auto': a given model stays where it is), set the
+    thread count (`threads`, `$MLMKIT_THREADS`, the usable cores) and resolve `precision`
+    for inference ('auto' = fp32). Explicit `device`, `precision` or `threads` override a
+    bound model's for this call. Bad values fail before any load.
     """
+    if (isinstance(model, MLM) and model.bound and device in (None, "auto")
+            and precision in (None, "auto") and threads is None):
+        set_threads(model.threads)
+        return model, model.precision
     if device is not None:
         resolve_device(device)
     resolve_precision(precision, torch.device("cpu"))  # a bad name fails before the load
-    set_threads(threads)
+    set_threads(threads if threads is not None else getattr(model, "threads", None))
     mlm = as_mlm(model, tokenizer, device=device, allow_untrained_head=allow_untrained_head,
                  trust_remote_code=trust_remote_code)
+    if precision in (None, "auto") and getattr(mlm, "bound", False):
+        return mlm, mlm.precision
     return mlm, resolve_precision(precision, mlm.device, "inference")

@@ -1,0 +1,173 @@
+"""One bound model: `mlmkit.load(...)` resolves the runtime once and returns an `MLM` whose
+methods are the features.
+
+Device, precision, threads and the token budget are properties of the model in use, not of
+each call: resolving them on every call (as 49 entry points did) let two features treat the
+same arguments differently. `load` runs the one resolver (`mlmkit.models.prepare_mlm`)
+once; each method then takes task options only and hands the bound model to the task
+function, whose resolver sees a bound model and uses it as it is. The free functions
+(`mlmkit.score(model_or_path, texts, device=...)`) are shims over `load` and the method, so
+the Python API, the CLI and the server share one path.
+
+The rule for a model passed in (an `MLM`, a `(model, tokenizer)` pair): it stays on its
+device unless `device` names another, and then it is moved there (as a transformers
+pipeline or a sentence-transformers model does) — the caller's module moves with it.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import mlmkit.generation as generation
+from mlmkit import bias, probe, scoring
+from mlmkit.engine.batching import check_budget
+from mlmkit.errors import InvalidArgument
+from mlmkit.models.load import MLM as LoadedMLM
+from mlmkit.models.load import prepare_mlm
+
+# Keywords that belong to `load`, not to a feature call: set once for the model.
+RUNTIME_KEYWORDS = ("device", "precision", "threads", "trust_remote_code")
+
+# method name -> the task function it calls. The free function keeps the task function's
+# name (`mlmkit.fill_mask(model, ...)` is `mlmkit.load(model).fill(...)`).
+FEATURES = {
+    "score": scoring.score,
+    "rescore": scoring.rescore,
+    "evaluate_pairs": scoring.evaluate_pairs,
+    "fill": generation.fill_mask,
+    "generate": generation.generate,
+    "infill": generation.infill,
+    "elbo": generation.elbo,
+    "classify": probe.cloze_classify,
+    "rank": probe.rank_statements,
+    "probe": probe.knowledge_probe,
+    "audit": bias.audit,
+}
+
+
+def _task_parameters(task) -> list[inspect.Parameter]:
+    """The task function's parameters after the model, less the runtime keywords."""
+    params = list(inspect.signature(task).parameters.values())[1:]
+    return [p for p in params if p.name not in RUNTIME_KEYWORDS]
+
+
+def _feature(name: str):
+    """The method `name`: it calls its task function with the bound model and the call's
+    task options. Its signature is the task function's, so help() and editors show the
+    real options."""
+    task = FEATURES[name]
+    takes_budget = "batch_tokens" in inspect.signature(task).parameters
+
+    def method(self, *args, **options):
+        given = [key for key in RUNTIME_KEYWORDS if key in options]
+        if given:
+            key = given[0]
+            raise InvalidArgument(f"MLM.{name}() takes task options only: {key}= is the "
+                                  f"model's, set once with mlmkit.load(model, {key}=...)")
+        if takes_budget and options.get("batch_tokens") is None:
+            options["batch_tokens"] = self.batch_tokens
+        return task(self, *args, **options)
+
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    method.__signature__ = inspect.Signature([self_param, *_task_parameters(task)])
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = task.__doc__
+    return method
+
+
+@dataclass(repr=False, eq=False)
+class MLM(LoadedMLM):
+    """A masked LM bound to its runtime (device, precision, threads, token budget).
+
+    Made by `mlmkit.load`. Methods: `score`, `rescore`, `evaluate_pairs`, `fill`,
+    `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`; each takes the
+    task's options only. `.model` and `.tokenizer` are the transformers objects.
+    """
+
+    score = _feature("score")
+    rescore = _feature("rescore")
+    evaluate_pairs = _feature("evaluate_pairs")
+    fill = _feature("fill")
+    generate = _feature("generate")
+    infill = _feature("infill")
+    elbo = _feature("elbo")
+    classify = _feature("classify")
+    rank = _feature("rank")
+    probe = _feature("probe")
+    audit = _feature("audit")
+
+    def __repr__(self) -> str:
+        return (f"MLM({self.name!r}, {self.model.config.model_type}, device={self.device}, "
+                f"precision={self.precision!r}, threads={self.threads}, "
+                f"batch_tokens={self.batch_tokens})")
+
+
+def load(model, *, tokenizer=None, device=None, precision: str | None = "auto",
+         threads: int | None = None, batch_tokens: int | None = None,
+         trust_remote_code: bool | None = None, allow_untrained_head: bool = False) -> MLM:
+    """A masked LM bound to its runtime, ready for every feature.
+
+    `model`: a hub name or a directory (`bert-base-uncased`, `runs/pretrain/final`), an
+    `MLM`, or a transformers model with its `tokenizer` (or a `(model, tokenizer)` pair).
+    `device`: None or 'auto' loads a name on the first GPU if any (else the CPU) and leaves
+    a given model where it is; a named device ('cpu', 'cuda:1', 'mps') loads or moves the
+    model there. `precision`: 'auto' (fp32 for inference), 'fp32' or 'bf16'. `threads`:
+    intra-op threads (None: `$MLMKIT_THREADS`, else the usable cores). `batch_tokens`: the
+    token budget of a batch (a memory bound; None sizes it for the model). A bound `MLM`
+    passed again with nothing to change is returned as it is.
+
+    >>> mlm = mlmkit.load("bert-base-uncased")          # doctest: +SKIP
+    >>> mlm.score("The cat sat on the mat.").pll        # doctest: +SKIP
+    """
+    check_budget(batch_tokens)
+    if isinstance(model, MLM) and tokenizer is None and device in (None, "auto") \
+            and precision in (None, "auto") and threads is None and batch_tokens is None:
+        return model
+    if not isinstance(model, (str, Path, LoadedMLM, tuple)) and tokenizer is None \
+            and not hasattr(model, "config"):
+        raise InvalidArgument(f"model is a {type(model).__name__}: pass a model name or "
+                              "directory, an MLM, or a transformers model with its tokenizer")
+    loaded, resolved = prepare_mlm(model, device=device, precision=precision, threads=threads,
+                                   tokenizer=tokenizer, allow_untrained_head=allow_untrained_head,
+                                   trust_remote_code=trust_remote_code)
+    values = {f.name: getattr(loaded, f.name) for f in fields(LoadedMLM)}
+    values["precision"] = resolved
+    if threads is not None:
+        values["threads"] = threads
+    if batch_tokens is not None:
+        values["batch_tokens"] = batch_tokens
+    return MLM(**values)
+
+
+def _free_function(name: str, method_name: str):
+    """`mlmkit.<name>(model, ..., device=, precision=, threads=, batch_tokens=)`: `load`,
+    then the method. The task function's signature and docstring are the reference."""
+    task = FEATURES[method_name]
+
+    def function(model, *args, tokenizer=None, device=None, precision="auto", threads=None,
+                 batch_tokens=None, trust_remote_code=None, **options):
+        mlm = load(model, tokenizer=tokenizer, device=device, precision=precision,
+                   threads=threads, batch_tokens=batch_tokens,
+                   trust_remote_code=trust_remote_code)
+        return getattr(mlm, method_name)(*args, **options)
+
+    function.__signature__ = inspect.signature(task)
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = task.__doc__
+    function.__module__ = __name__
+    return function
+
+
+score = _free_function("score", "score")
+rescore = _free_function("rescore", "rescore")
+evaluate_pairs = _free_function("evaluate_pairs", "evaluate_pairs")
+fill_mask = _free_function("fill_mask", "fill")
+generate = _free_function("generate", "generate")
+infill = _free_function("infill", "infill")
+elbo = _free_function("elbo", "elbo")
+cloze_classify = _free_function("cloze_classify", "classify")
+rank_statements = _free_function("rank_statements", "rank")
+knowledge_probe = _free_function("knowledge_probe", "probe")
+audit = _free_function("audit", "audit")
