@@ -1,9 +1,28 @@
-"""The options every command shares, defined once so their names, defaults and help are the
-same everywhere (docs/CLI.md). A command declares e.g. `device: str = DEVICE`."""
+"""The command line's one way of declaring flags.
+
+- The runtime flags every command shares are defined once here (DEVICE, PRECISION, ...), so
+  their names, defaults and help are the same everywhere (docs/CLI.md); a command declares
+  e.g. `device: str = DEVICE`.
+- A task's options come from its options dataclass (`mlmkit.options`): a command parameter
+  annotated with the dataclass (`sampling: Sampling`) becomes one flag per field (`--min-gap`
+  from `min_gap`, the field's help, type, choices and default), and the command receives the
+  dataclass built from the parsed values. `Given(SomeConfig)` instead hands over only the
+  flags given on the command line, as a dict (so a config file's values stand). `command()`
+  registers every command this way.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import inspect
+import typing
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
 import typer
+
+from mlmkit.options import default_of, fields_of, types_of
 
 DEVICE = typer.Option("auto", "--device", help="auto (the first GPU if any, else cpu), cpu, "
                       "cuda, cuda:N or mps.", rich_help_panel="Runtime")
@@ -31,64 +50,146 @@ ENCODING = typer.Option("utf-8", "--encoding", help="Text encoding of the input 
 ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", help="strict (stop at the "
                                "first undecodable byte), replace or ignore.")
 
-# name -> (type, option): what `shared_options` gives a command's bare keyword parameters.
-SHARED = {
-    "device": (str, DEVICE), "precision": (str, PRECISION), "threads": (int, THREADS),
-    "batch_tokens": (int, BATCH_TOKENS), "seed": (int, SEED), "output": (str, OUTPUT),
-    "as_json": (bool, JSON), "encoding": (str, ENCODING),
-    "encoding_errors": (str, ENCODING_ERRORS), "trust_remote_code": (bool, TRUST_REMOTE_CODE),
-}
+SHARED = {"device": DEVICE, "precision": PRECISION, "threads": THREADS,
+          "batch_tokens": BATCH_TOKENS, "seed": SEED}
+"""Runtime flags by field name: an options field of one of these names is this flag."""
 
-# A command with one of these parameters loads a model: `shared_options` gives it
-# --trust-remote-code even when it does not declare it (see `_trusting`).
-MODEL_PARAMETERS = ("model", "models", "model_a")
+GIVEN_SOURCES = ("COMMANDLINE", "ENVIRONMENT")
 
 
-def shared_options(command=None, *, extra: dict | None = None):
-    """Give a command's bare keyword-only parameters named in SHARED (or `extra`, a table of
-    the same form for a family of commands) their shared option, so a command declares
-    `*, device, precision, threads, seed` in one line.
+@dataclass(frozen=True)
+class Given:
+    """Annotate a command parameter `Annotated[dict, Given(SomeConfig)]`: the fields of
+    SomeConfig are flags that default to "not given", and the command receives
+    {name: value} of the flags given on the command line only."""
 
-    A command that loads a model (a parameter in MODEL_PARAMETERS) also gets
-    --trust-remote-code: declared (`*, trust_remote_code`), it receives the flag; otherwise
-    the flag is added here and the command runs inside `trusting_remote_code` when it is
-    given, so every model the command loads (`load_mlm`, `as_mlm`, `prepare_mlm`) sees it."""
-    import inspect
+    cls: type
 
-    if command is None:
-        return lambda function: shared_options(function, extra=extra)
-    table = {**SHARED, **(extra or {})}
-    signature = inspect.signature(command)
-    parameters = []
+
+def command(app: typer.Typer, name: str, function, **settings) -> None:
+    """Register `function` as the command `name` of `app` (settings: typer's `help`,
+    `short_help`, `epilog`, ...), its options dataclass parameters expanded into flags."""
+    app.command(name, **settings)(with_options(function))
+
+
+def with_options(function):
+    """`function` as typer reads it: each parameter annotated with an options dataclass (or
+    `Given`) is replaced by one keyword parameter per field, and the function is called with
+    the dataclass (or the dict of given flags) built back from them. A field whose name is
+    a parameter of the function itself (`seed`, ...) takes that parameter's value."""
+    hints = typing.get_type_hints(function, include_extras=True)
+    signature = inspect.signature(function)
+    own, groups = [], {}
     for parameter in signature.parameters.values():
-        if (parameter.kind is inspect.Parameter.KEYWORD_ONLY and parameter.name in table
-                and parameter.default is inspect.Parameter.empty):
-            kind, option = table[parameter.name]
-            parameter = parameter.replace(default=option, annotation=kind)
-        parameters.append(parameter)
-    names = {p.name for p in parameters}
-    if "trust_remote_code" not in names and names & set(MODEL_PARAMETERS):
-        flag = inspect.Parameter("trust_remote_code", inspect.Parameter.KEYWORD_ONLY,
-                                 default=TRUST_REMOTE_CODE, annotation=bool)
-        at = next((i for i, p in enumerate(parameters)
-                   if p.kind is inspect.Parameter.VAR_KEYWORD), len(parameters))
-        parameters.insert(at, flag)
-        command = _trusting(command)
-    command.__signature__ = signature.replace(parameters=parameters)
-    return command
+        kind = _options_kind(hints.get(parameter.name))
+        if kind is None:
+            own.append(parameter.replace(annotation=hints.get(parameter.name,
+                                                              parameter.annotation)))
+        else:
+            groups[parameter.name] = kind
+    if not groups:
+        return function
+    taken = {p.name for p in own}
+    added = []
+    for kind in groups.values():
+        given = isinstance(kind, Given)
+        cls = kind.cls if given else kind
+        types = types_of(cls)
+        for field in fields_of(cls):
+            if field.name not in taken and field.metadata.get("cli", True):
+                added.append(_flag(field, types[field.name], given))
+                taken.add(field.name)
+    context = "_mlmkit_context"
+    added.append(inspect.Parameter(context, inspect.Parameter.KEYWORD_ONLY,
+                                   annotation=typer.Context))
 
+    def run(**values):
+        ctx = values.pop(context)
+        for name, kind in groups.items():
+            if isinstance(kind, Given):
+                values[name] = {f.name: values[f.name] for f in fields_of(kind.cls)
+                                if f.name in values and f.name not in signature.parameters
+                                and _given(ctx, f.name)}
+            else:
+                values[name] = kind(**{f.name: values[f.name] for f in fields_of(kind)
+                                       if f.name in values})
+        return function(**{name: values[name] for name in signature.parameters})
 
-def _trusting(command):
-    """`command` without a trust_remote_code parameter, run inside `trusting_remote_code`
-    when the flag is given (left to $MLMKIT_TRUST_REMOTE_CODE when it is not)."""
-    import contextlib
-    import functools
-
-    @functools.wraps(command)
-    def run(*args, trust_remote_code: bool = False, **kwargs):
-        from mlmkit.models.load import trusting_remote_code
-
-        with trusting_remote_code() if trust_remote_code else contextlib.nullcontext():
-            return command(*args, **kwargs)
-
+    run.__name__, run.__doc__ = function.__name__, function.__doc__
+    run.__signature__ = signature.replace(parameters=_ordered([*own, *added]))
     return run
+
+
+def _options_kind(annotation):
+    if typing.get_origin(annotation) is Annotated:
+        return next((m for m in typing.get_args(annotation)[1:] if isinstance(m, Given)), None)
+    return annotation if dataclasses.is_dataclass(annotation) else None
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in GIVEN_SOURCES
+
+
+def _ordered(parameters: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    """Positional parameters first, keyword-only ones after (a valid signature)."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    return [p for p in parameters if p.kind is not keyword] + \
+        [p for p in parameters if p.kind is keyword]
+
+
+def _flag(field: dataclasses.Field, kind, given: bool) -> inspect.Parameter:
+    """The typer option of one options field: `--min-gap` from `min_gap` (`--x/--no-x` for
+    a bool), its help, type (choices for a Literal) and default. With `given`, the flag
+    defaults to "not given" and its help says the field's default."""
+    meta = field.metadata
+    if field.name in SHARED:
+        option = SHARED[field.name]
+        return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                                 annotation=type(option.default) if option.default is not None
+                                 else kind)
+    flag = "--" + field.name.replace("_", "-")
+    base = _cli_type(kind)
+    declarations = meta.get("flag") or (f"{flag}/--no-{flag[2:]}" if base is bool else flag)
+    panel = meta.get("panel") or (f"Config: {meta['group']}" if "group" in meta else None)
+    default = default_of(field)
+    text = meta["help"]
+    if meta.get("multiple"):
+        base = list[_cli_type(kind)]
+    if given:
+        shown = meta.get("shown_default", default)
+        text, default = f"{text} (default: {shown})", None
+        base = base | None
+    option = typer.Option(default, *declarations.split(" "), help=text,
+                          rich_help_panel=panel, show_default=not given,
+                          metavar=meta.get("metavar"))
+    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                             annotation=base)
+
+
+def _cli_type(kind):
+    """The command-line type of a field: a Literal stays (its choices), `X | None` is X, and
+    anything that is not a number, text, flag or choice is read as text (YAML values)."""
+    if typing.get_origin(kind) is Literal:
+        return kind
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    if args and len(args) < len(typing.get_args(kind)):  # X | None
+        return _cli_type(args[0]) if len(args) == 1 else str
+    return kind if kind in (int, float, str, bool) else str
+
+
+
+
+
+@contextlib.contextmanager
+def trusting(trust: bool):
+    """Run a command's body with --trust-remote-code for every model it loads (`load_mlm`,
+    `as_mlm`, `prepare_mlm` deep in the library see it); without the flag the models follow
+    $MLMKIT_TRUST_REMOTE_CODE."""
+    if not trust:
+        yield
+        return
+    from mlmkit.models.load import trusting_remote_code  # torch: only once a model loads
+
+    with trusting_remote_code():
+        yield

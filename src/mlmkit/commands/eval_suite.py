@@ -7,7 +7,17 @@ from pathlib import Path
 
 import typer
 
-from mlmkit.cli_options import shared_options
+from mlmkit.cli_options import (
+    BATCH_TOKENS,
+    DEVICE,
+    JSON,
+    OUTPUT,
+    PRECISION,
+    SEED,
+    THREADS,
+    TRUST_REMOTE_CODE,
+    trusting,
+)
 
 SUITE_HELP = "The evaluation suite: BLiMP, PPPL, cloze, few-shot and fine-tuned SST-2, AG News."
 SUITE_EXAMPLE = """
@@ -27,7 +37,6 @@ Examples:
 """
 
 
-@shared_options
 def suite_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Option(None, "--data", help="Folder holding blimp/, sst2/ and agnews/ "
@@ -43,38 +52,40 @@ def suite_command(
                                 "suite.png here."),
     offline: bool = typer.Option(False, "--offline", help="Load a hub model name from the "
                                  "local Hugging Face cache only, never the network."),
-    *, device, precision, threads, batch_tokens, seed, as_json,
+    *, device: str = DEVICE, precision: str = PRECISION, threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS, seed: int = SEED, as_json: bool = JSON,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """Run the evaluation suite on a model and print its table (Markdown)."""
-    from mlmkit.evaluation import evaluate_suite
+    with trusting(trust_remote_code):
+        from mlmkit.evaluation import evaluate_suite
 
-    if out_dir is not None:
-        from mlmkit.runtime.output import check_output_path
+        if out_dir is not None:
+            from mlmkit.runtime.output import check_output_path
 
-        if Path(out_dir).exists() and not Path(out_dir).is_dir():
-            from mlmkit.errors import PathError
+            if Path(out_dir).exists() and not Path(out_dir).is_dir():
+                from mlmkit.errors import PathError
 
-            raise PathError(f"--out-dir {out_dir!r} is a file: name a folder")
-        check_output_path(str(Path(out_dir) / "suite.json"))
-    import warnings
+                raise PathError(f"--out-dir {out_dir!r} is a file: name a folder")
+            check_output_path(str(Path(out_dir) / "suite.json"))
+        import warnings
 
-    from mlmkit.runtime.progress import warn
+        from mlmkit.runtime.progress import warn
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = evaluate_suite(model, data, quick=quick, parts=parts, texts=texts,
-                                facts=facts, output_dir=out_dir, offline=offline,
-                                batch_tokens=batch_tokens, precision=precision,
-                                device=device, threads=threads, seed=seed)
-    for message in dict.fromkeys(str(w.message) for w in caught):
-        warn(message)
-    if as_json:
-        print(result.to_json(), flush=True)
-    else:
-        print(result.markdown(), end="")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = evaluate_suite(model, data, quick=quick, parts=parts, texts=texts,
+                                    facts=facts, output_dir=out_dir, offline=offline,
+                                    batch_tokens=batch_tokens, precision=precision,
+                                    device=device, threads=threads, seed=seed)
+        for message in dict.fromkeys(str(w.message) for w in caught):
+            warn(message)
+        if as_json:
+            print(result.to_json(), flush=True)
+        else:
+            print(result.markdown(), end="")
 
 
-@shared_options
 def compare_command(
     runs: list[str] = typer.Argument(..., help="suite.json files, folders holding one, run "
                                      "directories or models (the suite runs on those)."),
@@ -87,7 +98,9 @@ def compare_command(
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples (0: none)."),
     offline: bool = typer.Option(False, "--offline", help="Load hub model names from the "
                                  "local Hugging Face cache only, never the network."),
-    *, device, precision, threads, batch_tokens, seed, output, as_json,
+    *, device: str = DEVICE, precision: str = PRECISION, threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS, seed: int = SEED, output: str = OUTPUT,
+    as_json: bool = JSON,
 ) -> None:
     """Suite results side by side: each number with its bootstrap 95% interval, and each
     model's difference from the first with a paired test on the same items."""

@@ -4,7 +4,19 @@ from __future__ import annotations
 
 import typer
 
-from mlmkit.cli_options import shared_options
+from mlmkit.cli_options import (
+    BATCH_TOKENS,
+    DEVICE,
+    ENCODING,
+    ENCODING_ERRORS,
+    JSON,
+    OUTPUT,
+    PRECISION,
+    SEED,
+    THREADS,
+    TRUST_REMOTE_CODE,
+    trusting,
+)
 
 SHORT_HELP = "Top-k tokens at each [MASK] / <mask>, independently or jointly."
 EXAMPLE = """
@@ -41,7 +53,6 @@ def _table(result, joint: bool):
     return table
 
 
-@shared_options
 def fill_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     texts: list[str] = typer.Argument(None, help="Texts with [MASK] or <mask> (either spelling "
@@ -52,55 +63,59 @@ def fill_command(
     top_k: int = typer.Option(5, "--top-k", help="Candidates per mask."),
     joint: bool = typer.Option(False, "--joint", help="Fill masks one at a time, most confident "
                                                       "first, each seeing the ones filled."),
-    *, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
+    *, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
+    encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE, precision: str = PRECISION,
+    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
-    import warnings
+    with trusting(trust_remote_code):
+        import warnings
 
-    from mlmkit.commands.score import seed_everything
-    from mlmkit.errors import InvalidArgument
-    from mlmkit.generate.fill_mask import fill_mask, read_fill_inputs
-    from mlmkit.generate.setup import open_model
-    from mlmkit.runtime import checks
-    from mlmkit.runtime.batching import check_budget
-    from mlmkit.runtime.output import check_output_path, open_output
-    from mlmkit.runtime.progress import warn
-    from mlmkit.runtime.records import check_input_file
-    from mlmkit.runtime.results import dumps
+        from mlmkit.commands.score import seed_everything
+        from mlmkit.errors import InvalidArgument
+        from mlmkit.generate.fill_mask import fill_mask, read_fill_inputs
+        from mlmkit.generate.setup import open_model
+        from mlmkit.runtime import checks
+        from mlmkit.runtime.batching import check_budget
+        from mlmkit.runtime.output import check_output_path, open_output
+        from mlmkit.runtime.progress import warn
+        from mlmkit.runtime.records import check_input_file
+        from mlmkit.runtime.results import dumps
 
-    checks.count("top_k", top_k, 1)
-    check_budget(batch_tokens)
-    if file is not None and texts:
-        raise InvalidArgument("give texts or --file, not both")
-    if file is None and not texts:
-        raise InvalidArgument('give a text with a mask, e.g. "The capital of France is '
-                              '[MASK].", or --file with one per line')
-    inputs = [file] if file is not None else []
-    if file is not None:
-        check_input_file(file, "inputs file")
-    check_output_path(output, inputs=inputs)
-    seed_everything(seed)  # fill-mask draws nothing at random; --seed is accepted for all
-    mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        items = read_fill_inputs(file, mlm.tokenizer, encoding, encoding_errors) \
-            if file is not None else list(texts)
-    for warning in caught:
-        warn(str(warning.message))
-    results = fill_mask(mlm, items, top_k=top_k, mode="joint" if joint else "independent",
-                        batch_tokens=batch_tokens, precision=precision)
-    with open_output(output, inputs=inputs) as handle:
-        if as_json:
+        checks.count("top_k", top_k, 1)
+        check_budget(batch_tokens)
+        if file is not None and texts:
+            raise InvalidArgument("give texts or --file, not both")
+        if file is None and not texts:
+            raise InvalidArgument('give a text with a mask, e.g. "The capital of France is '
+                                  '[MASK].", or --file with one per line')
+        inputs = [file] if file is not None else []
+        if file is not None:
+            check_input_file(file, "inputs file")
+        check_output_path(output, inputs=inputs)
+        seed_everything(seed)  # fill-mask draws nothing at random; --seed is accepted for all
+        mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            items = read_fill_inputs(file, mlm.tokenizer, encoding, encoding_errors) \
+                if file is not None else list(texts)
+        for warning in caught:
+            warn(str(warning.message))
+        results = fill_mask(mlm, items, top_k=top_k, mode="joint" if joint else "independent",
+                            batch_tokens=batch_tokens, precision=precision)
+        with open_output(output, inputs=inputs) as handle:
+            if as_json:
+                for result in results:
+                    handle.write(dumps(result) + "\n")
+                return
+            from rich.console import Console
+
+            console = Console(file=handle, highlight=False, soft_wrap=True)
             for result in results:
-                handle.write(dumps(result) + "\n")
-            return
-        from rich.console import Console
-
-        console = Console(file=handle, highlight=False, soft_wrap=True)
-        for result in results:
-            console.print(result.text, markup=False, style="bold")
-            console.print(_table(result, joint))
-            console.print(f"filled: {result.filled}  (log-prob {result.log_prob:.3f})\n",
-                          markup=False)
+                console.print(result.text, markup=False, style="bold")
+                console.print(_table(result, joint))
+                console.print(f"filled: {result.filled}  (log-prob {result.log_prob:.3f})\n",
+                              markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -2,7 +2,26 @@
 
 from __future__ import annotations
 
+import signal
+import sys
+
 import typer
+
+import mlmkit
+from mlmkit.cli_options import (
+    BATCH_TOKENS,
+    DEVICE,
+    JSON,
+    PRECISION,
+    SEED,
+    THREADS,
+    TRUST_REMOTE_CODE,
+    command,
+    trusting,
+)
+from mlmkit.options import as_keywords
+from mlmkit.options.finetuning import Finetuning
+from mlmkit.runtime.results import dumps
 
 SHORT_HELP = "Fine-tune on a task (GLUE, AG News, any table): a head or a cloze prompt."
 EXAMPLE = """
@@ -34,60 +53,21 @@ def finetune_command(
     label_col: str = typer.Option(None, "--label-col", help="The label column (default: label)."),
     regression: bool = typer.Option(None, "--regression/--classification", help="A custom "
                                     "task's kind (default: classification)."),
-    method: str = typer.Option("head", "--method", help="head (a classification head) or prompt "
-                               "(PET / LM-BFF: a cloze template through the MLM head)."),
-    epochs: int = typer.Option(None, "--epochs", help="Epochs (default 3; few-shot 20)."),
-    lr: float = typer.Option(None, "--lr", help="Peak learning rate (default 4e-5; few-shot "
-                             "1e-4)."),
-    batch_size: int = typer.Option(None, "--batch-size", help="Examples per optimizer step "
-                                   "(default 16; few-shot 8)."),
-    max_length: int = typer.Option(128, "--max-length", help="Longest input in tokens; longer "
-                                   "ones are truncated and counted in metrics.json."),
-    warmup: float = typer.Option(0.1, "--warmup", help="Share of the steps of linear warm-up."),
-    weight_decay: float = typer.Option(0.01, "--weight-decay", help="AdamW weight decay."),
-    bucket: bool = typer.Option(True, "--bucket/--no-bucket", help="Length-bucketed batches "
-                                "(less padding)."),
-    shots: int = typer.Option(None, "--shots", help="Few-shot: K training examples per class."),
-    seeds: int = typer.Option(1, "--seeds", help="Runs with seeds seed..seed+N-1; mean ± std."),
-    template: str = typer.Option(None, "--template", help="Prompt method: a cloze template with "
-                                 "{text} (or {text1} and {text2}) and one [MASK]."),
-    verbalizer: str = typer.Option(None, "--verbalizer", help="Prompt method: JSON {label: "
-                                   "word} or a file holding it."),
-    lora: bool = typer.Option(False, "--lora", help="Train LoRA adapters (peft) only."),
-    lora_rank: int = typer.Option(8, "--lora-rank", help="LoRA rank."),
-    lora_alpha: float = typer.Option(16.0, "--lora-alpha", help="LoRA alpha (scaling)."),
-    lora_targets: str = typer.Option(None, "--lora-targets", help="Modules that get adapters, "
-                                     "comma-separated (default: the attention query and value)."),
-    merge_lora: bool = typer.Option(False, "--merge-lora", help="Save the LoRA model merged into "
-                                    "a full model instead of an adapter."),
-    train_limit: int = typer.Option(None, "--train-limit", help="Use at most N training "
-                                    "examples (a fixed sample)."),
-    eval_limit: int = typer.Option(None, "--eval-limit", help="Evaluate on at most N examples "
-                                   "(a fixed sample)."),
     run_dir: str = typer.Option(None, "--run-dir", help="Where the best model (best/), "
                                 "metrics.json and checkpoints go."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir."),
-    save_every: int = typer.Option(0, "--save-every", help="Also save the training state every "
-                                   "N steps (always: each epoch's end and on Ctrl-C)."),
-    halt_after: int = typer.Option(None, "--halt-after", help="Stop (resumably) after N steps."),
-    *, device, precision, threads, batch_tokens, seed, as_json,
+    *, training: Finetuning, device: str = DEVICE, precision: str = PRECISION,
+    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
+    as_json: bool = JSON, trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """Fine-tune a masked LM on a task: a classification (or regression) head, or a cloze prompt
     through the MLM head; few-shot over seeds; LoRA. Evaluates each epoch, keeps the best."""
-    from mlmkit.finetune import finetune
-    from mlmkit.runtime.results import dumps
-
-    result = finetune(model, task, train=train, validation=validation, test=test,
-                      dataset=dataset, offline=offline, text_cols=text_cols, label_col=label_col,
-                      regression=regression, method=method, epochs=epochs, lr=lr,
-                      batch_size=batch_size, max_length=max_length, warmup=warmup,
-                      weight_decay=weight_decay, bucket=bucket, shots=shots, seeds=seeds,
-                      template=template, verbalizer=verbalizer, lora=lora,
-                      lora_rank=lora_rank, lora_alpha=lora_alpha, lora_targets=lora_targets,
-                      merge_lora=merge_lora, train_limit=train_limit, eval_limit=eval_limit,
-                      run_dir=run_dir, resume=resume, save_every=save_every,
-                      halt_after=halt_after, batch_tokens=batch_tokens, precision=precision,
-                      device=device, threads=threads, seed=seed)
+    with trusting(trust_remote_code):
+        result = mlmkit.finetune.finetune(
+            model, task, train=train, validation=validation, test=test, dataset=dataset,
+            offline=offline, text_cols=text_cols, label_col=label_col, regression=regression,
+            run_dir=run_dir, resume=resume, batch_tokens=batch_tokens, precision=precision,
+            device=device, threads=threads, seed=seed, **as_keywords(training))
     if as_json:
         print(dumps(result), flush=True)
         _exit_if_signalled(result)
@@ -107,9 +87,6 @@ def finetune_command(
 def _exit_if_signalled(result) -> None:
     """A run stopped by SIGINT/SIGTERM exits 128 + the signal (130, 143), as pretrain does:
     its state is saved, but the fine-tuning did not finish."""
-    import signal
-    import sys
-
     reason = next((r.stop_reason for r in result.runs
                    if r.stop_reason in ("SIGINT", "SIGTERM")), None)
     if reason is not None:
@@ -118,7 +95,4 @@ def _exit_if_signalled(result) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    from mlmkit.cli_options import shared_options
-
-    app.command("finetune", short_help=SHORT_HELP, epilog=EXAMPLE)(
-        shared_options(finetune_command))
+    command(app, "finetune", finetune_command, short_help=SHORT_HELP, epilog=EXAMPLE)

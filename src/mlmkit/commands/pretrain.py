@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 import signal
 import sys
-import typing
-from dataclasses import MISSING, fields
 from pathlib import Path
+from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Table
+
+import mlmkit
+from mlmkit.cli_options import TRUST_REMOTE_CODE, Given, command, trusting
+from mlmkit.runtime.progress import status
+from mlmkit.runtime.results import dumps
+from mlmkit.train.budget import default_budget
+from mlmkit.train.config import PretrainConfig, budget_overrides, from_dict, load_config
+from mlmkit.train.recipes import recipe_from_flags
+from mlmkit.train.run_state import parse_overrides
 
 HELP = """Pretrain a masked LM on a corpus and save it in Hugging Face format.
 
@@ -33,117 +42,39 @@ With no arguments: a mini ModernBERT on the built-in python-docs corpus, sized f
   torchrun --nproc_per_node 2 -m mlmkit pretrain --batch-size 32
 """
 
-# The runtime flags every command shares (mlmkit.cli_options): same names, help and
-# defaults; here their default is "not given", so a --config file's value stands.
-SHARED = {"device": "DEVICE", "precision": "PRECISION", "threads": "THREADS", "seed": "SEED"}
 
-_FLAG_NAMES = {"time": "--time", "steps": "--steps", "tokens": "--tokens"}
-
-
-def _annotation(tp) -> type:
-    """The Optional[...] CLI type of a config field (Any fields take YAML text)."""
-    args = [a for a in typing.get_args(tp) if a is not type(None)] if typing.get_args(tp) else []
-    base = args[0] if args else tp
-    if base not in (int, float, str, bool):
-        base = str
-    return typing.Optional[base]  # noqa: UP045 (typer needs a runtime type object)
-
-
-def _field_options() -> list[inspect.Parameter]:
-    from mlmkit.train.config import PretrainConfig
-
-    hints = typing.get_type_hints(PretrainConfig)
-    params = []
-    from mlmkit import cli_options
-
-    for f in fields(PretrainConfig):
-        default = f.default if f.default is not MISSING else f.default_factory()
-        name = "--" + f.name.replace("_", "-")
-        decls = (f"{name}/--no-{f.name.replace('_', '-')}",) if hints[f.name] is bool else (name,)
-        text = f.metadata["help"]
-        if f.name == "steps":
-            default = "1000; on a CPU without native bf16 (fp32) also --time 10m"
-        annotation, flag_default = _annotation(hints[f.name]), None
-        if f.name == "corpus":  # repeatable: several sources, or a weighted mixture
-            annotation = typing.Optional[list[str]]  # noqa: UP045
-        if f.name in SHARED:  # the shared flag: its help, its default
-            shared = getattr(cli_options, SHARED[f.name])
-            text, flag_default = shared.help.rstrip("."), shared.default
-            if flag_default is not None:
-                annotation = type(flag_default)
-        option = typer.Option(flag_default, *decls, help=f"{text} (default: {default})",
-                              rich_help_panel=f"Config: {f.metadata['group']}",
-                              show_default=False, min=1 if f.name == "threads" else None,
-                              metavar="SOURCE[:WEIGHT]" if f.name == "corpus" else None)
-        params.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=option,
-                                        annotation=annotation))
-    return params
+def pretrain_command(
+    *,
+    config_file: Path = typer.Option(None, "--config", help="YAML file of config fields (flags "
+                                     "override it)"),
+    resume: Path = typer.Option(None, "--resume", help="continue the run in this directory "
+                                "where it stopped"),
+    restart: bool = typer.Option(False, "--restart", help="start over in a run directory that "
+                                 "holds a run (its checkpoints, final/ and logs are removed)"),
+    override: list[str] = typer.Option(None, "--override", metavar="KEY=VALUE", help="change "
+                                       "a config field, e.g. on --resume steps=2000 (budget, "
+                                       "evaluation and runtime fields only; repeatable)"),
+    show: bool = typer.Option(False, "--show", help="with --recipe: print the recipe's source "
+                              "and resolved config (phases included), then exit"),
+    as_json: bool = typer.Option(False, "--json", help="print the summary as JSON on standard "
+                                 "output"),
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    values: Annotated[dict, Given(PretrainConfig)],
+) -> None:
+    """Only the flags given override the --config file, the recipe or the resumed run."""
+    with trusting(trust_remote_code):  # an --init model's own code
+        _pretrain(values, config_file, resume, restart, override, show, as_json)
 
 
-def _summary_table(result):
-    from rich.table import Table
-
-    summary = result.summary
-    table = Table(title="pretraining summary", show_header=False)
-    for key in ("status", "model", "objective", "steps", "tokens", "train_seconds",
-                "tokens_per_s", "final_dir"):
-        value = summary.get(key)
-        if isinstance(value, float):
-            value = f"{value:,.1f}"
-        elif isinstance(value, int):
-            value = f"{value:,}"
-        table.add_row(key.replace("_", " "), str(value))
-    for key, value in summary.get("eval", {}).items():
-        if key != "step" and isinstance(value, float):
-            table.add_row(f"validation {key.replace('_', ' ')}", f"{value:.4f}")
-    return table
-
-
-def _batch_from_tokens(values: dict) -> None:
-    """--batch-tokens: tokens per optimizer step, i.e. --batch-size × --seq-len."""
-    batch_tokens = values.pop("batch_tokens", None)
-    if batch_tokens is None:
-        return
-    from mlmkit.errors import InvalidArgument
-    from mlmkit.train.config import PretrainConfig
-
-    if values.get("batch_size") is not None:
-        raise InvalidArgument("give --batch-tokens or --batch-size, not both")
-    seq_len = values.get("seq_len") or PretrainConfig.__dataclass_fields__["seq_len"].default
-    if batch_tokens % seq_len:
-        raise InvalidArgument(f"--batch-tokens {batch_tokens} is not a multiple of --seq-len "
-                              f"{seq_len}: a step trains on whole blocks; use e.g. "
-                              f"{max(1, batch_tokens // seq_len) * seq_len}")
-    values["batch_size"] = batch_tokens // seq_len
-
-
-def pretrain_command(**values) -> None:
-    from rich.console import Console
-
-    from mlmkit.masking.config import parse_masking_option
-    from mlmkit.runtime.progress import status
-    from mlmkit.runtime.results import dumps
-    from mlmkit.train import load_config, pretrain
-    from mlmkit.train.config import budget_overrides, from_dict
-
-    config_path, resume = values.pop("config_file"), values.pop("resume")
-    restart, override = values.pop("restart"), values.pop("override")
-    as_json = values.pop("json")
-    show = values.pop("show")
-    _batch_from_tokens(values)
+def _pretrain(values, config_path, resume, restart, override, show, as_json) -> None:
     if values.get("corpus") is not None:  # --corpus a.txt:0.7 --corpus b.txt:0.3
-        from mlmkit.corpus.mixture import join_corpus_spec
+        from mlmkit.corpus.mixture import join_corpus_spec  # numpy: not for --help
 
         values["corpus"] = join_corpus_spec(values["corpus"])
-    from mlmkit.train.run_state import parse_overrides
-
-    overrides = budget_overrides({**{k: v for k, v in values.items() if v is not None},
-                                  **parse_overrides(override)})
+    overrides = budget_overrides({**values, **parse_overrides(override)})
     if "masking" in overrides:
-        overrides["masking"] = parse_masking_option(overrides["masking"])
-    # --recipe NAME [--show]: a recipe's config and phases, flags on top (issue 19)
-    from mlmkit.train.recipes import recipe_from_flags
-
+        overrides["masking"] = mlmkit.masking.config.parse_masking_option(overrides["masking"])
+    # --recipe NAME [--show]: a recipe's config and phases, flags on top
     recipe_config = recipe_from_flags(overrides, show, config_path, resume)
     if show:
         return
@@ -151,8 +82,6 @@ def pretrain_command(**values) -> None:
         config_path, overrides = None, recipe_config
     elif config_path is None and resume is None and not {"steps", "tokens", "time"} & set(
             overrides):  # no budget given: one sized for this machine
-        from mlmkit.train.budget import default_budget
-
         budget = default_budget(overrides.get("device"), overrides.get("precision"))
         overrides.update(budget)
         if "time" in budget:
@@ -161,9 +90,9 @@ def pretrain_command(**values) -> None:
                    "--steps, --tokens or --time to choose")
     config = load_config(config_path, **overrides) if config_path else (
         None if recipe_config is None else from_dict(overrides, source="--recipe"))
-    result = pretrain(config, resume=resume, overrides=None if config else overrides,
-                      restart=restart)
-    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports (issue 6)
+    result = mlmkit.pretrain(config, resume=resume, overrides=None if config else overrides,
+                             restart=restart)
+    if int(os.environ.get("RANK", "0")) != 0:  # under torchrun only rank 0 reports
         return
     summary = result.summary
     if as_json:
@@ -187,78 +116,35 @@ def pretrain_command(**values) -> None:
             sys.exit(128 + int(getattr(signal, reason)))
 
 
+def _summary_table(result):
+    summary = result.summary
+    table = Table(title="pretraining summary", show_header=False)
+    for key in ("status", "model", "objective", "steps", "tokens", "train_seconds",
+                "tokens_per_s", "final_dir"):
+        value = summary.get(key)
+        if isinstance(value, float):
+            value = f"{value:,.1f}"
+        elif isinstance(value, int):
+            value = f"{value:,}"
+        table.add_row(key.replace("_", " "), str(value))
+    for key, value in summary.get("eval", {}).items():
+        if key != "step" and isinstance(value, float):
+            table.add_row(f"validation {key.replace('_', ' ')}", f"{value:.4f}")
+    return table
+
+
 def _print_examples(console, result) -> None:
-    from mlmkit.models import load_mlm
-    from mlmkit.train.config import load_config
-    from mlmkit.train.examples import fill_mask_examples
+    from mlmkit.train.examples import fill_mask_examples  # not loaded by mlmkit.train
 
     count = load_config(Path(result.run_dir) / "config.yaml").fill_mask_examples
     if count <= 0:
         return
-    mlm = load_mlm(Path(result.final_dir), device="cpu")
+    mlm = mlmkit.load_mlm(Path(result.final_dir), device="cpu")
     console.print("fill-mask examples", markup=False)
     for text, candidates in fill_mask_examples(mlm, count):
         shown = ", ".join(f"{token!r} {p:.2f}" for token, p in candidates)
         console.print(f"  {text}  →  {shown}", markup=False)
 
 
-def _build():
-    extra = [
-        inspect.Parameter("config_file", inspect.Parameter.KEYWORD_ONLY,
-                          default=typer.Option(None, "--config", help="YAML file of config "
-                                               "fields (flags override it)"),
-                          annotation=typing.Optional[Path]),  # noqa: UP045
-        inspect.Parameter("resume", inspect.Parameter.KEYWORD_ONLY,
-                          default=typer.Option(None, "--resume", help="continue the run in "
-                                               "this directory where it stopped"),
-                          annotation=typing.Optional[Path]),  # noqa: UP045
-        inspect.Parameter("restart", inspect.Parameter.KEYWORD_ONLY,
-                          default=typer.Option(False, "--restart", help="start over in a run "
-                                               "directory that holds a run (its checkpoints, "
-                                               "final/ and logs are removed)"),
-                          annotation=bool),
-        inspect.Parameter("override", inspect.Parameter.KEYWORD_ONLY,
-                          default=typer.Option(None, "--override", metavar="KEY=VALUE",
-                                               help="change a config field, e.g. on --resume "
-                                               "steps=2000 (budget, evaluation and runtime "
-                                               "fields only; repeatable)"),
-                          annotation=typing.Optional[list[str]]),  # noqa: UP045
-        inspect.Parameter("batch_tokens", inspect.Parameter.KEYWORD_ONLY,
-                          default=typer.Option(None, "--batch-tokens", min=1,
-                                               help="tokens per optimizer step (= --batch-size "
-                                               "× --seq-len; sets --batch-size)",
-                                               rich_help_panel="Config: what is studied"),
-                          annotation=typing.Optional[int]),  # noqa: UP045
-        inspect.Parameter("show", inspect.Parameter.KEYWORD_ONLY,
-                          default=typer.Option(False, "--show", help="with --recipe: print "
-                                               "the recipe's source and resolved config "
-                                               "(phases included), then exit"),
-                          annotation=bool),
-        inspect.Parameter("json", inspect.Parameter.KEYWORD_ONLY,
-                          default=typer.Option(False, "--json", help="print the summary as "
-                                               "JSON on standard output"),
-                          annotation=bool),
-    ]
-    context = inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY,
-                                annotation=typer.Context)
-    params = [context, *extra, *_field_options()]
-
-    def command(ctx: typer.Context, **values):
-        from typer._click.core import ParameterSource
-
-        for name in SHARED:  # a shared flag left at its default does not override --config
-            if ctx.get_parameter_source(name) not in (ParameterSource.COMMANDLINE,
-                                                      ParameterSource.ENVIRONMENT):
-                values[name] = None
-        pretrain_command(**values)
-
-    command.__signature__ = inspect.Signature(params)
-    command.__annotations__ = {p.name: p.annotation for p in params}
-    command.__doc__ = HELP
-    from mlmkit.cli_options import shared_options
-
-    return shared_options(command)  # --trust-remote-code, for an --init model's code
-
-
 def register(app: typer.Typer) -> None:
-    app.command("pretrain", help=HELP, no_args_is_help=False)(_build())
+    command(app, "pretrain", pretrain_command, help=HELP, no_args_is_help=False)

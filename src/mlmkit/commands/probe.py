@@ -6,7 +6,16 @@ from pathlib import Path
 
 import typer
 
-from mlmkit.cli_options import shared_options
+from mlmkit.cli_options import (
+    BATCH_TOKENS,
+    DEVICE,
+    JSON,
+    PRECISION,
+    SEED,
+    THREADS,
+    TRUST_REMOTE_CODE,
+    trusting,
+)
 
 PROBE_HELP = ("Probe a masked LM with its MLM head as is: cloze classification (PET), "
               "plausibility ranking of statements, LAMA-style knowledge probes.")
@@ -88,7 +97,6 @@ def _emit(payload: dict, as_json: bool, output: str, inputs: list) -> bool:
 
 @probe_app.command("classify", epilog=CLASSIFY_EXAMPLE,
                    short_help="Zero-shot classification with a cloze prompt and a verbalizer.")
-@shared_options
 def classify_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Argument(..., help="JSONL of texts, optionally with gold labels "
@@ -102,53 +110,55 @@ def classify_command(
     text_field: str = typer.Option("text", "--text-field", help="Field holding the text."),
     label_field: str = typer.Option("label", "--label-field", help="Field of the gold label."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
-    *, as_json, batch_tokens, device, precision, threads, seed,
+    *, as_json: bool = JSON, batch_tokens: int = BATCH_TOKENS, device: str = DEVICE,
+    precision: str = PRECISION, threads: int = THREADS, seed: int = SEED,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """Zero-shot classification with a cloze prompt and a verbalizer (PET, Schick & Schütze).
 
     Each text goes into the template; each label's words are scored at the mask.
     """
-    from rich.markup import escape
-    from rich.table import Table
+    with trusting(trust_remote_code):
+        from rich.markup import escape
+        from rich.table import Table
 
-    from mlmkit.probe import cloze_classify, parse_verbalizer
-    from mlmkit.probe.cloze import AGGREGATES
-    from mlmkit.probe.labelled import read_labelled_texts
-    from mlmkit.probe.prompt import check_template
-    from mlmkit.runtime.checks import choice
+        from mlmkit.probe import cloze_classify, parse_verbalizer
+        from mlmkit.probe.cloze import AGGREGATES
+        from mlmkit.probe.labelled import read_labelled_texts
+        from mlmkit.probe.prompt import check_template
+        from mlmkit.runtime.checks import choice
 
-    check_template(template, "{text}", "--template")
-    choice("aggregate", aggregate, AGGREGATES)
-    words = parse_verbalizer(verbalizer, "--verbalizer") if verbalizer else None
-    texts, gold = read_labelled_texts(data, text_field, label_field)
-    mlm, precision = _start(model, [data], output, device, precision, threads, batch_tokens,
-                            seed)
-    result = cloze_classify(mlm, texts, template, words, gold=gold, aggregate=aggregate,
-                            batch_tokens=batch_tokens, precision=precision)
-    if _emit(result.to_dict(), as_json, output, [data]):
-        return
-    console = _stdout()
-    table = Table(title=f"cloze classification ({escape(model)})")
-    for column in ("#", "label", *(f"P({label})" for label in result.labels), "gold"):
-        table.add_column(escape(column), justify="left" if column in ("label", "gold")
-                         else "right")
-    for i, p in enumerate(result.predictions[:20]):
-        table.add_row(str(i), escape(p.label),
-                      *(f"{p.probabilities[label]:.3f}" for label in result.labels),
-                      escape(p.gold or "–"))
-    console.print(table)
-    if len(result.predictions) > 20:
-        console.print(f"… {len(result.predictions) - 20} more (use --json or -o for all)")
-    if result.multi_token_words:
-        console.print(f"multi-token words (scored with one mask per subword): "
-                      f"{escape(', '.join(result.multi_token_words))}")
-    if result.accuracy is not None:
-        console.print(f"accuracy: {result.accuracy:.4f} over {len(result.predictions)} texts")
+        check_template(template, "{text}", "--template")
+        choice("aggregate", aggregate, AGGREGATES)
+        words = parse_verbalizer(verbalizer, "--verbalizer") if verbalizer else None
+        texts, gold = read_labelled_texts(data, text_field, label_field)
+        mlm, precision = _start(model, [data], output, device, precision, threads, batch_tokens,
+                                seed)
+        result = cloze_classify(mlm, texts, template, words, gold=gold, aggregate=aggregate,
+                                batch_tokens=batch_tokens, precision=precision)
+        if _emit(result.to_dict(), as_json, output, [data]):
+            return
+        console = _stdout()
+        table = Table(title=f"cloze classification ({escape(model)})")
+        for column in ("#", "label", *(f"P({label})" for label in result.labels), "gold"):
+            table.add_column(escape(column), justify="left" if column in ("label", "gold")
+                             else "right")
+        for i, p in enumerate(result.predictions[:20]):
+            table.add_row(str(i), escape(p.label),
+                          *(f"{p.probabilities[label]:.3f}" for label in result.labels),
+                          escape(p.gold or "–"))
+        console.print(table)
+        if len(result.predictions) > 20:
+            console.print(f"… {len(result.predictions) - 20} more (use --json or -o for all)")
+        if result.multi_token_words:
+            console.print(f"multi-token words (scored with one mask per subword): "
+                          f"{escape(', '.join(result.multi_token_words))}")
+        if result.accuracy is not None:
+            console.print(f"accuracy: {result.accuracy:.4f} over {len(result.predictions)} texts")
 
 
 @probe_app.command("rank", epilog=RANK_EXAMPLE,
                    short_help="Rank candidate statements by PLL (multiple choice, COPA).")
-@shared_options
 def rank_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     items: str = typer.Argument(..., help="JSONL of multiple-choice items (- for standard "
@@ -158,51 +168,53 @@ def rank_command(
     scope: str = typer.Option("statement", help="statement (every token) or shared (only the "
                               "tokens all candidates share, Tamborrino et al.)."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
-    *, as_json, batch_tokens, device, precision, threads, seed,
+    *, as_json: bool = JSON, batch_tokens: int = BATCH_TOKENS, device: str = DEVICE,
+    precision: str = PRECISION, threads: int = THREADS, seed: int = SEED,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """Rank each item's candidate statements by PLL; the best one is the answer.
 
     Tamborrino et al. (2020), BEAR: no fine-tuning, accuracy against the gold labels.
     """
-    from rich.markup import escape
-    from rich.table import Table
+    with trusting(trust_remote_code):
+        from rich.markup import escape
+        from rich.table import Table
 
-    from mlmkit.probe import NORMALIZATIONS, SCOPES, rank_statements, read_items
-    from mlmkit.runtime.checks import choice
-    from mlmkit.scoring.jobs import METRICS
+        from mlmkit.probe import NORMALIZATIONS, SCOPES, rank_statements, read_items
+        from mlmkit.runtime.checks import choice
+        from mlmkit.scoring.jobs import METRICS
 
-    choice("metric", metric, METRICS)
-    choice("normalize", normalize, NORMALIZATIONS)
-    choice("scope", scope, SCOPES)
-    loaded = read_items(items)
-    mlm, precision = _start(model, [items], output, device, precision, threads, batch_tokens,
-                            seed)
-    result = rank_statements(mlm, loaded, metric=metric, normalize=normalize, scope=scope,
-                             batch_tokens=batch_tokens, precision=precision)
-    if _emit(result.to_dict(), as_json, output, [items]):
-        return
-    console = _stdout()
-    table = Table(title=f"statement ranking ({escape(model)}, {metric}, {normalize}, {scope})")
-    for column in ("item", "best statement", "score", "gold", "correct"):
-        table.add_column(column, justify="left" if column == "best statement" else "right")
-    for i, item in enumerate(result.items[:20]):
-        mark = "–" if item.correct is None else ("yes" if item.correct else "no")
-        table.add_row(escape(item.item_id or str(i)), escape(item.candidates[item.predicted]),
-                      f"{item.scores[item.predicted]:.3f}",
-                      "–" if item.gold is None else str(item.gold), mark)
-    console.print(table)
-    if len(result.items) > 20:
-        console.print(f"… {len(result.items) - 20} more (use --json or -o for all)")
-    if result.n_unknown:
-        console.print(f"{result.n_unknown} candidate(s) hold unknown-token ([UNK]) pieces; "
-                      "they are scored like any other token (see --json)")
-    if result.accuracy is not None:
-        console.print(f"accuracy: {result.accuracy:.4f} over {result.n_with_gold} items")
+        choice("metric", metric, METRICS)
+        choice("normalize", normalize, NORMALIZATIONS)
+        choice("scope", scope, SCOPES)
+        loaded = read_items(items)
+        mlm, precision = _start(model, [items], output, device, precision, threads, batch_tokens,
+                                seed)
+        result = rank_statements(mlm, loaded, metric=metric, normalize=normalize, scope=scope,
+                                 batch_tokens=batch_tokens, precision=precision)
+        if _emit(result.to_dict(), as_json, output, [items]):
+            return
+        console = _stdout()
+        table = Table(title=f"statement ranking ({escape(model)}, {metric}, {normalize}, {scope})")
+        for column in ("item", "best statement", "score", "gold", "correct"):
+            table.add_column(column, justify="left" if column == "best statement" else "right")
+        for i, item in enumerate(result.items[:20]):
+            mark = "–" if item.correct is None else ("yes" if item.correct else "no")
+            table.add_row(escape(item.item_id or str(i)), escape(item.candidates[item.predicted]),
+                          f"{item.scores[item.predicted]:.3f}",
+                          "–" if item.gold is None else str(item.gold), mark)
+        console.print(table)
+        if len(result.items) > 20:
+            console.print(f"… {len(result.items) - 20} more (use --json or -o for all)")
+        if result.n_unknown:
+            console.print(f"{result.n_unknown} candidate(s) hold unknown-token ([UNK]) pieces; "
+                          "they are scored like any other token (see --json)")
+        if result.accuracy is not None:
+            console.print(f"accuracy: {result.accuracy:.4f} over {result.n_with_gold} items")
 
 
 @probe_app.command("facts", epilog=FACTS_EXAMPLE,
                    short_help="LAMA-style knowledge probe: P@1, P@10 and MRR of cloze facts.")
-@shared_options
 def facts_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     facts: str = typer.Argument(..., help="JSONL of cloze facts (- for standard input)."),
@@ -213,44 +225,47 @@ def facts_command(
     include_special: bool = typer.Option(False, "--include-special",
                                          help="Let special tokens compete as answers."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
-    *, as_json, batch_tokens, device, precision, threads, seed,
+    *, as_json: bool = JSON, batch_tokens: int = BATCH_TOKENS, device: str = DEVICE,
+    precision: str = PRECISION, threads: int = THREADS, seed: int = SEED,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """LAMA-style knowledge probe: where the gold object ranks over the vocabulary.
 
     P@1, P@10 and MRR per relation and overall (Petroni et al. 2019). Facts whose object
     is several tokens, or only the unknown token, are skipped and counted.
     """
-    from rich.markup import escape
-    from rich.table import Table
+    with trusting(trust_remote_code):
+        from rich.markup import escape
+        from rich.table import Table
 
-    from mlmkit.probe import knowledge_probe, read_facts
-    from mlmkit.probe.facts import read_templates
-    from mlmkit.runtime.checks import count
+        from mlmkit.probe import knowledge_probe, read_facts
+        from mlmkit.probe.facts import read_templates
+        from mlmkit.runtime.checks import count
 
-    count("top_k", top_k, 1)
-    loaded = read_facts(facts, read_templates(relations) if relations else None)
-    inputs = [facts, relations]
-    mlm, precision = _start(model, inputs, output, device, precision, threads, batch_tokens,
-                            seed)
-    result = knowledge_probe(mlm, loaded, top_k=top_k, exclude_special=not include_special,
-                             batch_tokens=batch_tokens, precision=precision)
-    if _emit(result.to_dict(), as_json, output, inputs):
-        return
-    console = _stdout()
-    table = Table(title=f"knowledge probe ({escape(model)})")
-    for column in ("relation", "probed", "skipped", "of which [UNK]", "P@1", "P@10", "MRR"):
-        table.add_column(escape(column), justify="left" if column == "relation" else "right")
-    rows = [*result.by_relation.items(), ("overall (micro)", result.overall),
-            ("mean over relations", result.macro)]
-    for name, s in rows:
-        table.add_row(escape(name), str(s.n), str(s.skipped), str(s.unknown), _fmt(s.p_at_1),
-                      _fmt(s.p_at_10), _fmt(s.mrr))
-    console.print(table)
-    overall = result.overall
-    if overall.skipped:
-        console.print(f"{overall.skipped} fact(s) skipped: {overall.skipped - overall.unknown} "
-                      f"with an object of several tokens, {overall.unknown} with an object "
-                      "the vocabulary lacks ([UNK]); see --json for each one")
+        count("top_k", top_k, 1)
+        loaded = read_facts(facts, read_templates(relations) if relations else None)
+        inputs = [facts, relations]
+        mlm, precision = _start(model, inputs, output, device, precision, threads, batch_tokens,
+                                seed)
+        result = knowledge_probe(mlm, loaded, top_k=top_k, exclude_special=not include_special,
+                                 batch_tokens=batch_tokens, precision=precision)
+        if _emit(result.to_dict(), as_json, output, inputs):
+            return
+        console = _stdout()
+        table = Table(title=f"knowledge probe ({escape(model)})")
+        for column in ("relation", "probed", "skipped", "of which [UNK]", "P@1", "P@10", "MRR"):
+            table.add_column(escape(column), justify="left" if column == "relation" else "right")
+        rows = [*result.by_relation.items(), ("overall (micro)", result.overall),
+                ("mean over relations", result.macro)]
+        for name, s in rows:
+            table.add_row(escape(name), str(s.n), str(s.skipped), str(s.unknown), _fmt(s.p_at_1),
+                          _fmt(s.p_at_10), _fmt(s.mrr))
+        console.print(table)
+        overall = result.overall
+        if overall.skipped:
+            console.print(f"{overall.skipped} fact(s) skipped: {overall.skipped - overall.unknown} "
+                          f"with an object of several tokens, {overall.unknown} with an object "
+                          "the vocabulary lacks ([UNK]); see --json for each one")
 
 
 def register(app: typer.Typer) -> None:

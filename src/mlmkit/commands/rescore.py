@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from mlmkit.cli_options import shared_options
+from mlmkit.cli_options import (
+    BATCH_TOKENS,
+    DEVICE,
+    ENCODING,
+    ENCODING_ERRORS,
+    JSON,
+    PRECISION,
+    SEED,
+    THREADS,
+    TRUST_REMOTE_CODE,
+    trusting,
+)
 from mlmkit.commands.score import (
     ALLOW_UNTRAINED_HEAD,
     METRIC,
@@ -22,7 +33,6 @@ Examples:
 """
 
 
-@shared_options
 def rescore_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     nbest: str = typer.Argument(..., help="ESPnet-style JSON or TSV (utt, am_score, text); - "
@@ -41,78 +51,81 @@ def rescore_command(
     one_best: str = typer.Option(None, "--one-best", help="Write utt_id<TAB>1-best text here "
                                  "(- for standard output)."),
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
-    *, encoding, encoding_errors, device, precision, threads, batch_tokens, seed, as_json,
+    *, encoding: str = ENCODING, encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE,
+    precision: str = PRECISION, threads: int = THREADS, batch_tokens: int = BATCH_TOKENS,
+    seed: int = SEED, as_json: bool = JSON, trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """Rescore ASR/MT n-best lists with a masked LM (Salazar et al. 2020): writes the
     rescored n-best and the 1-best, and reports WER before/after when references are
     present. The summary goes to standard output, or to standard error when an output
     is standard output."""
-    import warnings
+    with trusting(trust_remote_code):
+        import warnings
 
-    from mlmkit.errors import InvalidArgument
-    from mlmkit.models import prepare_mlm
-    from mlmkit.runtime.devices import prepare
-    from mlmkit.runtime.output import check_output_path
-    from mlmkit.runtime.progress import console, warn
-    from mlmkit.scoring import read_nbest, rescore
-    from mlmkit.scoring.nbest import write_nbest_json, write_one_best
-    from mlmkit.scoring.rescore import check_weight
-    from mlmkit.scoring.text_scores import check_score_options
+        from mlmkit.errors import InvalidArgument
+        from mlmkit.models import prepare_mlm
+        from mlmkit.runtime.devices import prepare
+        from mlmkit.runtime.output import check_output_path
+        from mlmkit.runtime.progress import console, warn
+        from mlmkit.scoring import read_nbest, rescore
+        from mlmkit.scoring.nbest import write_nbest_json, write_one_best
+        from mlmkit.scoring.rescore import check_weight
+        from mlmkit.scoring.text_scores import check_score_options
 
-    unk = "skip" if skip_unk else "score"
-    check_weight("weight", weight)
-    check_score_options(metric, unk, 1, batch_tokens)
-    if output == "-" and one_best == "-":
-        raise InvalidArgument("-o - and --one-best - both write standard output: send one of "
-                              "them to a file")
-    inputs = [nbest, refs]
-    for path, what in ((output, "-o/--output"), (one_best, "--one-best")):
-        check_output_path(path, inputs=inputs, what=what)
-    if output is not None and output == one_best and output != "-":
-        raise InvalidArgument(f"-o and --one-best are both {output!r}: give two paths")
-    seed_everything(seed)
-    prepare(device, precision, threads)  # a bad device, precision or thread count: now
-    utterances = read_nbest(nbest, refs, encoding=encoding, errors=encoding_errors)
-    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads,
-                                 allow_untrained_head=allow_untrained_head)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = rescore(mlm, utterances, weight=weight, normalize=normalize, metric=metric,
-                         tune_weight=tune_weight, unk=unk, precision=precision,
-                         batch_tokens=batch_tokens)
-    for warning in caught:
-        warn(str(warning.message))
-    if output:
-        write_nbest_json(output, result.utterances, inputs=inputs)
-    if one_best:
-        write_one_best(one_best, result.best, inputs=inputs)
-    stdout_taken = "-" in (output, one_best)
-    if as_json:
-        text = result.to_json()
+        unk = "skip" if skip_unk else "score"
+        check_weight("weight", weight)
+        check_score_options(metric, unk, 1, batch_tokens)
+        if output == "-" and one_best == "-":
+            raise InvalidArgument("-o - and --one-best - both write standard output: send one of "
+                                  "them to a file")
+        inputs = [nbest, refs]
+        for path, what in ((output, "-o/--output"), (one_best, "--one-best")):
+            check_output_path(path, inputs=inputs, what=what)
+        if output is not None and output == one_best and output != "-":
+            raise InvalidArgument(f"-o and --one-best are both {output!r}: give two paths")
+        seed_everything(seed)
+        prepare(device, precision, threads)  # a bad device, precision or thread count: now
+        utterances = read_nbest(nbest, refs, encoding=encoding, errors=encoding_errors)
+        mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads,
+                                     allow_untrained_head=allow_untrained_head)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = rescore(mlm, utterances, weight=weight, normalize=normalize, metric=metric,
+                             tune_weight=tune_weight, unk=unk, precision=precision,
+                             batch_tokens=batch_tokens)
+        for warning in caught:
+            warn(str(warning.message))
+        if output:
+            write_nbest_json(output, result.utterances, inputs=inputs)
+        if one_best:
+            write_one_best(one_best, result.best, inputs=inputs)
+        stdout_taken = "-" in (output, one_best)
+        if as_json:
+            text = result.to_json()
+            if stdout_taken:
+                from mlmkit.runtime.progress import status
+
+                status(text)
+            else:
+                print(text, flush=True)
+            return
+        from rich.table import Table
+
+        table = Table(title=f"n-best rescoring of {'standard input' if nbest == '-' else nbest}")
+        table.add_column("")
+        table.add_column("value", justify="right")
+        table.add_row("utterances", str(len(result.utterances)))
+        table.add_row("weight" + (" (tuned on dev)" if tune_weight else ""), f"{result.weight:g}")
+        if result.wer_before is not None:
+            split = " (test half)" if tune_weight else ""
+            table.add_row(f"WER before{split}", f"{100 * result.wer_before:.2f}%")
+            table.add_row(f"WER after{split}", f"{100 * result.wer_after:.2f}%")
         if stdout_taken:
-            from mlmkit.runtime.progress import status
-
-            status(text)
+            console().print(table)
         else:
-            print(text, flush=True)
-        return
-    from rich.table import Table
+            from rich.console import Console
 
-    table = Table(title=f"n-best rescoring of {'standard input' if nbest == '-' else nbest}")
-    table.add_column("")
-    table.add_column("value", justify="right")
-    table.add_row("utterances", str(len(result.utterances)))
-    table.add_row("weight" + (" (tuned on dev)" if tune_weight else ""), f"{result.weight:g}")
-    if result.wer_before is not None:
-        split = " (test half)" if tune_weight else ""
-        table.add_row(f"WER before{split}", f"{100 * result.wer_before:.2f}%")
-        table.add_row(f"WER after{split}", f"{100 * result.wer_after:.2f}%")
-    if stdout_taken:
-        console().print(table)
-    else:
-        from rich.console import Console
-
-        Console(highlight=False, soft_wrap=True).print(table)
+            Console(highlight=False, soft_wrap=True).print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -5,7 +5,19 @@ from __future__ import annotations
 import typer
 from typer.core import TyperCommand
 
-from mlmkit.cli_options import JSON, OUTPUT, shared_options
+from mlmkit.cli_options import (
+    BATCH_TOKENS,
+    DEVICE,
+    ENCODING,
+    ENCODING_ERRORS,
+    JSON,
+    OUTPUT,
+    PRECISION,
+    SEED,
+    THREADS,
+    TRUST_REMOTE_CODE,
+    trusting,
+)
 
 SHORT_HELP = "Score texts with a masked LM: PLL, PLL-word-l2r, pseudo-perplexity."
 EXAMPLE = """
@@ -48,7 +60,6 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-@shared_options
 def score_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     input_file: str = typer.Argument(..., help="A text per line, JSONL (see --field) or "
@@ -68,63 +79,67 @@ def score_command(
                               "--chunk-texts lines (I from 0), one job per shard; join the "
                               "outputs with 'mlmkit score merge'."),
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
-    *, output, encoding, encoding_errors, device, precision, threads, batch_tokens, seed, as_json,
+    *, output: str = OUTPUT, encoding: str = ENCODING, encoding_errors: str = ENCODING_ERRORS,
+    device: str = DEVICE, precision: str = PRECISION, threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS, seed: int = SEED, as_json: bool = JSON,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """Score texts with a masked LM: sentence PLL (or PLL-word-l2r), pseudo-perplexity,
     optional token and word scores with character offsets, one JSON record per input line.
     Streams any file size; long texts use sliding windows; empty lines get a null score."""
-    import warnings
+    with trusting(trust_remote_code):
+        import warnings
 
-    from mlmkit.models import load_mlm
-    from mlmkit.runtime import distributed
-    from mlmkit.runtime.devices import resolve_precision, set_threads
-    from mlmkit.runtime.output import check_output_path
-    from mlmkit.runtime.progress import status, warn
-    from mlmkit.runtime.records import check_input_file
-    from mlmkit.runtime.results import dumps
-    from mlmkit.scoring.stream import score_file
-    from mlmkit.scoring.text_scores import check_score_options
+        from mlmkit.models import load_mlm
+        from mlmkit.runtime import distributed
+        from mlmkit.runtime.devices import resolve_precision, set_threads
+        from mlmkit.runtime.output import check_output_path
+        from mlmkit.runtime.progress import status, warn
+        from mlmkit.runtime.records import check_input_file
+        from mlmkit.runtime.results import dumps
+        from mlmkit.scoring.stream import score_file
+        from mlmkit.scoring.text_scores import check_score_options
 
-    unk = "skip" if skip_unk else "score"
-    check_score_options(metric, unk, stride, batch_tokens)
-    check_input_file(input_file)
-    check_output_path(output, inputs=[input_file])
-    set_threads(threads)
-    seed_everything(seed)
-    group, rank_device = distributed.init(device)
-    resolve_precision(precision, rank_device)
-    try:
-        mlm = load_mlm(model, device=rank_device, allow_untrained_head=allow_untrained_head)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            summary = score_file(
-                mlm, input_file, output, field=field, metric=metric, per_token=per_token,
-                per_word=per_word, unk=unk, stride=stride, chunk_texts=chunk_texts,
-                resume=resume, encoding=encoding, encoding_errors=encoding_errors,
-                batch_tokens=batch_tokens, precision=precision, threads=threads, group=group,
-                shard=shard,
-            )
-        if not group.is_main:
-            return
-        for warning in caught:
-            warn(str(warning.message))
-        if as_json:
-            line = dumps({**summary.to_dict(), "texts_per_second": summary.texts_per_second,
-                          "ranks": group.world})
-            if output == "-":
-                status(line)  # standard output holds the records
-            else:
-                print(line, flush=True)
-            return
-        source = "standard input" if input_file == "-" else input_file
-        target = "standard output" if output == "-" else output
-        resumed = (f", {summary.resumed_lines} line(s) resumed from a partial output"
-                   if summary.resumed_lines else "")
-        status(f"scored {summary.texts} line(s) of {source} → {target} "
-               f"({summary.texts_per_second:,.1f} texts/s"
-               + (f", {group.world} ranks" if group.world > 1 else "") + f"{resumed})")
-    finally:
-        group.finish()
+        unk = "skip" if skip_unk else "score"
+        check_score_options(metric, unk, stride, batch_tokens)
+        check_input_file(input_file)
+        check_output_path(output, inputs=[input_file])
+        set_threads(threads)
+        seed_everything(seed)
+        group, rank_device = distributed.init(device)
+        resolve_precision(precision, rank_device)
+        try:
+            mlm = load_mlm(model, device=rank_device, allow_untrained_head=allow_untrained_head)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                summary = score_file(
+                    mlm, input_file, output, field=field, metric=metric, per_token=per_token,
+                    per_word=per_word, unk=unk, stride=stride, chunk_texts=chunk_texts,
+                    resume=resume, encoding=encoding, encoding_errors=encoding_errors,
+                    batch_tokens=batch_tokens, precision=precision, threads=threads, group=group,
+                    shard=shard,
+                )
+            if not group.is_main:
+                return
+            for warning in caught:
+                warn(str(warning.message))
+            if as_json:
+                line = dumps({**summary.to_dict(), "texts_per_second": summary.texts_per_second,
+                              "ranks": group.world})
+                if output == "-":
+                    status(line)  # standard output holds the records
+                else:
+                    print(line, flush=True)
+                return
+            source = "standard input" if input_file == "-" else input_file
+            target = "standard output" if output == "-" else output
+            resumed = (f", {summary.resumed_lines} line(s) resumed from a partial output"
+                       if summary.resumed_lines else "")
+            status(f"scored {summary.texts} line(s) of {source} → {target} "
+                   f"({summary.texts_per_second:,.1f} texts/s"
+                   + (f", {group.world} ranks" if group.world > 1 else "") + f"{resumed})")
+        finally:
+            group.finish()
 
 
 MERGE_EXAMPLE = """

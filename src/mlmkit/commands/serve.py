@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import typer
 
-from mlmkit.cli_options import shared_options
+from mlmkit.cli_options import (
+    BATCH_TOKENS,
+    DEVICE,
+    JSON,
+    PRECISION,
+    SEED,
+    THREADS,
+    TRUST_REMOTE_CODE,
+    trusting,
+)
 from mlmkit.commands.score import ALLOW_UNTRAINED_HEAD
 
 SHORT_HELP = "Serve models over HTTP: a JSON API with request batching and a web playground."
@@ -23,7 +32,6 @@ Then open http://127.0.0.1:8000/ (the playground), or:
 """
 
 
-@shared_options
 def serve_command(
     models: list[str] = typer.Argument(..., help="Models to serve: directories or hub names, "
                                        "NAME=PATH to name them (default name: the last part "
@@ -54,55 +62,58 @@ def serve_command(
     max_batch_texts: int = typer.Option(512, "--max-batch-texts", min=1, help="Texts in one "
                                         "gathered batch."),
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
-    *, device, precision, threads, batch_tokens, seed, as_json,
+    *, device: str = DEVICE, precision: str = PRECISION, threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS, seed: int = SEED, as_json: bool = JSON,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """Serve models over HTTP: POST /v1/fill, /v1/score, /v1/generate, /v1/infill,
     /v1/classify, /v1/compare; GET /v1/models, /healthz, /openapi.json, /docs; the
     playground at /. Concurrent requests are batched; every request is bounded."""
-    import math
-    from pathlib import Path
+    with trusting(trust_remote_code):
+        import math
+        from pathlib import Path
 
-    from mlmkit.errors import InvalidArgument, PathError
-    from mlmkit.runtime import checks
-    from mlmkit.serve.config import ServeConfig, check_host
+        from mlmkit.errors import InvalidArgument, PathError
+        from mlmkit.runtime import checks
+        from mlmkit.serve.config import ServeConfig, check_host
 
-    checks.count("seed", seed, 0, 2**63 - 1)
-    if not math.isfinite(timeout) or timeout <= 0:
-        raise InvalidArgument(f"--timeout {timeout} must be a positive number of seconds")
-    if not math.isfinite(batch_window_ms) or batch_window_ms < 0:
-        raise InvalidArgument(f"--batch-window-ms {batch_window_ms} must be ≥ 0")
-    if api_key_file is not None:
-        if api_key is not None:
-            raise InvalidArgument("give --api-key or --api-key-file, not both")
-        path = Path(api_key_file).expanduser()
-        if path.is_dir():
-            raise PathError(f"--api-key-file {api_key_file} is a directory: pass the file "
-                            "that holds the key (one line)")
-        if not path.is_file():
-            raise PathError(f"--api-key-file {api_key_file}: no such file; write the key in it "
-                            "(one line)")
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as error:
-            raise PathError(f"--api-key-file {api_key_file} cannot be read as UTF-8 text: "
-                            f"{error}") from None
-        api_key = lines[0].strip() if lines else ""
-    check_host(host, api_key)
-    config = ServeConfig(max_body_bytes=max_body_bytes, max_texts=max_texts,
-                         max_tokens=max_tokens, max_steps=max_steps, max_top_k=max_top_k,
-                         timeout=timeout, batching=batching, batch_window_ms=batch_window_ms,
-                         max_batch_texts=max_batch_texts, batch_tokens=batch_tokens,
-                         precision=precision, threads=threads, api_key=api_key)
-    import torch
+        checks.count("seed", seed, 0, 2**63 - 1)
+        if not math.isfinite(timeout) or timeout <= 0:
+            raise InvalidArgument(f"--timeout {timeout} must be a positive number of seconds")
+        if not math.isfinite(batch_window_ms) or batch_window_ms < 0:
+            raise InvalidArgument(f"--batch-window-ms {batch_window_ms} must be ≥ 0")
+        if api_key_file is not None:
+            if api_key is not None:
+                raise InvalidArgument("give --api-key or --api-key-file, not both")
+            path = Path(api_key_file).expanduser()
+            if path.is_dir():
+                raise PathError(f"--api-key-file {api_key_file} is a directory: pass the file "
+                                "that holds the key (one line)")
+            if not path.is_file():
+                raise PathError(f"--api-key-file {api_key_file}: no such file; write the key in it "
+                                "(one line)")
+            try:
+                lines = path.read_text(encoding="utf-8").splitlines()
+            except (OSError, UnicodeDecodeError) as error:
+                raise PathError(f"--api-key-file {api_key_file} cannot be read as UTF-8 text: "
+                                f"{error}") from None
+            api_key = lines[0].strip() if lines else ""
+        check_host(host, api_key)
+        config = ServeConfig(max_body_bytes=max_body_bytes, max_texts=max_texts,
+                             max_tokens=max_tokens, max_steps=max_steps, max_top_k=max_top_k,
+                             timeout=timeout, batching=batching, batch_window_ms=batch_window_ms,
+                             max_batch_texts=max_batch_texts, batch_tokens=batch_tokens,
+                             precision=precision, threads=threads, api_key=api_key)
+        import torch
 
-    from mlmkit.serve.app import create_app, load_models
-    from mlmkit.serve.run import run_server
+        from mlmkit.serve.app import create_app, load_models
+        from mlmkit.serve.run import run_server
 
-    torch.manual_seed(seed)
-    loaded = load_models(models, device=device, precision=precision, threads=threads,
-                         allow_untrained_head=allow_untrained_head)
-    app = create_app(loaded, config)
-    run_server(app, host=host, port=port, announce_json=as_json, timeout=timeout)
+        torch.manual_seed(seed)
+        loaded = load_models(models, device=device, precision=precision, threads=threads,
+                             allow_untrained_head=allow_untrained_head)
+        app = create_app(loaded, config)
+        run_server(app, host=host, port=port, announce_json=as_json, timeout=timeout)
 
 
 def register(app: typer.Typer) -> None:
