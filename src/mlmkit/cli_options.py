@@ -112,7 +112,7 @@ def with_options(function):
                                 and _given(ctx, f.name)}
             else:
                 values[name] = kind(**{f.name: values[f.name] for f in fields_of(kind)
-                                       if f.name in values})
+                                       if f.name in values and f.metadata.get("cli", True)})
         return function(**{name: values[name] for name in signature.parameters})
 
     run.__name__, run.__doc__ = function.__name__, function.__doc__
@@ -162,9 +162,16 @@ def _flag(field: dataclasses.Field, kind, given: bool) -> inspect.Parameter:
         base = base | None
     option = typer.Option(default, *declarations.split(" "), help=text,
                           rich_help_panel=panel, show_default=not given,
-                          metavar=meta.get("metavar"))
+                          metavar=meta.get("metavar"), min=meta.get("min"), max=meta.get("max"))
     return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=option,
                              annotation=base)
+
+
+def field_option(cls, name: str):
+    """The typer option of one field of an options dataclass, for a command that takes that
+    field alone (`metric: str = field_option(Scoring, "metric")`)."""
+    field = next(f for f in fields_of(cls) if f.name == name)
+    return _flag(field, types_of(cls)[name], given=False).default
 
 
 def _cli_type(kind):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 import typer
 
 from mlmkit.cli_options import (
@@ -12,9 +15,14 @@ from mlmkit.cli_options import (
     SEED,
     THREADS,
     TRUST_REMOTE_CODE,
+    command,
     trusting,
 )
-from mlmkit.commands.score import ALLOW_UNTRAINED_HEAD
+from mlmkit.commands.score import ALLOW_UNTRAINED_HEAD, seed_everything
+from mlmkit.errors import InvalidArgument, PathError
+from mlmkit.options.serving import ServeConfig
+from mlmkit.runtime import checks
+from mlmkit.serve.config import check_host
 
 SHORT_HELP = "Serve models over HTTP: a JSON API with request batching and a web playground."
 EXAMPLE = """
@@ -44,44 +52,16 @@ def serve_command(
                                 "X-API-Key); also $MLMKIT_API_KEY."),
     api_key_file: str = typer.Option(None, "--api-key-file", help="Read the API key from "
                                      "this file's first line (keeps it out of ps)."),
-    max_body_bytes: int = typer.Option(1_000_000, "--max-body-bytes", min=64,
-                                       help="Largest request body."),
-    max_texts: int = typer.Option(64, "--max-texts", min=1, help="Texts per request."),
-    max_tokens: int = typer.Option(512, "--max-tokens", min=1, help="Tokens per text, and the "
-                                   "longest generation."),
-    max_steps: int = typer.Option(512, "--max-steps", min=1, help="Unmasking steps per "
-                                  "request."),
-    max_top_k: int = typer.Option(100, "--max-top-k", min=1, help="Candidates per mask "
-                                  "(fill) and alternatives per token (score)."),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds a request may take "
-                                  "(queueing included); then 504."),
-    batching: bool = typer.Option(True, "--batching/--no-batching", help="Gather concurrent "
-                                  "score and fill requests into one batch."),
-    batch_window_ms: float = typer.Option(5.0, "--batch-window-ms", help="How long an idle "
-                                          "model waits for more requests before a batch."),
-    max_batch_texts: int = typer.Option(512, "--max-batch-texts", min=1, help="Texts in one "
-                                        "gathered batch."),
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
-    *, device: str = DEVICE, precision: str = PRECISION, threads: int = THREADS,
-    batch_tokens: int = BATCH_TOKENS, seed: int = SEED, as_json: bool = JSON,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, serving: ServeConfig, device: str = DEVICE, precision: str = PRECISION,
+    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
+    as_json: bool = JSON, trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """Serve models over HTTP: POST /v1/fill, /v1/score, /v1/generate, /v1/infill,
     /v1/classify, /v1/compare; GET /v1/models, /healthz, /openapi.json, /docs; the
     playground at /. Concurrent requests are batched; every request is bounded."""
     with trusting(trust_remote_code):
-        import math
-        from pathlib import Path
-
-        from mlmkit.errors import InvalidArgument, PathError
-        from mlmkit.runtime import checks
-        from mlmkit.serve.config import ServeConfig, check_host
-
         checks.count("seed", seed, 0, 2**63 - 1)
-        if not math.isfinite(timeout) or timeout <= 0:
-            raise InvalidArgument(f"--timeout {timeout} must be a positive number of seconds")
-        if not math.isfinite(batch_window_ms) or batch_window_ms < 0:
-            raise InvalidArgument(f"--batch-window-ms {batch_window_ms} must be ≥ 0")
         if api_key_file is not None:
             if api_key is not None:
                 raise InvalidArgument("give --api-key or --api-key-file, not both")
@@ -90,8 +70,8 @@ def serve_command(
                 raise PathError(f"--api-key-file {api_key_file} is a directory: pass the file "
                                 "that holds the key (one line)")
             if not path.is_file():
-                raise PathError(f"--api-key-file {api_key_file}: no such file; write the key in it "
-                                "(one line)")
+                raise PathError(f"--api-key-file {api_key_file}: no such file; write the key "
+                                "in it (one line)")
             try:
                 lines = path.read_text(encoding="utf-8").splitlines()
             except (OSError, UnicodeDecodeError) as error:
@@ -99,26 +79,21 @@ def serve_command(
                                 f"{error}") from None
             api_key = lines[0].strip() if lines else ""
         check_host(host, api_key)
-        config = ServeConfig(max_body_bytes=max_body_bytes, max_texts=max_texts,
-                             max_tokens=max_tokens, max_steps=max_steps, max_top_k=max_top_k,
-                             timeout=timeout, batching=batching, batch_window_ms=batch_window_ms,
-                             max_batch_texts=max_batch_texts, batch_tokens=batch_tokens,
-                             precision=precision, threads=threads, api_key=api_key)
-        import torch
-
+        config = dataclasses.replace(serving, api_key=api_key)
+        # the optional extra: fastapi and uvicorn only when a server starts
         from mlmkit.serve.app import create_app, load_models
         from mlmkit.serve.run import run_server
 
-        torch.manual_seed(seed)
+        seed_everything(seed)
         loaded = load_models(models, device=device, precision=precision, threads=threads,
                              allow_untrained_head=allow_untrained_head)
         app = create_app(loaded, config)
-        run_server(app, host=host, port=port, announce_json=as_json, timeout=timeout)
+        run_server(app, host=host, port=port, announce_json=as_json, timeout=config.timeout)
 
 
 def register(app: typer.Typer) -> None:
-    app.command("serve", short_help=SHORT_HELP, help=SHORT_HELP + "\n\nEndpoints: POST "
-                "/v1/fill, /v1/score, /v1/generate, /v1/infill (stream: true for server-sent "
-                "steps), /v1/classify, /v1/compare; GET /v1/models, /healthz, /openapi.json, "
-                "/docs; the playground at /. Binds 127.0.0.1 unless told otherwise; SIGTERM "
-                "lets requests in flight finish." + EXAMPLE)(serve_command)
+    command(app, "serve", serve_command, short_help=SHORT_HELP,
+            help=SHORT_HELP + "\n\nEndpoints: POST /v1/fill, /v1/score, /v1/generate, "
+            "/v1/infill (stream: true for server-sent steps), /v1/classify, /v1/compare; GET "
+            "/v1/models, /healthz, /openapi.json, /docs; the playground at /. Binds 127.0.0.1 "
+            "unless told otherwise; SIGTERM lets requests in flight finish." + EXAMPLE)
