@@ -16,12 +16,15 @@ import sys
 import warnings
 
 import typer
+from rich.console import Console
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 from typer.exceptions import Abort
 
+import mlmkit.commands as commands
 from mlmkit import __version__
 from mlmkit.errors import MlmkitError
+from mlmkit.runtime.progress import warn
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 
@@ -99,8 +102,6 @@ def _rich_broken_pipe(console) -> None:
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
     """A warning that reaches the command line as one `warning:` line on standard error
     (Python's own format adds the file, the category and the source line)."""
-    from mlmkit.runtime.progress import warn
-
     warn(str(message))
 
 
@@ -141,8 +142,6 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version,
 
 
 def _register_commands() -> None:
-    import mlmkit.commands as commands
-
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
@@ -167,8 +166,6 @@ def _quiet_libraries() -> None:
 def main() -> None:
     """Entry point: run the app (user errors: one line, exit 1; see `_Group`)."""
     _quiet_libraries()
-    from rich.console import Console
-
     Console.on_broken_pipe = _rich_broken_pipe  # tables and text end at `| head` with 0 too
     try:
         app(standalone_mode=True)

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from pathlib import Path
 
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
+import mlmkit
 from mlmkit.cli_options import (
     BATCH_TOKENS,
     DEVICE,
@@ -19,6 +24,10 @@ from mlmkit.cli_options import (
     trusting,
 )
 from mlmkit.errors import InvalidArgument
+from mlmkit.runtime.checks import choice
+from mlmkit.runtime.output import check_output_path, write_text
+from mlmkit.runtime.progress import status, warn
+from mlmkit.runtime.results import dumps
 
 BIAS_HELP = ("Audit social bias in a masked LM: CrowS-Pairs, AUL/AULA, StereoSet, with "
              "bootstrap intervals, paired comparisons and reports.")
@@ -56,30 +65,22 @@ bias_app = typer.Typer(help=BIAS_HELP, epilog=BIAS_EXAMPLE, no_args_is_help=True
 
 
 def _stdout():
-    from rich.console import Console
-
     return Console(highlight=False, soft_wrap=True)
 
 
 def _fmt(value, digits: int = 2) -> str:
-    from mlmkit.bias.formatting import number
-
-    return number(value, digits)
+    return mlmkit.bias.formatting.number(value, digits)
 
 
 def _interval(score, digits: int = 2) -> str:
     """'[low, high]', in a few words why there is none, or '' (no bootstrap)."""
-    from mlmkit.bias.formatting import interval
 
-    return interval(score, digits, short=True, none="")
+    return mlmkit.bias.formatting.interval(score, digits, short=True, none="")
 
 
 @contextlib.contextmanager
 def _warnings_as_lines():
     """The library's warnings (e.g. a pair scored in windows) as `warning:` lines."""
-    import warnings
-
-    from mlmkit.runtime.progress import warn
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -90,7 +91,6 @@ def _warnings_as_lines():
 
 def _check_outputs(output: str, inputs: list, pairs_csv: Path | None = None) -> None:
     """Refuse a bad output before any work: unknown suffix, a directory, an input."""
-    from mlmkit.runtime.output import check_output_path
 
     if output != "-" and Path(output).suffix.lower() not in OUTPUT_SUFFIXES:
         raise InvalidArgument(f"--output {output!r}: end it in .html or .md (a report), "
@@ -102,18 +102,13 @@ def _check_outputs(output: str, inputs: list, pairs_csv: Path | None = None) -> 
 
 def _write(report, output: str, as_json: bool, inputs: list) -> bool:
     """Write the report/JSON file; print JSON when asked. True when no tables are wanted."""
-    from mlmkit.runtime.output import write_text
-    from mlmkit.runtime.progress import status
-    from mlmkit.runtime.results import dumps
 
     if output != "-":
         if Path(output).suffix.lower() == ".json":
             write_text(output, dumps(report.to_dict(), indent=2) + "\n", inputs=inputs)
             status(f"results written to {output}")
         else:
-            from mlmkit.bias.report import render
-
-            render(report, output, inputs=inputs)
+            mlmkit.bias.render(report, output, inputs=inputs)
             status(f"report written to {output} (figures in {Path(output).stem}_figures/)")
     if as_json:
         typer.echo(dumps(report.to_dict(), indent=2))
@@ -121,9 +116,6 @@ def _write(report, output: str, as_json: bool, inputs: list) -> bool:
 
 
 def _print_pairs_audit(audit) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     console = _stdout()
     result = audit.result
     s = result.summary()
@@ -161,9 +153,6 @@ def _print_pairs_audit(audit) -> None:
 
 
 def _print_stereoset_audit(audit) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(title=f"StereoSet intrasentence ({escape(audit.model)})")
     for column in ("domain", "examples", "SS", "LM", "ICAT"):
         table.add_column(column, justify="left" if column == "domain" else "right")
@@ -204,16 +193,14 @@ def crows_command(
     """
     with trusting(trust_remote_code):
         from mlmkit.bias.audit import audit, benchmark, checked_items
-        from mlmkit.models.load import prepare_mlm
-        from mlmkit.runtime.checks import choice
-        from mlmkit.runtime.progress import status
 
         choice("measure", measure, ("crows", "aul", "aula"))
         inputs = [data if data is not None else benchmark(measure).default_data]
         _check_outputs(output, inputs, pairs_csv)
         items = checked_items(measure, data, n_boot=bootstrap, level=0.95, seed=seed,
                               batch_tokens=batch_tokens, limit=limit)  # before the model loads
-        mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
+        mlm, precision = mlmkit.models.prepare_mlm(
+            model, device=device, precision=precision, threads=threads)
         began = time.perf_counter()
         with _warnings_as_lines():
             result = audit(mlm, measure, items, n_boot=bootstrap, seed=seed, limit=limit,
@@ -243,12 +230,12 @@ def stereoset_command(
     """StereoSet intrasentence: SS, LM and ICAT per domain, as the official evaluation.py."""
     with trusting(trust_remote_code):
         from mlmkit.bias.audit import audit, checked_items
-        from mlmkit.models.load import prepare_mlm
 
         _check_outputs(output, [data])
         items = checked_items("stereoset", data, n_boot=bootstrap, level=0.95, seed=seed,
                               batch_tokens=batch_tokens, limit=limit)
-        mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
+        mlm, precision = mlmkit.models.prepare_mlm(
+            model, device=device, precision=precision, threads=threads)
         result = audit(mlm, "stereoset", items, n_boot=bootstrap, seed=seed, limit=limit,
                        batch_tokens=batch_tokens, precision=precision)
         if not _write(result, output, as_json, [data]):
@@ -279,24 +266,20 @@ def compare_command(
     the interval of A − B reflects the items they share. n is the items a score rests on.
     """
     with trusting(trust_remote_code):
-        from rich.markup import escape
-        from rich.table import Table
-
         from mlmkit.bias.audit import benchmark, checked_items
-        from mlmkit.bias.compare import compare
-        from mlmkit.bias.formatting import digits_for
-        from mlmkit.models.load import prepare_mlm
 
         inputs = [data if data is not None else benchmark(benchmark_name).default_data]
         _check_outputs(output, inputs)
         items = checked_items(benchmark_name, data, n_boot=bootstrap, level=0.95, seed=seed,
                               batch_tokens=batch_tokens, limit=limit)
-        mlm_a, precision_a = prepare_mlm(model_a, device=device, precision=precision,
+        mlm_a, precision_a = mlmkit.models.prepare_mlm(model_a, device=device, precision=precision,
                                          threads=threads)
-        mlm_b, _ = prepare_mlm(model_b, device=device, precision=precision, threads=threads)
+        mlm_b, _ = mlmkit.models.prepare_mlm(
+            model_b, device=device, precision=precision, threads=threads)
         with _warnings_as_lines():
-            result = compare(mlm_a, mlm_b, benchmark_name, items, n_boot=bootstrap, seed=seed,
-                             limit=limit, batch_tokens=batch_tokens, precision=precision_a)
+            result = mlmkit.bias.compare(
+                mlm_a, mlm_b, benchmark_name, items, n_boot=bootstrap, seed=seed, limit=limit,
+                batch_tokens=batch_tokens, precision=precision_a)
         if _write(result, output, as_json, inputs):
             return
         table = Table(title=f"{benchmark_name}: A = {escape(result.model_a)}, B = "
@@ -307,7 +290,7 @@ def compare_command(
             table.add_column(column, justify="left" if column in ("group", "score") else "right")
         previous = None
         for d in result.differences:
-            digits = digits_for(d.name)
+            digits = mlmkit.bias.formatting.digits_for(d.name)
             group = "" if d.group == previous else f"{d.group} ({result.count(d.group)})"
             previous = d.group
             table.add_row(escape(group), escape(d.name), "–" if d.n is None else str(d.n),

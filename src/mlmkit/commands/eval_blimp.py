@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
+import mlmkit
 from mlmkit.cli_options import (
     BATCH_TOKENS,
     DEVICE,
@@ -16,12 +19,16 @@ from mlmkit.cli_options import (
     TRUST_REMOTE_CODE,
     trusting,
 )
+from mlmkit.commands.eval import eval_app
 from mlmkit.commands.score import (
     ALLOW_UNTRAINED_HEAD,
     METRIC,
     SKIP_UNK,
     seed_everything,
 )
+from mlmkit.runtime.devices import prepare
+from mlmkit.runtime.output import check_output_path, write_text
+from mlmkit.runtime.progress import console
 
 SHORT_HELP = "Minimal-pair accuracy (BLiMP): per paradigm, per field and overall."
 EXAMPLE = """
@@ -51,32 +58,25 @@ def blimp_command(
     """Minimal-pair accuracy (BLiMP or any jsonl with sentence_good/sentence_bad): per
     paradigm, per field and overall; a pair is right when score(good) > score(bad)."""
     with trusting(trust_remote_code):
-        from mlmkit.models import prepare_mlm
-        from mlmkit.runtime.devices import prepare
-        from mlmkit.runtime.output import check_output_path, write_text
-        from mlmkit.runtime.progress import console
-        from mlmkit.scoring import evaluate_pairs, read_pairs
-        from mlmkit.scoring.text_scores import check_score_options
-
         unk = "skip" if skip_unk else "score"
-        check_score_options(metric, unk, 1, batch_tokens)
+        mlmkit.scoring.text_scores.check_score_options(metric, unk, 1, batch_tokens)
         check_output_path(output, inputs=[data])
         seed_everything(seed)
         prepare(device, precision, threads)  # a bad device, precision or thread count: now
-        pairs = read_pairs(data, limit=limit, paradigms=paradigm or None, encoding=encoding,
-                           errors=encoding_errors)
-        mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads,
-                                     allow_untrained_head=allow_untrained_head)
-        result = evaluate_pairs(mlm, pairs, metric=metric, unk=unk, precision=precision,
-                                batch_tokens=batch_tokens)
+        pairs = mlmkit.scoring.read_pairs(
+            data, limit=limit, paradigms=paradigm or None, encoding=encoding,
+            errors=encoding_errors)
+        mlm, precision = mlmkit.models.prepare_mlm(
+            model, device=device, precision=precision, threads=threads,
+            allow_untrained_head=allow_untrained_head)
+        result = mlmkit.scoring.evaluate_pairs(
+            mlm, pairs, metric=metric, unk=unk, precision=precision, batch_tokens=batch_tokens)
         if output:
             write_text(output, result.to_json(indent=1) + "\n", inputs=[data])
         if as_json:
             if output != "-":
                 print(result.to_json(), flush=True)
             return
-        from rich.console import Console
-        from rich.table import Table
 
         out = console() if output == "-" else Console(highlight=False, soft_wrap=True)
         table = Table(title=f"minimal pairs: {result.n_pairs} pairs, metric {metric}")
@@ -95,6 +95,4 @@ def blimp_command(
 
 
 def register(app: typer.Typer) -> None:
-    from mlmkit.commands.eval import eval_app
-
     eval_app.command("blimp", short_help=SHORT_HELP, epilog=EXAMPLE)(blimp_command)

@@ -5,7 +5,10 @@ from __future__ import annotations
 import math
 
 import typer
+from rich.console import Console
+from rich.table import Table
 
+import mlmkit
 from mlmkit.cli_options import (
     BATCH_TOKENS,
     DEVICE,
@@ -19,6 +22,13 @@ from mlmkit.cli_options import (
     TRUST_REMOTE_CODE,
     trusting,
 )
+from mlmkit.commands.eval import eval_app
+from mlmkit.errors import InvalidData
+from mlmkit.runtime import checks
+from mlmkit.runtime.output import check_output_path, open_output
+from mlmkit.runtime.progress import warn
+from mlmkit.runtime.records import check_input_file, display_name, read_texts
+from mlmkit.runtime.results import dumps
 
 SHORT_HELP = "The masked-diffusion ELBO per text: nats/token and a perplexity bound."
 EXAMPLE = """
@@ -45,22 +55,12 @@ def elbo_command(
     trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     with trusting(trust_remote_code):
-        from mlmkit.errors import InvalidData
-        from mlmkit.generate import elbo
         from mlmkit.generate.elbo import MAX_SAMPLES, METHODS, PARAMETERIZATIONS
-        from mlmkit.generate.setup import open_model
-        from mlmkit.runtime import checks
-        from mlmkit.runtime.batching import check_budget
-        from mlmkit.runtime.output import check_output_path, open_output
-        from mlmkit.runtime.progress import warn
-        from mlmkit.runtime.records import check_input_file, display_name, read_texts
-        from mlmkit.runtime.results import dumps
 
         checks.count("samples", samples, 1, MAX_SAMPLES)
         checks.choice("method", method, METHODS)
         checks.choice("parameterization", parameterization, PARAMETERIZATIONS)
         checks.count("seed", seed, 0, 2**63 - 1)
-        check_budget(batch_tokens)
         check_input_file(file, "texts file")
         check_output_path(output, inputs=[file])
         lines = list(read_texts(file, encoding=encoding, errors=encoding_errors))
@@ -69,10 +69,12 @@ def elbo_command(
             raise InvalidData(f"{display_name(file)} has no text ("
                               f"{'every line is blank' if lines else 'it is empty'}): write one "
                               "text per line")
-        mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
-        results = elbo(mlm, [text for _, text in numbered], samples=samples, method=method,
-                       parameterization=parameterization, seed=seed, batch_tokens=batch_tokens,
-                       precision=precision)
+        mlm, precision = mlmkit.generate.setup.open_model(
+            model, device=device, precision=precision, threads=threads)
+        results = mlmkit.generate.elbo(
+            mlm, [text for _, text in numbered], samples=samples, method=method,
+            parameterization=parameterization, seed=seed, batch_tokens=batch_tokens,
+            precision=precision)
         skipped = len(lines) - len(numbered)
         if skipped:
             warn(f"{skipped} blank line(s) of {display_name(file)} skipped")
@@ -81,8 +83,6 @@ def elbo_command(
                 for (number, _), result in zip(numbered, results, strict=True):
                     handle.write(dumps(dict(result.to_dict(), line=number)) + "\n")
                 return
-            from rich.console import Console
-            from rich.table import Table
 
             table = Table(title=f"masked-diffusion ELBO ({parameterization}, {method}, {samples} "
                                 "samples)")
@@ -105,8 +105,6 @@ def elbo_command(
 
 
 def register(app: typer.Typer) -> None:
-    from mlmkit.commands.eval import eval_app
-
     eval_app.command(
         "elbo",
         short_help=SHORT_HELP,

@@ -3,10 +3,12 @@ results side by side with bootstrap intervals and paired tests."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import typer
 
+import mlmkit
 from mlmkit.cli_options import (
     BATCH_TOKENS,
     DEVICE,
@@ -18,6 +20,11 @@ from mlmkit.cli_options import (
     TRUST_REMOTE_CODE,
     trusting,
 )
+from mlmkit.commands.eval import eval_app
+from mlmkit.errors import PathError
+from mlmkit.runtime.devices import prepare
+from mlmkit.runtime.output import check_output_path, write_text
+from mlmkit.runtime.progress import warn
 
 SUITE_HELP = "The evaluation suite: BLiMP, PPPL, cloze, few-shot and fine-tuned SST-2, AG News."
 SUITE_EXAMPLE = """
@@ -58,26 +65,17 @@ def suite_command(
 ) -> None:
     """Run the evaluation suite on a model and print its table (Markdown)."""
     with trusting(trust_remote_code):
-        from mlmkit.evaluation import evaluate_suite
-
         if out_dir is not None:
-            from mlmkit.runtime.output import check_output_path
-
             if Path(out_dir).exists() and not Path(out_dir).is_dir():
-                from mlmkit.errors import PathError
-
                 raise PathError(f"--out-dir {out_dir!r} is a file: name a folder")
             check_output_path(str(Path(out_dir) / "suite.json"))
-        import warnings
-
-        from mlmkit.runtime.progress import warn
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = evaluate_suite(model, data, quick=quick, parts=parts, texts=texts,
-                                    facts=facts, output_dir=out_dir, offline=offline,
-                                    batch_tokens=batch_tokens, precision=precision,
-                                    device=device, threads=threads, seed=seed)
+            result = mlmkit.evaluation.evaluate_suite(
+                model, data, quick=quick, parts=parts, texts=texts, facts=facts,
+                output_dir=out_dir, offline=offline, batch_tokens=batch_tokens,
+                precision=precision, device=device, threads=threads, seed=seed)
         for message in dict.fromkeys(str(w.message) for w in caught):
             warn(message)
         if as_json:
@@ -105,34 +103,27 @@ def compare_command(
     """Suite results side by side: each number with its bootstrap 95% interval, and each
     model's difference from the first with a paired test on the same items."""
     from mlmkit.bias.bootstrap import check_bootstrap
-    from mlmkit.evaluation import check_source, compare_suites, resolve_suite
-    from mlmkit.runtime.output import check_output_path, write_text
 
     check_bootstrap(bootstrap, seed=seed)
-    from mlmkit.runtime.devices import prepare
 
     prepare(device, precision, threads)  # bad runtime flags fail even when no suite runs
     if data is not None and not any((Path(data) / n).is_dir() for n in ("blimp", "sst2",
                                                                           "agnews")):
-        from mlmkit.errors import PathError
-
         raise PathError(f"--data {data!r} is not a folder holding blimp/, sst2/ or agnews/: "
                         "pass the shared data sets' folder")
     check_output_path(output, inputs=runs)
     for source in runs:
-        check_source(source)
-    suites = [resolve_suite(r, data=data, quick=quick, parts=parts, batch_tokens=batch_tokens,
-                            precision=precision, device=device, threads=threads, seed=seed,
-                            offline=offline)
-              for r in runs]
-    result = compare_suites(suites, n_boot=bootstrap, seed=seed, names=list(runs))
+        mlmkit.evaluation.check_source(source)
+    suites = [mlmkit.evaluation.resolve_suite(
+        r, data=data, quick=quick, parts=parts, batch_tokens=batch_tokens, precision=precision,
+        device=device, threads=threads, seed=seed, offline=offline) for r in runs]
+    result = mlmkit.evaluation.compare_suites(suites, n_boot=bootstrap, seed=seed,
+                                              names=list(runs))
     text = result.to_json() + "\n" if as_json else result.markdown()
     write_text(output, text, inputs=runs)
 
 
 def register(app: typer.Typer) -> None:
-    from mlmkit.commands.eval import eval_app
-
     eval_app.command("suite", short_help=SUITE_HELP, epilog=SUITE_EXAMPLE)(suite_command)
     eval_app.command("compare", short_help=COMPARE_HELP, epilog=COMPARE_EXAMPLE)(
         compare_command)

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-import typer
+import warnings
 
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+import mlmkit
 from mlmkit.cli_options import (
     BATCH_TOKENS,
     DEVICE,
@@ -17,6 +23,13 @@ from mlmkit.cli_options import (
     TRUST_REMOTE_CODE,
     trusting,
 )
+from mlmkit.commands.score import seed_everything
+from mlmkit.errors import InvalidArgument
+from mlmkit.runtime import checks
+from mlmkit.runtime.output import check_output_path, open_output
+from mlmkit.runtime.progress import warn
+from mlmkit.runtime.records import check_input_file
+from mlmkit.runtime.results import dumps
 
 SHORT_HELP = "Top-k tokens at each [MASK] / <mask>, independently or jointly."
 EXAMPLE = """
@@ -31,9 +44,6 @@ Examples:
 
 
 def _table(result, joint: bool):
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(show_header=True, header_style="bold")
     table.add_column("mask", justify="right")
     if joint:
@@ -69,21 +79,9 @@ def fill_command(
     trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     with trusting(trust_remote_code):
-        import warnings
-
-        from mlmkit.commands.score import seed_everything
-        from mlmkit.errors import InvalidArgument
         from mlmkit.generate.fill_mask import fill_mask, read_fill_inputs
-        from mlmkit.generate.setup import open_model
-        from mlmkit.runtime import checks
-        from mlmkit.runtime.batching import check_budget
-        from mlmkit.runtime.output import check_output_path, open_output
-        from mlmkit.runtime.progress import warn
-        from mlmkit.runtime.records import check_input_file
-        from mlmkit.runtime.results import dumps
 
         checks.count("top_k", top_k, 1)
-        check_budget(batch_tokens)
         if file is not None and texts:
             raise InvalidArgument("give texts or --file, not both")
         if file is None and not texts:
@@ -94,7 +92,8 @@ def fill_command(
             check_input_file(file, "inputs file")
         check_output_path(output, inputs=inputs)
         seed_everything(seed)  # fill-mask draws nothing at random; --seed is accepted for all
-        mlm, precision = open_model(model, device=device, precision=precision, threads=threads)
+        mlm, precision = mlmkit.generate.setup.open_model(
+            model, device=device, precision=precision, threads=threads)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             items = read_fill_inputs(file, mlm.tokenizer, encoding, encoding_errors) \
@@ -108,7 +107,6 @@ def fill_command(
                 for result in results:
                     handle.write(dumps(result) + "\n")
                 return
-            from rich.console import Console
 
             console = Console(file=handle, highlight=False, soft_wrap=True)
             for result in results:

@@ -5,7 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
+import mlmkit
 from mlmkit.cli_options import (
     BATCH_TOKENS,
     DEVICE,
@@ -16,6 +20,11 @@ from mlmkit.cli_options import (
     TRUST_REMOTE_CODE,
     trusting,
 )
+from mlmkit.commands.score import seed_everything
+from mlmkit.runtime.checks import choice, count
+from mlmkit.runtime.output import check_output_path, write_text
+from mlmkit.runtime.progress import status
+from mlmkit.runtime.results import dumps
 
 PROBE_HELP = ("Probe a masked LM with its MLM head as is: cloze classification (PET), "
               "plausibility ranking of statements, LAMA-style knowledge probes.")
@@ -58,8 +67,6 @@ def _fmt(value) -> str:
 
 
 def _stdout():
-    from rich.console import Console
-
     return Console(highlight=False, soft_wrap=True)
 
 
@@ -70,21 +77,16 @@ def _start(model: str, inputs: list, output: str, device: str, precision: str, t
     The probes draw nothing at random; `--seed` still fixes torch's generator, as on every
     command that runs a model.
     """
-    from mlmkit.commands.score import seed_everything
-    from mlmkit.probe.prepare import check_batch_tokens, prepare_model
-    from mlmkit.runtime.output import check_output_path
 
     check_output_path(output, inputs=inputs)
-    check_batch_tokens(batch_tokens)
+    mlmkit.probe.prepare.check_batch_tokens(batch_tokens)
     seed_everything(seed)
-    return prepare_model(model, device=device, precision=precision, threads=threads)
+    return mlmkit.probe.prepare.prepare_model(
+        model, device=device, precision=precision, threads=threads)
 
 
 def _emit(payload: dict, as_json: bool, output: str, inputs: list) -> bool:
     """Write the JSON result to `output` and/or print it; True when no table is wanted."""
-    from mlmkit.runtime.output import write_text
-    from mlmkit.runtime.progress import status
-    from mlmkit.runtime.results import dumps
 
     text = dumps(payload, indent=2)
     if output != "-":
@@ -119,23 +121,17 @@ def classify_command(
     Each text goes into the template; each label's words are scored at the mask.
     """
     with trusting(trust_remote_code):
-        from rich.markup import escape
-        from rich.table import Table
-
-        from mlmkit.probe import cloze_classify, parse_verbalizer
-        from mlmkit.probe.cloze import AGGREGATES
         from mlmkit.probe.labelled import read_labelled_texts
-        from mlmkit.probe.prompt import check_template
-        from mlmkit.runtime.checks import choice
 
-        check_template(template, "{text}", "--template")
-        choice("aggregate", aggregate, AGGREGATES)
-        words = parse_verbalizer(verbalizer, "--verbalizer") if verbalizer else None
+        mlmkit.probe.prompt.check_template(template, "{text}", "--template")
+        choice("aggregate", aggregate, mlmkit.probe.AGGREGATES)
+        words = mlmkit.probe.parse_verbalizer(verbalizer, "--verbalizer") if verbalizer else None
         texts, gold = read_labelled_texts(data, text_field, label_field)
         mlm, precision = _start(model, [data], output, device, precision, threads, batch_tokens,
                                 seed)
-        result = cloze_classify(mlm, texts, template, words, gold=gold, aggregate=aggregate,
-                                batch_tokens=batch_tokens, precision=precision)
+        result = mlmkit.probe.cloze_classify(
+            mlm, texts, template, words, gold=gold, aggregate=aggregate,
+            batch_tokens=batch_tokens, precision=precision)
         if _emit(result.to_dict(), as_json, output, [data]):
             return
         console = _stdout()
@@ -177,21 +173,15 @@ def rank_command(
     Tamborrino et al. (2020), BEAR: no fine-tuning, accuracy against the gold labels.
     """
     with trusting(trust_remote_code):
-        from rich.markup import escape
-        from rich.table import Table
-
-        from mlmkit.probe import NORMALIZATIONS, SCOPES, rank_statements, read_items
-        from mlmkit.runtime.checks import choice
-        from mlmkit.scoring.jobs import METRICS
-
-        choice("metric", metric, METRICS)
-        choice("normalize", normalize, NORMALIZATIONS)
-        choice("scope", scope, SCOPES)
-        loaded = read_items(items)
+        choice("metric", metric, mlmkit.scoring.jobs.METRICS)
+        choice("normalize", normalize, mlmkit.probe.NORMALIZATIONS)
+        choice("scope", scope, mlmkit.probe.SCOPES)
+        loaded = mlmkit.probe.read_items(items)
         mlm, precision = _start(model, [items], output, device, precision, threads, batch_tokens,
                                 seed)
-        result = rank_statements(mlm, loaded, metric=metric, normalize=normalize, scope=scope,
-                                 batch_tokens=batch_tokens, precision=precision)
+        result = mlmkit.probe.rank_statements(
+            mlm, loaded, metric=metric, normalize=normalize, scope=scope,
+            batch_tokens=batch_tokens, precision=precision)
         if _emit(result.to_dict(), as_json, output, [items]):
             return
         console = _stdout()
@@ -235,20 +225,15 @@ def facts_command(
     is several tokens, or only the unknown token, are skipped and counted.
     """
     with trusting(trust_remote_code):
-        from rich.markup import escape
-        from rich.table import Table
-
-        from mlmkit.probe import knowledge_probe, read_facts
-        from mlmkit.probe.facts import read_templates
-        from mlmkit.runtime.checks import count
-
         count("top_k", top_k, 1)
-        loaded = read_facts(facts, read_templates(relations) if relations else None)
+        loaded = mlmkit.probe.read_facts(
+            facts, mlmkit.probe.read_templates(relations) if relations else None)
         inputs = [facts, relations]
         mlm, precision = _start(model, inputs, output, device, precision, threads, batch_tokens,
                                 seed)
-        result = knowledge_probe(mlm, loaded, top_k=top_k, exclude_special=not include_special,
-                                 batch_tokens=batch_tokens, precision=precision)
+        result = mlmkit.probe.knowledge_probe(
+            mlm, loaded, top_k=top_k, exclude_special=not include_special,
+            batch_tokens=batch_tokens, precision=precision)
         if _emit(result.to_dict(), as_json, output, inputs):
             return
         console = _stdout()

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import typer
+import warnings
 
+import typer
+from rich.console import Console
+from rich.table import Table
+
+import mlmkit
 from mlmkit.cli_options import (
     BATCH_TOKENS,
     DEVICE,
@@ -22,6 +27,10 @@ from mlmkit.commands.score import (
     SKIP_UNK,
     seed_everything,
 )
+from mlmkit.errors import InvalidArgument
+from mlmkit.runtime.devices import prepare
+from mlmkit.runtime.output import check_output_path
+from mlmkit.runtime.progress import console, status, warn
 
 SHORT_HELP = "Rerank ASR/MT n-best lists with a masked LM's PLL; WER before/after."
 EXAMPLE = """
@@ -60,21 +69,11 @@ def rescore_command(
     present. The summary goes to standard output, or to standard error when an output
     is standard output."""
     with trusting(trust_remote_code):
-        import warnings
-
-        from mlmkit.errors import InvalidArgument
-        from mlmkit.models import prepare_mlm
-        from mlmkit.runtime.devices import prepare
-        from mlmkit.runtime.output import check_output_path
-        from mlmkit.runtime.progress import console, warn
-        from mlmkit.scoring import read_nbest, rescore
-        from mlmkit.scoring.nbest import write_nbest_json, write_one_best
         from mlmkit.scoring.rescore import check_weight
-        from mlmkit.scoring.text_scores import check_score_options
 
         unk = "skip" if skip_unk else "score"
         check_weight("weight", weight)
-        check_score_options(metric, unk, 1, batch_tokens)
+        mlmkit.scoring.text_scores.check_score_options(metric, unk, 1, batch_tokens)
         if output == "-" and one_best == "-":
             raise InvalidArgument("-o - and --one-best - both write standard output: send one of "
                                   "them to a file")
@@ -85,31 +84,31 @@ def rescore_command(
             raise InvalidArgument(f"-o and --one-best are both {output!r}: give two paths")
         seed_everything(seed)
         prepare(device, precision, threads)  # a bad device, precision or thread count: now
-        utterances = read_nbest(nbest, refs, encoding=encoding, errors=encoding_errors)
-        mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads,
-                                     allow_untrained_head=allow_untrained_head)
+        utterances = mlmkit.scoring.read_nbest(
+            nbest, refs, encoding=encoding, errors=encoding_errors)
+        mlm, precision = mlmkit.models.prepare_mlm(
+            model, device=device, precision=precision, threads=threads,
+            allow_untrained_head=allow_untrained_head)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = rescore(mlm, utterances, weight=weight, normalize=normalize, metric=metric,
-                             tune_weight=tune_weight, unk=unk, precision=precision,
-                             batch_tokens=batch_tokens)
+            result = mlmkit.scoring.rescore(
+                mlm, utterances, weight=weight, normalize=normalize, metric=metric,
+                tune_weight=tune_weight, unk=unk, precision=precision,
+                batch_tokens=batch_tokens)
         for warning in caught:
             warn(str(warning.message))
         if output:
-            write_nbest_json(output, result.utterances, inputs=inputs)
+            mlmkit.scoring.nbest.write_nbest_json(output, result.utterances, inputs=inputs)
         if one_best:
-            write_one_best(one_best, result.best, inputs=inputs)
+            mlmkit.scoring.nbest.write_one_best(one_best, result.best, inputs=inputs)
         stdout_taken = "-" in (output, one_best)
         if as_json:
             text = result.to_json()
             if stdout_taken:
-                from mlmkit.runtime.progress import status
-
                 status(text)
             else:
                 print(text, flush=True)
             return
-        from rich.table import Table
 
         table = Table(title=f"n-best rescoring of {'standard input' if nbest == '-' else nbest}")
         table.add_column("")
@@ -123,8 +122,6 @@ def rescore_command(
         if stdout_taken:
             console().print(table)
         else:
-            from rich.console import Console
-
             Console(highlight=False, soft_wrap=True).print(table)
 
 

@@ -106,7 +106,8 @@ def score_command(
         group, rank_device = distributed.init(device)
         resolve_precision(precision, rank_device)
         try:
-            mlm = mlmkit.load_mlm(model, device=rank_device, allow_untrained_head=allow_untrained_head)
+            mlm = mlmkit.load_mlm(
+                model, device=rank_device, allow_untrained_head=allow_untrained_head)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 summary = mlmkit.scoring.score_file(
