@@ -54,6 +54,10 @@ SHARED = {"device": DEVICE, "precision": PRECISION, "threads": THREADS,
           "batch_tokens": BATCH_TOKENS, "seed": SEED}
 """Runtime flags by field name: an options field of one of these names is this flag."""
 
+MODEL_PARAMETERS = ("model", "models", "model_a")
+"""A command with one of these parameters loads a model: it declares --trust-remote-code
+(`trust_remote_code: bool = TRUST_REMOTE_CODE`) and runs its body inside `trusting(...)`."""
+
 GIVEN_SOURCES = ("COMMANDLINE", "ENVIRONMENT")
 
 
