@@ -75,7 +75,7 @@ def test_an_unknown_keyword_is_one_line_naming_the_close_ones():
     ("generate", Sampling), ("infill", Sampling), ("finetune", Finetuning),
     ("serve", ServeConfig)])
 def test_each_field_is_a_flag_with_its_help(command, cls):
-    from mlmkit.cli_options import SHARED
+    from mlmkit.cli.options import SHARED
 
     root = __import__("typer").main.get_command(app)
     options = {opt: param for param in root.commands[command].params for opt in param.opts}

@@ -2,7 +2,7 @@
 HTTP request fields.
 
 A field is declared with `option(default, help)`: its type (the annotation), its default and
-its help text travel together, so the command line (`mlmkit.cli_options.add_options`), the
+its help text travel together, so the command line (`mlmkit.cli.options.command`), the
 server's request schema (`mlmkit.serve.schemas`) and the library's keyword arguments are
 derived from one declaration and cannot drift apart. The modules here import nothing heavy:
 the command line reads them to print `--help` without loading torch.

@@ -9,7 +9,7 @@ import typer
 from typer.core import TyperCommand
 
 import mlmkit
-from mlmkit.cli_options import (
+from mlmkit.cli.options import (
     BATCH_TOKENS,
     DEVICE,
     ENCODING,

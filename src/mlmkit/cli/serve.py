@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from mlmkit.cli_options import (
+from mlmkit.cli.options import (
     BATCH_TOKENS,
     DEVICE,
     JSON,
@@ -18,7 +18,7 @@ from mlmkit.cli_options import (
     command,
     trusting,
 )
-from mlmkit.commands.score import ALLOW_UNTRAINED_HEAD, seed_everything
+from mlmkit.cli.score import ALLOW_UNTRAINED_HEAD, seed_everything
 from mlmkit.errors import InvalidArgument, PathError
 from mlmkit.options.serving import ServeConfig
 from mlmkit.runtime import checks

@@ -7,7 +7,8 @@ from rich.console import Console
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli_options import (
+from mlmkit.cli.eval import eval_app
+from mlmkit.cli.options import (
     BATCH_TOKENS,
     DEVICE,
     ENCODING,
@@ -19,8 +20,7 @@ from mlmkit.cli_options import (
     TRUST_REMOTE_CODE,
     trusting,
 )
-from mlmkit.commands.eval import eval_app
-from mlmkit.commands.score import (
+from mlmkit.cli.score import (
     ALLOW_UNTRAINED_HEAD,
     METRIC,
     SKIP_UNK,

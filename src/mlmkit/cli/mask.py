@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 import mlmkit
-from mlmkit.cli_options import SEED
+from mlmkit.cli.options import SEED
 from mlmkit.corpus import read_corpus
 from mlmkit.errors import MlmkitError, PathError
 from mlmkit.runtime import checks

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 import mlmkit
-from mlmkit import cli_options
+from mlmkit.cli.options import TRUST_REMOTE_CODE
 from mlmkit.errors import MlmkitError
 from mlmkit.models import build_mlm, parse_preset
 from mlmkit.models.presets import FAMILIES, FAMILY_INFO, MAX_POSITIONS, SIZES, family_available
@@ -127,7 +127,7 @@ def list_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.
 def info_command(
     model: str = typer.Argument(..., help="Model name or directory."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    trust_remote_code: bool = cli_options.TRUST_REMOTE_CODE,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     info = mlmkit.models.model_info(model, trust_remote_code=trust_remote_code or None)
     if as_json:

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli_options import (
+from mlmkit.cli.options import (
     BATCH_TOKENS,
     DEVICE,
     JSON,
@@ -20,7 +20,7 @@ from mlmkit.cli_options import (
     TRUST_REMOTE_CODE,
     trusting,
 )
-from mlmkit.commands.score import seed_everything
+from mlmkit.cli.score import seed_everything
 from mlmkit.runtime.checks import choice, count
 from mlmkit.runtime.output import check_output_path, write_text
 from mlmkit.runtime.progress import status

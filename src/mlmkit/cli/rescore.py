@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli_options import (
+from mlmkit.cli.options import (
     BATCH_TOKENS,
     DEVICE,
     ENCODING,
@@ -21,7 +21,7 @@ from mlmkit.cli_options import (
     TRUST_REMOTE_CODE,
     trusting,
 )
-from mlmkit.commands.score import (
+from mlmkit.cli.score import (
     ALLOW_UNTRAINED_HEAD,
     METRIC,
     SKIP_UNK,

@@ -1,7 +1,8 @@
-"""The `mlmkit` command line: a typer app whose commands live in `mlmkit.commands`.
+"""The `mlmkit` command line: a typer app, one module per command in this package.
 
-Each module there defines `register(app)`; they are discovered, so adding a command
-never edits this file. Commands parse arguments, call the library, and print.
+Each command module defines `register(app)`; they are discovered, so adding a command
+never edits this file. Commands parse arguments, call the library, and print; their flags
+are declared through `mlmkit.cli.options`.
 
 Exit status (docs/CLI.md): 0 ok, 1 a user error (one line on standard error, no
 traceback), 2 a usage error (typer's own message), 130 interrupted.
@@ -21,7 +22,6 @@ from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 from typer.exceptions import Abort
 
-import mlmkit.commands as commands
 from mlmkit import __version__
 from mlmkit.errors import MlmkitError
 from mlmkit.runtime.progress import warn
@@ -142,11 +142,13 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version,
 
 
 def _register_commands() -> None:
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+    """Every module of this package with a `register(app)` is a command (or a group)."""
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"mlmkit.commands.{info.name}")
-        module.register(app)
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "register"):
+            module.register(app)
 
 
 _register_commands()

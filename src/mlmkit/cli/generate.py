@@ -9,7 +9,7 @@ from __future__ import annotations
 import typer
 
 import mlmkit
-from mlmkit.cli_options import (
+from mlmkit.cli.options import (
     BATCH_TOKENS,
     DEVICE,
     ENCODING,

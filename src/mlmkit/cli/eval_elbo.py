@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli_options import (
+from mlmkit.cli.eval import eval_app
+from mlmkit.cli.options import (
     BATCH_TOKENS,
     DEVICE,
     ENCODING,
@@ -22,7 +23,6 @@ from mlmkit.cli_options import (
     TRUST_REMOTE_CODE,
     trusting,
 )
-from mlmkit.commands.eval import eval_app
 from mlmkit.errors import InvalidData
 from mlmkit.runtime import checks
 from mlmkit.runtime.output import check_output_path, open_output

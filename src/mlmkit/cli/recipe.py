@@ -7,7 +7,7 @@ import json
 
 import typer
 
-from mlmkit.cli_options import JSON
+from mlmkit.cli.options import JSON
 from mlmkit.train.recipes import load_recipe, recipe_names, show_recipe
 
 EXAMPLE = """

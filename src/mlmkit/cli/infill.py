@@ -5,7 +5,8 @@ from __future__ import annotations
 import typer
 
 import mlmkit
-from mlmkit.cli_options import (
+from mlmkit.cli.generate import SHOW, TRACE, run_unmasking
+from mlmkit.cli.options import (
     BATCH_TOKENS,
     DEVICE,
     ENCODING,
@@ -18,7 +19,6 @@ from mlmkit.cli_options import (
     TRUST_REMOTE_CODE,
     command,
 )
-from mlmkit.commands.generate import SHOW, TRACE, run_unmasking
 from mlmkit.errors import InvalidArgument
 from mlmkit.options.sampler import Sampling
 from mlmkit.runtime import checks

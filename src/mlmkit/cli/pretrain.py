@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli_options import TRUST_REMOTE_CODE, Given, command, trusting
+from mlmkit.cli.options import TRUST_REMOTE_CODE, Given, command, trusting
 from mlmkit.runtime.progress import status
 from mlmkit.runtime.results import dumps
 from mlmkit.train.budget import default_budget

@@ -8,7 +8,7 @@ import sys
 import typer
 
 import mlmkit
-from mlmkit.cli_options import (
+from mlmkit.cli.options import (
     BATCH_TOKENS,
     DEVICE,
     JSON,

@@ -9,7 +9,8 @@ from pathlib import Path
 import typer
 
 import mlmkit
-from mlmkit.cli_options import (
+from mlmkit.cli.eval import eval_app
+from mlmkit.cli.options import (
     BATCH_TOKENS,
     DEVICE,
     JSON,
@@ -20,7 +21,6 @@ from mlmkit.cli_options import (
     TRUST_REMOTE_CODE,
     trusting,
 )
-from mlmkit.commands.eval import eval_app
 from mlmkit.errors import PathError
 from mlmkit.runtime.devices import prepare
 from mlmkit.runtime.output import check_output_path, write_text

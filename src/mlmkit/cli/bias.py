@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli_options import (
+from mlmkit.cli.options import (
     BATCH_TOKENS,
     DEVICE,
     JSON,
