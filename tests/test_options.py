@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import inspect
 import typing
+from dataclasses import dataclass
+from typing import Annotated, Literal
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 import mlmkit
 from mlmkit.cli import app
+from mlmkit.cli.options import SEED, Given, command
 from mlmkit.errors import InvalidArgument
-from mlmkit.options import build, default_of, fields_of, types_of
+from mlmkit.options import build, default_of, fields_of, option, types_of
 from mlmkit.options.finetuning import Finetuning
 from mlmkit.options.sampler import Sampling
 from mlmkit.options.scoring import Scoring
@@ -77,7 +81,7 @@ def test_an_unknown_keyword_is_one_line_naming_the_close_ones():
 def test_each_field_is_a_flag_with_its_help(command, cls):
     from mlmkit.cli.options import SHARED
 
-    root = __import__("typer").main.get_command(app)
+    root = typer.main.get_command(app)
     options = {opt: param for param in root.commands[command].params for opt in param.opts}
     for field in fields_of(cls):
         if not field.metadata.get("cli", True) or field.name in SHARED:
@@ -105,3 +109,37 @@ def test_the_request_schemas_come_from_the_options():
         assert ScoreRequest.model_fields[field.name].default == default_of(field)
     schema = GenerateRequest.model_json_schema()["properties"]
     assert set(schema["sampler"]["enum"]) == _choices(Sampling, "sampler")
+
+
+
+@dataclass(frozen=True)
+class Toy:
+    min_gap: int | None = option(None, "Spacing.")
+    mode: Literal["a", "b"] = option("a", "A or b.")
+    seed: int = option(0, "The seed.")
+
+
+SEEN = {}
+
+
+def built_command(*, toy: Toy, seed: int = SEED) -> None:
+    SEEN["built"] = toy
+
+
+def given_command(*, values: Annotated[dict, Given(Toy)]) -> None:
+    SEEN["given"] = values
+
+
+def test_the_mechanism_builds_the_dataclass_or_hands_over_the_flags_given():
+    """`command()`: a dataclass parameter comes back built from its flags (a field named
+    like a parameter of the command takes that parameter's value); `Given(...)` hands over
+    only the flags given on the command line."""
+    toy_app = typer.Typer()
+    command(toy_app, "built", built_command)
+    command(toy_app, "given", given_command)
+    runner = CliRunner()
+    assert runner.invoke(toy_app, ["built", "--min-gap", "3", "--seed", "7"]).exit_code == 0
+    assert SEEN["built"] == Toy(min_gap=3, mode="a", seed=7)
+    assert runner.invoke(toy_app, ["given", "--mode", "b"]).exit_code == 0
+    assert SEEN["given"] == {"mode": "b"}
+    assert runner.invoke(toy_app, ["built", "--mode", "c"]).exit_code == 2
