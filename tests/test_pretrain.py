@@ -396,6 +396,13 @@ def test_step_tokens_sets_the_step_and_batch_tokens_only_bounds_the_micro_batch(
         PretrainConfig(seq_len=32, step_tokens=256, batch_size=4)
     with pytest.raises(InvalidArgument, match="less than one block"):
         PretrainConfig(seq_len=32, batch_tokens=16)
+    # a run config of an older version holds the step as batch_size (its --batch-tokens was
+    # turned into batch_size before the config was written): it loads as it was
+    from mlmkit.train.config import from_dict
+
+    old = from_dict({"seq_len": 32, "batch_size": 8, "grad_accum": 2}, source="config.yaml")
+    assert (old.batch_size, old.grad_accum, old.step_tokens, old.batch_tokens) == (8, 2, None,
+                                                                                   None)
     base = dict(steps=2, dropout=0.0, pppl_sentences=0, eval_blocks=1, log_every=1)
     one = pretrain(tiny_config(tmp_path / "one", tokenizer_path, **base))
     one_config = reference_run_config(one.run_dir)
