@@ -99,7 +99,7 @@ def test_a_literal_field_is_a_flag_with_choices():
 
 
 def test_the_request_schemas_come_from_the_options():
-    from mlmkit.serve.schemas import GenerateRequest, InfillRequest, ScoreRequest
+    from mlmkit.serve.schemas import CompareRequest, GenerateRequest, InfillRequest, ScoreRequest
 
     for request in (GenerateRequest, InfillRequest):
         for field in fields_of(Sampling):
@@ -107,6 +107,8 @@ def test_the_request_schemas_come_from_the_options():
             assert request.model_fields[field.name].description == field.metadata["help"]
     for field in fields_of(Scoring):
         assert ScoreRequest.model_fields[field.name].default == default_of(field)
+        if field.name in ("metric", "unk", "stride"):
+            assert CompareRequest.model_fields[field.name].default == default_of(field)
     schema = GenerateRequest.model_json_schema()["properties"]
     assert set(schema["sampler"]["enum"]) == _choices(Sampling, "sampler")
 

@@ -19,8 +19,6 @@ from mlmkit.options import default_of, fields_of, types_of
 from mlmkit.options.sampler import Sampling
 from mlmkit.options.scoring import Scoring
 from mlmkit.probe.cloze import AGGREGATES
-from mlmkit.scoring.engine import UNK_MODES
-from mlmkit.scoring.jobs import METRICS
 
 Texts = str | list[str]
 
@@ -60,6 +58,7 @@ def option_fields(cls) -> dict:
 
 
 ScoringFields = create_model("ScoringFields", __base__=Body, **option_fields(Scoring))
+"""Every scoring option (the CLI's flags of `mlmkit score`) as a request field of /v1/score."""
 
 
 class ScoreRequest(ScoringFields):
@@ -108,10 +107,11 @@ class ClassifyRequest(Body):
         "accuracy, as mlmkit.cloze_classify's gold and the CLI's label field.")
 
 
-class CompareRequest(Body):
-    text: str
-    models: list[str] | None = Field(None, description="Two or more served models "
-                                     "(default: every served model).")
-    metric: str = choice(METRICS)
-    unk: str = choice(UNK_MODES)
-    stride: int = 1
+SCORING_FIELDS = option_fields(Scoring)
+
+CompareRequest = create_model(
+    "CompareRequest", __base__=Body, text=(str, ...),
+    models=(list[str] | None, Field(None, description="Two or more served models (default: "
+                                    "every served model).")),
+    **{name: SCORING_FIELDS[name] for name in ("metric", "unk", "stride")})
+"""One text under several models: the scoring options that apply to a side-by-side view."""
