@@ -1,7 +1,7 @@
 """The CLI contract of docs/CLI.md, held by walking every command of the typer app.
 
 Every command and group: `-h` works, a one-line description, an example in its help.
-Every command that runs a model: the runtime flags of `mlmkit.cli_options` with their
+Every command that runs a model: the runtime flags of `mlmkit.cli.options` with their
 defaults, and `--json`. Exit status: 2 for a usage error, 1 (one line on standard error, no
 traceback) for a missing input or model. `-` is standard input, `-o -` standard output,
 and machine output on standard output is nothing but JSON (status lines go to stderr).
@@ -20,8 +20,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from mlmkit import __version__, cli_options
+from mlmkit import __version__
 from mlmkit.cli import app
+from mlmkit.cli import options as cli_options
 
 ROOT = typer.main.get_command(app)
 
@@ -119,7 +120,7 @@ def test_model_commands_have_the_runtime_flags_with_their_defaults(name):
     assert not missing, f"'mlmkit {name}' lacks {missing}"
     wrong = {flag: options[flag].default for flag, shared in RUNTIME_FLAGS.items()
              if options[flag].default != shared.default}
-    assert not wrong, f"'mlmkit {name}' defaults {wrong} differ from mlmkit.cli_options"
+    assert not wrong, f"'mlmkit {name}' defaults {wrong} differ from mlmkit.cli.options"
 
 
 @pytest.mark.parametrize("name", [known("json", n) for n in MODEL_COMMANDS])

@@ -1,5 +1,5 @@
 """--trust-remote-code on every command that loads a model (one shared option,
-mlmkit.cli_options): a checkpoint that ships its own code is refused in one line without
+mlmkit.cli.options): a checkpoint that ships its own code is refused in one line without
 it and runs with it; the flag holds only for its command; Python loaders take
 `trust_remote_code=`."""
 
@@ -13,7 +13,7 @@ from remote_code_fixture import write_remote_code_model
 from typer.testing import CliRunner
 
 from mlmkit.cli import app
-from mlmkit.cli_options import MODEL_PARAMETERS
+from mlmkit.cli.options import MODEL_PARAMETERS
 from mlmkit.errors import ModelError
 from mlmkit.models import load_mlm, prepare_mlm
 

@@ -372,11 +372,46 @@ def test_cli_help_documents_the_fields():
     result = CliRunner().invoke(app, ["pretrain", "--help"], terminal_width=200)
     assert result.exit_code == 0
     for text in ("--seq-len", "--masking", "--time", "--resume", "--config", "--precision",
-                 "--device", "--threads", "--seed", "--batch-tokens", "--json",
+                 "--device", "--threads", "--seed", "--batch-tokens", "--step-tokens", "--json",
                  "mlmkit pretrain --resume", "mlmkit pretrain --model tiny --steps 20"):
         assert text in result.output
     assert result.output.lstrip().startswith("Usage") and "Pretrain a masked LM" in \
         result.output
+
+
+def test_step_tokens_sets_the_step_and_batch_tokens_only_bounds_the_micro_batch(tmp_path,
+                                                                               tokenizer_path):
+    """--step-tokens is the step (the old meaning of pretrain's --batch-tokens); --batch-tokens
+    is the memory bound of every command: gradient accumulation reaches the same step."""
+    from mlmkit.errors import InvalidArgument
+    from mlmkit.pretraining.config import PretrainConfig
+
+    assert PretrainConfig(seq_len=32, step_tokens=256).batch_size == 8
+    bounded = PretrainConfig(seq_len=32, batch_size=16, batch_tokens=128)
+    assert (bounded.batch_size, bounded.grad_accum) == (16, 4)
+    assert PretrainConfig(seq_len=32, batch_size=16, batch_tokens=4096).grad_accum == 1
+    with pytest.raises(InvalidArgument, match="--step-tokens"):
+        PretrainConfig(seq_len=32, step_tokens=100)
+    with pytest.raises(InvalidArgument, match="both set the step"):
+        PretrainConfig(seq_len=32, step_tokens=256, batch_size=4)
+    with pytest.raises(InvalidArgument, match="less than one block"):
+        PretrainConfig(seq_len=32, batch_tokens=16)
+    # a run config of an older version holds the step as batch_size (its --batch-tokens was
+    # turned into batch_size before the config was written): it loads as it was
+    from mlmkit.pretraining.config import from_dict
+
+    old = from_dict({"seq_len": 32, "batch_size": 8, "grad_accum": 2}, source="config.yaml")
+    assert (old.batch_size, old.grad_accum, old.step_tokens, old.batch_tokens) == (8, 2, None,
+                                                                                   None)
+    base = dict(steps=2, dropout=0.0, pppl_sentences=0, eval_blocks=1, log_every=1)
+    one = pretrain(tiny_config(tmp_path / "one", tokenizer_path, **base))
+    one_config = reference_run_config(one.run_dir)
+    seq_len, blocks = one_config["seq_len"], one_config["batch_size"]
+    bound = pretrain(tiny_config(tmp_path / "bound", tokenizer_path,
+                                 batch_tokens=seq_len * blocks // 4, **base))
+    assert reference_run_config(bound.run_dir)["grad_accum"] == 4
+    losses = [[r["loss"] for r in run.history if r["split"] == "train"] for run in (one, bound)]
+    assert np.allclose(losses[0], losses[1], atol=1e-5, rtol=0)
 
 
 def test_gradient_accumulation_matches_one_big_batch(tmp_path, tokenizer_path):
@@ -553,7 +588,7 @@ def test_cli_writes_status_to_stderr_and_the_summary_to_stdout(tmp_path, tokeniz
             tokenizer_path, "--seq-len", "32", "--steps", "2", "--eval-blocks", "2",
             "--pppl-sentences", "0", "--fill-mask-examples", "0", "--threads", "1",
             "--precision", "fp32", "--seed", "3"]
-    command = [*base, "--batch-tokens", "256", "--run-dir", str(run_dir), "--json"]
+    command = [*base, "--step-tokens", "256", "--run-dir", str(run_dir), "--json"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)  # standard output holds the result only
@@ -562,10 +597,10 @@ def test_cli_writes_status_to_stderr_and_the_summary_to_stdout(tmp_path, tokeniz
     assert "\x1b[" not in done.stderr  # no colours or cursor codes into a pipe
     saved = reference_run_config(run_dir)
     assert saved["batch_size"] == 8 and saved["seed"] == 3 and saved["threads"] == 1
-    bad = subprocess.run([*base, "--batch-tokens", "100", "--run-dir", str(tmp_path / "x")],
+    bad = subprocess.run([*base, "--step-tokens", "100", "--run-dir", str(tmp_path / "x")],
                          capture_output=True, text=True, timeout=600)
     assert bad.returncode == 1 and bad.stderr.startswith("error: ")
-    assert "--batch-tokens" in bad.stderr and "Traceback" not in bad.stderr
+    assert "--step-tokens" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "x").exists()
 
 

@@ -355,9 +355,9 @@ def test_a_given_up_call_stops_at_its_next_step_or_piece(models, monkeypatch, pa
     serving page's tiny model)."""
     import time
 
-    import mlmkit.serve.app as serve_app
+    import mlmkit.serve.server as serve_server
 
-    monkeypatch.setattr(serve_app, "PIECE_COST", 1)  # one text per piece
+    monkeypatch.setattr(serve_server, "PIECE_COST", 1)  # one text per piece
     mlm = models["bert"]
     app = create_app({"bert": mlm}, ServeConfig(threads=1, timeout=0.3))
     worker = app.state.server.workers["bert"]

@@ -1,5 +1,7 @@
 """`SamplerOptions`: how iterative unmasking turns masks into tokens, validated once.
 
+The fields are declared once, with their help, in `mlmkit.options.sampler.Sampling` (the
+source of the `generate`/`infill` keywords, the CLI flags and the server's request fields).
 `generate` and `infill` (and their CLI commands) build one `SamplerOptions`; the shared
 loop (`mlmkit.generation.unmask`) reads nothing else. Fields that do not depend on the
 canvas are checked when the options are made; `resolve(...)` checks the rest (steps and
@@ -18,6 +20,7 @@ from mlmkit.core import checks
 from mlmkit.generation.choose import ChoiceConfig
 from mlmkit.generation.confidence import check_confidence
 from mlmkit.generation.samplers import get_sampler
+from mlmkit.options.sampler import Sampling
 
 MAX_ANCESTRAL_STEPS = 10_000
 """The ancestral sampler may take more steps than masks (most reveal nothing and cost no
@@ -39,74 +42,9 @@ REMASK_DEFAULT_SIGMA = {"cap": 0.04, "rescale": 0.5, "loop": 0.1}
 
 
 @dataclass(frozen=True)
-class SamplerOptions:
-    """Every choice of the unmasking loop (each is a CLI flag of the same name)."""
-
-    steps: int | None = None
-    """Sampler steps in all, divided among the blocks (None: the caller's default, one
-    token per step). confidence/random: at most one step per mask; ancestral: at most
-    10,000."""
-    sampler: str = "confidence"
-    """ancestral, confidence or random (see mlmkit.generation.samplers)."""
-    confidence: str = "prob"
-    """For the confidence sampler: prob, margin or entropy."""
-    temperature: float = 1.0
-    """0 is argmax; 1 samples from the model's distribution; higher is flatter."""
-    top_k: int | None = None
-    """Sample among the k likeliest tokens (None: all)."""
-    top_p: float | None = None
-    """Nucleus sampling: the smallest set of likeliest tokens reaching p, in (0, 1]."""
-    block_length: int | None = None
-    """Semi-autoregressive blocks of this many masks, left to right (None: one block; the
-    last block may be shorter)."""
-    cfg_scale: float = 0.0
-    """Classifier-free guidance weight w ≥ 0 (0: none)."""
-    seed: int = 0
-    """Seed of every random choice (batch k of the caller's inputs uses seed + k)."""
-    cache: bool = True
-    """Skip the model call when the canvas did not change since the last one (exact)."""
-    reveal: str = "count"
-    """How many masks a step reveals: count (the fixed schedule of `steps`), threshold
-    (every prediction whose confidence passes tau, at least one; Fast-dLLM), factor
-    (Fast-dLLM's factor rule) or entropy-bound (the likeliest predictions until their summed
-    entropy passes gamma; EB-sampler). The adaptive ones need the confidence sampler; with
-    them `steps` (when given) is the most steps, each step revealing at least enough to
-    finish its block in time."""
-    threshold: float | None = None
-    """tau in (0, 1] of reveal=threshold (default 0.9): the confidence to pass."""
-    factor: float | None = None
-    """f > 0 of reveal=factor (default 1.0): reveal the n likeliest with (n + 1)(1 - c_n) < f."""
-    entropy_bound: float | None = None
-    """gamma >= 0 of reveal=entropy-bound (default 0.1), in nats."""
-    min_gap: int | None = None
-    """Adaptive reveal: masks revealed in one step lie at least this many positions apart,
-    the likeliest of each stretch first (None or 1: no spacing). Near masks depend on each
-    other most, so they are filled in turn and distant ones together. A row whose step must
-    reveal more than the spacing allows (to finish its block within `steps`) is not spaced
-    at that step; with `remask`, a spaced step remasks only as many tokens as it can
-    replace within the spacing."""
-    remask: str | None = None
-    """ReMDM remasking of revealed tokens: cap, rescale or loop (None: never)."""
-    sigma: float | None = None
-    """eta in (0, 1] of the remask schedule: cap sigma_t = min(eta, sigma_max), rescale
-    sigma_t = eta * sigma_max, loop: sigma = eta in the loop steps (defaults 0.04, 0.5,
-    0.1)."""
-    remask_steps: int | None = None
-    """remask=loop: extra steps per block at constant time, after half its steps (adaptive
-    reveal: once every row has at most half its masks left), where sigma of the revealed
-    tokens are remasked and as many masks revealed (default: half the block's steps, at
-    least 1)."""
-    edit: float | None = None
-    """Edit threshold in (0, 1): a token the sampler revealed in the current block is
-    replaced when the model gives another token more than this probability; after the
-    block's last mask, edit-only steps run until nothing changes (None: never edit)."""
-    block_cache: bool = False
-    """Reuse the keys and values of the positions outside the active block, refreshed once
-    per block (Fast-dLLM's dual cache; approximate; needs --block-length and a BERT,
-    RoBERTa or ModernBERT model)."""
-    max_steps: int | None = None
-    """Cap on all steps of one batch (scheduled, loop and edit-only steps; default: twice
-    the planned steps). Edit-only steps stop at the cap; a plan beyond it is an error."""
+class SamplerOptions(Sampling):
+    """The sampler's options (the fields of `mlmkit.options.sampler.Sampling`, each a CLI flag
+    of the same name), checked, with the plan the loop follows."""
 
     def __post_init__(self):
         # whole numbers given as floats (4.0) are kept as ints: the loop indexes with them

@@ -60,7 +60,8 @@ class PretrainConfig:
                                           "given: wordpiece, bpe or unigram")
     vocab_size: int = _f(8192, "vocabulary of the tokenizer trained when none is given")
     corpus: str = _f("python-docs", "corpus: python-docs, a text/jsonl/parquet file or folder, "
-                                    "or a local HF dataset")
+                                    "or a local HF dataset", multiple=True,
+                     metavar="SOURCE[:WEIGHT]")
     field: str = _f("text", "field holding the text in jsonl/parquet/dataset corpora")
     validation_share: float = _f(0.05, "share of documents held out for validation when the "
                                        "corpus has no validation split")
@@ -75,6 +76,8 @@ class PretrainConfig:
     label_smoothing: float = _f(0.0, "label smoothing of the MLM cross-entropy")
     batch_size: int = _f(16, "blocks per optimizer step (all accumulation steps together)")
     grad_accum: int = _f(1, "gradient accumulation micro-steps per optimizer step")
+    step_tokens: int | None = _f(None, "tokens per optimizer step (= --batch-size × --seq-len; "
+                                       "sets --batch-size)")
     lr: float = _f(1e-3, "peak learning rate")
     weight_decay: float = _f(0.01, "AdamW weight decay (not applied to norms and biases)")
     beta1: float = _f(0.9, "AdamW beta1")
@@ -112,7 +115,9 @@ class PretrainConfig:
                                    "mlmkit.pretraining.phases); their steps add up to --steps")
     # -- end of recipes and phases
     # budget
-    steps: int | None = _f(1000, "optimizer steps to train (the schedule ends there)", BUDGET)
+    steps: int | None = _f(1000, "optimizer steps to train (the schedule ends there)", BUDGET,
+                           shown_default="1000; on a CPU without native bf16 (fp32) also "
+                                         "--time 10m")
     tokens: int | None = _f(None, "or: tokens to train on (non-padding input tokens)", BUDGET)
     time: str | None = _f(None, "or: wall-clock budget, e.g. 90s, 10m, 2h (the schedule "
                                 "follows the elapsed share of it)", BUDGET)
@@ -148,6 +153,10 @@ class PretrainConfig:
                                                "backward pass: less memory, ~1/3 more compute",
                                         RUNTIME)
     threads: int | None = _f(None, "CPU threads for torch (default: torch's choice)", RUNTIME)
+    batch_tokens: int | None = _f(None, "largest micro-batch in tokens (a memory bound): when "
+                                        "a step's blocks exceed it, --grad-accum is raised "
+                                        "until each micro-step fits; the step, and so the "
+                                        "result, stay the same", RUNTIME)
     log_every: int = _f(10, "log training metrics every N steps", RUNTIME)
     halt_after: int | None = _f(None, "stop (saving state) after this many steps of this "
                                       "process, as on SIGTERM; resume later with --resume",
@@ -196,9 +205,11 @@ class PretrainConfig:
         checks.probability("label_smoothing", self.label_smoothing)
         self.batch_size = checks.count("batch_size", self.batch_size, 1, MAX_BATCH)
         self.grad_accum = checks.count("grad_accum", self.grad_accum, 1, MAX_BATCH)
+        self._resolve_step_tokens()
         if self.batch_size % self.grad_accum:
             raise InvalidArgument(f"--batch-size {self.batch_size} is not divisible by "
                                   f"--grad-accum {self.grad_accum}")
+        self._resolve_batch_tokens()
         checks.positive("lr", self.lr)
         if self.lr > 10:
             raise InvalidArgument(f"lr={self.lr!r} (--lr) is not a learning rate: use a value "
@@ -241,6 +252,40 @@ class PretrainConfig:
         self._validate_positions()
         if self.phases is not None:  # checked now: a bad phase would fail mid-run
             check_config_phases(self)
+
+    def _resolve_step_tokens(self) -> None:
+        """--step-tokens is the step in tokens: it sets --batch-size (whole blocks)."""
+        if self.step_tokens is None:
+            return
+        self.step_tokens = checks.count("step_tokens", self.step_tokens, 1,
+                                        MAX_BATCH * MAX_SEQ_LEN)
+        if self.step_tokens % self.seq_len:
+            raise InvalidArgument(
+                f"--step-tokens {self.step_tokens} is not a multiple of --seq-len "
+                f"{self.seq_len}: a step trains on whole blocks; use e.g. "
+                f"{max(1, self.step_tokens // self.seq_len) * self.seq_len}")
+        blocks = self.step_tokens // self.seq_len
+        default = PretrainConfig.__dataclass_fields__["batch_size"].default
+        if self.batch_size not in (default, blocks):
+            raise InvalidArgument(f"--step-tokens {self.step_tokens} and --batch-size "
+                                  f"{self.batch_size} both set the step: give one of them")
+        self.batch_size = blocks
+
+    def _resolve_batch_tokens(self) -> None:
+        """--batch-tokens bounds one micro-batch (the blocks of one forward pass, counted
+        over all processes, so the bound holds on any number of them): the smallest
+        --grad-accum from the given one up that divides the step and fits the bound. The
+        step is unchanged, so is what the run computes."""
+        if self.batch_tokens is None:
+            return
+        self.batch_tokens = checks.count("batch_tokens", self.batch_tokens, 1)
+        if self.batch_tokens < self.seq_len:
+            raise InvalidArgument(f"--batch-tokens {self.batch_tokens} is less than one block "
+                                  f"(--seq-len {self.seq_len}): use at least {self.seq_len}")
+        rows = self.batch_tokens // self.seq_len
+        self.grad_accum = next(accum for accum in range(self.grad_accum, self.batch_size + 1)
+                               if self.batch_size % accum == 0
+                               and self.batch_size // accum <= rows)
 
     def _validate_training_options(self) -> None:
         """--optimizer, --decoupled-weight-decay, --batch-warmup-*, --unpadded."""

@@ -16,6 +16,17 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+import torch
+
+from mlmkit.engine.batching import run_jobs
+from mlmkit.errors import InvalidArgument
+from mlmkit.generation.trace import step_row
+from mlmkit.scoring.jobs import build_jobs
+from mlmkit.scoring.masked_copies import _MaskedCopies, unscored_ids
+from mlmkit.scoring.text_scores import scored_positions
+from mlmkit.scoring.texts import encode_texts
+
 
 def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
                        metric: str = "pll", stride: int = 1, spans=None, batch_tokens=None,
@@ -27,11 +38,6 @@ def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
     each text's span when `spans` are given, and
     with `metric="pll_word_l2r"` the later subwords of the word masked too), so each list
     is the distribution the token's score was read from."""
-    import torch
-
-    from mlmkit.engine.batching import run_jobs
-    from mlmkit.scoring.jobs import build_jobs
-    from mlmkit.scoring.masked_copies import _MaskedCopies, unscored_ids
 
     tokenizer = mlm.tokenizer
     special = unscored_ids(tokenizer, unk)
@@ -65,11 +71,6 @@ def token_alternatives(mlm, texts: list[str], k: int, unk: str = "score", *,
 
 def _scored(tokenizer, texts: list[str], unk: str, spans):
     """Each text's encoding, ids and the positions `mlmkit.score` scores in it."""
-    import numpy as np
-
-    from mlmkit.scoring.text_scores import scored_positions
-    from mlmkit.scoring.texts import encode_texts
-
     encoded = encode_texts(tokenizer, texts)
     _, targets = scored_positions(tokenizer, encoded, unk, spans)
     return (encoded, [np.asarray(e.ids, dtype=np.int64) for e in encoded],
@@ -80,9 +81,6 @@ def stride_gap(mlm, texts: list[str], unk: str, stride: int, spans=None):
     """(index, message) of the first text whose scored tokens the engine's windows at
     `stride` leave uncovered, or None: the library's own check (`scoring.jobs.build_jobs`
     refuses a stride past the window), run per text so the server can name the text."""
-    from mlmkit.errors import InvalidArgument
-    from mlmkit.scoring.jobs import build_jobs
-    from mlmkit.scoring.masked_copies import unscored_ids
 
     limit = int(mlm.max_length)
     if stride == 1 or not texts:
@@ -113,7 +111,6 @@ class StepStream:
     def __call__(self, event) -> None:
         if self.cancelled.is_set():
             raise Cancelled("the client went away")
-        from mlmkit.generation.trace import step_row
 
         # the fields of the CLI's --trace lines, confidence included
         rows = [{"row": event.first_row + row, **step_row(self.mlm.tokenizer, event, row)}

@@ -16,10 +16,17 @@ import logging
 import re
 import secrets
 import sys
+import typing
 
+from fastapi.exceptions import RequestValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import JSONResponse
 
 from mlmkit.errors import MlmkitError
+from mlmkit.generation.confidence import CONFIDENCES
+from mlmkit.generation.options import REMASKS, REVEALS
+from mlmkit.generation.samplers import SAMPLERS
+from mlmkit.serve import schemas
 
 log = logging.getLogger("mlmkit.serve")
 
@@ -287,7 +294,6 @@ STATUS_OF = {"UnknownModel": 404}
 @functools.cache
 def _endpoints_of() -> dict[str, tuple[str, ...]]:
     """Each request field -> the endpoints whose body takes it."""
-    from mlmkit.serve import schemas
 
     bodies = {"/v1/fill": schemas.FillRequest, "/v1/score": schemas.ScoreRequest,
               "/v1/generate": schemas.GenerateRequest, "/v1/infill": schemas.InfillRequest,
@@ -302,12 +308,6 @@ def _endpoints_of() -> dict[str, tuple[str, ...]]:
 @functools.cache
 def _request_fields() -> dict[str, frozenset[str]]:
     """Each request field of the API, with the words it takes as a value (its choices)."""
-    import typing
-
-    from mlmkit.generation.confidence import CONFIDENCES
-    from mlmkit.generation.options import REMASKS, REVEALS
-    from mlmkit.generation.samplers import SAMPLERS
-    from mlmkit.serve import schemas
 
     choices = {"sampler": SAMPLERS, "confidence": CONFIDENCES, "reveal": REVEALS,
                "remask": REMASKS}
@@ -368,9 +368,6 @@ _LONG_QUOTE = re.compile(r"""(?<!\w)('[^'\n]{80,}(?=')|"[^"\n]{80,}(?="))['"](?!
 
 
 def install_handlers(app) -> None:
-    from fastapi.exceptions import RequestValidationError
-    from starlette.exceptions import HTTPException as StarletteHTTPException
-
     @app.exception_handler(RequestValidationError)
     async def _validation(request, error):
         return error_response(422, "InvalidRequest", validation_message(error.errors(),

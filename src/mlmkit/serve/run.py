@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import json
 import logging
 import socket
 import sys
 
+import uvicorn
+
 from mlmkit.errors import InvalidArgument
+from mlmkit.serve.framing import json_errors_protocol
 
 
 def check_port(host: str, port: int) -> None:
@@ -37,10 +41,8 @@ def check_port(host: str, port: int) -> None:
 def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json: bool = False,
                timeout: float = 60.0, log_level: str = "warning") -> None:
     """Serve `app` until SIGTERM/SIGINT; announce the URL on stderr (or as JSON on stdout)."""
-    import uvicorn
 
     check_port(host, port)  # port 0 too: a host that is not this machine's fails there
-    from mlmkit.serve.framing import json_errors_protocol
 
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=max(1, int(timeout) + 1),
@@ -90,7 +92,6 @@ def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json:
     # full collection of the garbage collector walked them all (~0.2 s on the event loop,
     # ~0.8 ms per request of a 256-request run). Frozen, collections walk only what requests
     # allocate.
-    import gc
 
     gc.collect()
     gc.freeze()

@@ -1,19 +1,24 @@
 """Request bodies of the API: strict types, unknown fields refused, no NaN or Infinity.
 
-Ranges and choices are checked by the library functions themselves (their `InvalidArgument`
-becomes a 400 naming the field, as a bad sampler does), and the server's bounds by
-`mlmkit.serve.app`; these models only fix the shapes, so the OpenAPI schema documents every
-field (a choice lists the library's options as its enum).
+The task options come from their dataclasses (`mlmkit.options`: `Scoring`, `Sampling`), so a
+field added there is a request field here, with its type, default and help. Ranges and
+choices are checked by the library functions themselves (their `InvalidArgument` becomes a
+400 naming the field, as a bad sampler does), and the server's bounds by `mlmkit.serve.app`;
+these models only fix the shapes, so the OpenAPI schema documents every field (a choice
+lists the library's options as its enum).
 """
 
 from __future__ import annotations
 
+import typing
+
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from mlmkit.generation.fill_mask import MODES
+from mlmkit.options import default_of, fields_of, types_of
+from mlmkit.options.sampler import Sampling
+from mlmkit.options.scoring import Scoring
 from mlmkit.probe.cloze import AGGREGATES
-from mlmkit.scoring.jobs import METRICS
-from mlmkit.scoring.masked_copies import UNK_MODES
 
 Texts = str | list[str]
 
@@ -35,35 +40,39 @@ class FillRequest(Body):
     mode: str = choice(MODES)
 
 
-class ScoreRequest(Body):
+def option_fields(cls) -> dict:
+    """The fields of an options dataclass as pydantic fields: its type, default and help. A
+    Literal is a string whose choices the schema lists (as `choice` does): the library's own
+    check refuses another, with its message."""
+    types, result = types_of(cls), {}
+    for field in fields_of(cls):
+        kind, extra = types[field.name], {}
+        literal = next((k for k in (kind, *typing.get_args(kind))
+                        if typing.get_origin(k) is typing.Literal), None)
+        if literal is not None:
+            extra["json_schema_extra"] = {"enum": list(typing.get_args(literal))}
+            kind = str | None if type(None) in typing.get_args(kind) else str
+        result[field.name] = (kind, Field(default_of(field), description=field.metadata["help"],
+                                          **extra))
+    return result
+
+
+ScoringFields = create_model("ScoringFields", __base__=Body, **option_fields(Scoring))
+"""Every scoring option (the CLI's flags of `mlmkit score`) as a request field of /v1/score."""
+
+
+class ScoreRequest(ScoringFields):
     texts: Texts = Field(description="A text or a list of texts to score.")
     model: str | None = None
-    metric: str = choice(METRICS)
-    per_token: bool = False
-    per_word: bool = False
-    unk: str = choice(UNK_MODES)
     spans: list[list[int] | None] | None = Field(
         None, description="Per text, the [start, end) character range to score, the rest "
         "being context (conditional scoring), or null for the whole text.")
-    stride: int = Field(1, description="Texts longer than the model takes: windows start at "
-                        "multiples of this (the CLI's --stride).")
     alternatives: int = Field(0, description="Per scored token, the k likeliest tokens at its "
                               "position when masked (needs per_token; 0: none).")
 
 
-def _sampler_fields() -> dict:
-    """Every field of `SamplerOptions` (the CLI's sampler flags), with its type and default,
-    so a reveal policy added there is a request field here the same day."""
-    import dataclasses
-    import typing
-
-    from mlmkit.generation.options import SamplerOptions
-
-    hints = typing.get_type_hints(SamplerOptions)
-    return {f.name: (hints[f.name], f.default) for f in dataclasses.fields(SamplerOptions)}
-
-
-SAMPLER_FIELDS = _sampler_fields()
+SAMPLER_FIELDS = option_fields(Sampling)
+"""Every sampler option (the CLI's sampler flags) as a request field of generate and infill."""
 
 SamplerFields = create_model(
     "SamplerFields", __base__=Body, model=(str | None, None),
@@ -98,10 +107,11 @@ class ClassifyRequest(Body):
         "accuracy, as mlmkit.cloze_classify's gold and the CLI's label field.")
 
 
-class CompareRequest(Body):
-    text: str
-    models: list[str] | None = Field(None, description="Two or more served models "
-                                     "(default: every served model).")
-    metric: str = choice(METRICS)
-    unk: str = choice(UNK_MODES)
-    stride: int = 1
+SCORING_FIELDS = option_fields(Scoring)
+
+CompareRequest = create_model(
+    "CompareRequest", __base__=Body, text=(str, ...),
+    models=(list[str] | None, Field(None, description="Two or more served models (default: "
+                                    "every served model).")),
+    **{name: SCORING_FIELDS[name] for name in ("metric", "unk", "stride")})
+"""One text under several models: the scoring options that apply to a side-by-side view."""

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mlmkit.errors import MlmkitError
+from mlmkit.serve.adapters import Cancelled
 
 
 @dataclass
@@ -89,8 +90,6 @@ class ModelWorker:
         """On the model's thread, inside a call: raise `Cancelled` when every request of the
         call has been given up."""
         if self.abandoned.is_set():
-            from mlmkit.serve.adapters import Cancelled
-
             raise Cancelled("every request of this call was given up")
 
     def _timed(self, run, inputs):

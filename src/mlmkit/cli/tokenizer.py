@@ -8,6 +8,10 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from mlmkit.core import checks
+from mlmkit.corpus import read_corpus
+from mlmkit.tokenizer import MAX_MODEL_LENGTH, MAX_VOCAB_SIZE, train_tokenizer
+
 EXAMPLE = """
 Example:
 
@@ -48,10 +52,6 @@ def train_command(
     max_length: int = typer.Option(512, "--max-length", help="model_max_length to record."),
     progress: bool = typer.Option(True, help="Show the trainer's progress bar."),
 ) -> None:
-    from mlmkit.core import checks
-    from mlmkit.corpus import read_corpus
-    from mlmkit.tokenizer import MAX_MODEL_LENGTH, MAX_VOCAB_SIZE, train_tokenizer
-
     # every range before the corpus is read (the kind: by train_tokenizer, before it reads)
     checks.count("vocab_size", vocab_size, 64, MAX_VOCAB_SIZE)
     checks.count("max_length", max_length, 1, MAX_MODEL_LENGTH)

@@ -4,11 +4,29 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from pathlib import Path
 
 import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
 
-from mlmkit.cli_options import shared_options
+import mlmkit
+from mlmkit.cli.options import (
+    BATCH_TOKENS,
+    DEVICE,
+    JSON,
+    PRECISION,
+    SEED,
+    THREADS,
+    TRUST_REMOTE_CODE,
+    trusting,
+)
+from mlmkit.core.checks import choice
+from mlmkit.core.output import check_output_path, write_text
+from mlmkit.core.progress import status, warn
+from mlmkit.core.results import dumps
 from mlmkit.errors import InvalidArgument
 from mlmkit.extras import require
 
@@ -49,30 +67,22 @@ bias_app = typer.Typer(help=BIAS_HELP, epilog=BIAS_EXAMPLE, no_args_is_help=True
 
 
 def _stdout():
-    from rich.console import Console
-
     return Console(highlight=False, soft_wrap=True)
 
 
 def _fmt(value, digits: int = 2) -> str:
-    from mlmkit.bias.formatting import number
-
-    return number(value, digits)
+    return mlmkit.bias.formatting.number(value, digits)
 
 
 def _interval(score, digits: int = 2) -> str:
     """'[low, high]', in a few words why there is none, or '' (no bootstrap)."""
-    from mlmkit.bias.formatting import interval
 
-    return interval(score, digits, short=True, none="")
+    return mlmkit.bias.formatting.interval(score, digits, short=True, none="")
 
 
 @contextlib.contextmanager
 def _warnings_as_lines():
     """The library's warnings (e.g. a pair scored in windows) as `warning:` lines."""
-    import warnings
-
-    from mlmkit.core.progress import warn
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -83,7 +93,6 @@ def _warnings_as_lines():
 
 def _check_outputs(output: str, inputs: list, pairs_csv: Path | None = None) -> None:
     """Refuse a bad output before any work: unknown suffix, a directory, an input."""
-    from mlmkit.core.output import check_output_path
 
     if output != "-" and Path(output).suffix.lower() not in OUTPUT_SUFFIXES:
         raise InvalidArgument(f"--output {output!r}: end it in .html or .md (a report), "
@@ -97,18 +106,13 @@ def _check_outputs(output: str, inputs: list, pairs_csv: Path | None = None) -> 
 
 def _write(report, output: str, as_json: bool, inputs: list) -> bool:
     """Write the report/JSON file; print JSON when asked. True when no tables are wanted."""
-    from mlmkit.core.output import write_text
-    from mlmkit.core.progress import status
-    from mlmkit.core.results import dumps
 
     if output != "-":
         if Path(output).suffix.lower() == ".json":
             write_text(output, dumps(report.to_dict(), indent=2) + "\n", inputs=inputs)
             status(f"results written to {output}")
         else:
-            from mlmkit.bias.report import render
-
-            render(report, output, inputs=inputs)
+            mlmkit.bias.render(report, output, inputs=inputs)
             status(f"report written to {output} (figures in {Path(output).stem}_figures/)")
     if as_json:
         typer.echo(dumps(report.to_dict(), indent=2))
@@ -116,9 +120,6 @@ def _write(report, output: str, as_json: bool, inputs: list) -> bool:
 
 
 def _print_pairs_audit(audit) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     console = _stdout()
     result = audit.result
     s = result.summary()
@@ -156,9 +157,6 @@ def _print_pairs_audit(audit) -> None:
 
 
 def _print_stereoset_audit(audit) -> None:
-    from rich.markup import escape
-    from rich.table import Table
-
     table = Table(title=f"StereoSet intrasentence ({escape(audit.model)})")
     for column in ("domain", "examples", "SS", "LM", "ICAT"):
         table.add_column(column, justify="left" if column == "domain" else "right")
@@ -174,7 +172,6 @@ def _print_stereoset_audit(audit) -> None:
 
 @bias_app.command("crows", epilog=CROWS_EXAMPLE,
                   short_help="CrowS-Pairs as the official metric.py, or AUL / AULA.")
-@shared_options
 def crows_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Option(None, help="crows_pairs_anonymized.csv, - for standard input "
@@ -189,39 +186,39 @@ def crows_command(
     lowercase: bool = typer.Option(None, "--lowercase/--no-lowercase",
                                    help="Lowercase the sentences (default: when the "
                                    "tokenizer is uncased, as metric.py)."),
-    *, as_json, batch_tokens, device, precision, threads, seed,
+    *, as_json: bool = JSON, batch_tokens: int = BATCH_TOKENS, device: str = DEVICE,
+    precision: str = PRECISION, threads: int = THREADS, seed: int = SEED,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """Score CrowS-Pairs exactly as the official metric.py (or AUL / AULA), with intervals.
 
     Prints what metric.py prints, then a table per bias type and the distributional
     measures; every score has a seeded bootstrap interval.
     """
-    from mlmkit.bias.audit import audit, benchmark, checked_items
-    from mlmkit.core.checks import choice
-    from mlmkit.core.progress import status
-    from mlmkit.models.load import prepare_mlm
+    with trusting(trust_remote_code):
+        from mlmkit.bias.audit import audit, benchmark, checked_items
 
-    choice("measure", measure, ("crows", "aul", "aula"))
-    inputs = [data if data is not None else benchmark(measure).default_data]
-    _check_outputs(output, inputs, pairs_csv)
-    items = checked_items(measure, data, n_boot=bootstrap, level=0.95, seed=seed,
-                          batch_tokens=batch_tokens, limit=limit)  # before the model loads
-    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
-    began = time.perf_counter()
-    with _warnings_as_lines():
-        result = audit(mlm, measure, items, n_boot=bootstrap, seed=seed, limit=limit,
-                       lowercase=lowercase, batch_tokens=batch_tokens, precision=precision)
-    status(f"scored {result.n} pairs in {time.perf_counter() - began:.1f} s")
-    if pairs_csv is not None:
-        result.result.write_csv(pairs_csv, inputs=inputs)
-        status(f"per-pair scores written to {pairs_csv}")
-    if not _write(result, output, as_json, inputs):
-        _print_pairs_audit(result)
+        choice("measure", measure, ("crows", "aul", "aula"))
+        inputs = [data if data is not None else benchmark(measure).default_data]
+        _check_outputs(output, inputs, pairs_csv)
+        items = checked_items(measure, data, n_boot=bootstrap, level=0.95, seed=seed,
+                              batch_tokens=batch_tokens, limit=limit)  # before the model loads
+        mlm, precision = mlmkit.models.prepare_mlm(
+            model, device=device, precision=precision, threads=threads)
+        began = time.perf_counter()
+        with _warnings_as_lines():
+            result = audit(mlm, measure, items, n_boot=bootstrap, seed=seed, limit=limit,
+                           lowercase=lowercase, batch_tokens=batch_tokens, precision=precision)
+        status(f"scored {result.n} pairs in {time.perf_counter() - began:.1f} s")
+        if pairs_csv is not None:
+            result.result.write_csv(pairs_csv, inputs=inputs)
+            status(f"per-pair scores written to {pairs_csv}")
+        if not _write(result, output, as_json, inputs):
+            _print_pairs_audit(result)
 
 
 @bias_app.command("stereoset", epilog=STEREOSET_EXAMPLE,
                   short_help="StereoSet intrasentence: SS, LM and ICAT per domain.")
-@shared_options
 def stereoset_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Option(..., help="A StereoSet file in the official dev.json format "
@@ -230,25 +227,27 @@ def stereoset_command(
     bootstrap: int = typer.Option(1000, help="Bootstrap replicates (0: none; at least 40 "
                                   "otherwise)."),
     limit: int = typer.Option(None, help="Score only the first N examples."),
-    *, as_json, batch_tokens, device, precision, threads, seed,
+    *, as_json: bool = JSON, batch_tokens: int = BATCH_TOKENS, device: str = DEVICE,
+    precision: str = PRECISION, threads: int = THREADS, seed: int = SEED,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """StereoSet intrasentence: SS, LM and ICAT per domain, as the official evaluation.py."""
-    from mlmkit.bias.audit import audit, checked_items
-    from mlmkit.models.load import prepare_mlm
+    with trusting(trust_remote_code):
+        from mlmkit.bias.audit import audit, checked_items
 
-    _check_outputs(output, [data])
-    items = checked_items("stereoset", data, n_boot=bootstrap, level=0.95, seed=seed,
-                          batch_tokens=batch_tokens, limit=limit)
-    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
-    result = audit(mlm, "stereoset", items, n_boot=bootstrap, seed=seed, limit=limit,
-                   batch_tokens=batch_tokens, precision=precision)
-    if not _write(result, output, as_json, [data]):
-        _print_stereoset_audit(result)
+        _check_outputs(output, [data])
+        items = checked_items("stereoset", data, n_boot=bootstrap, level=0.95, seed=seed,
+                              batch_tokens=batch_tokens, limit=limit)
+        mlm, precision = mlmkit.models.prepare_mlm(
+            model, device=device, precision=precision, threads=threads)
+        result = audit(mlm, "stereoset", items, n_boot=bootstrap, seed=seed, limit=limit,
+                       batch_tokens=batch_tokens, precision=precision)
+        if not _write(result, output, as_json, [data]):
+            _print_stereoset_audit(result)
 
 
 @bias_app.command("compare", epilog=COMPARE_EXAMPLE,
                   short_help="Compare two models on one benchmark (paired bootstrap of A − B).")
-@shared_options
 def compare_command(
     model_a: str = typer.Argument(..., help="First model (A)."),
     model_b: str = typer.Argument(..., help="Second model (B)."),
@@ -261,48 +260,47 @@ def compare_command(
     bootstrap: int = typer.Option(1000, help="Paired bootstrap replicates (0: none; at least "
                                   "40 otherwise)."),
     limit: int = typer.Option(None, help="Score only the first N items."),
-    *, as_json, batch_tokens, device, precision, threads, seed,
+    *, as_json: bool = JSON, batch_tokens: int = BATCH_TOKENS, device: str = DEVICE,
+    precision: str = PRECISION, threads: int = THREADS, seed: int = SEED,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """Compare two models on one benchmark: both scores and the paired-bootstrap A − B.
 
     Both models score the same items; each replicate draws one set of items for both, so
     the interval of A − B reflects the items they share. n is the items a score rests on.
     """
-    from rich.markup import escape
-    from rich.table import Table
+    with trusting(trust_remote_code):
+        from mlmkit.bias.audit import benchmark, checked_items
 
-    from mlmkit.bias.audit import benchmark, checked_items
-    from mlmkit.bias.compare import compare
-    from mlmkit.bias.formatting import digits_for
-    from mlmkit.models.load import prepare_mlm
-
-    inputs = [data if data is not None else benchmark(benchmark_name).default_data]
-    _check_outputs(output, inputs)
-    items = checked_items(benchmark_name, data, n_boot=bootstrap, level=0.95, seed=seed,
-                          batch_tokens=batch_tokens, limit=limit)
-    mlm_a, precision_a = prepare_mlm(model_a, device=device, precision=precision,
-                                     threads=threads)
-    mlm_b, _ = prepare_mlm(model_b, device=device, precision=precision, threads=threads)
-    with _warnings_as_lines():
-        result = compare(mlm_a, mlm_b, benchmark_name, items, n_boot=bootstrap, seed=seed,
-                         limit=limit, batch_tokens=batch_tokens, precision=precision_a)
-    if _write(result, output, as_json, inputs):
-        return
-    table = Table(title=f"{benchmark_name}: A = {escape(result.model_a)}, B = "
-                        f"{escape(result.model_b)} ({result.n} items, {bootstrap} paired "
-                        f"resamples)")
-    for column in ("group", "score", "n", "A", "B", "A − B",
-                   f"{result.audit_a.level:.0%} interval of A − B"):
-        table.add_column(column, justify="left" if column in ("group", "score") else "right")
-    previous = None
-    for d in result.differences:
-        digits = digits_for(d.name)
-        group = "" if d.group == previous else f"{d.group} ({result.count(d.group)})"
-        previous = d.group
-        table.add_row(escape(group), escape(d.name), "–" if d.n is None else str(d.n),
-                      _fmt(d.a, digits), _fmt(d.b, digits), _fmt(d.diff, digits),
-                      escape(_interval(d, digits)))
-    _stdout().print(table)
+        inputs = [data if data is not None else benchmark(benchmark_name).default_data]
+        _check_outputs(output, inputs)
+        items = checked_items(benchmark_name, data, n_boot=bootstrap, level=0.95, seed=seed,
+                              batch_tokens=batch_tokens, limit=limit)
+        mlm_a, precision_a = mlmkit.models.prepare_mlm(model_a, device=device, precision=precision,
+                                         threads=threads)
+        mlm_b, _ = mlmkit.models.prepare_mlm(
+            model_b, device=device, precision=precision, threads=threads)
+        with _warnings_as_lines():
+            result = mlmkit.bias.compare(
+                mlm_a, mlm_b, benchmark_name, items, n_boot=bootstrap, seed=seed, limit=limit,
+                batch_tokens=batch_tokens, precision=precision_a)
+        if _write(result, output, as_json, inputs):
+            return
+        table = Table(title=f"{benchmark_name}: A = {escape(result.model_a)}, B = "
+                            f"{escape(result.model_b)} ({result.n} items, {bootstrap} paired "
+                            f"resamples)")
+        for column in ("group", "score", "n", "A", "B", "A − B",
+                       f"{result.audit_a.level:.0%} interval of A − B"):
+            table.add_column(column, justify="left" if column in ("group", "score") else "right")
+        previous = None
+        for d in result.differences:
+            digits = mlmkit.bias.formatting.digits_for(d.name)
+            group = "" if d.group == previous else f"{d.group} ({result.count(d.group)})"
+            previous = d.group
+            table.add_row(escape(group), escape(d.name), "–" if d.n is None else str(d.n),
+                          _fmt(d.a, digits), _fmt(d.b, digits), _fmt(d.diff, digits),
+                          escape(_interval(d, digits)))
+        _stdout().print(table)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,7 +1,8 @@
-"""The `mlmkit` command line: a typer app whose commands live in `mlmkit.commands`.
+"""The `mlmkit` command line: a typer app, one module per command in this package.
 
-Each module there defines `register(app)`; they are discovered, so adding a command
-never edits this file. Commands parse arguments, call the library, and print.
+Each command module defines `register(app)`; they are discovered, so adding a command
+never edits this file. Commands parse arguments, call the library, and print; their flags
+are declared through `mlmkit.cli.options`.
 
 Exit status (docs/CLI.md): 0 ok, 1 a user error (one line on standard error, no
 traceback), 2 a usage error (typer's own message), 130 interrupted.
@@ -16,11 +17,13 @@ import sys
 import warnings
 
 import typer
+from rich.console import Console
 from typer._click.exceptions import ClickException
 from typer.core import TyperGroup
 from typer.exceptions import Abort
 
 from mlmkit import __version__
+from mlmkit.core.progress import warn
 from mlmkit.errors import MlmkitError
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}
@@ -99,8 +102,6 @@ def _rich_broken_pipe(console) -> None:
 def _warning_line(message, category, filename, lineno, file=None, line=None) -> None:
     """A warning that reaches the command line as one `warning:` line on standard error
     (Python's own format adds the file, the category and the source line)."""
-    from mlmkit.core.progress import warn
-
     warn(str(message))
 
 
@@ -141,13 +142,13 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version,
 
 
 def _register_commands() -> None:
-    import mlmkit.commands as commands
-
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+    """Every module of this package with a `register(app)` is a command (or a group)."""
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"mlmkit.commands.{info.name}")
-        module.register(app)
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        if hasattr(module, "register"):
+            module.register(app)
 
 
 _register_commands()
@@ -167,8 +168,6 @@ def _quiet_libraries() -> None:
 def main() -> None:
     """Entry point: run the app (user errors: one line, exit 1; see `_Group`)."""
     _quiet_libraries()
-    from rich.console import Console
-
     Console.on_broken_pipe = _rich_broken_pipe  # tables and text end at `| head` with 0 too
     try:
         app(standalone_mode=True)

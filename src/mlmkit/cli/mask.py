@@ -7,10 +7,16 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
-from mlmkit.cli_options import SEED
-from mlmkit.core.progress import status
-from mlmkit.errors import MlmkitError
+import mlmkit
+from mlmkit.cli.options import SEED
+from mlmkit.core import checks
+from mlmkit.core.progress import Progress, status
+from mlmkit.corpus import read_corpus
+from mlmkit.errors import MlmkitError, PathError
 
 mask_app = typer.Typer(help="""Masking policies: corpus statistics and previews.
 
@@ -63,14 +69,6 @@ def stats_command(
     window: int = typer.Option(5, help="InforMask: context window on each side, in tokens."),
     show: int = typer.Option(15, help="Print this many top collocations."),
 ) -> None:
-    from rich.table import Table
-
-    from mlmkit.core import checks
-    from mlmkit.core.progress import Progress
-    from mlmkit.corpus import read_corpus
-    from mlmkit.errors import PathError
-    from mlmkit.masking.stats import compute_stats, save_stats
-
     checks.count("show", show, 0)
     if output.exists() and not output.is_dir():
         raise PathError(f"output {str(output)!r} is a file: mask stats writes a directory; "
@@ -78,10 +76,10 @@ def stats_command(
     tok = load_tokenizer(tokenizer)
     console = Console()
     with Progress("tokenizing", total=None, unit="docs") as bar:
-        stats = compute_stats(read_corpus(corpus, field=field), tok, max_n=max_n,
+        stats = mlmkit.masking.compute_stats(read_corpus(corpus, field=field), tok, max_n=max_n,
                               min_count=min_count, min_pmi=min_pmi, max_ngrams=max_ngrams,
                               window=window, progress=bar.advance)
-    save_stats(stats, output)
+    mlmkit.masking.stats.save_stats(stats, output)
     status(f"wrote {output}: {stats.n_docs:,} documents, {stats.n_tokens:,} tokens, "
            f"{len(stats.ngram_pmi):,} collocations")
     if show > 0 and len(stats.ngram_pmi):
@@ -105,15 +103,11 @@ def preview_command(
     stats: Path = typer.Option(None, help="Statistics from `mlmkit mask stats` (pmi, "
                                "frequency, tfidf, informask need them)."),
 ) -> None:
-    from rich.markup import escape
-    from rich.text import Text
-
-    from mlmkit.masking import build_policy
-    from mlmkit.masking.config import parse_masking_option
     from mlmkit.masking.preview import preview_masking
 
     tok = load_tokenizer(tokenizer)
-    built = build_policy(parse_masking_option(policy, "--policy"), tok, stats=stats)
+    built = mlmkit.masking.build_policy(
+        mlmkit.masking.config.parse_masking_option(policy, "--policy"), tok, stats=stats)
     entries, out = preview_masking(built, tok, text, seed=seed, step=step)
     console = Console()
     console.print(f"[bold]policy[/] {escape(built.describe())}")

@@ -4,8 +4,27 @@ from __future__ import annotations
 
 import typer
 
-from mlmkit.cli_options import shared_options
-from mlmkit.commands.generate import SAMPLER_OPTIONS, SAMPLING_FIELDS, run_unmasking
+import mlmkit
+from mlmkit.cli.generate import SHOW, TRACE, run_unmasking
+from mlmkit.cli.options import (
+    BATCH_TOKENS,
+    DEVICE,
+    ENCODING,
+    ENCODING_ERRORS,
+    JSON,
+    OUTPUT,
+    PRECISION,
+    SEED,
+    THREADS,
+    TRUST_REMOTE_CODE,
+    command,
+)
+from mlmkit.core import checks
+from mlmkit.core.output import open_output
+from mlmkit.core.progress import status
+from mlmkit.core.results import dumps
+from mlmkit.errors import InvalidArgument
+from mlmkit.options.sampler import Sampling
 
 SHORT_HELP = "Fill the [MASK] spans of a template by iterative unmasking."
 EXAMPLE = """
@@ -17,7 +36,6 @@ Examples:
 """
 
 
-@shared_options(extra=SAMPLER_OPTIONS)
 def infill_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     template: str = typer.Argument(None, help="Text with [MASK], [MASK:n] or [MASK:a-b] spans."),
@@ -25,21 +43,11 @@ def infill_command(
                                        "(blank lines skipped); - reads standard input."),
     max_candidates: int = typer.Option(64, "--max-candidates",
                                        help="Most span-length combinations to try."),
-    *, steps, sampler, confidence, temperature, top_k, top_p, block_length, cfg_scale, cache,
-    reveal, threshold, factor, entropy_bound, min_gap, remask, sigma, remask_steps, edit,
-    max_steps,
-    block_cache, trust_remote_code,
-    show, trace, output, as_json, encoding, encoding_errors, device, precision, threads, batch_tokens, seed,
+    *, sampling: Sampling, trust_remote_code: bool = TRUST_REMOTE_CODE, show: bool = SHOW,
+    trace: str = TRACE, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
+    encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE, precision: str = PRECISION,
+    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
 ) -> None:
-    from mlmkit.core import checks
-    from mlmkit.core.output import open_output
-    from mlmkit.core.progress import status
-    from mlmkit.core.results import dumps
-    from mlmkit.errors import InvalidArgument
-    from mlmkit.generation import infill
-
-    sampling = {name: value for name, value in locals().items() if name in SAMPLING_FIELDS}
-
     def check() -> None:
         checks.count("max_candidates", max_candidates, 1, 10_000)
         if (template is None) == (templates_file is None):
@@ -47,11 +55,11 @@ def infill_command(
                                   "both or neither")
 
     results, inputs = run_unmasking(
-        infill, model, text=template, texts_file=templates_file, what="templates",
+        mlmkit.generation.infill, model, text=template, texts_file=templates_file, what="templates",
         keep_blank=False, sampling=sampling, check=check, output=output, trace=trace,
         show=show, encoding=encoding, encoding_errors=encoding_errors, device=device,
         precision=precision, threads=threads, trust_remote_code=trust_remote_code,
-        batch_tokens=batch_tokens, seed=seed, max_candidates=max_candidates)
+        batch_tokens=batch_tokens, max_candidates=max_candidates)
     with open_output(output, inputs=inputs) as handle:
         for result in results:
             handle.write((dumps(result) if as_json else result.text) + "\n")
@@ -65,10 +73,10 @@ def infill_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(
-        "infill",
+    command(
+        app, "infill", infill_command,
         short_help=SHORT_HELP,
         help=SHORT_HELP + "\n\n[MASK] is one token, [MASK:n] n tokens, [MASK:a-b] every "
         "length from a to b (the best by PLL per token wins). Prints one filled text per "
         "template (--json: one JSON object per template, with every candidate)." + EXAMPLE,
-    )(infill_command)
+    )

@@ -3,11 +3,28 @@ results side by side with bootstrap intervals and paired tests."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import typer
 
-from mlmkit.cli_options import shared_options
+import mlmkit
+from mlmkit.cli.eval import eval_app
+from mlmkit.cli.options import (
+    BATCH_TOKENS,
+    DEVICE,
+    JSON,
+    OUTPUT,
+    PRECISION,
+    SEED,
+    THREADS,
+    TRUST_REMOTE_CODE,
+    trusting,
+)
+from mlmkit.core.devices import prepare
+from mlmkit.core.output import check_output_path, write_text
+from mlmkit.core.progress import warn
+from mlmkit.errors import PathError
 
 SUITE_HELP = "The evaluation suite: BLiMP, PPPL, cloze, few-shot and fine-tuned SST-2, AG News."
 SUITE_EXAMPLE = """
@@ -27,7 +44,6 @@ Examples:
 """
 
 
-@shared_options
 def suite_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Option(None, "--data", help="Folder holding blimp/, sst2/ and agnews/ "
@@ -43,38 +59,31 @@ def suite_command(
                                 "suite.png here."),
     offline: bool = typer.Option(False, "--offline", help="Load a hub model name from the "
                                  "local Hugging Face cache only, never the network."),
-    *, device, precision, threads, batch_tokens, seed, as_json,
+    *, device: str = DEVICE, precision: str = PRECISION, threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS, seed: int = SEED, as_json: bool = JSON,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """Run the evaluation suite on a model and print its table (Markdown)."""
-    from mlmkit.evaluation import evaluate_suite
+    with trusting(trust_remote_code):
+        if out_dir is not None:
+            if Path(out_dir).exists() and not Path(out_dir).is_dir():
+                raise PathError(f"--out-dir {out_dir!r} is a file: name a folder")
+            check_output_path(str(Path(out_dir) / "suite.json"))
 
-    if out_dir is not None:
-        from mlmkit.core.output import check_output_path
-
-        if Path(out_dir).exists() and not Path(out_dir).is_dir():
-            from mlmkit.errors import PathError
-
-            raise PathError(f"--out-dir {out_dir!r} is a file: name a folder")
-        check_output_path(str(Path(out_dir) / "suite.json"))
-    import warnings
-
-    from mlmkit.core.progress import warn
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = evaluate_suite(model, data, quick=quick, parts=parts, texts=texts,
-                                facts=facts, output_dir=out_dir, offline=offline,
-                                batch_tokens=batch_tokens, precision=precision,
-                                device=device, threads=threads, seed=seed)
-    for message in dict.fromkeys(str(w.message) for w in caught):
-        warn(message)
-    if as_json:
-        print(result.to_json(), flush=True)
-    else:
-        print(result.markdown(), end="")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = mlmkit.evaluation.evaluate_suite(
+                model, data, quick=quick, parts=parts, texts=texts, facts=facts,
+                output_dir=out_dir, offline=offline, batch_tokens=batch_tokens,
+                precision=precision, device=device, threads=threads, seed=seed)
+        for message in dict.fromkeys(str(w.message) for w in caught):
+            warn(message)
+        if as_json:
+            print(result.to_json(), flush=True)
+        else:
+            print(result.markdown(), end="")
 
 
-@shared_options
 def compare_command(
     runs: list[str] = typer.Argument(..., help="suite.json files, folders holding one, run "
                                      "directories or models (the suite runs on those)."),
@@ -87,39 +96,34 @@ def compare_command(
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples (0: none)."),
     offline: bool = typer.Option(False, "--offline", help="Load hub model names from the "
                                  "local Hugging Face cache only, never the network."),
-    *, device, precision, threads, batch_tokens, seed, output, as_json,
+    *, device: str = DEVICE, precision: str = PRECISION, threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS, seed: int = SEED, output: str = OUTPUT,
+    as_json: bool = JSON,
 ) -> None:
     """Suite results side by side: each number with its bootstrap 95% interval, and each
     model's difference from the first with a paired test on the same items."""
-    from mlmkit.core.output import check_output_path, write_text
     from mlmkit.core.statistics import check_bootstrap
-    from mlmkit.evaluation import check_source, compare_suites, resolve_suite
 
     check_bootstrap(bootstrap, seed=seed)
-    from mlmkit.core.devices import prepare
 
     prepare(device, precision, threads)  # bad runtime flags fail even when no suite runs
     if data is not None and not any((Path(data) / n).is_dir() for n in ("blimp", "sst2",
                                                                           "agnews")):
-        from mlmkit.errors import PathError
-
         raise PathError(f"--data {data!r} is not a folder holding blimp/, sst2/ or agnews/: "
                         "pass the shared data sets' folder")
     check_output_path(output, inputs=runs)
     for source in runs:
-        check_source(source)
-    suites = [resolve_suite(r, data=data, quick=quick, parts=parts, batch_tokens=batch_tokens,
-                            precision=precision, device=device, threads=threads, seed=seed,
-                            offline=offline)
-              for r in runs]
-    result = compare_suites(suites, n_boot=bootstrap, seed=seed, names=list(runs))
+        mlmkit.evaluation.check_source(source)
+    suites = [mlmkit.evaluation.resolve_suite(
+        r, data=data, quick=quick, parts=parts, batch_tokens=batch_tokens, precision=precision,
+        device=device, threads=threads, seed=seed, offline=offline) for r in runs]
+    result = mlmkit.evaluation.compare_suites(suites, n_boot=bootstrap, seed=seed,
+                                              names=list(runs))
     text = result.to_json() + "\n" if as_json else result.markdown()
     write_text(output, text, inputs=runs)
 
 
 def register(app: typer.Typer) -> None:
-    from mlmkit.commands.eval import eval_app
-
     eval_app.command("suite", short_help=SUITE_HELP, epilog=SUITE_EXAMPLE)(suite_command)
     eval_app.command("compare", short_help=COMPARE_HELP, epilog=COMPARE_EXAMPLE)(
         compare_command)

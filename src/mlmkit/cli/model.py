@@ -6,6 +6,7 @@ with `AutoModelForMaskedLM.from_pretrained` and `mlmkit.load_mlm`.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -13,10 +14,13 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from mlmkit import cli_options
+import mlmkit
+from mlmkit.cli.options import TRUST_REMOTE_CODE
 from mlmkit.core import checks, staging
 from mlmkit.errors import MlmkitError
-from mlmkit.models.preset_table import FAMILIES, MAX_POSITIONS, SIZES
+from mlmkit.models import build_mlm, parse_preset
+from mlmkit.models.presets import FAMILIES, FAMILY_INFO, MAX_POSITIONS, SIZES, family_available
+from mlmkit.tokenizer import save_tokenizer
 
 EXAMPLE = """
 Example:
@@ -52,9 +56,6 @@ def init_command(
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing directory."),
 ) -> None:
     from transformers import AutoTokenizer
-
-    from mlmkit.models import build_mlm, parse_preset
-    from mlmkit.tokenizer import save_tokenizer
 
     try:
         parse_preset(preset)
@@ -101,11 +102,6 @@ def init_command(
          "\n\nExample:\n\n  mlmkit model list --json\n",
 )
 def list_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    import json
-
-    from mlmkit.models.preset_table import FAMILY_INFO
-    from mlmkit.models.presets import family_available
-
     rows = [{"family": name, "classes": FAMILY_INFO[name].config_class,
              "available": family_available(name), "description": FAMILY_INFO[name].description}
             for name in FAMILIES]
@@ -131,11 +127,9 @@ def list_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.
 def info_command(
     model: str = typer.Argument(..., help="Model name or directory."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
-    trust_remote_code: bool = cli_options.TRUST_REMOTE_CODE,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
-    from mlmkit.models.info import model_info
-
-    info = model_info(model, trust_remote_code=trust_remote_code or None)
+    info = mlmkit.models.model_info(model, trust_remote_code=trust_remote_code or None)
     if as_json:
         print(info.to_json())
         return

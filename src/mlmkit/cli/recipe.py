@@ -3,9 +3,12 @@ down, and the run config it resolves to)."""
 
 from __future__ import annotations
 
+import json
+
 import typer
 
-from mlmkit.cli_options import JSON
+from mlmkit.cli.options import JSON
+from mlmkit.pretraining.recipes import load_recipe, recipe_names, show_recipe
 
 EXAMPLE = """
 Example:
@@ -23,10 +26,6 @@ recipe_app = typer.Typer(help="Training recipes of published encoders, scaled do
                     help="List the recipes `mlmkit pretrain --recipe NAME` runs.\n\n"
                          "Example:\n\n  mlmkit recipe list --json\n")
 def list_command(as_json: bool = JSON) -> None:
-    import json
-
-    from mlmkit.pretraining.recipes import load_recipe, recipe_names
-
     recipes = [load_recipe(name) for name in recipe_names()]
     if as_json:
         print(json.dumps([r.to_dict() for r in recipes], indent=1))
@@ -43,11 +42,7 @@ def list_command(as_json: bool = JSON) -> None:
                          "--recipe NAME --show` prints.\n" + EXAMPLE)
 def show_command(name: str = typer.Argument(..., help="Recipe name (see mlmkit recipe list)."),
                  as_json: bool = JSON) -> None:
-    from mlmkit.pretraining.recipes import load_recipe, show_recipe
-
     if as_json:
-        import json
-
         print(json.dumps(load_recipe(name).to_dict(), indent=1))
         return
     print(show_recipe(name), end="")

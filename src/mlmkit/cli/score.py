@@ -2,10 +2,37 @@
 
 from __future__ import annotations
 
+import dataclasses
+import warnings
+
 import typer
 from typer.core import TyperCommand
 
-from mlmkit.cli_options import JSON, OUTPUT, shared_options
+import mlmkit
+from mlmkit.cli.options import (
+    BATCH_TOKENS,
+    DEVICE,
+    ENCODING,
+    ENCODING_ERRORS,
+    JSON,
+    OUTPUT,
+    PRECISION,
+    SEED,
+    THREADS,
+    TRUST_REMOTE_CODE,
+    command,
+    field_option,
+    trusting,
+)
+from mlmkit.core import checks
+from mlmkit.core.devices import resolve_precision, set_threads
+from mlmkit.core.output import check_output_path
+from mlmkit.core.progress import status, warn
+from mlmkit.core.records import check_input_file
+from mlmkit.core.results import dumps
+from mlmkit.engine import process_group
+from mlmkit.options import as_keywords
+from mlmkit.options.scoring import Scoring
 
 SHORT_HELP = "Score texts with a masked LM: PLL, PLL-word-l2r, pseudo-perplexity."
 EXAMPLE = """
@@ -30,7 +57,7 @@ lines, then joined into the file one run writes:
 """
 
 # The options the scoring commands (score, rescore, eval blimp) share, defined once.
-METRIC = typer.Option("pll", "--metric", help="pll or pll_word_l2r.")
+METRIC = field_option(Scoring, "metric")
 SKIP_UNK = typer.Option(False, "--skip-unk", help="Leave [UNK] tokens out of the PLL (mlmkit "
                         "0.1); by default they are masked and scored as minicons does, and "
                         "counted in n_unk.")
@@ -40,26 +67,19 @@ ALLOW_UNTRAINED_HEAD = typer.Option(False, "--allow-untrained-head", help="Accep
 
 def seed_everything(seed: int) -> None:
     """Commands that draw nothing at random still fix torch's generator with --seed."""
-    import torch
-
-    from mlmkit.core import checks
+    import torch  # the one call that needs it before a model loads
 
     checks.count("seed", seed, 0, 2**63 - 1)
     torch.manual_seed(seed)
 
 
-@shared_options
 def score_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     input_file: str = typer.Argument(..., help="A text per line, JSONL (see --field) or "
                                      "TSV/CSV with a header; - reads standard input."),
     field: str = typer.Option(None, help="JSONL/TSV/CSV input: the field holding the text "
                               "(default: text)."),
-    metric: str = METRIC,
-    per_token: bool = typer.Option(False, "--per-token", help="Add each token's score."),
-    per_word: bool = typer.Option(False, "--per-word", help="Add each word's score."),
     skip_unk: bool = SKIP_UNK,
-    stride: int = typer.Option(1, help="Long texts: windows start at multiples of this."),
     chunk_texts: int = typer.Option(2048, "--chunk-texts", help="Texts read and written per "
                                     "chunk (the unit a killed run resumes from)."),
     resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the partial "
@@ -68,63 +88,57 @@ def score_command(
                               "--chunk-texts lines (I from 0), one job per shard; join the "
                               "outputs with 'mlmkit score merge'."),
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
-    *, output, encoding, encoding_errors, device, precision, threads, batch_tokens, seed, as_json,
+    *, scoring: Scoring, output: str = OUTPUT, encoding: str = ENCODING,
+    encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE, precision: str = PRECISION,
+    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED, as_json: bool = JSON,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
 ) -> None:
     """Score texts with a masked LM: sentence PLL (or PLL-word-l2r), pseudo-perplexity,
     optional token and word scores with character offsets, one JSON record per input line.
     Streams any file size; long texts use sliding windows; empty lines get a null score."""
-    import warnings
-
-    from mlmkit.core.devices import resolve_precision, set_threads
-    from mlmkit.core.output import check_output_path
-    from mlmkit.core.progress import status, warn
-    from mlmkit.core.records import check_input_file
-    from mlmkit.core.results import dumps
-    from mlmkit.engine import process_group
-    from mlmkit.models import load_mlm
-    from mlmkit.scoring.stream import score_file
-    from mlmkit.scoring.text_scores import check_score_options
-
-    unk = "skip" if skip_unk else "score"
-    check_score_options(metric, unk, stride, batch_tokens)
-    check_input_file(input_file)
-    check_output_path(output, inputs=[input_file])
-    set_threads(threads)
-    seed_everything(seed)
-    group, rank_device = process_group.init(device)
-    resolve_precision(precision, rank_device)
-    try:
-        mlm = load_mlm(model, device=rank_device, allow_untrained_head=allow_untrained_head)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            summary = score_file(
-                mlm, input_file, output, field=field, metric=metric, per_token=per_token,
-                per_word=per_word, unk=unk, stride=stride, chunk_texts=chunk_texts,
-                resume=resume, encoding=encoding, encoding_errors=encoding_errors,
-                batch_tokens=batch_tokens, precision=precision, threads=threads, group=group,
-                shard=shard,
-            )
-        if not group.is_main:
-            return
-        for warning in caught:
-            warn(str(warning.message))
-        if as_json:
-            line = dumps({**summary.to_dict(), "texts_per_second": summary.texts_per_second,
-                          "ranks": group.world})
-            if output == "-":
-                status(line)  # standard output holds the records
-            else:
-                print(line, flush=True)
-            return
-        source = "standard input" if input_file == "-" else input_file
-        target = "standard output" if output == "-" else output
-        resumed = (f", {summary.resumed_lines} line(s) resumed from a partial output"
-                   if summary.resumed_lines else "")
-        status(f"scored {summary.texts} line(s) of {source} → {target} "
-               f"({summary.texts_per_second:,.1f} texts/s"
-               + (f", {group.world} ranks" if group.world > 1 else "") + f"{resumed})")
-    finally:
-        group.finish()
+    with trusting(trust_remote_code):
+        scoring = dataclasses.replace(scoring, unk="skip" if skip_unk else "score")
+        mlmkit.scoring.text_scores.check_score_options(scoring.metric, scoring.unk,
+                                                       scoring.stride, batch_tokens)
+        check_input_file(input_file)
+        check_output_path(output, inputs=[input_file])
+        set_threads(threads)
+        seed_everything(seed)
+        group, rank_device = process_group.init(device)
+        resolve_precision(precision, rank_device)
+        try:
+            mlm = mlmkit.load_mlm(
+                model, device=rank_device, allow_untrained_head=allow_untrained_head)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                summary = mlmkit.scoring.score_file(
+                    mlm, input_file, output, field=field, **as_keywords(scoring),
+                    chunk_texts=chunk_texts,
+                    resume=resume, encoding=encoding, encoding_errors=encoding_errors,
+                    batch_tokens=batch_tokens, precision=precision, threads=threads, group=group,
+                    shard=shard,
+                )
+            if not group.is_main:
+                return
+            for warning in caught:
+                warn(str(warning.message))
+            if as_json:
+                line = dumps({**summary.to_dict(), "texts_per_second": summary.texts_per_second,
+                              "ranks": group.world})
+                if output == "-":
+                    status(line)  # standard output holds the records
+                else:
+                    print(line, flush=True)
+                return
+            source = "standard input" if input_file == "-" else input_file
+            target = "standard output" if output == "-" else output
+            resumed = (f", {summary.resumed_lines} line(s) resumed from a partial output"
+                       if summary.resumed_lines else "")
+            status(f"scored {summary.texts} line(s) of {source} → {target} "
+                   f"({summary.texts_per_second:,.1f} texts/s"
+                   + (f", {group.world} ranks" if group.world > 1 else "") + f"{resumed})")
+        finally:
+            group.finish()
 
 
 MERGE_EXAMPLE = """
@@ -143,9 +157,7 @@ def merge_command(
 ) -> None:
     """Join the outputs of 'mlmkit score --shard I/N' into the file a single run writes
     (checked: all N shards of one input, model and settings, each complete)."""
-    from mlmkit.core.progress import status
-    from mlmkit.core.results import dumps
-    from mlmkit.scoring.sharding import merge_shards
+    from mlmkit.scoring.sharding import merge_shards  # not loaded by mlmkit.scoring
 
     summary = merge_shards(shards, output)
     if as_json:
@@ -170,4 +182,5 @@ class ScoreCommand(TyperCommand):
 
 
 def register(app: typer.Typer) -> None:
-    app.command("score", short_help=SHORT_HELP, epilog=EXAMPLE, cls=ScoreCommand)(score_command)
+    command(app, "score", score_command, short_help=SHORT_HELP, epilog=EXAMPLE,
+            cls=ScoreCommand)

@@ -1,0 +1,206 @@
+"""The command line's one way of declaring flags.
+
+- The runtime flags every command shares are defined once here (DEVICE, PRECISION, ...), so
+  their names, defaults and help are the same everywhere (docs/CLI.md); a command declares
+  e.g. `device: str = DEVICE`.
+- A task's options come from its options dataclass (`mlmkit.options`): a command parameter
+  annotated with the dataclass (`sampling: Sampling`) becomes one flag per field (`--min-gap`
+  from `min_gap`, the field's help, type, choices and default), and the command receives the
+  dataclass built from the parsed values. `Given(SomeConfig)` instead hands over only the
+  flags given on the command line, as a dict (so a config file's values stand). `command()`
+  registers every command this way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import typing
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import typer
+
+from mlmkit.options import default_of, fields_of, types_of
+
+DEVICE = typer.Option("auto", "--device", help="auto (the first GPU if any, else cpu), cpu, "
+                      "cuda, cuda:N or mps.", rich_help_panel="Runtime")
+PRECISION = typer.Option("auto", "--precision", help="auto, fp32 or bf16. auto: fp32 for "
+                         "scores and inference; bf16 autocast for training where the hardware "
+                         "multiplies bf16 natively.", rich_help_panel="Runtime")
+THREADS = typer.Option(None, "--threads", min=1, help="CPU threads (default: $MLMKIT_THREADS, "
+                       "else the cores this process may use).", rich_help_panel="Runtime")
+BATCH_TOKENS = typer.Option(None, "--batch-tokens", min=1, help="Padded tokens per forward "
+                            "batch (default: sized for the model and memory).",
+                            rich_help_panel="Runtime")
+SEED = typer.Option(0, "--seed", help="Seed of every random choice: same seed, same result.",
+                    rich_help_panel="Runtime")
+OUTPUT = typer.Option("-", "-o", "--output", help="Where to write the results (- for "
+                      "standard output).")
+JSON = typer.Option(False, "--json", help="Print machine-readable JSON on standard output.")
+
+TRUST_REMOTE_CODE = typer.Option(False, "--trust-remote-code", help="Run the model code a "
+                                 "checkpoint ships with (config.json auto_map: NeoBERT, LLaDA, "
+                                 "Dream, ...); read it first, it runs on this machine. "
+                                 "Default: $MLMKIT_TRUST_REMOTE_CODE=1, else refused.",
+                                 rich_help_panel="Model")
+
+ENCODING = typer.Option("utf-8", "--encoding", help="Text encoding of the input file.")
+ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", help="strict (stop at the "
+                               "first undecodable byte), replace or ignore.")
+
+SHARED = {"device": DEVICE, "precision": PRECISION, "threads": THREADS,
+          "batch_tokens": BATCH_TOKENS, "seed": SEED}
+"""Runtime flags by field name: an options field of one of these names is this flag."""
+
+MODEL_PARAMETERS = ("model", "models", "model_a")
+"""A command with one of these parameters loads a model: it declares --trust-remote-code
+(`trust_remote_code: bool = TRUST_REMOTE_CODE`) and runs its body inside `trusting(...)`."""
+
+GIVEN_SOURCES = ("COMMANDLINE", "ENVIRONMENT")
+
+
+@dataclass(frozen=True)
+class Given:
+    """Annotate a command parameter `Annotated[dict, Given(SomeConfig)]`: the fields of
+    SomeConfig are flags that default to "not given", and the command receives
+    {name: value} of the flags given on the command line only."""
+
+    cls: type
+
+
+def command(app: typer.Typer, name: str, function, **settings) -> None:
+    """Register `function` as the command `name` of `app` (settings: typer's `help`,
+    `short_help`, `epilog`, ...), its options dataclass parameters expanded into flags."""
+    app.command(name, **settings)(with_options(function))
+
+
+def with_options(function):
+    """`function` as typer reads it: each parameter annotated with an options dataclass (or
+    `Given`) is replaced by one keyword parameter per field, and the function is called with
+    the dataclass (or the dict of given flags) built back from them. A field whose name is
+    a parameter of the function itself (`seed`, ...) takes that parameter's value."""
+    hints = typing.get_type_hints(function, include_extras=True)
+    signature = inspect.signature(function)
+    own, groups = [], {}
+    for parameter in signature.parameters.values():
+        kind = _options_kind(hints.get(parameter.name))
+        if kind is None:
+            own.append(parameter.replace(annotation=hints.get(parameter.name,
+                                                              parameter.annotation)))
+        else:
+            groups[parameter.name] = kind
+    if not groups:
+        return function
+    taken = {p.name for p in own}
+    added = []
+    for kind in groups.values():
+        given = isinstance(kind, Given)
+        cls = kind.cls if given else kind
+        types = types_of(cls)
+        for field in fields_of(cls):
+            if field.name not in taken and field.metadata.get("cli", True):
+                added.append(_flag(field, types[field.name], given))
+                taken.add(field.name)
+    context = "_mlmkit_context"
+    added.append(inspect.Parameter(context, inspect.Parameter.KEYWORD_ONLY,
+                                   annotation=typer.Context))
+
+    def run(**values):
+        ctx = values.pop(context)
+        for name, kind in groups.items():
+            if isinstance(kind, Given):
+                values[name] = {f.name: values[f.name] for f in fields_of(kind.cls)
+                                if f.name in values and f.name not in signature.parameters
+                                and _given(ctx, f.name)}
+            else:
+                values[name] = kind(**{f.name: values[f.name] for f in fields_of(kind)
+                                       if f.name in values and f.metadata.get("cli", True)})
+        return function(**{name: values[name] for name in signature.parameters})
+
+    run.__name__, run.__doc__ = function.__name__, function.__doc__
+    run.__signature__ = signature.replace(parameters=_ordered([*own, *added]))
+    return run
+
+
+def _options_kind(annotation):
+    if typing.get_origin(annotation) is Annotated:
+        return next((m for m in typing.get_args(annotation)[1:] if isinstance(m, Given)), None)
+    return annotation if dataclasses.is_dataclass(annotation) else None
+
+
+def _given(ctx: typer.Context, name: str) -> bool:
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name in GIVEN_SOURCES
+
+
+def _ordered(parameters: list[inspect.Parameter]) -> list[inspect.Parameter]:
+    """Positional parameters first, keyword-only ones after (a valid signature)."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    return [p for p in parameters if p.kind is not keyword] + \
+        [p for p in parameters if p.kind is keyword]
+
+
+def _flag(field: dataclasses.Field, kind, given: bool) -> inspect.Parameter:
+    """The typer option of one options field: `--min-gap` from `min_gap` (`--x/--no-x` for
+    a bool), its help, type (choices for a Literal) and default. With `given`, the flag
+    defaults to "not given" and its help says the field's default."""
+    meta = field.metadata
+    if field.name in SHARED:
+        option = SHARED[field.name]
+        return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                                 annotation=type(option.default) if option.default is not None
+                                 else kind)
+    flag = "--" + field.name.replace("_", "-")
+    base = _cli_type(kind)
+    declarations = meta.get("flag") or (f"{flag}/--no-{flag[2:]}" if base is bool else flag)
+    panel = meta.get("panel") or (f"Config: {meta['group']}" if "group" in meta else None)
+    default = default_of(field)
+    text = meta["help"]
+    if meta.get("multiple"):
+        base = list[_cli_type(kind)]
+    if given:
+        shown = meta.get("shown_default", default)
+        text, default = f"{text} (default: {shown})", None
+        base = base | None
+    option = typer.Option(default, *declarations.split(" "), help=text,
+                          rich_help_panel=panel, show_default=not given,
+                          metavar=meta.get("metavar"), min=meta.get("min"), max=meta.get("max"))
+    return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=option,
+                             annotation=base)
+
+
+def field_option(cls, name: str):
+    """The typer option of one field of an options dataclass, for a command that takes that
+    field alone (`metric: str = field_option(Scoring, "metric")`)."""
+    field = next(f for f in fields_of(cls) if f.name == name)
+    return _flag(field, types_of(cls)[name], given=False).default
+
+
+def _cli_type(kind):
+    """The command-line type of a field: a Literal stays (its choices), `X | None` is X, and
+    anything that is not a number, text, flag or choice is read as text (YAML values)."""
+    if typing.get_origin(kind) is Literal:
+        return kind
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    if args and len(args) < len(typing.get_args(kind)):  # X | None
+        return _cli_type(args[0]) if len(args) == 1 else str
+    return kind if kind in (int, float, str, bool) else str
+
+
+
+
+
+@contextlib.contextmanager
+def trusting(trust: bool):
+    """Run a command's body with --trust-remote-code for every model it loads (`load_mlm`,
+    `as_mlm`, `prepare_mlm` deep in the library see it); without the flag the models follow
+    $MLMKIT_TRUST_REMOTE_CODE."""
+    if not trust:
+        yield
+        return
+    from mlmkit.models.load import trusting_remote_code  # torch: only once a model loads
+
+    with trusting_remote_code():
+        yield

@@ -1,1 +1,0 @@
-"""CLI commands: each module defines `register(app)` and is discovered by `mlmkit.cli`."""

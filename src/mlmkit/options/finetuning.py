@@ -1,0 +1,50 @@
+"""The fine-tuning options: how `mlmkit.finetune` trains (the data it reads are its own
+arguments). `mlmkit.finetune` takes these fields as keywords, `mlmkit finetune` as flags."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from mlmkit.options import option
+
+
+@dataclass(frozen=True)
+class Finetuning:
+    """How a model is fine-tuned on a task (each field is a flag of `mlmkit finetune`)."""
+
+    method: Literal["head", "prompt"] = option(
+        "head", "head (a classification head) or prompt (PET / LM-BFF: a cloze template "
+        "through the MLM head).")
+    epochs: int | None = option(None, "Epochs (default 3; few-shot 20).")
+    lr: float | None = option(None, "Peak learning rate (default 4e-5; few-shot 1e-4).")
+    batch_size: int | None = option(
+        None, "Examples per optimizer step (default 16; few-shot 8).")
+    max_length: int = option(
+        128, "Longest input in tokens; longer ones are truncated and counted in metrics.json.")
+    warmup: float = option(0.1, "Share of the steps of linear warm-up.")
+    weight_decay: float = option(0.01, "AdamW weight decay.")
+    bucket: bool = option(True, "Length-bucketed batches (less padding).")
+    shots: int | None = option(None, "Few-shot: K training examples per class.")
+    seeds: int = option(1, "Runs with seeds seed..seed+N-1; mean ± std.")
+    template: str | None = option(
+        None, "Prompt method: a cloze template with {text} (or {text1} and {text2}) and one "
+        "[MASK].")
+    verbalizer: str | None = option(
+        None, "Prompt method: JSON {label: word} or a file holding it.")
+    lora: bool = option(False, "Train LoRA adapters (peft) only.", flag="--lora")
+    lora_rank: int = option(8, "LoRA rank.")
+    lora_alpha: float = option(16.0, "LoRA alpha (scaling).")
+    lora_targets: str | None = option(
+        None, "Modules that get adapters, comma-separated (default: the attention query and "
+        "value).")
+    merge_lora: bool = option(
+        False, "Save the LoRA model merged into a full model instead of an adapter.",
+        flag="--merge-lora")
+    train_limit: int | None = option(
+        None, "Use at most N training examples (a fixed sample).")
+    eval_limit: int | None = option(None, "Evaluate on at most N examples (a fixed sample).")
+    save_every: int = option(
+        0, "Also save the training state every N steps (always: each epoch's end and on "
+        "Ctrl-C).")
+    halt_after: int | None = option(None, "Stop (resumably) after N steps.")

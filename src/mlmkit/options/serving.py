@@ -1,0 +1,59 @@
+"""The server's options: bounds on every request, batching, timeouts and the API key.
+
+Every bound is a flag of `mlmkit serve` with the same name; a request beyond one gets a 4xx
+JSON error that names the bound and the flag, never a silent cut.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mlmkit.core import checks
+from mlmkit.errors import InvalidArgument
+from mlmkit.options import option
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """Bounds, batching and access of one server (each field is a flag of `mlmkit serve`)."""
+
+    max_body_bytes: int = option(1_000_000, "Largest request body (larger ones get 413).",
+                                 min=64)
+    max_texts: int = option(64, "Texts (or prompts, templates) per request.", min=1)
+    max_tokens: int = option(512, "Tokens per text, and the longest generation.", min=1)
+    max_steps: int = option(512, "Unmasking steps per generate/infill request.", min=1)
+    max_top_k: int = option(100, "Candidates per mask (fill) and alternatives per token "
+                            "(score).", min=1)
+    timeout: float = option(60.0, "Seconds a request may take (queueing included); then 504.")
+    batching: bool = option(True, "Gather concurrent score and fill requests into one batch.")
+    batch_window_ms: float = option(5.0, "How long an idle model waits for more requests "
+                                    "before a batch.")
+    max_batch_texts: int = option(512, "Texts in one gathered batch.", min=1)
+    batch_tokens: int | None = option(None, "The token budget of the library calls (None: "
+                                      "sized for the model).")
+    precision: str = option("auto", "auto, fp32 or bf16 (the library calls').")
+    threads: int | None = option(None, "CPU threads of the library calls.")
+    api_key: str | None = option(None, "When set, every /v1 request must send `Authorization: "
+                                 "Bearer KEY` or `X-API-Key: KEY` (--api-key, --api-key-file).",
+                                 cli=False)
+
+    def __post_init__(self):
+        checks.count("max_body_bytes", self.max_body_bytes, 64)
+        checks.count("max_texts", self.max_texts, 1, 100_000)
+        checks.count("max_tokens", self.max_tokens, 1, 1_000_000)
+        checks.count("max_steps", self.max_steps, 1, 100_000)
+        checks.count("max_top_k", self.max_top_k, 1, 1_000_000)
+        checks.positive("timeout", self.timeout)
+        checks.non_negative("batch_window_ms", self.batch_window_ms)
+        if self.batch_window_ms > 1000:  # each request that finds the model idle waits it
+            raise InvalidArgument(f"batch_window_ms (--batch-window-ms) {self.batch_window_ms:g} "
+                                  "is over a second, which every request would wait: a few "
+                                  "milliseconds gather concurrent requests (default 5)")
+        checks.count("max_batch_texts", self.max_batch_texts, 1, 1_000_000)
+        if self.batch_tokens is not None:
+            checks.count("batch_tokens", self.batch_tokens, 1)
+        if self.api_key is not None and (not isinstance(self.api_key, str)
+                                         or len(self.api_key.strip()) < 8):
+            raise InvalidArgument("api_key (--api-key, --api-key-file) must have at least 8 "
+                                  "characters: use a long random string, e.g. from `openssl "
+                                  "rand -hex 16`")
