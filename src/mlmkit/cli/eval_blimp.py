@@ -26,7 +26,6 @@ from mlmkit.cli.score import (
     SKIP_UNK,
     seed_everything,
 )
-from mlmkit.core.devices import prepare
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.core.progress import console
 
@@ -62,7 +61,7 @@ def blimp_command(
         mlmkit.scoring.text_scores.check_score_options(metric, unk, 1, batch_tokens)
         check_output_path(output, inputs=[data])
         seed_everything(seed)
-        prepare(device, precision, threads)  # a bad device, precision or thread count: now
+        mlmkit.core.devices.prepare(device, precision, threads)  # a bad device, precision or thread count: now
         pairs = mlmkit.scoring.read_pairs(
             data, limit=limit, paradigms=paradigm or None, encoding=encoding,
             errors=encoding_errors)

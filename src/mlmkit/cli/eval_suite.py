@@ -21,7 +21,6 @@ from mlmkit.cli.options import (
     TRUST_REMOTE_CODE,
     trusting,
 )
-from mlmkit.core.devices import prepare
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.core.progress import warn
 from mlmkit.errors import PathError
@@ -106,7 +105,7 @@ def compare_command(
 
     check_bootstrap(bootstrap, seed=seed)
 
-    prepare(device, precision, threads)  # bad runtime flags fail even when no suite runs
+    mlmkit.core.devices.prepare(device, precision, threads)  # bad runtime flags fail even when no suite runs
     if data is not None and not any((Path(data) / n).is_dir() for n in ("blimp", "sst2",
                                                                           "agnews")):
         raise PathError(f"--data {data!r} is not a folder holding blimp/, sst2/ or agnews/: "

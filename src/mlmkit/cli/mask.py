@@ -15,7 +15,6 @@ import mlmkit
 from mlmkit.cli.options import SEED
 from mlmkit.core import checks
 from mlmkit.core.progress import Progress, status
-from mlmkit.corpus import read_corpus
 from mlmkit.errors import MlmkitError, PathError
 
 mask_app = typer.Typer(help="""Masking policies: corpus statistics and previews.
@@ -76,7 +75,7 @@ def stats_command(
     tok = load_tokenizer(tokenizer)
     console = Console()
     with Progress("tokenizing", total=None, unit="docs") as bar:
-        stats = mlmkit.masking.compute_stats(read_corpus(corpus, field=field), tok, max_n=max_n,
+        stats = mlmkit.masking.compute_stats(mlmkit.corpus.read_corpus(corpus, field=field), tok, max_n=max_n,
                               min_count=min_count, min_pmi=min_pmi, max_ngrams=max_ngrams,
                               window=window, progress=bar.advance)
     mlmkit.masking.stats.save_stats(stats, output)

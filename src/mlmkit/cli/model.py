@@ -18,9 +18,7 @@ import mlmkit
 from mlmkit.cli.options import TRUST_REMOTE_CODE
 from mlmkit.core import checks, staging
 from mlmkit.errors import MlmkitError
-from mlmkit.models import build_mlm, parse_preset
-from mlmkit.models.presets import FAMILIES, FAMILY_INFO, MAX_POSITIONS, SIZES, family_available
-from mlmkit.tokenizer import save_tokenizer
+from mlmkit.models.preset_table import FAMILIES, FAMILY_INFO, MAX_POSITIONS, SIZES, parse_preset
 
 EXAMPLE = """
 Example:
@@ -76,14 +74,14 @@ def init_command(
                           f"({error})") from error
     if tok.mask_token is None:
         raise MlmkitError(f"--tokenizer {tokenizer!r} has no mask token: a masked LM needs one")
-    model = build_mlm(preset, tok, max_length=max_length, seed=seed)
+    model = mlmkit.models.build_mlm(preset, tok, max_length=max_length, seed=seed)
     # Save next to the target, then swap it in: a crash never leaves half a model.
     # (umask permissions, fsynced; see mlmkit.core.staging)
     staging.remove_leftovers(output.parent, legacy_age=86400, target=output.name)
     folder = staging.staging_dir(output)
     try:
         model.save_pretrained(folder)
-        save_tokenizer(tok, folder)  # a class transformers 4.x loads too
+        mlmkit.tokenizer.save_tokenizer(tok, folder)  # a class transformers 4.x loads too
         staging.publish_dir(folder, output)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
@@ -103,7 +101,8 @@ def init_command(
 )
 def list_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     rows = [{"family": name, "classes": FAMILY_INFO[name].config_class,
-             "available": family_available(name), "description": FAMILY_INFO[name].description}
+             "available": mlmkit.models.family_available(name),
+             "description": FAMILY_INFO[name].description}
             for name in FAMILIES]
     if as_json:
         print(json.dumps(rows, indent=1))

@@ -7,8 +7,8 @@ import json
 
 import typer
 
+import mlmkit
 from mlmkit.cli.options import JSON
-from mlmkit.pretraining.recipes import load_recipe, recipe_names, show_recipe
 
 EXAMPLE = """
 Example:
@@ -26,7 +26,7 @@ recipe_app = typer.Typer(help="Training recipes of published encoders, scaled do
                     help="List the recipes `mlmkit pretrain --recipe NAME` runs.\n\n"
                          "Example:\n\n  mlmkit recipe list --json\n")
 def list_command(as_json: bool = JSON) -> None:
-    recipes = [load_recipe(name) for name in recipe_names()]
+    recipes = [mlmkit.pretraining.recipes.load_recipe(name) for name in mlmkit.pretraining.recipes.recipe_names()]
     if as_json:
         print(json.dumps([r.to_dict() for r in recipes], indent=1))
         return
@@ -43,9 +43,9 @@ def list_command(as_json: bool = JSON) -> None:
 def show_command(name: str = typer.Argument(..., help="Recipe name (see mlmkit recipe list)."),
                  as_json: bool = JSON) -> None:
     if as_json:
-        print(json.dumps(load_recipe(name).to_dict(), indent=1))
+        print(json.dumps(mlmkit.pretraining.recipes.load_recipe(name).to_dict(), indent=1))
         return
-    print(show_recipe(name), end="")
+    print(mlmkit.pretraining.recipes.show_recipe(name), end="")
 
 
 def register(app: typer.Typer) -> None:

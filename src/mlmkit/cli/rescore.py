@@ -27,7 +27,6 @@ from mlmkit.cli.score import (
     SKIP_UNK,
     seed_everything,
 )
-from mlmkit.core.devices import prepare
 from mlmkit.core.output import check_output_path
 from mlmkit.core.progress import console, status, warn
 from mlmkit.errors import InvalidArgument
@@ -83,7 +82,7 @@ def rescore_command(
         if output is not None and output == one_best and output != "-":
             raise InvalidArgument(f"-o and --one-best are both {output!r}: give two paths")
         seed_everything(seed)
-        prepare(device, precision, threads)  # a bad device, precision or thread count: now
+        mlmkit.core.devices.prepare(device, precision, threads)  # a bad device, precision or thread count: now
         utterances = mlmkit.scoring.read_nbest(
             nbest, refs, encoding=encoding, errors=encoding_errors)
         mlm, precision = mlmkit.models.prepare_mlm(

@@ -25,12 +25,10 @@ from mlmkit.cli.options import (
     trusting,
 )
 from mlmkit.core import checks
-from mlmkit.core.devices import resolve_precision, set_threads
 from mlmkit.core.output import check_output_path
 from mlmkit.core.progress import status, warn
 from mlmkit.core.records import check_input_file
 from mlmkit.core.results import dumps
-from mlmkit.engine import process_group
 from mlmkit.options import as_keywords
 from mlmkit.options.scoring import Scoring
 
@@ -102,10 +100,10 @@ def score_command(
                                                        scoring.stride, batch_tokens)
         check_input_file(input_file)
         check_output_path(output, inputs=[input_file])
-        set_threads(threads)
+        mlmkit.core.devices.set_threads(threads)
         seed_everything(seed)
-        group, rank_device = process_group.init(device)
-        resolve_precision(precision, rank_device)
+        group, rank_device = mlmkit.engine.process_group.init(device)
+        mlmkit.core.devices.resolve_precision(precision, rank_device)
         try:
             mlm = mlmkit.load_mlm(
                 model, device=rank_device, allow_untrained_head=allow_untrained_head)

@@ -21,8 +21,7 @@ from mlmkit.cli.options import (
 from mlmkit.cli.score import ALLOW_UNTRAINED_HEAD, seed_everything
 from mlmkit.core import checks
 from mlmkit.errors import InvalidArgument, PathError
-from mlmkit.options.serving import ServeConfig
-from mlmkit.serve.config import check_host
+from mlmkit.options.serving import ServeConfig, check_host
 
 SHORT_HELP = "Serve models over HTTP: a JSON API with request batching and a web playground."
 EXAMPLE = """

@@ -8,9 +8,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+import mlmkit
 from mlmkit.core import checks
-from mlmkit.corpus import read_corpus
-from mlmkit.tokenizer import MAX_MODEL_LENGTH, MAX_VOCAB_SIZE, train_tokenizer
 
 EXAMPLE = """
 Example:
@@ -53,10 +52,10 @@ def train_command(
     progress: bool = typer.Option(True, help="Show the trainer's progress bar."),
 ) -> None:
     # every range before the corpus is read (the kind: by train_tokenizer, before it reads)
-    checks.count("vocab_size", vocab_size, 64, MAX_VOCAB_SIZE)
-    checks.count("max_length", max_length, 1, MAX_MODEL_LENGTH)
+    checks.count("vocab_size", vocab_size, 64, mlmkit.tokenizer.MAX_VOCAB_SIZE)
+    checks.count("max_length", max_length, 1, mlmkit.tokenizer.MAX_MODEL_LENGTH)
 
-    documents = read_corpus(corpus, field=field, split=split, paragraphs=paragraphs,
+    documents = mlmkit.corpus.read_corpus(corpus, field=field, split=split, paragraphs=paragraphs,
                             encoding=encoding, encoding_errors=encoding_errors)
     count = 0
 
@@ -66,7 +65,7 @@ def train_command(
             count += 1
             yield text
 
-    tokenizer = train_tokenizer(counted(), output, kind=kind, vocab_size=vocab_size,
+    tokenizer = mlmkit.tokenizer.train_tokenizer(counted(), output, kind=kind, vocab_size=vocab_size,
                                 lowercase=lowercase, model_max_length=max_length,
                                 show_progress=progress)
     names = ("cls_token", "sep_token", "mask_token", "pad_token", "unk_token")

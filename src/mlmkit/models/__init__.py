@@ -12,7 +12,7 @@ _EXPORTS = {
     "prepare_mlm": "load",
     "ModelInfo": "info", "model_info": "info",
     "FAMILIES": "preset_table", "SIZES": "preset_table", "build_mlm": "presets",
-    "parse_preset": "preset_table", "preset_config": "presets",
+    "parse_preset": "preset_table", "preset_config": "presets", "family_available": "presets",
     "masked_log_probs": "primitive", "masked_logits": "primitive",
     "sparse_last_layer_supported": "sparse_last_layer",
 }

@@ -1,11 +1,13 @@
 """The server's options: bounds on every request, batching, timeouts and the API key.
 
 Every bound is a flag of `mlmkit serve` with the same name; a request beyond one gets a 4xx
-JSON error that names the bound and the flag, never a silent cut.
+JSON error that names the bound and the flag, never a silent cut. `check_host`: who may reach
+the server (a non-loopback bind needs a key).
 """
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
 
 from mlmkit.core import checks
@@ -57,3 +59,25 @@ class ServeConfig:
             raise InvalidArgument("api_key (--api-key, --api-key-file) must have at least 8 "
                                   "characters: use a long random string, e.g. from `openssl "
                                   "rand -hex 16`")
+
+
+LOOPBACK_NAMES = {"localhost", "ip6-localhost"}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding `host` keeps the server on this machine."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_host(host: str, api_key: str | None) -> None:
+    """A server reachable from other machines must ask for a key."""
+    if not is_loopback(host) and api_key is None:
+        raise InvalidArgument(
+            f"--host {host} makes the server reachable from other machines, and it runs models "
+            "for anyone who can reach it: pass --api-key KEY (or --api-key-file) too, or keep "
+            "the default --host 127.0.0.1")

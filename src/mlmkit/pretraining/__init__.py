@@ -20,7 +20,14 @@ _PUBLIC = {
 __all__ = sorted(_PUBLIC)
 
 
+# Modules the CLI reaches by attribute (`mlmkit.pretraining.recipes.load_recipe`), imported
+# on first use like the names above.
+_MODULES = ("budget", "recipes", "run_state")
+
+
 def __getattr__(name: str):
     if name in _PUBLIC:
         return getattr(importlib.import_module(_PUBLIC[name]), name)
+    if name in _MODULES:
+        return importlib.import_module(f"mlmkit.pretraining.{name}")
     raise AttributeError(f"module 'mlmkit.pretraining' has no attribute {name!r}")

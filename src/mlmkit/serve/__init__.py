@@ -12,7 +12,7 @@ before any model is loaded.
 """
 
 from mlmkit.extras import require
-from mlmkit.serve.config import ServeConfig
+from mlmkit.options.serving import ServeConfig
 
 for _module in ("fastapi", "uvicorn"):
     require(_module, extra="serve", feature="mlmkit serve")

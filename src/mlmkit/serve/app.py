@@ -18,8 +18,8 @@ from fastapi.staticfiles import StaticFiles
 from mlmkit import __version__
 from mlmkit.errors import InvalidArgument
 from mlmkit.models import as_mlm, prepare_mlm
+from mlmkit.options.serving import ServeConfig
 from mlmkit.serve.adapters import Cancelled
-from mlmkit.serve.config import ServeConfig
 from mlmkit.serve.http_errors import BodyGuard, install_handlers
 from mlmkit.serve.routes import ROUTERS, answer_head
 from mlmkit.serve.server import Server

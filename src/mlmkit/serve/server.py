@@ -12,8 +12,8 @@ from fastapi import Request
 
 import mlmkit
 from mlmkit.errors import InvalidArgument
+from mlmkit.options.serving import ServeConfig
 from mlmkit.serve.adapters import stride_gap, token_alternatives
-from mlmkit.serve.config import ServeConfig
 from mlmkit.serve.http_errors import HTTPError
 from mlmkit.serve.worker import ModelWorker, Work
 
