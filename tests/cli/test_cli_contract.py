@@ -142,14 +142,16 @@ def test_version():
     assert done.returncode == 0 and done.stdout.strip() == f"mlmkit {__version__}"
 
 
-@pytest.mark.parametrize("args", [["--version"], ["-h"], ["pretrain", "-h"]],
-                         ids=["version", "help", "pretrain-help"])
+@pytest.mark.parametrize("args", [["--version"], ["-h"], ["pretrain", "-h"], ["serve", "-h"]],
+                         ids=["version", "help", "pretrain-help", "serve-help"])
 def test_help_and_version_import_no_torch(args):
     # Help is read often and must come at once: torch and transformers load only when a
-    # command runs (mlmkit.cli imports the command modules; they import heavy code lazily).
+    # command runs (mlmkit.cli imports the command modules; they reach heavy code through the
+    # lazy facade). No optional extra either: a lean install must show its help.
     code = ("import sys\nfrom typer.testing import CliRunner\nfrom mlmkit.cli import app\n"
             f"result = CliRunner().invoke(app, {args!r})\nassert result.exit_code == 0\n"
-            "print([m for m in ('torch', 'transformers') if m in sys.modules])")
+            "print([m for m in ('torch', 'transformers', 'fastapi', 'uvicorn', 'matplotlib', "
+            "'peft', 'ray') if m in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
