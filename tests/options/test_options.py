@@ -34,7 +34,7 @@ def _choices(cls, name):
     ("generate", Sampling), ("infill", Sampling), ("finetune", Finetuning),
     ("score", Scoring)])
 def test_library_keywords_are_the_fields_with_their_defaults(function, cls):
-    package = {"generate": "generate", "infill": "generate", "finetune": "finetune",
+    package = {"generate": "generation", "infill": "generation", "finetune": "finetuning",
                "score": "scoring"}[function]
     parameters = inspect.signature(getattr(getattr(mlmkit, package), function)).parameters
     for field in fields_of(cls):

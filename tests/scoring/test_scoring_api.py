@@ -58,7 +58,8 @@ def test_conditional_span_scores_only_the_span(tiny_mlm):
     part = mlmkit.score(mlm, [text], spans=[span], per_token=True)[0]
     inside = [t for t in full.tokens if t.start >= span[0] and t.end <= span[1]]
     assert [t.token for t in part.tokens] == [t.token for t in inside] and inside
-    assert math.isclose(part.pll, sum(t.logprob for t in inside), abs_tol=1e-9)
+    # two calls batch their positions differently: float32 matmuls agree to ~1e-7, not bitwise
+    assert math.isclose(part.pll, sum(t.logprob for t in inside), abs_tol=1e-5)
     assert part.n_words == 3
 
 

@@ -59,7 +59,8 @@ def test_skip_keeps_the_old_behaviour(tiny_mlm):
     ids = [mlm.tokenizer(t)["input_ids"] for t in TEXTS]
     old = score_token_ids(mlm, ids, unk="skip")
     for value, result in zip(old, skipped, strict=True):
-        assert result.pll == pytest.approx(float(value.sum()), abs=1e-9)
+        # another batching of the same positions: float32 agrees to ~1e-7, not bitwise
+        assert result.pll == pytest.approx(float(value.sum()), abs=1e-5)
     assert skipped[2].pll == scored[2].pll  # no [UNK]: no difference
     with pytest.raises(InvalidArgument, match="unk"):
         mlmkit.score(mlm, TEXTS, unk="drop")
