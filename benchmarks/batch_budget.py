@@ -52,7 +52,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from mlmkit.engine.batching import cache_bytes, default_batch_tokens
-    from mlmkit.models import MLM
+    from mlmkit.models import LoadedMLM
     from mlmkit.scoring.masked_copies import score_token_ids
 
     torch.set_num_threads(args.threads)
@@ -66,7 +66,7 @@ def main() -> None:
     for preset, count in zip(args.presets, counts, strict=False):
         ids = remapped_ids(tokenizer, blimp_sentences(count), args.vocab)
         model = build_model(tokenizer, preset, args.vocab)
-        mlm = MLM(model=model, tokenizer=tokenizer, name=f"{preset}-v{args.vocab}")
+        mlm = LoadedMLM(model=model, tokenizer=tokenizer, name=f"{preset}-v{args.vocab}")
         flops = pll_flops(model.config, [len(x) for x in ids])
         rule = default_batch_tokens(model, model.config.max_position_embeddings)
         budgets = ladder(rule)

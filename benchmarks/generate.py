@@ -25,7 +25,7 @@ from mlmkit.corpus.python_docs import python_docs
 from mlmkit.generation.canvas import MASK, PROMPT, Segment, build_canvas, suppressed_ids, text_ids
 from mlmkit.generation.options import SamplerOptions
 from mlmkit.generation.unmask import unmask
-from mlmkit.models import MLM, build_mlm
+from mlmkit.models import LoadedMLM, build_mlm
 from mlmkit.tokenizer import train_tokenizer
 
 
@@ -98,7 +98,7 @@ def main() -> None:
                                     vocab_size=args.vocab, show_progress=False)
     device = torch.device(args.device)
     model = build_mlm(args.preset, tokenizer, max_length=512, seed=args.seed).to(device).eval()
-    mlm = MLM(model=model, tokenizer=tokenizer, name=args.preset)
+    mlm = LoadedMLM(model=model, tokenizer=tokenizer, name=args.preset)
     prompts = [ids[:args.prompt_tokens] for ids in
                (text_ids(tokenizer, t[:500]) for t in texts[3000:3000 + 20 * args.batch])
                if len(ids) >= args.prompt_tokens][:args.batch]

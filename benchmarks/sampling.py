@@ -76,7 +76,7 @@ from mlmkit.generation.canvas import MASK, PROMPT, Segment
 from mlmkit.generation.options import SamplerOptions
 from mlmkit.generation.pll import token_pll
 from mlmkit.generation.unmask import unmask_rows
-from mlmkit.models import MLM, build_mlm, masked_logits
+from mlmkit.models import LoadedMLM, build_mlm, masked_logits
 from mlmkit.models.block_cache import BlockCache
 from mlmkit.tokenizer import train_tokenizer
 
@@ -146,7 +146,7 @@ def token_stream(tokenizer, text: str) -> list[int]:
     return ids
 
 
-def train(mlm: MLM, stream: list[int], steps: int, seed: int, batch: int = 32, lr: float = 3e-3,
+def train(mlm: LoadedMLM, stream: list[int], steps: int, seed: int, batch: int = 32, lr: float = 3e-3,
           length: int = 62, warmup: int = 100) -> float:
     """A short masked-diffusion training run: per sequence a masking rate t ~ U(0.05, 1),
     each token masked with probability t, cross-entropy at the masked positions."""
@@ -187,7 +187,7 @@ def train(mlm: MLM, stream: list[int], steps: int, seed: int, batch: int = 32, l
 
 def trained(name: str, tokenizer, stream, steps: int, seed: int, retrain: bool,
             root: Path, batch: int, preset: str = "modernbert-tiny", lr: float = 3e-3,
-            layers: int | None = None, init: Path | None = None, device: str = "cpu") -> MLM:
+            layers: int | None = None, init: Path | None = None, device: str = "cpu") -> LoadedMLM:
     """A model trained for `steps` steps and cached under a name that says how. With `init`
     (a saved model directory), training starts from its weights, with a fresh warm-up and
     decay, instead of from random ones: the cache name then ends in `-from-<init's name>`
@@ -202,7 +202,7 @@ def trained(name: str, tokenizer, stream, steps: int, seed: int, retrain: bool,
     # (a cached model without its tokenizer predates the fix above: trained again)
     if (path / "tokenizer.json").is_file() and not retrain:
         model = AutoModelForMaskedLM.from_pretrained(path).eval().to(device)
-        return MLM(model=model, tokenizer=AutoTokenizer.from_pretrained(path), name=name)
+        return LoadedMLM(model=model, tokenizer=AutoTokenizer.from_pretrained(path), name=name)
     if init is not None:
         if not (init / "tokenizer.json").is_file():
             raise SystemExit(f"--init {init}: not a saved model directory with its tokenizer")
@@ -221,7 +221,7 @@ def trained(name: str, tokenizer, stream, steps: int, seed: int, retrain: bool,
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = AutoModelForMaskedLM.from_config(config)
-    mlm = MLM(model=model.to(device), tokenizer=tokenizer, name=name)
+    mlm = LoadedMLM(model=model.to(device), tokenizer=tokenizer, name=name)
     started, cpu = time.perf_counter(), time.process_time()
     # (continued training draws other batches than the init model's run drew)
     loss = train(mlm, stream, steps, seed if init is None else seed + 1, batch=batch,
@@ -265,7 +265,7 @@ def cached_tokenizer(text: str, path: Path, vocab: int, retrain: bool):
     return AutoTokenizer.from_pretrained(path)
 
 
-def loaded(path: str, name: str, device: str = "cpu") -> MLM:
+def loaded(path: str, name: str, device: str = "cpu") -> LoadedMLM:
     from mlmkit.models import load_mlm
 
     mlm = load_mlm(path, device=device)
@@ -285,7 +285,7 @@ def confidence_shares(top: torch.Tensor, right: torch.Tensor) -> dict:
             for level in CONFIDENCE_LEVELS}
 
 
-def context_check(mlm: MLM, test: list[int], unigram: int, rows: int = 256, length: int = 62,
+def context_check(mlm: LoadedMLM, test: list[int], unigram: int, rows: int = 256, length: int = 62,
                   rate: float = 0.15) -> dict:
     """Held-out accuracy at `rate` random masks (the same rows and masks for every model),
     beside the unigram baseline on those masks: a model that uses context is clearly above."""
@@ -358,7 +358,7 @@ def short_spans_task(windows, rng: random.Random):
                  for q in range(SHORT_SPANS)]) for w in windows]
 
 
-def first_call_confidence(mlm: MLM, task) -> dict:
+def first_call_confidence(mlm: LoadedMLM, task) -> dict:
     """The model's top probability at every span mask of `task` in the first call (all
     spans masked): the share above each level and how often those are right. This is what
     `threshold` (and, through the entropies, `entropy-bound`) can reveal in one call."""

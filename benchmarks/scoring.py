@@ -160,7 +160,7 @@ def worker(args) -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from mlmkit.models import MLM
+    from mlmkit.models import LoadedMLM
     from mlmkit.scoring.masked_copies import score_token_ids
 
     torch.set_num_threads(args.threads)
@@ -168,7 +168,7 @@ def worker(args) -> None:
     texts = blimp_sentences(args.sentences)
     ids = remapped_ids(tokenizer, texts, args.vocab)
     model = build_model(tokenizer, args.preset, args.vocab)
-    mlm = MLM(model=model, tokenizer=tokenizer, name=f"{args.preset}-v{args.vocab}")
+    mlm = LoadedMLM(model=model, tokenizer=tokenizer, name=f"{args.preset}-v{args.vocab}")
 
     def run(subset):
         if args.worker == "mlmkit":

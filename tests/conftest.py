@@ -99,15 +99,15 @@ def unigram_tokenizer(tokenizer_factory):
 @pytest.fixture(scope="session")
 def tiny_mlm(tokenizer_factory):
     """Factory: `tiny_mlm("roberta")` → an MLM (eval mode) of a tiny random model, cached."""
-    from mlmkit.models import MLM, build_mlm
+    from mlmkit.models import LoadedMLM, build_mlm
 
     cache = {}
 
-    def make(family: str = "bert") -> MLM:
+    def make(family: str = "bert") -> LoadedMLM:
         if family not in cache:
             tokenizer = tokenizer_factory(FAMILY_TOKENIZER[family])
             model = build_mlm(f"{family}-tiny", tokenizer, max_length=128, seed=0).eval()
-            cache[family] = MLM(model=model, tokenizer=tokenizer, name=f"{family}-tiny")
+            cache[family] = LoadedMLM(model=model, tokenizer=tokenizer, name=f"{family}-tiny")
         return cache[family]
 
     return make

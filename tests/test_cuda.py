@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import mlmkit
-from mlmkit.models import MLM
+from mlmkit.models import LoadedMLM
 from tests.conftest import FAMILY_TOKENIZER
 from tests.pretraining.test_pretrain import tiny_config, weights
 
@@ -23,8 +23,8 @@ TEXTS = ["Return the list of items.", "Open the file for reading and writing.",
          "The value of the first argument is returned when the second one is missing."]
 
 
-def on_gpu(mlm: MLM) -> MLM:
-    return MLM(model=copy.deepcopy(mlm.model).to("cuda"), tokenizer=mlm.tokenizer,
+def on_gpu(mlm: LoadedMLM) -> LoadedMLM:
+    return LoadedMLM(model=copy.deepcopy(mlm.model).to("cuda"), tokenizer=mlm.tokenizer,
                name=mlm.name)
 
 

@@ -24,8 +24,7 @@ import mlmkit.generation as generation
 from mlmkit import bias, probe, scoring
 from mlmkit.engine.batching import check_budget
 from mlmkit.errors import InvalidArgument
-from mlmkit.models.load import MLM as LoadedMLM
-from mlmkit.models.load import prepare_mlm
+from mlmkit.models.load import LoadedMLM, prepare_mlm
 
 # Keywords that belong to `load`, not to a feature call: set once for the model.
 RUNTIME_KEYWORDS = ("device", "precision", "threads", "trust_remote_code")

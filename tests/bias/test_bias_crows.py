@@ -14,7 +14,7 @@ from mlmkit.bias.crows import is_uncased, score_crows, shared_positions
 from mlmkit.bias.crows_data import CrowsPair, read_crows_pairs
 from mlmkit.bias.pairs import PairScores
 from mlmkit.errors import MlmkitError
-from mlmkit.models import MLM, build_mlm
+from mlmkit.models import LoadedMLM, build_mlm
 
 HEADER = ",sent_more,sent_less,stereo_antistereo,bias_type,annotations,anon_writer,anon_annotators"
 TYPE_COUNTS = {"race-color": 516, "gender": 262, "socioeconomic": 172, "nationality": 159,
@@ -70,7 +70,7 @@ def official_sentence_scores(model, tokenizer, sent1: str, sent2: str, uncased: 
     return total1, total2
 
 
-def _check_against_official(mlm: MLM, pairs, uncased: bool):
+def _check_against_official(mlm: LoadedMLM, pairs, uncased: bool):
     result = score_crows(mlm, pairs)
     assert result.extras["lowercase"] is uncased
     for i, pair in enumerate(pairs):
@@ -103,7 +103,7 @@ def test_crows_lowercases_for_an_uncased_tokenizer(corpus_sample, fixture_dir):
     tokenizer = train_tokenizer(corpus_sample[:200], fixture_dir / "tok-uncased", kind="wordpiece",
                                 vocab_size=256, lowercase=True, show_progress=False)
     model = build_mlm("bert-tiny", tokenizer, max_length=128, seed=1).eval()
-    mlm = MLM(model=model, tokenizer=tokenizer, name="uncased")
+    mlm = LoadedMLM(model=model, tokenizer=tokenizer, name="uncased")
     assert is_uncased(tokenizer)
     _check_against_official(mlm, make_pairs()[:2], uncased=True)
 

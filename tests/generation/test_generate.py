@@ -154,7 +154,7 @@ def test_eos_pads_the_rest():
 def test_a_generated_end_token_ends_the_text(tiny_mlm):
     import copy
 
-    from mlmkit.models import MLM
+    from mlmkit.models import LoadedMLM
 
     mlm = tiny_mlm("bert")
     sep, pad = mlm.tokenizer.sep_token_id, mlm.tokenizer.pad_token_id
@@ -162,7 +162,7 @@ def test_a_generated_end_token_ends_the_text(tiny_mlm):
     model = copy.deepcopy(mlm.model)
     with torch.no_grad():
         model.get_output_embeddings().bias[sep] += 8.0
-    eager = MLM(model=model, tokenizer=mlm.tokenizer, name="sep-eager")
+    eager = LoadedMLM(model=model, tokenizer=mlm.tokenizer, name="sep-eager")
     results = generate(eager, [""] * 4, length=12, seed=0, temperature=1.0)
     assert all(sep in result.token_ids for result in results)
     for result in results:

@@ -235,10 +235,10 @@ def test_tiny_run_learns_and_saves_a_plain_hf_model(reference_run, tokenizer_pat
 
     # config.yaml holds the run's config, field for field (and loads back with --config)
     assert load_config(run / "config.yaml") == tiny_config(run, tokenizer_path, eval_every=6)
-    from mlmkit.models import MLM
+    from mlmkit.models import LoadedMLM
     from mlmkit.pretraining.examples import fill_mask_examples
 
-    examples = fill_mask_examples(MLM(model, tokenizer), count=2, top_k=3)
+    examples = fill_mask_examples(LoadedMLM(model, tokenizer), count=2, top_k=3)
     assert len(examples) == 2 and all(len(c) == 3 and tokenizer.mask_token in t
                                       for t, c in examples)
 

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from mlmkit.cli import app
 from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
-from mlmkit.models import MLM
+from mlmkit.models import LoadedMLM
 from mlmkit.probe import cloze_classify, knowledge_probe, rank_statements, read_items
 from mlmkit.probe.labelled import read_labelled_texts
 from mlmkit.probe.shared import shared_regions
@@ -163,7 +163,7 @@ def test_a_candidate_with_no_token_to_score_is_refused_not_ranked_first(tiny_mlm
         rank_statements(mlm, [["The cat sat on the mat.", special]])
 
 
-def _biased_model(mlm: MLM, bias: dict[int, float]) -> MLM:
+def _biased_model(mlm: LoadedMLM, bias: dict[int, float]) -> LoadedMLM:
     """A copy whose output bias makes the given tokens win by wide, known margins."""
     model = copy.deepcopy(mlm.model)
     head = model.get_output_embeddings()
@@ -171,7 +171,7 @@ def _biased_model(mlm: MLM, bias: dict[int, float]) -> MLM:
         head.bias.zero_()
         for token, value in bias.items():
             head.bias[token] = value
-    return MLM(model=model, tokenizer=mlm.tokenizer, name="biased")
+    return LoadedMLM(model=model, tokenizer=mlm.tokenizer, name="biased")
 
 
 def test_knowledge_probe_ranks_and_metrics_on_a_controlled_model(tiny_mlm):

@@ -173,7 +173,7 @@ def test_the_fingerprint_follows_the_model_and_the_settings(corpus, tiny_mlm):
 
     import torch
 
-    from mlmkit.models import MLM
+    from mlmkit.models import LoadedMLM
     from mlmkit.scoring.stream import fingerprint
 
     mlm = tiny_mlm("bert")
@@ -184,7 +184,7 @@ def test_the_fingerprint_follows_the_model_and_the_settings(corpus, tiny_mlm):
     with torch.no_grad():
         for parameter in retrained.parameters():
             parameter.add_(1e-3)
-    assert fingerprint(corpus, MLM(retrained, mlm.tokenizer), settings) != key
+    assert fingerprint(corpus, LoadedMLM(retrained, mlm.tokenizer), settings) != key
     assert fingerprint(corpus, tiny_mlm("electra"), settings) != key
     assert fingerprint(corpus, mlm, {**settings, "metric": "pll_word_l2r"}) != key
 

@@ -23,11 +23,11 @@ TEXTS = ["Return the list of items.", "Open the file for reading."]
 
 @pytest.fixture(scope="module")
 def models(tiny_mlm, tokenizer_factory):
-    from mlmkit.models import MLM, build_mlm
+    from mlmkit.models import LoadedMLM, build_mlm
 
     tokenizer = tokenizer_factory("wordpiece")
     short = build_mlm("bert-tiny", tokenizer, max_length=16, seed=0).eval()
-    return {"bert": tiny_mlm("bert"), "short": MLM(model=short, tokenizer=tokenizer,
+    return {"bert": tiny_mlm("bert"), "short": LoadedMLM(model=short, tokenizer=tokenizer,
                                                    name="short")}
 
 

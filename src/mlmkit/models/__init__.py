@@ -8,7 +8,7 @@ import importlib
 
 _EXPORTS = {
     "ADAPTERS": "adapters", "SUPPORTED_ARCHITECTURES": "adapters", "adapter_for": "adapters",
-    "MASK_SPELLINGS": "load", "MLM": "load", "as_mlm": "load", "load_mlm": "load",
+    "MASK_SPELLINGS": "load", "LoadedMLM": "load", "as_mlm": "load", "load_mlm": "load",
     "prepare_mlm": "load",
     "ModelInfo": "info", "model_info": "info",
     "FAMILIES": "preset_table", "SIZES": "preset_table", "build_mlm": "presets",

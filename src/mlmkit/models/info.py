@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from mlmkit.core.results import Result
-from mlmkit.models.load import MLM, as_mlm, load_mlm, model_max_length
+from mlmkit.models.load import LoadedMLM, as_mlm, load_mlm, model_max_length
 from mlmkit.models.sparse_last_layer import sparse_last_layer_supported
 
 ABSOLUTE_FAMILIES = ("bert", "roberta", "xlm-roberta", "camembert", "distilbert", "albert",
@@ -170,7 +170,7 @@ def model_info(model, tokenizer=None, *, trust_remote_code: bool | None = None) 
         mlm = load_mlm(model, device="cpu", allow_untrained_head=True,
                        trust_remote_code=trust_remote_code)
     else:
-        mlm = model if isinstance(model, MLM) else as_mlm(model, tokenizer)
+        mlm = model if isinstance(model, LoadedMLM) else as_mlm(model, tokenizer)
     net, tok = mlm.model, mlm.tokenizer
     config = net.config
     embeddings, total = parameter_counts(net)

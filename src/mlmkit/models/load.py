@@ -21,7 +21,7 @@ MASK_SPELLINGS = ("[MASK]", "<mask>")
 
 
 @dataclass
-class MLM:
+class LoadedMLM:
     """A masked LM with its tokenizer: what every mlmkit feature takes."""
 
     model: transformers.PreTrainedModel
@@ -248,7 +248,7 @@ def load_mlm(
     *,
     allow_untrained_head: bool = False,
     trust_remote_code: bool | None = None,
-) -> MLM:
+) -> LoadedMLM:
     """Load a masked LM and its tokenizer: `model` is a hub name or a directory
     (`bert-base-uncased`, `./runs/x/final`, ...).
 
@@ -289,7 +289,7 @@ def load_mlm(
 
 
 def _load_files(name: str, path: Path, shown: str, target, dtype, *,
-                allow_untrained_head: bool, trust_remote_code: bool) -> MLM:
+                allow_untrained_head: bool, trust_remote_code: bool) -> LoadedMLM:
     """The config, tokenizer and weights of `name` (a checked directory or a hub name)."""
     config = _load_config(name, trust_remote_code)
     mlm_types = transformers.models.auto.modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
@@ -319,7 +319,7 @@ def _load_files(name: str, path: Path, shown: str, target, dtype, *,
     _check_trained(name, net, info, allow_untrained_head)
     net.to(target).eval()
     head, _ = untrained_weights(net, info.get("missing_keys") or ())
-    return MLM(model=net, tokenizer=tokenizer, name=shown, untrained_head=tuple(head))
+    return LoadedMLM(model=net, tokenizer=tokenizer, name=shown, untrained_head=tuple(head))
 
 
 def _check_head(model, name: str) -> None:
@@ -330,13 +330,13 @@ def _check_head(model, name: str) -> None:
 
 
 def as_mlm(model, tokenizer=None, *, device=None, dtype=None,
-           allow_untrained_head: bool = False, trust_remote_code: bool | None = None) -> MLM:
+           allow_untrained_head: bool = False, trust_remote_code: bool | None = None) -> LoadedMLM:
     """Accept an `MLM`, a name or path (loaded with `load_mlm`), or a model with its tokenizer.
 
     `device` (None: where it is; 'auto' or a name) loads a name there, and moves a given
     model there when it is elsewhere. `trust_remote_code`: see `load_mlm`.
     """
-    if isinstance(model, MLM):
+    if isinstance(model, LoadedMLM):
         mlm = model
     elif isinstance(model, (str, Path)):
         return load_mlm(model, device=device if device is not None else "auto", dtype=dtype,
@@ -354,7 +354,7 @@ def as_mlm(model, tokenizer=None, *, device=None, dtype=None,
         name = getattr(model, "name_or_path", "") or "model"
         check_mask_token(tokenizer, name)
         _check_head(model, name)
-        mlm = MLM(model=model, tokenizer=tokenizer, name=name)
+        mlm = LoadedMLM(model=model, tokenizer=tokenizer, name=name)
     if device is not None and device != "auto":
         target = resolve_device(device)
         if mlm.device != target and not (target.type == mlm.device.type and target.index is None):
@@ -364,7 +364,7 @@ def as_mlm(model, tokenizer=None, *, device=None, dtype=None,
 
 def prepare_mlm(model, *, device=None, precision: str | None = "auto", threads=None,
                 tokenizer=None, allow_untrained_head: bool = False,
-                trust_remote_code: bool | None = None) -> tuple[MLM, str]:
+                trust_remote_code: bool | None = None) -> tuple[LoadedMLM, str]:
     """The one runtime resolver every feature runs first: (MLM, resolved precision).
 
     A model bound by `mlmkit.load` (its precision resolved) is used as it is: its threads
@@ -375,7 +375,7 @@ def prepare_mlm(model, *, device=None, precision: str | None = "auto", threads=N
     for inference ('auto' = fp32). Explicit `device`, `precision` or `threads` override a
     bound model's for this call. Bad values fail before any load.
     """
-    if (isinstance(model, MLM) and model.bound and device in (None, "auto")
+    if (isinstance(model, LoadedMLM) and model.bound and device in (None, "auto")
             and precision in (None, "auto") and threads is None):
         set_threads(model.threads)
         return model, model.precision

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mlmkit.generation.fill_mask import fill_mask
-from mlmkit.models import MLM
+from mlmkit.models import LoadedMLM
 
 EXAMPLE_TEMPLATES = (
     "Return a {mask} of the items in the list.",
@@ -19,7 +19,7 @@ def example_texts(tokenizer, count: int) -> list[str]:
     return [t.format(mask=tokenizer.mask_token) for t in EXAMPLE_TEMPLATES[:count]]
 
 
-def fill_mask_examples(mlm: MLM, count: int = 4, top_k: int = 3) -> list[tuple[str, list]]:
+def fill_mask_examples(mlm: LoadedMLM, count: int = 4, top_k: int = 3) -> list[tuple[str, list]]:
     """(text, [(token, probability), ...]) for `count` fixed sentences with one mask each."""
     texts = example_texts(mlm.tokenizer, count)
     if not texts:

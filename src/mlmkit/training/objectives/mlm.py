@@ -13,7 +13,7 @@ import torch
 
 from mlmkit.masking import build_policy
 from mlmkit.masking.config import parse_masking_option
-from mlmkit.models import MLM, build_mlm, masked_logits
+from mlmkit.models import LoadedMLM, build_mlm, masked_logits
 from mlmkit.models.cross_entropy import cross_entropy_top1
 from mlmkit.models.fast_modernbert import use_fast_layers
 from mlmkit.models.unpadded import unpadded_logits, unpadded_mlm_loss
@@ -175,7 +175,7 @@ class MLMObjective(Objective):
             metrics = masked_token_metrics(self.model, self._eval_batches, self.runtime.autocast,
                                            _unpadded_log_probs if self._unpadded else None)
             if sentences:
-                scores = score_sentences(MLM(self.model, self.tokenizer), sentences,
+                scores = score_sentences(LoadedMLM(self.model, self.tokenizer), sentences,
                                          self.runtime)
                 metrics["pppl"] = pseudo_perplexity(scores)
         finally:
@@ -192,7 +192,7 @@ class MLMObjective(Objective):
         return f"MLM, masking: {describe() if describe else resolve_masking(self.config.masking)}"
 
 
-def score_sentences(mlm: MLM, sentences: list[list[int]], runtime):
+def score_sentences(mlm: LoadedMLM, sentences: list[list[int]], runtime):
     """PLL of every token of every sentence (float64), through the scoring engine."""
     tok = mlm.tokenizer
     wrapped = [[tok.cls_token_id, *ids, tok.sep_token_id] for ids in sentences]
