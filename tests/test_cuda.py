@@ -133,3 +133,37 @@ def test_serving_on_the_gpu_equals_the_python_api(tiny_mlm):
     for a, b in zip(mlmkit.score(gpu, TEXTS), got, strict=True):
         assert close(a.pll, b["pll"], 1e-5)
     assert fill.status_code == 200
+
+
+@pytest.mark.parametrize("spec", ["bert", "whole_word", "span", "pmi", "diffusion", "upmlm",
+                                  "film", "frequency", "tfidf", "informask", "loss"])
+def test_counter_stream_masks_on_the_gpu_equal_the_cpu(spec, wordpiece_tokenizer,
+                                                       corpus_sample):
+    from mlmkit.masking import build_policy, compute_stats
+
+    tok = wordpiece_tokenizer
+    needs = spec in ("pmi", "frequency", "tfidf", "informask")
+    stats = compute_stats(corpus_sample[:200], tok, min_count=3) if needs else None
+    policy = build_policy(spec, tok, stats=stats)
+    ids = [i for text in corpus_sample[:100] for i in tok(text, add_special_tokens=False)
+           ["input_ids"]][:32 * 64]
+    ids = torch.tensor(ids).view(32, 64)
+    documents = torch.arange(64).div(20, rounding_mode="floor").expand_as(ids)
+    rows = torch.arange(40, 72)
+    cpu = policy(ids, step=5, seed=3, rows=rows, document_ids=documents)
+    gpu = policy(ids.cuda(), step=5, seed=3, rows=rows.cuda(), document_ids=documents.cuda())
+    for field in ("input_ids", "labels", "mask", "rate"):
+        assert torch.equal(getattr(cpu, field), getattr(gpu, field).cpu()), field
+
+
+def test_counter_stream_run_masks_on_the_gpu_and_resumes_exactly(tmp_path, fixture_dir,
+                                                                 wordpiece_tokenizer):
+    from mlmkit.pretraining import pretrain
+
+    tokenizer = str(fixture_dir / "tok-wordpiece")
+    options = dict(device="cuda", steps=6, pppl_sentences=0, mask_stream="counter")
+    straight = pretrain(tiny_config(tmp_path / "straight", tokenizer, **options))
+    pretrain(tiny_config(tmp_path / "halted", tokenizer, halt_after=3, **options))
+    resumed = pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
+    a, b = weights(straight.run_dir), weights(resumed.run_dir)
+    assert max(float((a[k].float() - b[k].float()).abs().max()) for k in a) <= 1e-5

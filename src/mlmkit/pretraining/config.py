@@ -23,6 +23,7 @@ from mlmkit.pretraining.phase_specs import check_config_phases
 
 STUDIED, BUDGET, EVALUATION, RUNTIME = "what is studied", "budget", "evaluation", "runtime"
 PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 where the device runs it natively
+MASK_STREAMS = ("row", "counter")  # mlmkit.masking.seeding: the two random streams of masks
 MAX_VOCAB_SIZE = 2**20  # the tokenizers trainer aborts the process far above this
 MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 8192  # 8: [CLS] [SEP] and a few tokens
 MAX_BATCH = 2**20
@@ -73,6 +74,11 @@ class PretrainConfig:
                                  "whole-word masking, 80/10/10")
     masking_stats: str | None = _f(None, "statistics folder from `mlmkit mask stats` (needed "
                                          "by pmi / frequency / tfidf / informask masking)")
+    mask_stream: str = _f("row", "random stream of the masks: row (a generator per row, on "
+                                 "the host; runs saved without this field used it) or "
+                                 "counter (keyed by seed, step, row and position: the whole "
+                                 "batch in a few tensor ops, on the model's device, the same "
+                                 "on any device and process count)")
     label_smoothing: float = _f(0.0, "label smoothing of the MLM cross-entropy")
     batch_size: int = _f(16, "blocks per optimizer step (all accumulation steps together)")
     grad_accum: int = _f(1, "gradient accumulation micro-steps per optimizer step")
@@ -180,7 +186,7 @@ class PretrainConfig:
         or a local `--init` model's. Errors are one-line `InvalidArgument`s naming the flag.
         """
         for name in ("objective", "tokenizer_kind", "corpus", "field", "packing", "schedule",
-                     "device", "precision"):
+                     "device", "precision", "mask_stream"):
             _text(name, getattr(self, name))
         for name in ("model", "init", "tokenizer", "masking_stats", "run_dir", "time"):
             if getattr(self, name) is not None:
@@ -192,6 +198,7 @@ class PretrainConfig:
         checks.choice("objective", self.objective, ("mlm", "electra", "diffusion"))
         checks.choice("tokenizer_kind", self.tokenizer_kind, ("wordpiece", "bpe", "unigram"))
         checks.choice("packing", self.packing, ("full", "document"))
+        checks.choice("mask_stream", self.mask_stream, MASK_STREAMS)
         checks.choice("schedule", self.schedule, ("linear", "cosine", "wsd", "constant"))
         checks.choice("parallel", self.parallel, ("ddp", "fsdp"))
         if self.precision not in PRECISIONS:

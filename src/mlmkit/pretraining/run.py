@@ -205,7 +205,7 @@ class Run:
         prepared, n_tokens = prepare_rows(
             self.objective, self.data.train, indices,
             rank_rows(batch_size, runtime.rank, runtime.world_size), state.step,
-            config.seed)
+            config.seed, stream=config.mask_stream, device=runtime.device)
         self.data_seconds += time.perf_counter() - data_started
         totals, n_tokens = global_counts(runtime, prepared.counts, n_tokens)
         micro = torch.arange(len(prepared.tensors["input_ids"])).split(self.micro_batch)
