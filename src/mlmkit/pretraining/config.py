@@ -151,6 +151,9 @@ class PretrainConfig:
                                 "device multiplies bf16 natively (a GPU with bf16, a CPU with "
                                 "AVX512-BF16 or AMX), else fp32", RUNTIME)
     compile: bool = _f(False, "torch.compile the model", RUNTIME)
+    prefetch: int = _f(0, "build the next N steps' batches on a background thread (pinned "
+                          "and copied to a GPU on a side stream) while the step trains; the "
+                          "same batches as without; 0: in the step", RUNTIME)
     parallel: str = _f("ddp", "under torchrun: ddp (every process holds the whole model) or "
                               "fsdp (FSDP2: parameters, gradients and optimizer state sharded "
                               "over processes, states saved with torch.distributed.checkpoint)",
@@ -231,6 +234,7 @@ class PretrainConfig:
         checks.probability("decay", self.decay, closed_high=True)
         checks.probability("min_lr", self.min_lr, closed_high=True)
         self.seed = checks.count("seed", self.seed, 0, 2**32 - 1)
+        self.prefetch = checks.count("prefetch", self.prefetch, 0, 64)
         # budget
         if self.steps is None and self.tokens is None and self.time is None:
             raise InvalidArgument("no budget: give --steps, --tokens or --time")

@@ -61,6 +61,7 @@ class Objective(ABC):
     """The interface the training run drives (`mlmkit.pretraining.run.Run.step`)."""
 
     name: str = "objective"
+    prepare_ahead = False  # True: `prepare` keeps no state, later steps may be prepared early
 
     def __init__(self, config, tokenizer, runtime: TrainingRuntime):
         self.config, self.tokenizer, self.runtime = config, tokenizer, runtime

@@ -88,6 +88,7 @@ class DiffusionObjective(Objective):
     """MDLM/LLaDA masked-diffusion training of an ordinary masked LM."""
 
     name = "diffusion"
+    prepare_ahead = True  # prepare is a pure function of (batch, step, seed): prefetchable
 
     def __init__(self, config, tokenizer, runtime, init_model=None,
                  eval_samples: int = EVAL_SAMPLES):

@@ -122,6 +122,7 @@ class MLMObjective(Objective):
     """BERT/RoBERTa-style MLM over packed blocks."""
 
     name = "mlm"
+    prepare_ahead = True  # prepare is a pure function of (batch, step, seed): prefetchable
 
     def __init__(self, config, tokenizer, runtime, init_model=None):
         super().__init__(config, tokenizer, runtime)
