@@ -167,3 +167,46 @@ def test_counter_stream_run_masks_on_the_gpu_and_resumes_exactly(tmp_path, fixtu
     resumed = pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
     a, b = weights(straight.run_dir), weights(resumed.run_dir)
     assert max(float((a[k].float() - b[k].float()).abs().max()) for k in a) <= 1e-5
+
+
+@pytest.mark.parametrize("stream", ["row", "counter"])
+def test_prefetched_batches_on_the_gpu_equal_the_step_built_ones(stream, tmp_path,
+                                                                 fixture_dir,
+                                                                 wordpiece_tokenizer):
+    from mlmkit.corpus.packing import BlockOrder
+    from mlmkit.pretraining.data import prepare_rows, rank_rows
+    from mlmkit.pretraining.prefetch import BatchProducer
+    from mlmkit.training.objectives.mlm import MLMObjective
+    from mlmkit.training.runtime import build_runtime
+    from tests.pretraining.test_mask_stream import _blocks
+
+    runtime = build_runtime("cuda", "fp32")
+    config = tiny_config(tmp_path, str(fixture_dir / "tok-wordpiece"), device="cuda")
+    objective = MLMObjective(config, wordpiece_tokenizer, runtime)
+    blocks = _blocks(wordpiece_tokenizer, tmp_path)
+    producer = BatchProducer(objective, blocks, depth=2, batch_size=4, runtime=runtime,
+                             seed=5, stream=stream)
+    order, plain = BlockOrder(len(blocks), seed=1), BlockOrder(len(blocks), seed=1)
+    try:
+        for step in range(4):
+            got, tokens, _ = producer.take(step, order.next_indices(4), order)
+            assert all(t.is_cuda for t in got.tensors.values())
+            want, _ = prepare_rows(objective, blocks, plain.next_indices(4),
+                                   rank_rows(4, 0, 1), step, 5, stream=stream)
+            for key, value in want.tensors.items():
+                assert torch.equal(value.cpu(), got.tensors[key].cpu()), (step, key)
+    finally:
+        producer.close()
+
+
+def test_a_prefetching_gpu_run_resumes_exactly(tmp_path, fixture_dir, wordpiece_tokenizer):
+    from mlmkit.pretraining import pretrain
+
+    tokenizer = str(fixture_dir / "tok-wordpiece")
+    options = dict(device="cuda", steps=6, pppl_sentences=0, mask_stream="counter")
+    straight = pretrain(tiny_config(tmp_path / "straight", tokenizer, **options))
+    pretrain(tiny_config(tmp_path / "halted", tokenizer, halt_after=3, prefetch=2, **options))
+    resumed = pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
+    assert 0.0 <= resumed.summary["data_wait_share"] <= 1.0
+    a, b = weights(straight.run_dir), weights(resumed.run_dir)
+    assert max(float((a[k].float() - b[k].float()).abs().max()) for k in a) <= 1e-5
