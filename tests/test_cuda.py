@@ -210,3 +210,17 @@ def test_a_prefetching_gpu_run_resumes_exactly(tmp_path, fixture_dir, wordpiece_
     assert 0.0 <= resumed.summary["data_wait_share"] <= 1.0
     a, b = weights(straight.run_dir), weights(resumed.run_dir)
     assert max(float((a[k].float() - b[k].float()).abs().max()) for k in a) <= 1e-5
+
+
+def test_unpadded_training_through_flex_attention_equals_the_masked_kernel(
+        tmp_path, tokenizer_factory, fixture_dir):
+    from mlmkit.pretraining import pretrain
+
+    tokenizer_factory("bpe")
+    options = dict(model="modernbert-tiny", unpadded=True, device="cuda", steps=4,
+                   pppl_sentences=0, dropout=0.0, masking="default")
+    tokenizer = str(fixture_dir / "tok-bpe")
+    masked = pretrain(tiny_config(tmp_path / "masked", tokenizer, **options))
+    flex = pretrain(tiny_config(tmp_path / "flex", tokenizer, flex_attention=True, **options))
+    a, b = ([r["loss"] for r in run.history if r["split"] == "train"] for run in (masked, flex))
+    assert len(a) == len(b) and all(close(x, y, 1e-3) for x, y in zip(a, b, strict=True))

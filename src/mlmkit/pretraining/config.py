@@ -151,6 +151,9 @@ class PretrainConfig:
                                 "device multiplies bf16 natively (a GPU with bf16, a CPU with "
                                 "AVX512-BF16 or AMX), else fp32", RUNTIME)
     compile: bool = _f(False, "torch.compile the model", RUNTIME)
+    flex_attention: bool = _f(False, "with --unpadded on a GPU: attention through PyTorch's "
+                                     "FlexAttention with a document block mask (blocks "
+                                     "without a pair of one document are skipped)", RUNTIME)
     prefetch: int = _f(0, "build the next N steps' batches on a background thread (pinned "
                           "and copied to a GPU on a side stream) while the step trains; the "
                           "same batches as without; 0: in the step", RUNTIME)
@@ -302,7 +305,7 @@ class PretrainConfig:
         """--optimizer, --decoupled-weight-decay, --batch-warmup-*, --unpadded."""
         _text("optimizer", self.optimizer)
         checks.choice("optimizer", self.optimizer, ("adamw", "stableadamw"))
-        for name in ("decoupled_weight_decay", "unpadded"):
+        for name in ("decoupled_weight_decay", "unpadded", "flex_attention"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
                                       "false")

@@ -496,8 +496,22 @@ def prepare_run(config: PretrainConfig | None, resume: str | Path | None,
     return config, run_dir, state
 
 
+def check_flex_attention(config: PretrainConfig, device) -> None:
+    """--flex-attention: unpadded rows, a device with FlexAttention's backward pass, and
+    no attention dropout (transformers' FlexAttention path has none)."""
+    if not config.unpadded:
+        raise InvalidArgument("--flex-attention is the kernel of unpadded attention: add "
+                              "--unpadded or drop --flex-attention")
+    if config.dropout:
+        raise InvalidArgument(f"--flex-attention with --dropout {config.dropout}: "
+                              "FlexAttention has no attention dropout; use --dropout 0")
+    if device is not None and torch.device(device).type == "cpu":
+        raise InvalidArgument("--flex-attention: FlexAttention has no backward pass on a "
+                              "CPU: train on a GPU (--device cuda) or drop --flex-attention")
+
+
 def check_config(config: PretrainConfig, world_size: int,
-                 evaluation: EvaluationHook | None = None) -> None:
+                 evaluation: EvaluationHook | None = None, runtime_device=None) -> None:
     """What the config alone can say is wrong with the run, before any work or writing."""
     if config.eval_suite:  # checked now: the suite first runs after training steps
         if evaluation is None:
@@ -530,6 +544,8 @@ def check_config(config: PretrainConfig, world_size: int,
                                   "--packing full (not document)")
         if config.init is None:
             check_unpadded_family(parse_preset(config.model)[0])
+    if config.flex_attention:
+        check_flex_attention(config, runtime_device)
     if config.masking not in (None, "default"):
         try:
             check_masking(config.masking, flag_name="--masking", total_steps=config.steps)
@@ -550,7 +566,7 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
     config, run_dir, saved = prepare_run(config, resume, overrides, restart)
     runtime = runtime or build_runtime_from_env(config.device, config.precision,
                                                 config.threads, parallel=config.parallel)
-    check_config(config, runtime.world_size, evaluation)
+    check_config(config, runtime.world_size, evaluation, runtime.device)
     schedule = Schedule.from_config(config)
     if saved is not None:
         saved, schedule = continuation(saved, config, run_dir, runtime.is_main)

@@ -99,6 +99,8 @@ def build_run_model(config, tokenizer, runtime, init_model=None):
     if config.dropout is not None:
         set_dropout(model, config.dropout)
     use_fast_attention(model, runtime)
+    if getattr(config, "flex_attention", False):  # unpadded rows through FlexAttention
+        model.set_attn_implementation("flex_attention")
     use_fast_layers(model)
     return model.to(runtime.device)
 
