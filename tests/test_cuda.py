@@ -224,3 +224,16 @@ def test_unpadded_training_through_flex_attention_equals_the_masked_kernel(
     flex = pretrain(tiny_config(tmp_path / "flex", tokenizer, flex_attention=True, **options))
     a, b = ([r["loss"] for r in run.history if r["split"] == "train"] for run in (masked, flex))
     assert len(a) == len(b) and all(close(x, y, 1e-3) for x, y in zip(a, b, strict=True))
+
+
+def test_compiled_layers_on_the_gpu_train_as_the_eager_ones(tmp_path, fixture_dir,
+                                                            wordpiece_tokenizer):
+    from mlmkit.pretraining import pretrain
+
+    tokenizer = str(fixture_dir / "tok-wordpiece")
+    runs = [pretrain(tiny_config(tmp_path / str(flag), tokenizer, device="cuda", dropout=0.0,
+                                 steps=4, pppl_sentences=0, compile_layers=flag,
+                                 mask_stream="counter", prefetch=2))
+            for flag in (False, True)]
+    a, b = ([r["loss"] for r in run.history if r["split"] == "train"] for run in runs)
+    assert all(close(x, y, 1e-3) for x, y in zip(a, b, strict=True))

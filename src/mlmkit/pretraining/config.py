@@ -154,6 +154,9 @@ class PretrainConfig:
     flex_attention: bool = _f(False, "with --unpadded on a GPU: attention through PyTorch's "
                                      "FlexAttention with a document block mask (blocks "
                                      "without a pair of one document are skipped)", RUNTIME)
+    compile_layers: bool = _f(False, "torch.compile each encoder layer on its own (regional: "
+                                     "one layer's compile time, the embedding, head and loss "
+                                     "stay eager)", RUNTIME)
     prefetch: int = _f(0, "build the next N steps' batches on a background thread (pinned "
                           "and copied to a GPU on a side stream) while the step trains; the "
                           "same batches as without; 0: in the step", RUNTIME)
@@ -197,7 +200,8 @@ class PretrainConfig:
         for name in ("model", "init", "tokenizer", "masking_stats", "run_dir", "time"):
             if getattr(self, name) is not None:
                 _text(name, getattr(self, name))
-        for name in ("compile", "progress", "activation_checkpointing", "allow_untrained_head"):
+        for name in ("compile", "progress", "activation_checkpointing", "allow_untrained_head",
+                     "compile_layers"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
                                       "false")

@@ -16,6 +16,7 @@ from mlmkit.masking.config import parse_masking_option
 from mlmkit.models import LoadedMLM, build_mlm, masked_logits
 from mlmkit.models.cross_entropy import cross_entropy_top1
 from mlmkit.models.fast_modernbert import use_fast_layers
+from mlmkit.models.regional_compile import compile_layers
 from mlmkit.models.unpadded import unpadded_logits, unpadded_mlm_loss
 from mlmkit.scoring.masked_copies import score_token_ids
 from mlmkit.tokenizer import save_tokenizer
@@ -102,6 +103,8 @@ def build_run_model(config, tokenizer, runtime, init_model=None):
     if getattr(config, "flex_attention", False):  # unpadded rows through FlexAttention
         model.set_attn_implementation("flex_attention")
     use_fast_layers(model)
+    if getattr(config, "compile_layers", False):  # regional torch.compile, layer by layer
+        compile_layers(model)
     return model.to(runtime.device)
 
 
