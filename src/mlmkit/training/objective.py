@@ -34,7 +34,9 @@ class TrainingRuntime(Protocol):
 
 @dataclass
 class Prepared:
-    """A corrupted global batch (CPU tensors, rows first) and its counts for normalisation."""
+    """A corrupted batch of this process's rows (rows first; CPU tensors, or the model's
+    device when the counter stream or the prefetching producer put them there) and its
+    counts for normalisation."""
 
     tensors: dict[str, torch.Tensor]
     counts: dict[str, float]
