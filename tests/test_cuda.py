@@ -133,3 +133,107 @@ def test_serving_on_the_gpu_equals_the_python_api(tiny_mlm):
     for a, b in zip(mlmkit.score(gpu, TEXTS), got, strict=True):
         assert close(a.pll, b["pll"], 1e-5)
     assert fill.status_code == 200
+
+
+@pytest.mark.parametrize("spec", ["bert", "whole_word", "span", "pmi", "diffusion", "upmlm",
+                                  "film", "frequency", "tfidf", "informask", "loss"])
+def test_counter_stream_masks_on_the_gpu_equal_the_cpu(spec, wordpiece_tokenizer,
+                                                       corpus_sample):
+    from mlmkit.masking import build_policy, compute_stats
+
+    tok = wordpiece_tokenizer
+    needs = spec in ("pmi", "frequency", "tfidf", "informask")
+    stats = compute_stats(corpus_sample[:200], tok, min_count=3) if needs else None
+    policy = build_policy(spec, tok, stats=stats)
+    ids = [i for text in corpus_sample[:100] for i in tok(text, add_special_tokens=False)
+           ["input_ids"]][:32 * 64]
+    ids = torch.tensor(ids).view(32, 64)
+    documents = torch.arange(64).div(20, rounding_mode="floor").expand_as(ids)
+    rows = torch.arange(40, 72)
+    cpu = policy(ids, step=5, seed=3, rows=rows, document_ids=documents)
+    gpu = policy(ids.cuda(), step=5, seed=3, rows=rows.cuda(), document_ids=documents.cuda())
+    for field in ("input_ids", "labels", "mask", "rate"):
+        assert torch.equal(getattr(cpu, field), getattr(gpu, field).cpu()), field
+
+
+def test_counter_stream_run_masks_on_the_gpu_and_resumes_exactly(tmp_path, fixture_dir,
+                                                                 wordpiece_tokenizer):
+    from mlmkit.pretraining import pretrain
+
+    tokenizer = str(fixture_dir / "tok-wordpiece")
+    options = dict(device="cuda", steps=6, pppl_sentences=0, mask_stream="counter")
+    straight = pretrain(tiny_config(tmp_path / "straight", tokenizer, **options))
+    pretrain(tiny_config(tmp_path / "halted", tokenizer, halt_after=3, **options))
+    resumed = pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
+    a, b = weights(straight.run_dir), weights(resumed.run_dir)
+    assert max(float((a[k].float() - b[k].float()).abs().max()) for k in a) <= 1e-5
+
+
+@pytest.mark.parametrize("stream", ["row", "counter"])
+def test_prefetched_batches_on_the_gpu_equal_the_step_built_ones(stream, tmp_path,
+                                                                 fixture_dir,
+                                                                 wordpiece_tokenizer):
+    from mlmkit.corpus.packing import BlockOrder
+    from mlmkit.pretraining.data import prepare_rows, rank_rows
+    from mlmkit.pretraining.prefetch import BatchProducer
+    from mlmkit.training.objectives.mlm import MLMObjective
+    from mlmkit.training.runtime import build_runtime
+    from tests.pretraining.test_mask_stream import _blocks
+
+    runtime = build_runtime("cuda", "fp32")
+    config = tiny_config(tmp_path, str(fixture_dir / "tok-wordpiece"), device="cuda")
+    objective = MLMObjective(config, wordpiece_tokenizer, runtime)
+    blocks = _blocks(wordpiece_tokenizer, tmp_path)
+    producer = BatchProducer(objective, blocks, depth=2, batch_size=4, runtime=runtime,
+                             seed=5, stream=stream)
+    order, plain = BlockOrder(len(blocks), seed=1), BlockOrder(len(blocks), seed=1)
+    try:
+        for step in range(4):
+            got, tokens, _ = producer.take(step, order.next_indices(4), order)
+            assert all(t.is_cuda for t in got.tensors.values())
+            want, _ = prepare_rows(objective, blocks, plain.next_indices(4),
+                                   rank_rows(4, 0, 1), step, 5, stream=stream)
+            for key, value in want.tensors.items():
+                assert torch.equal(value.cpu(), got.tensors[key].cpu()), (step, key)
+    finally:
+        producer.close()
+
+
+def test_a_prefetching_gpu_run_resumes_exactly(tmp_path, fixture_dir, wordpiece_tokenizer):
+    from mlmkit.pretraining import pretrain
+
+    tokenizer = str(fixture_dir / "tok-wordpiece")
+    options = dict(device="cuda", steps=6, pppl_sentences=0, mask_stream="counter")
+    straight = pretrain(tiny_config(tmp_path / "straight", tokenizer, **options))
+    pretrain(tiny_config(tmp_path / "halted", tokenizer, halt_after=3, prefetch=2, **options))
+    resumed = pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
+    assert 0.0 <= resumed.summary["data_wait_share"] <= 1.0
+    a, b = weights(straight.run_dir), weights(resumed.run_dir)
+    assert max(float((a[k].float() - b[k].float()).abs().max()) for k in a) <= 1e-5
+
+
+def test_unpadded_training_through_flex_attention_equals_the_masked_kernel(
+        tmp_path, tokenizer_factory, fixture_dir):
+    from mlmkit.pretraining import pretrain
+
+    tokenizer_factory("bpe")
+    options = dict(model="modernbert-tiny", unpadded=True, device="cuda", steps=4,
+                   pppl_sentences=0, dropout=0.0, masking="default")
+    tokenizer = str(fixture_dir / "tok-bpe")
+    masked = pretrain(tiny_config(tmp_path / "masked", tokenizer, **options))
+    flex = pretrain(tiny_config(tmp_path / "flex", tokenizer, flex_attention=True, **options))
+    a, b = ([r["loss"] for r in run.history if r["split"] == "train"] for run in (masked, flex))
+    assert len(a) == len(b) and all(close(x, y, 1e-3) for x, y in zip(a, b, strict=True))
+
+
+def test_compiled_layers_on_the_gpu_train_as_the_eager_ones(tmp_path, fixture_dir,
+                                                            wordpiece_tokenizer):
+    from mlmkit.pretraining import pretrain
+
+    tokenizer = str(fixture_dir / "tok-wordpiece")
+    runs = [pretrain(tiny_config(tmp_path / str(flag), tokenizer, device="cuda", dropout=0.0,
+                                 steps=4, pppl_sentences=0, compile_layers=flag,
+                                 mask_stream="counter", prefetch=2))
+            for flag in (False, True)]
+    a, b = ([r["loss"] for r in run.history if r["split"] == "train"] for run in runs)
+    assert all(close(x, y, 1e-3) for x, y in zip(a, b, strict=True))

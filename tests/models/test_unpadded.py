@@ -1,6 +1,6 @@
 """Unpadded attention (issue 19, mlmkit.models.unpadded): documents packed into one row
 with no padding give each document the hidden states it gets alone (ModernBERT with its
-local window, sdpa and eager; EuroBERT/NeoBERT's classes); `pretrain --unpadded` trains
+local window, sdpa, eager and FlexAttention; EuroBERT/NeoBERT's classes); `pretrain --unpadded` trains
 with the documents of each row kept apart; other families and settings are refused."""
 
 from __future__ import annotations
@@ -34,8 +34,11 @@ def tiny_model(kind: str, attention: str):
     return transformers.AutoModelForMaskedLM.from_config(config).eval()
 
 
-@pytest.mark.parametrize("kind, attention", [("modernbert", "sdpa"), ("modernbert", "eager"),
-                                             ("eurobert", "sdpa")])
+@pytest.mark.parametrize("kind, attention", [
+    ("modernbert", "sdpa"), ("modernbert", "eager"), ("eurobert", "sdpa"),
+    # FlexAttention with a document block mask (forward only on a CPU; compiled on first use)
+    pytest.param("modernbert", "flex_attention", marks=pytest.mark.slow),
+    pytest.param("eurobert", "flex_attention", marks=pytest.mark.slow)])
 def test_each_document_as_if_alone(kind, attention):
     model = tiny_model(kind, attention)
     ids = torch.randint(4, 100, (1, sum(LENGTHS)), generator=torch.Generator().manual_seed(1))
@@ -91,6 +94,9 @@ def test_pretrain_unpadded_keeps_the_documents_of_a_row_apart(tmp_path, tokenize
     ({"model": "bert-tiny"}, r"--unpadded: --model family 'bert' has no unpadded attention"),
     ({"objective": "electra", "model": "electra-tiny"}, "--unpadded trains --objective mlm"),
     ({"packing": "document"}, "use --packing full"),
+    ({"flex_attention": True, "unpadded": False}, "--flex-attention is the kernel of unpadded"),
+    ({"flex_attention": True}, "FlexAttention has no backward pass on a CPU"),
+    ({"flex_attention": True, "dropout": 0.1}, "no attention dropout"),
 ])
 def test_refused_in_one_line_before_any_work(tmp_path, change, message):
     with pytest.raises(InvalidArgument, match=message) as error:

@@ -69,8 +69,8 @@ def record_masks(run_module) -> dict:
     masks = {}
     prepare = run_module.prepare_rows
 
-    def recording(objective, blocks, indices, rows, step, seed):
-        prepared, tokens = prepare(objective, blocks, indices, rows, step, seed)
+    def recording(objective, blocks, indices, rows, step, seed, **options):
+        prepared, tokens = prepare(objective, blocks, indices, rows, step, seed, **options)
         for i, row in enumerate(rows):
             masks[(step, int(row))] = (int(indices[row]), prepared.tensors["mask"][i].clone(),
                                        prepared.tensors["input_ids"][i].clone())

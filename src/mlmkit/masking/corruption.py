@@ -7,11 +7,9 @@ With `per_unit`, a whole unit (a SpanBERT span) gets one fate.
 
 from __future__ import annotations
 
-import torch
-
 from mlmkit.errors import MlmkitError
 from mlmkit.masking.lookup import take
-from mlmkit.masking.seeding import uniform
+from mlmkit.masking.seeding import integers_at, uniform, uniform_at
 
 
 def parse_proportions(value) -> tuple[float, float, float]:
@@ -45,13 +43,13 @@ class Corruption:
             u = uniform(input_ids.shape, generator, input_ids.device)
             u = take(u.gather(1, unit_ids.clamp(min=0)), where)
         else:
-            u = uniform(where.shape, generator, input_ids.device)
+            u = uniform_at(where, input_ids.shape, generator, input_ids.device)
         out = input_ids.clone()
         out.view(-1).index_fill_(0, where[u < self.mask_p], mask_id)
         if self.random_p > 0:  # replacement ids drawn only where a token is replaced
             swap = where[(u >= self.mask_p) & (u < self.mask_p + self.random_p)]
-            pick = torch.randint(len(replacements), swap.shape, generator=generator,
-                                 device=input_ids.device)
+            pick = integers_at(len(replacements), swap, input_ids.shape, generator,
+                               input_ids.device)
             out.view(-1).index_copy_(0, swap, replacements.index_select(0, pick))
         return out
 

@@ -4,7 +4,9 @@
                  word_starts=..., document_ids=...)
 
 Every call derives its randomness from (seed, step) on the batch's device, so a resumed run
-masks exactly as an uninterrupted one; the only learned state (the loss-EMA table) goes
+masks exactly as an uninterrupted one; given `rows` (the global row number of each row),
+from (seed, step, row, position) through the counter stream, so a row masks alike in any
+batch, on any device; the only learned state (the loss-EMA table) goes
 through `state_dict`. Everything on the hot path is batched torch: no loop over rows or
 positions.
 """
@@ -17,7 +19,7 @@ from mlmkit.errors import MlmkitError
 from mlmkit.masking.batch import IGNORE_INDEX, MaskedBatch
 from mlmkit.masking.counts import tokens_of
 from mlmkit.masking.lookup import lookup
-from mlmkit.masking.seeding import generator_for
+from mlmkit.masking.seeding import stream_for
 
 STATE_VERSION = 1
 
@@ -57,9 +59,9 @@ class MaskingPolicy:
         return ok
 
     def unit_ids(self, input_ids, attention_mask=None, *, step=0, seed=0, word_starts=None,
-                 document_ids=None) -> torch.Tensor:
+                 document_ids=None, rows=None) -> torch.Tensor:
         """The units a call with these arguments would choose among (for tests and previews)."""
-        generator = generator_for(seed, step, input_ids.device)
+        generator = stream_for(seed, step, input_ids.device, rows)
         self.rate(input_ids.shape[0], step, generator, input_ids.device)  # same draw order
         maskable = self.maskable(input_ids, attention_mask)
         starts = self._word_starts(input_ids, word_starts)
@@ -73,11 +75,14 @@ class MaskingPolicy:
         return self.vocabulary.word_starts(input_ids)
 
     def __call__(self, input_ids, attention_mask=None, *, step: int = 0, seed: int = 0,
-                 word_starts=None, document_ids=None) -> MaskedBatch:
+                 word_starts=None, document_ids=None, rows=None) -> MaskedBatch:
         self._check(input_ids, attention_mask, word_starts, document_ids)
+        if rows is not None and len(rows) != input_ids.shape[0]:
+            raise MlmkitError(f"rows names {len(rows)} rows but input_ids has "
+                              f"{input_ids.shape[0]}: give one global row number per row")
         input_ids = input_ids.long()
         device = input_ids.device
-        generator = generator_for(seed, step, device)
+        generator = stream_for(seed, step, device, rows)
         rates = self.rate(input_ids.shape[0], step, generator, device)
         maskable = self.maskable(input_ids, attention_mask)
         starts = self._word_starts(input_ids, word_starts)

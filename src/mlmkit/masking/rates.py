@@ -12,8 +12,9 @@ import math
 import torch
 
 from mlmkit.errors import MlmkitError
+from mlmkit.masking.counter_stream import CounterStream
 from mlmkit.masking.registry import RATES
-from mlmkit.masking.seeding import uniform
+from mlmkit.masking.seeding import normal, rand, uniform
 
 
 def _check_rate(value, what: str) -> float:
@@ -133,7 +134,7 @@ class UniformRate(Rate):
         return 0.5 * (self.low + self.high)
 
     def __call__(self, batch, step, generator, device):
-        u = torch.rand(batch, generator=generator, device=device)
+        u = rand(batch, generator, device)
         return self.low + (self.high - self.low) * u
 
     def describe(self) -> str:
@@ -141,7 +142,11 @@ class UniformRate(Rate):
 
 
 def sample_gamma(shape: float, count: int, generator, device) -> torch.Tensor:
-    """Gamma(shape, 1) draws from `generator` (Marsaglia–Tsang, vectorised rejection rounds)."""
+    """Gamma(shape, 1) draws from `generator` (Marsaglia–Tsang, vectorised rejection rounds).
+    A counter stream draws the rounds from a child stream: how many rounds the batch needs
+    then changes no later draw, and a row's rounds are its own."""
+    if isinstance(generator, CounterStream):
+        generator = generator.child()
     boost = shape < 1.0
     alpha = shape + 1.0 if boost else shape
     d = alpha - 1.0 / 3.0
@@ -149,7 +154,7 @@ def sample_gamma(shape: float, count: int, generator, device) -> torch.Tensor:
     out = torch.empty(count, dtype=torch.float64, device=device)
     todo = torch.ones(count, dtype=torch.bool, device=device)
     while bool(todo.any()):  # rounds over the whole batch; > 95% accepted per round
-        x = torch.randn(count, generator=generator, device=device, dtype=torch.float64)
+        x = normal(count, generator, device)
         u = uniform(count, generator, device, dtype=torch.float64)
         v = (1 + c * x) ** 3
         ok = (v > 0) & (torch.log(u) < 0.5 * x * x + d - d * v + d * torch.log(v.clamp(min=1e-300)))
@@ -187,7 +192,11 @@ class BetaRate(Rate):
 @RATES.register("diffusion")
 class DiffusionRate(Rate):
     """Diffusion time t ~ U(eps, 1), stratified: exactly one draw in each of B equal
-    intervals of (eps, 1) (low-discrepancy sampling, as MDLM), in shuffled row order."""
+    intervals of (eps, 1) (low-discrepancy sampling, as MDLM), in shuffled row order.
+
+    The counter stream draws each row's time on its own, t ~ U(eps, 1): stratifying needs
+    the whole global batch, which no process holds (the row stream, one row per call,
+    draws the same law)."""
 
     PARAMS = {"eps": 1e-3}
 
@@ -200,6 +209,9 @@ class DiffusionRate(Rate):
         return 0.5 * (1.0 + self.eps)
 
     def __call__(self, batch, step, generator, device):
+        if isinstance(generator, CounterStream):
+            u = generator.uniform(batch, torch.float64)
+            return (self.eps + (1.0 - self.eps) * u).float()
         u = torch.rand(batch, generator=generator, device=device, dtype=torch.float64)
         cell = torch.arange(batch, device=device, dtype=torch.float64)
         t = self.eps + (1.0 - self.eps) * (cell + u) / batch

@@ -33,6 +33,7 @@ def _need(stats, name: str):
 class Weights:
     PARAMS: dict = {}
     name = "weights"
+    learns = False  # True: the weights change with training (batches can't be built ahead)
 
     def __init__(self, **_):
         self._cache: dict = {}
@@ -150,6 +151,7 @@ class LossWeights(Weights):
 
     PARAMS = {"decay": 0.99, "power": 1.0}
     name = "loss"
+    learns = True
 
     def __init__(self, decay=0.99, power=1.0, vocab_size=None, **_):
         super().__init__()

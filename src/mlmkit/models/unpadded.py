@@ -17,11 +17,18 @@ document's number in its row, 0 on padding (the convention FlashAttention packer
 Supported: the RoPE families whose transformers classes take a 4-D mask and position ids
 (ModernBERT and its Ettin/mmBERT presets, with their local-attention window kept within
 the document; EuroBERT and NeoBERT's shape). Absolute-position families are refused.
+
+A model set to `flex_attention` (`--flex-attention`) gets the same isolation as a
+FlexAttention block mask instead: blocks of 128×128 that hold no pair of one document
+are skipped, so a packed row costs about Σ nᵢ² on a GPU. transformers compiles
+FlexAttention on first use (about half a minute on a CPU), and on a CPU FlexAttention
+has a forward pass only (no backward): there it serves evaluation and tests.
 """
 
 from __future__ import annotations
 
 import torch
+from torch.nn.attention.flex_attention import create_block_mask
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.adapters import adapter_for
@@ -71,6 +78,33 @@ def document_mask(documents: torch.Tensor, window: int | None = None) -> torch.T
     return same[:, None]
 
 
+def document_block_mask(documents: torch.Tensor, window: int | None = None):
+    """The FlexAttention `BlockMask` of `document_mask`: the same pairs, as a function of
+    (row, head, query, key) evaluated block by block."""
+    batch, length = documents.shape
+
+    def same_document(b, h, q, k):
+        allowed = (documents[b, q] == documents[b, k]) & (documents[b, q] > 0) | (q == k)
+        if window is not None:
+            allowed = allowed & ((q - k).abs() <= window)
+        return allowed
+
+    return create_block_mask(same_document, batch, None, length, length,
+                             device=documents.device)
+
+
+def _uses_flex(model) -> bool:
+    return getattr(model.config, "_attn_implementation", None) == "flex_attention"
+
+
+def _attention_mask(documents: torch.Tensor, model, dtype: torch.dtype,
+                    window: int | None = None):
+    """The document mask in the form the model's attention implementation reads."""
+    if _uses_flex(model):
+        return document_block_mask(documents, window)
+    return _as_attention_mask(document_mask(documents, window), model, dtype)
+
+
 def _as_attention_mask(mask: torch.Tensor, model, dtype: torch.dtype) -> torch.Tensor:
     """The mask as the model's attention implementation adds it: sdpa takes bool; eager
     adds it to the scores (0 where allowed, the dtype's minimum elsewhere)."""
@@ -90,13 +124,12 @@ def unpadded_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
     dtype = encoder.get_input_embeddings().weight.dtype
     if model.config.model_type == "modernbert":
         window = getattr(model.config, "sliding_window", None)
-        masks = {"full_attention": _as_attention_mask(document_mask(documents), model, dtype)}
+        masks = {"full_attention": _attention_mask(documents, model, dtype)}
         if "sliding_attention" in set(model.config.layer_types):
-            masks["sliding_attention"] = _as_attention_mask(document_mask(documents, window),
-                                                            model, dtype)
+            masks["sliding_attention"] = _attention_mask(documents, model, dtype, window)
         return encoder(input_ids=input_ids, attention_mask=masks,
                        position_ids=positions).last_hidden_state
-    mask = _as_attention_mask(document_mask(documents), model, dtype)
+    mask = _attention_mask(documents, model, dtype)
     return encoder(input_ids=input_ids, attention_mask=mask,
                    position_ids=positions).last_hidden_state
 

@@ -23,6 +23,7 @@ from mlmkit.pretraining.phase_specs import check_config_phases
 
 STUDIED, BUDGET, EVALUATION, RUNTIME = "what is studied", "budget", "evaluation", "runtime"
 PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 where the device runs it natively
+MASK_STREAMS = ("row", "counter")  # mlmkit.masking.seeding: the two random streams of masks
 MAX_VOCAB_SIZE = 2**20  # the tokenizers trainer aborts the process far above this
 MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 8192  # 8: [CLS] [SEP] and a few tokens
 MAX_BATCH = 2**20
@@ -73,6 +74,11 @@ class PretrainConfig:
                                  "whole-word masking, 80/10/10")
     masking_stats: str | None = _f(None, "statistics folder from `mlmkit mask stats` (needed "
                                          "by pmi / frequency / tfidf / informask masking)")
+    mask_stream: str = _f("row", "random stream of the masks: row (a generator per row, on "
+                                 "the host; runs saved without this field used it) or "
+                                 "counter (keyed by seed, step, row and position: the whole "
+                                 "batch in a few tensor ops, on the model's device, the same "
+                                 "on any device and process count)")
     label_smoothing: float = _f(0.0, "label smoothing of the MLM cross-entropy")
     batch_size: int = _f(16, "blocks per optimizer step (all accumulation steps together)")
     grad_accum: int = _f(1, "gradient accumulation micro-steps per optimizer step")
@@ -145,6 +151,15 @@ class PretrainConfig:
                                 "device multiplies bf16 natively (a GPU with bf16, a CPU with "
                                 "AVX512-BF16 or AMX), else fp32", RUNTIME)
     compile: bool = _f(False, "torch.compile the model", RUNTIME)
+    flex_attention: bool = _f(False, "with --unpadded on a GPU: attention through PyTorch's "
+                                     "FlexAttention with a document block mask (blocks "
+                                     "without a pair of one document are skipped)", RUNTIME)
+    compile_layers: bool = _f(False, "torch.compile each encoder layer on its own (regional: "
+                                     "one layer's compile time, the embedding, head and loss "
+                                     "stay eager)", RUNTIME)
+    prefetch: int = _f(0, "build the next N steps' batches on a background thread (pinned "
+                          "and copied to a GPU on a side stream) while the step trains; the "
+                          "same batches as without; 0: in the step", RUNTIME)
     parallel: str = _f("ddp", "under torchrun: ddp (every process holds the whole model) or "
                               "fsdp (FSDP2: parameters, gradients and optimizer state sharded "
                               "over processes, states saved with torch.distributed.checkpoint)",
@@ -180,18 +195,20 @@ class PretrainConfig:
         or a local `--init` model's. Errors are one-line `InvalidArgument`s naming the flag.
         """
         for name in ("objective", "tokenizer_kind", "corpus", "field", "packing", "schedule",
-                     "device", "precision"):
+                     "device", "precision", "mask_stream"):
             _text(name, getattr(self, name))
         for name in ("model", "init", "tokenizer", "masking_stats", "run_dir", "time"):
             if getattr(self, name) is not None:
                 _text(name, getattr(self, name))
-        for name in ("compile", "progress", "activation_checkpointing", "allow_untrained_head"):
+        for name in ("compile", "progress", "activation_checkpointing", "allow_untrained_head",
+                     "compile_layers"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
                                       "false")
         checks.choice("objective", self.objective, ("mlm", "electra", "diffusion"))
         checks.choice("tokenizer_kind", self.tokenizer_kind, ("wordpiece", "bpe", "unigram"))
         checks.choice("packing", self.packing, ("full", "document"))
+        checks.choice("mask_stream", self.mask_stream, MASK_STREAMS)
         checks.choice("schedule", self.schedule, ("linear", "cosine", "wsd", "constant"))
         checks.choice("parallel", self.parallel, ("ddp", "fsdp"))
         if self.precision not in PRECISIONS:
@@ -224,6 +241,7 @@ class PretrainConfig:
         checks.probability("decay", self.decay, closed_high=True)
         checks.probability("min_lr", self.min_lr, closed_high=True)
         self.seed = checks.count("seed", self.seed, 0, 2**32 - 1)
+        self.prefetch = checks.count("prefetch", self.prefetch, 0, 64)
         # budget
         if self.steps is None and self.tokens is None and self.time is None:
             raise InvalidArgument("no budget: give --steps, --tokens or --time")
@@ -291,7 +309,7 @@ class PretrainConfig:
         """--optimizer, --decoupled-weight-decay, --batch-warmup-*, --unpadded."""
         _text("optimizer", self.optimizer)
         checks.choice("optimizer", self.optimizer, ("adamw", "stableadamw"))
-        for name in ("decoupled_weight_decay", "unpadded"):
+        for name in ("decoupled_weight_decay", "unpadded", "flex_attention"):
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
                                       "false")

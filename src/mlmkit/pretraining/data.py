@@ -253,12 +253,20 @@ def rank_rows(batch_size: int, rank: int, world_size: int) -> np.ndarray:
 
 
 def prepare_rows(objective, blocks: PackedBlocks, indices: np.ndarray, rows: np.ndarray,
-                 step: int, seed: int):
+                 step: int, seed: int, stream: str = "row", device=None):
     """Read, mask and collate only `rows` of the step's global batch (`indices`: the block
-    of each global row). Each row is corrupted on its own, from (seed, step, global row), so
+    of each global row). Each row is corrupted from (seed, step, global row) alone, so
     the masks do not depend on how many processes share the step. Returns a `Prepared`
-    whose counts are this rank's (sum them over ranks for the step's totals)."""
+    whose counts are this rank's (sum them over ranks for the step's totals).
+
+    The "row" stream masks row by row on the host, a generator seeded per row; the
+    "counter" stream masks all the rows at once, on `device` (the model's) when given."""
     batch = blocks[indices[rows]]
+    if stream == "counter":
+        if device is not None:
+            batch = batch.to(device)
+        global_rows = torch.as_tensor(rows, dtype=torch.long, device=batch.input_ids.device)
+        return objective.prepare(batch, step, seed=seed, rows=global_rows), batch.n_tokens
     parts = []
     for i, row in enumerate(rows):
         one = BlockBatch(*(t[i:i + 1] for t in (batch.input_ids, batch.attention_mask,

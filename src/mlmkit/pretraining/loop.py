@@ -81,8 +81,16 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
 def train(run: Run, stop: StopOnSignal, bar: TrainProgress,
           evaluation: EvaluationHook | None = None) -> str | None:
     """Step until the budget is spent; the reason it stopped early, or None."""
-    config, steps_here = run.config, 0
     run.objective.train()
+    try:
+        return _train_steps(run, stop, bar, evaluation)
+    finally:
+        run.stop_producer()
+
+
+def _train_steps(run: Run, stop: StopOnSignal, bar: TrainProgress,
+                 evaluation: EvaluationHook | None) -> str | None:
+    config, steps_here = run.config, 0
     while not run.done():
         run.keep_stable_state()  # WSD: the state an extension continues from
         run.step()
@@ -156,6 +164,9 @@ def _summary(run: Run, last_eval: dict, stop_reason: str | None,
         "train_seconds": round(state.elapsed, 3),
         "tokens_per_s": state.tokens / state.elapsed if state.elapsed else None,
         "data_seconds": round(run.data_seconds, 3),  # rank 0 reading and masking its rows
+        # the share of the steps' time rank 0 spent building or waiting for its batches
+        "data_wait_share": (run.data_seconds / run.step_seconds if run.step_seconds
+                            else None),
         "parameters": sum(p.numel() for p in run.parameters),
         "objective": run.objective.describe(),
         "eval": {k: v for k, v in last_eval.items() if k != "split"},

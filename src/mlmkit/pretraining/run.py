@@ -42,6 +42,7 @@ from mlmkit.pretraining.extension import STABLE_DIR, continuation
 from mlmkit.pretraining.hooks import EvaluationHook
 from mlmkit.pretraining.phases import attach_phases
 from mlmkit.pretraining.plots import plots_installed
+from mlmkit.pretraining.prefetch import BatchProducer, can_prefetch
 from mlmkit.pretraining.run_state import (
     check_fingerprints,
     check_finite,
@@ -96,22 +97,25 @@ class MetricsWindow:
     def __init__(self):
         self.sums: dict[str, torch.Tensor] = {}
         self.count = 0
-        self.tokens, self.seconds = 0, 0.0
+        self.tokens, self.seconds, self.data_seconds = 0, 0.0, 0.0
 
     def add(self, metrics: dict[str, torch.Tensor]) -> None:
         """One micro-step's metric contributions (shares of the step's value)."""
         for key, value in metrics.items():
             self.sums[key] = self.sums.get(key, 0.0) + value.detach().double()
 
-    def end_step(self, tokens: int, seconds: float) -> None:
+    def end_step(self, tokens: int, seconds: float, data_seconds: float = 0.0) -> None:
         self.count += 1
         self.tokens += tokens
         self.seconds += seconds
+        self.data_seconds += data_seconds
 
     def flush(self, runtime: Runtime) -> dict[str, float]:
         """The mean of each metric over the window's steps and processes; then empty."""
         values = {k: runtime.sum(float(v)) / self.count for k, v in self.sums.items()}
         values["tokens_per_s"] = self.tokens / max(self.seconds, 1e-9)
+        # the share of the steps' time spent building or waiting for their batches
+        values["data_wait"] = self.data_seconds / max(self.seconds, 1e-9)
         self.__init__()
         return values
 
@@ -150,6 +154,8 @@ class Run:
     phases: object = None  # mlmkit.pretraining.phases.PhaseRuntime when the config has phases
     plots: bool = False  # matplotlib and tensorboard are installed: plots and TensorBoard logs
     data_seconds: float = 0.0  # this process's time reading and masking its rows
+    step_seconds: float = 0.0  # this process's time in steps (since it started or resumed)
+    producer: BatchProducer | None = None  # --prefetch: the next steps' batches, built ahead
 
     # ---- what the loop asks
     @property
@@ -202,11 +208,16 @@ class Run:
         batch_size = self.batch_size()  # --batch-size, or smaller in a batch warm-up
         indices = self.order.next_indices(batch_size)
         data_started = time.perf_counter()
-        prepared, n_tokens = prepare_rows(
-            self.objective, self.data.train, indices,
-            rank_rows(batch_size, runtime.rank, runtime.world_size), state.step,
-            config.seed)
-        self.data_seconds += time.perf_counter() - data_started
+        producer = self.batch_producer()
+        if producer is not None:  # built ahead on a thread: only the wait counts
+            prepared, n_tokens, waited = producer.take(state.step, indices, self.order)
+        else:
+            prepared, n_tokens = prepare_rows(
+                self.objective, self.data.train, indices,
+                rank_rows(batch_size, runtime.rank, runtime.world_size), state.step,
+                config.seed, stream=config.mask_stream, device=runtime.device)
+            waited = time.perf_counter() - data_started
+        self.data_seconds += waited
         totals, n_tokens = global_counts(runtime, prepared.counts, n_tokens)
         micro = torch.arange(len(prepared.tensors["input_ids"])).split(self.micro_batch)
         for i, rows in enumerate(micro):
@@ -235,7 +246,24 @@ class Run:
         # the slowest process's step time, so that time budgets end on the same step
         seconds = runtime.max(time.perf_counter() - started)
         state.elapsed += seconds
-        self.window.end_step(n_tokens, seconds)
+        self.window.end_step(n_tokens, seconds, waited)
+        self.step_seconds += seconds
+
+    def batch_producer(self) -> BatchProducer | None:
+        """The background producer of --prefetch (started at the first step), or None when
+        batches are built in the step (no --prefetch, or `can_prefetch` says why not)."""
+        if self.producer is None and self.config.prefetch and can_prefetch(
+                self.config, self.objective, self.phases) is None:
+            self.producer = BatchProducer(
+                self.objective, self.data.train, depth=self.config.prefetch,
+                batch_size=self.config.batch_size, runtime=self.runtime,
+                seed=self.config.seed, stream=self.config.mask_stream)
+        return self.producer
+
+    def stop_producer(self) -> None:
+        if self.producer is not None:
+            self.producer.close()
+            self.producer = None
 
     # ---- records
     def record(self, record: dict) -> None:
@@ -468,8 +496,22 @@ def prepare_run(config: PretrainConfig | None, resume: str | Path | None,
     return config, run_dir, state
 
 
+def check_flex_attention(config: PretrainConfig, device) -> None:
+    """--flex-attention: unpadded rows, a device with FlexAttention's backward pass, and
+    no attention dropout (transformers' FlexAttention path has none)."""
+    if not config.unpadded:
+        raise InvalidArgument("--flex-attention is the kernel of unpadded attention: add "
+                              "--unpadded or drop --flex-attention")
+    if config.dropout:
+        raise InvalidArgument(f"--flex-attention with --dropout {config.dropout}: "
+                              "FlexAttention has no attention dropout; use --dropout 0")
+    if device is not None and torch.device(device).type == "cpu":
+        raise InvalidArgument("--flex-attention: FlexAttention has no backward pass on a "
+                              "CPU: train on a GPU (--device cuda) or drop --flex-attention")
+
+
 def check_config(config: PretrainConfig, world_size: int,
-                 evaluation: EvaluationHook | None = None) -> None:
+                 evaluation: EvaluationHook | None = None, runtime_device=None) -> None:
     """What the config alone can say is wrong with the run, before any work or writing."""
     if config.eval_suite:  # checked now: the suite first runs after training steps
         if evaluation is None:
@@ -502,6 +544,8 @@ def check_config(config: PretrainConfig, world_size: int,
                                   "--packing full (not document)")
         if config.init is None:
             check_unpadded_family(parse_preset(config.model)[0])
+    if config.flex_attention:
+        check_flex_attention(config, runtime_device)
     if config.masking not in (None, "default"):
         try:
             check_masking(config.masking, flag_name="--masking", total_steps=config.steps)
@@ -522,7 +566,7 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
     config, run_dir, saved = prepare_run(config, resume, overrides, restart)
     runtime = runtime or build_runtime_from_env(config.device, config.precision,
                                                 config.threads, parallel=config.parallel)
-    check_config(config, runtime.world_size, evaluation)
+    check_config(config, runtime.world_size, evaluation, runtime.device)
     schedule = Schedule.from_config(config)
     if saved is not None:
         saved, schedule = continuation(saved, config, run_dir, runtime.is_main)

@@ -34,14 +34,16 @@ class TrainingRuntime(Protocol):
 
 @dataclass
 class Prepared:
-    """A corrupted global batch (CPU tensors, rows first) and its counts for normalisation."""
+    """A corrupted batch of this process's rows (rows first; CPU tensors, or the model's
+    device when the counter stream or the prefetching producer put them there) and its
+    counts for normalisation."""
 
     tensors: dict[str, torch.Tensor]
     counts: dict[str, float]
 
     def rows(self, index: torch.Tensor, device) -> dict[str, torch.Tensor]:
         """The rows `index` of every tensor, on `device` (one micro-batch of one process)."""
-        return {k: v.index_select(0, index).to(device, non_blocking=True)
+        return {k: v.index_select(0, index.to(v.device)).to(device, non_blocking=True)
                 for k, v in self.tensors.items()}
 
 
@@ -61,6 +63,7 @@ class Objective(ABC):
     """The interface the training run drives (`mlmkit.pretraining.run.Run.step`)."""
 
     name: str = "objective"
+    prepare_ahead = False  # True: `prepare` keeps no state, later steps may be prepared early
 
     def __init__(self, config, tokenizer, runtime: TrainingRuntime):
         self.config, self.tokenizer, self.runtime = config, tokenizer, runtime
@@ -79,9 +82,11 @@ class Objective(ABC):
         return None
 
     @abstractmethod
-    def prepare(self, batch, step: int, seed: int | None = None) -> Prepared:
+    def prepare(self, batch, step: int, seed: int | None = None, rows=None) -> Prepared:
         """Corrupt a `BlockBatch` of training step `step`, deterministically from (`seed`,
-        default the config's, and step); the run calls it per row with a row's seed."""
+        default the config's, and step). The run either calls it per row with a row's seed
+        (the "row" stream) or once with `rows`, the global row number of each row (the
+        counter stream: randomness keyed by (seed, step, row, position))."""
 
     @abstractmethod
     def loss(self, tensors: dict[str, torch.Tensor], totals: dict[str, float]) -> LossOutput:

@@ -88,6 +88,7 @@ class DiffusionObjective(Objective):
     """MDLM/LLaDA masked-diffusion training of an ordinary masked LM."""
 
     name = "diffusion"
+    prepare_ahead = True  # prepare is a pure function of (batch, step, seed): prefetchable
 
     def __init__(self, config, tokenizer, runtime, init_model=None,
                  eval_samples: int = EVAL_SAMPLES):
@@ -102,17 +103,19 @@ class DiffusionObjective(Objective):
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"model": self.model}
 
-    def corrupt(self, batch, step: int, seed: int) -> dict[str, torch.Tensor]:
+    def corrupt(self, batch, step: int, seed: int, rows=None) -> dict[str, torch.Tensor]:
         """Per-row times and mask-only corruption of a `BlockBatch` by the masking engine."""
         out = self.policy(batch.input_ids, batch.attention_mask, step=step, seed=seed,
-                          word_starts=batch.word_starts, document_ids=batch.document_ids)
+                          word_starts=batch.word_starts, document_ids=batch.document_ids,
+                          rows=rows)
         return {"input_ids": out.input_ids, "attention_mask": batch.attention_mask,
                 "mask": out.mask, "original": batch.input_ids, "t": out.rate,
                 "maskable": self.policy.maskable(batch.input_ids, batch.attention_mask)}
 
-    def prepare(self, batch, step: int, seed: int | None = None) -> Prepared:
+    def prepare(self, batch, step: int, seed: int | None = None, rows=None) -> Prepared:
         # randomness from (seed, step) only: a resumed run draws the same times and masks
-        tensors = self.corrupt(batch, step, self.config.seed if seed is None else seed)
+        tensors = self.corrupt(batch, step, self.config.seed if seed is None else seed,
+                               rows=rows)
         return Prepared(tensors=tensors, counts={"tokens": float(tensors["maskable"].sum()),
                                                  "masked": float(tensors["mask"].sum())})
 

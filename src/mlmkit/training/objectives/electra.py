@@ -191,15 +191,18 @@ class ElectraObjective(Objective):
     def modules(self) -> dict[str, torch.nn.Module]:
         return {"electra": self.pair}
 
-    def _mask(self, batch, step: int, seed: int, device=None) -> dict[str, torch.Tensor]:
-        return mask_blocks(self.policy, batch, step, seed, device, targets="original")
+    def _mask(self, batch, step: int, seed: int, device=None,
+              rows=None) -> dict[str, torch.Tensor]:
+        return mask_blocks(self.policy, batch, step, seed, device, targets="original",
+                           rows=rows)
 
-    def prepare(self, batch, step: int, seed: int | None = None) -> Prepared:
+    def prepare(self, batch, step: int, seed: int | None = None, rows=None) -> Prepared:
         # replacements are sampled from a stream seeded by (seed, step, rank): exact on
         # resume, independent across processes, untouched by the global RNG (dropout)
         self._sampler = torch.Generator(device=self.runtime.device).manual_seed(
             (self.config.seed * 1_000_003 + step) * 1_009 + self.runtime.rank)
-        tensors = self._mask(batch, step, self.config.seed if seed is None else seed)
+        tensors = self._mask(batch, step, self.config.seed if seed is None else seed,
+                             rows=rows)
         return Prepared(tensors=tensors, counts={
             "masked": float(tensors["mask"].sum()),
             "tokens": float(tensors["attention_mask"].sum())})

@@ -16,6 +16,7 @@ from mlmkit.masking.config import parse_masking_option
 from mlmkit.models import LoadedMLM, build_mlm, masked_logits
 from mlmkit.models.cross_entropy import cross_entropy_top1
 from mlmkit.models.fast_modernbert import use_fast_layers
+from mlmkit.models.regional_compile import compile_layers
 from mlmkit.models.unpadded import unpadded_logits, unpadded_mlm_loss
 from mlmkit.scoring.masked_copies import score_token_ids
 from mlmkit.tokenizer import save_tokenizer
@@ -51,12 +52,13 @@ def build_masking_policy(config, tokenizer):
 
 
 def mask_blocks(policy, batch, step: int, seed: int, device=None,
-                targets: str = "labels") -> dict[str, torch.Tensor]:
+                targets: str = "labels", rows=None) -> dict[str, torch.Tensor]:
     """A `BlockBatch` corrupted by a masking policy, as the tensors an objective trains on:
     the corrupted `input_ids`, `attention_mask`, the chosen positions `mask`, and `labels`
-    (the policy's) or `original` (the uncorrupted ids); on `device` when given."""
+    (the policy's) or `original` (the uncorrupted ids); on `device` when given. With
+    `rows` (global row numbers), the counter stream draws the masks."""
     out = policy(batch.input_ids, batch.attention_mask, step=step, seed=seed,
-                 word_starts=batch.word_starts, document_ids=batch.document_ids)
+                 word_starts=batch.word_starts, document_ids=batch.document_ids, rows=rows)
     tensors = {"input_ids": out.input_ids, "attention_mask": batch.attention_mask,
                "mask": out.mask,
                targets: out.labels if targets == "labels" else batch.input_ids}
@@ -98,7 +100,11 @@ def build_run_model(config, tokenizer, runtime, init_model=None):
     if config.dropout is not None:
         set_dropout(model, config.dropout)
     use_fast_attention(model, runtime)
+    if getattr(config, "flex_attention", False):  # unpadded rows through FlexAttention
+        model.set_attn_implementation("flex_attention")
     use_fast_layers(model)
+    if getattr(config, "compile_layers", False):  # regional torch.compile, layer by layer
+        compile_layers(model)
     return model.to(runtime.device)
 
 
@@ -121,6 +127,7 @@ class MLMObjective(Objective):
     """BERT/RoBERTa-style MLM over packed blocks."""
 
     name = "mlm"
+    prepare_ahead = True  # prepare is a pure function of (batch, step, seed): prefetchable
 
     def __init__(self, config, tokenizer, runtime, init_model=None):
         super().__init__(config, tokenizer, runtime)
@@ -139,16 +146,19 @@ class MLMObjective(Objective):
     def compile(self) -> None:
         self._loss_fn = torch.compile(self._loss_fn, dynamic=True)
 
-    def _mask(self, batch, step: int, seed: int, device=None) -> dict[str, torch.Tensor]:
-        tensors = mask_blocks(self.policy, batch, step, seed, device, targets="labels")
+    def _mask(self, batch, step: int, seed: int, device=None,
+              rows=None) -> dict[str, torch.Tensor]:
+        tensors = mask_blocks(self.policy, batch, step, seed, device, targets="labels",
+                              rows=rows)
         if self._unpadded:  # the indexed mask: each token's document number, 0 on padding
             tensors["attention_mask"] = (batch.document_ids + 1).to(tensors["input_ids"].device)
         return tensors
 
-    def prepare(self, batch, step: int, seed: int | None = None) -> Prepared:
+    def prepare(self, batch, step: int, seed: int | None = None, rows=None) -> Prepared:
         # The policy derives its randomness from (seed, step): the masks of a resumed run
         # are those of an uninterrupted one.
-        tensors = self._mask(batch, step, self.config.seed if seed is None else seed)
+        tensors = self._mask(batch, step, self.config.seed if seed is None else seed,
+                             rows=rows)
         return Prepared(tensors=tensors, counts={"masked": float(tensors["mask"].sum())})
 
     def loss(self, tensors: dict[str, torch.Tensor], totals: dict[str, float]) -> LossOutput:
