@@ -8,17 +8,7 @@ import sys
 import typer
 
 import mlmkit
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    JSON,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    command,
-    trusting,
-)
+from mlmkit.cli.options import JSON, Runtime, command, trusting
 from mlmkit.core.results import dumps
 from mlmkit.options import as_keywords
 from mlmkit.options.finetuning import Finetuning
@@ -56,18 +46,15 @@ def finetune_command(
     run_dir: str = typer.Option(None, "--run-dir", help="Where the best model (best/), "
                                 "metrics.json and checkpoints go."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir."),
-    *, training: Finetuning, device: str = DEVICE, precision: str = PRECISION,
-    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
-    as_json: bool = JSON, trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, training: Finetuning, runtime: Runtime, as_json: bool = JSON,
 ) -> None:
     """Fine-tune a masked LM on a task: a classification (or regression) head, or a cloze prompt
     through the MLM head; few-shot over seeds; LoRA. Evaluates each epoch, keeps the best."""
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         result = mlmkit.finetuning.finetune(
             model, task, train=train, validation=validation, test=test, dataset=dataset,
             offline=offline, text_cols=text_cols, label_col=label_col, regression=regression,
-            run_dir=run_dir, resume=resume, batch_tokens=batch_tokens, precision=precision,
-            device=device, threads=threads, seed=seed, **as_keywords(training))
+            run_dir=run_dir, resume=resume, **runtime.run_keywords(), **as_keywords(training))
     if as_json:
         print(dumps(result), flush=True)
         _exit_if_signalled(result)
