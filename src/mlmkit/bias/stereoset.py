@@ -29,8 +29,9 @@ from mlmkit.core.progress import progress_wanted
 from mlmkit.core.records import decoded_lines
 from mlmkit.core.results import Result, jsonable
 from mlmkit.core.statistics import Statistic
+from mlmkit.engine.batching import check_budget
 from mlmkit.errors import InvalidData, PathError
-from mlmkit.probe.prepare import prepare_model
+from mlmkit.models.load import prepare_mlm
 from mlmkit.scoring.masked_copies import score_token_ids
 
 GOLD_LABELS = ("stereotype", "anti-stereotype", "unrelated")
@@ -210,8 +211,8 @@ def score_stereoset(
     progress: bool | None = None,
 ) -> SentenceScores:
     """The official discriminative score of every candidate sentence, by sentence id."""
-    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
-                                   batch_tokens=batch_tokens)
+    check_budget(batch_tokens)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     token_ids, columns, owners = stereoset_inputs(mlm.tokenizer, examples)
     logp = score_token_ids(mlm, token_ids, columns, batch_tokens=batch_tokens,
                            precision=precision, progress=progress_wanted(progress))

@@ -1,8 +1,8 @@
 """The command line's one way of declaring flags.
 
 - The runtime flags every command shares are defined once here (DEVICE, PRECISION, ...), so
-  their names, defaults and help are the same everywhere (docs/CLI.md); a command declares
-  e.g. `device: str = DEVICE`.
+  their names, defaults and help are the same everywhere (docs/CLI.md); a command that runs
+  a model declares them all at once as `runtime: Runtime`.
 - A task's options come from its options dataclass (`mlmkit.options`): a command parameter
   annotated with the dataclass (`sampling: Sampling`) becomes one flag per field (`--min-gap`
   from `min_gap`, the field's help, type, choices and default), and the command receives the
@@ -97,7 +97,8 @@ class Runtime:
 
 MODEL_PARAMETERS = ("model", "models", "model_a")
 """A command with one of these parameters loads a model: it declares --trust-remote-code
-(`trust_remote_code: bool = TRUST_REMOTE_CODE`) and runs its body inside `trusting(...)`."""
+(with `runtime: Runtime`, or `trust_remote_code: bool = TRUST_REMOTE_CODE`) and runs its
+body inside `trusting(...)`."""
 
 GIVEN_SOURCES = ("COMMANDLINE", "ENVIRONMENT")
 
