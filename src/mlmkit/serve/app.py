@@ -50,17 +50,24 @@ def load_models(specs: list[str], *, device=None, precision="auto", threads=None
     return models
 
 
-def _as_models(models) -> dict:
+def _as_models(models, config: ServeConfig) -> dict:
+    """name -> `MLM` bound to the config's runtime (precision, threads, token budget), once:
+    the routes call the bound models' methods."""
+
+    def bind(model):
+        return mlmkit.load(model, precision=config.precision, threads=config.threads,
+                           batch_tokens=config.batch_tokens)
+
     if isinstance(models, dict):
-        return {str(k): mlmkit.load(v) for k, v in models.items()}
+        return {str(k): bind(v) for k, v in models.items()}
     if isinstance(models, (list, tuple)) and not (len(models) == 2 and not isinstance(
             models[0], (str, Path)) and hasattr(models[1], "convert_ids_to_tokens")):
         out = {}
         for m in models:
-            mlm = mlmkit.load(m)
+            mlm = bind(m)
             out[Path(str(mlm.name)).name or f"model{len(out)}"] = mlm
         return out
-    mlm = mlmkit.load(models)
+    mlm = bind(models)
     return {Path(str(mlm.name)).name or "model": mlm}
 
 
@@ -68,7 +75,7 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
     """The application serving `models` (a dict name -> MLM / name / path, one model, or a
     list) under `config` (default bounds)."""
     config = config or ServeConfig()
-    server = Server(_as_models(models), config)  # the routes read it: server_of(request)
+    server = Server(_as_models(models, config), config)  # the routes read it: server_of(request)
 
     async def lifespan(app):
         yield

@@ -10,7 +10,6 @@ import time
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-import mlmkit
 from mlmkit.core.results import jsonable
 from mlmkit.errors import MlmkitError
 from mlmkit.generation.template import Span, parse_template
@@ -159,10 +158,8 @@ async def generate(body: GenerateRequest, request: Request):
     constraints = _constraints(body.constraints, len(mlm.tokenizer))
 
     def call(items, on_step):
-        return mlmkit.generate(mlm, list(items), length=body.length, **options,
-                               constraints=constraints,
-                               batch_tokens=config.batch_tokens, precision=config.precision,
-                               threads=config.threads, progress=False, on_step=on_step)
+        return mlm.generate(list(items), length=body.length, **options,
+                            constraints=constraints, progress=False, on_step=on_step)
 
     return await unmask(request, body, name, prompts, "prompt", call)
 
@@ -190,8 +187,7 @@ async def infill(body: InfillRequest, request: Request):
     mlm = server.models[name]
 
     def call(items, on_step):
-        return mlmkit.infill(mlm, list(items), **options, max_candidates=body.max_candidates,
-                             batch_tokens=config.batch_tokens, precision=config.precision,
-                             threads=config.threads, progress=False, on_step=on_step)
+        return mlm.infill(list(items), **options, max_candidates=body.max_candidates,
+                          progress=False, on_step=on_step)
 
     return await unmask(request, body, name, templates, "template", call)
