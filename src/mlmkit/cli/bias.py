@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli.options import JSON, Runtime, command, trusting
+from mlmkit.cli.options import JSON, Runtime, subcommand, trusting
 from mlmkit.core.checks import choice
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.core.progress import status, warn
@@ -161,6 +161,8 @@ def _print_stereoset_audit(audit) -> None:
     _stdout().print(table)
 
 
+@subcommand(bias_app, "crows", epilog=CROWS_EXAMPLE,
+            short_help="CrowS-Pairs as the official metric.py, or AUL / AULA.")
 def crows_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Option(None, help="crows_pairs_anonymized.csv, - for standard input "
@@ -203,6 +205,8 @@ def crows_command(
             _print_pairs_audit(result)
 
 
+@subcommand(bias_app, "stereoset", epilog=STEREOSET_EXAMPLE,
+            short_help="StereoSet intrasentence: SS, LM and ICAT per domain.")
 def stereoset_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Option(..., help="A StereoSet file in the official dev.json format "
@@ -226,6 +230,8 @@ def stereoset_command(
             _print_stereoset_audit(result)
 
 
+@subcommand(bias_app, "compare", epilog=COMPARE_EXAMPLE,
+            short_help="Compare two models on one benchmark (paired bootstrap of A − B).")
 def compare_command(
     model_a: str = typer.Argument(..., help="First model (A)."),
     model_b: str = typer.Argument(..., help="Second model (B)."),
@@ -278,11 +284,5 @@ def compare_command(
 
 
 def register(app: typer.Typer) -> None:
-    command(bias_app, "crows", crows_command, epilog=CROWS_EXAMPLE,
-            short_help="CrowS-Pairs as the official metric.py, or AUL / AULA.")
-    command(bias_app, "stereoset", stereoset_command, epilog=STEREOSET_EXAMPLE,
-            short_help="StereoSet intrasentence: SS, LM and ICAT per domain.")
-    command(bias_app, "compare", compare_command, epilog=COMPARE_EXAMPLE,
-            short_help="Compare two models on one benchmark (paired bootstrap of A − B).")
     app.add_typer(bias_app, name="bias", short_help="Bias audits: CrowS-Pairs, AUL/AULA, "
                   "StereoSet, comparisons and reports.")

@@ -118,6 +118,17 @@ def command(app: typer.Typer, name: str, function, **settings) -> None:
     app.command(name, **settings)(with_options(function))
 
 
+def subcommand(group: typer.Typer, name: str, **settings):
+    """Decorator: register the function as the command `name` of the group `group` by
+    `command()` (options dataclass parameters expanded into flags)."""
+
+    def register(function):
+        command(group, name, function, **settings)
+        return function
+
+    return register
+
+
 def with_options(function):
     """`function` as typer reads it: each parameter annotated with an options dataclass (or
     `Given`) is replaced by one keyword parameter per field, and the function is called with

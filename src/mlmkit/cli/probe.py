@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli.options import JSON, Runtime, command, trusting
+from mlmkit.cli.options import JSON, Runtime, subcommand, trusting
 from mlmkit.core.checks import choice, count
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.core.progress import status
@@ -84,6 +84,8 @@ def _emit(payload: dict, as_json: bool, output: str, inputs: list) -> bool:
     return as_json
 
 
+@subcommand(probe_app, "classify", epilog=CLASSIFY_EXAMPLE,
+            short_help="Zero-shot classification with a cloze prompt and a verbalizer.")
 def classify_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Argument(..., help="JSONL of texts, optionally with gold labels "
@@ -133,6 +135,8 @@ def classify_command(
             console.print(f"accuracy: {result.accuracy:.4f} over {len(result.predictions)} texts")
 
 
+@subcommand(probe_app, "rank", epilog=RANK_EXAMPLE,
+            short_help="Rank candidate statements by PLL (multiple choice, COPA).")
 def rank_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     items: str = typer.Argument(..., help="JSONL of multiple-choice items (- for standard "
@@ -176,6 +180,8 @@ def rank_command(
             console.print(f"accuracy: {result.accuracy:.4f} over {result.n_with_gold} items")
 
 
+@subcommand(probe_app, "facts", epilog=FACTS_EXAMPLE,
+            short_help="LAMA-style knowledge probe: P@1, P@10 and MRR of cloze facts.")
 def facts_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     facts: str = typer.Argument(..., help="JSONL of cloze facts (- for standard input)."),
@@ -220,11 +226,5 @@ def facts_command(
 
 
 def register(app: typer.Typer) -> None:
-    command(probe_app, "classify", classify_command, epilog=CLASSIFY_EXAMPLE,
-            short_help="Zero-shot classification with a cloze prompt and a verbalizer.")
-    command(probe_app, "rank", rank_command, epilog=RANK_EXAMPLE,
-            short_help="Rank candidate statements by PLL (multiple choice, COPA).")
-    command(probe_app, "facts", facts_command, epilog=FACTS_EXAMPLE,
-            short_help="LAMA-style knowledge probe: P@1, P@10 and MRR of cloze facts.")
     app.add_typer(probe_app, name="probe", short_help="Cloze classification, statement "
                   "ranking and knowledge probes with the MLM head.")

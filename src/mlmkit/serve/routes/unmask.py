@@ -147,10 +147,9 @@ def check_sampler(server, body) -> None:
                                      "unmasking (mlmkit.generate); stream: true sends every step")
 async def generate(body: GenerateRequest, request: Request):
     server = server_of(request)
-    config = server.config
     name = server.model_name(body.model)
     prompts = server.texts(body.prompt, "prompt", allow_empty=True)
-    server.count("length", body.length, 1, config.max_tokens, "--max-tokens")
+    server.count("length", body.length, 1, server.config.max_tokens, "--max-tokens")
     check_sampler(server, body)
     server.check_tokens(name, prompts, "prompt", isinstance(body.prompt, str))
     options = _sampler_kwargs(body)
