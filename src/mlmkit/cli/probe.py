@@ -56,8 +56,20 @@ def _fmt(value) -> str:
     return "–" if value is None else f"{value:.4f}"
 
 
-def _stdout():
-    return Console(highlight=False, soft_wrap=True)
+SHOWN = 20
+"""Rows of a table printed for people; --json or -o holds every row."""
+
+
+def _print(table: Table, notes, rows: int = 0) -> None:
+    """The table (of a result with `rows` rows, of which it holds the first SHOWN), a line
+    for the rows left out, then each note that is not None."""
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(table)
+    if rows > SHOWN:
+        console.print(f"… {rows - SHOWN} more (use --json or -o for all)")
+    for note in notes:
+        if note is not None:
+            console.print(note)
 
 
 def _start(model: str, inputs: list, output: str, runtime: Runtime):
@@ -116,23 +128,19 @@ def classify_command(
         result = mlm.classify(texts, template, words, gold=gold, aggregate=aggregate)
         if _emit(result.to_dict(), as_json, output, [data]):
             return
-        console = _stdout()
         table = Table(title=f"cloze classification ({escape(model)})")
         for column in ("#", "label", *(f"P({label})" for label in result.labels), "gold"):
             table.add_column(escape(column), justify="left" if column in ("label", "gold")
                              else "right")
-        for i, p in enumerate(result.predictions[:20]):
+        for i, p in enumerate(result.predictions[:SHOWN]):
             table.add_row(str(i), escape(p.label),
                           *(f"{p.probabilities[label]:.3f}" for label in result.labels),
                           escape(p.gold or "–"))
-        console.print(table)
-        if len(result.predictions) > 20:
-            console.print(f"… {len(result.predictions) - 20} more (use --json or -o for all)")
-        if result.multi_token_words:
-            console.print(f"multi-token words (scored with one mask per subword): "
-                          f"{escape(', '.join(result.multi_token_words))}")
-        if result.accuracy is not None:
-            console.print(f"accuracy: {result.accuracy:.4f} over {len(result.predictions)} texts")
+        _print(table, rows=len(result.predictions), notes=[
+            "multi-token words (scored with one mask per subword): "
+            f"{escape(', '.join(result.multi_token_words))}" if result.multi_token_words else None,
+            f"accuracy: {result.accuracy:.4f} over {len(result.predictions)} texts"
+            if result.accuracy is not None else None])
 
 
 @subcommand(probe_app, "rank", epilog=RANK_EXAMPLE,
@@ -161,23 +169,19 @@ def rank_command(
         result = mlm.rank(loaded, metric=metric, normalize=normalize, scope=scope)
         if _emit(result.to_dict(), as_json, output, [items]):
             return
-        console = _stdout()
         table = Table(title=f"statement ranking ({escape(model)}, {metric}, {normalize}, {scope})")
         for column in ("item", "best statement", "score", "gold", "correct"):
             table.add_column(column, justify="left" if column == "best statement" else "right")
-        for i, item in enumerate(result.items[:20]):
+        for i, item in enumerate(result.items[:SHOWN]):
             mark = "–" if item.correct is None else ("yes" if item.correct else "no")
             table.add_row(escape(item.item_id or str(i)), escape(item.candidates[item.predicted]),
                           f"{item.scores[item.predicted]:.3f}",
                           "–" if item.gold is None else str(item.gold), mark)
-        console.print(table)
-        if len(result.items) > 20:
-            console.print(f"… {len(result.items) - 20} more (use --json or -o for all)")
-        if result.n_unknown:
-            console.print(f"{result.n_unknown} candidate(s) hold unknown-token ([UNK]) pieces; "
-                          "they are scored like any other token (see --json)")
-        if result.accuracy is not None:
-            console.print(f"accuracy: {result.accuracy:.4f} over {result.n_with_gold} items")
+        _print(table, rows=len(result.items), notes=[
+            f"{result.n_unknown} candidate(s) hold unknown-token ([UNK]) pieces; they are "
+            "scored like any other token (see --json)" if result.n_unknown else None,
+            f"accuracy: {result.accuracy:.4f} over {result.n_with_gold} items"
+            if result.accuracy is not None else None])
 
 
 @subcommand(probe_app, "facts", epilog=FACTS_EXAMPLE,
@@ -208,7 +212,6 @@ def facts_command(
         result = mlm.probe(loaded, top_k=top_k, exclude_special=not include_special)
         if _emit(result.to_dict(), as_json, output, inputs):
             return
-        console = _stdout()
         table = Table(title=f"knowledge probe ({escape(model)})")
         for column in ("relation", "probed", "skipped", "of which [UNK]", "P@1", "P@10", "MRR"):
             table.add_column(escape(column), justify="left" if column == "relation" else "right")
@@ -217,12 +220,11 @@ def facts_command(
         for name, s in rows:
             table.add_row(escape(name), str(s.n), str(s.skipped), str(s.unknown), _fmt(s.p_at_1),
                           _fmt(s.p_at_10), _fmt(s.mrr))
-        console.print(table)
         overall = result.overall
-        if overall.skipped:
-            console.print(f"{overall.skipped} fact(s) skipped: {overall.skipped - overall.unknown} "
-                          f"with an object of several tokens, {overall.unknown} with an object "
-                          "the vocabulary lacks ([UNK]); see --json for each one")
+        _print(table, notes=[
+            f"{overall.skipped} fact(s) skipped: {overall.skipped - overall.unknown} with an "
+            f"object of several tokens, {overall.unknown} with an object the vocabulary lacks "
+            "([UNK]); see --json for each one" if overall.skipped else None])
 
 
 def register(app: typer.Typer) -> None:
