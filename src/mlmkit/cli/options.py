@@ -56,8 +56,6 @@ ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", help="strict (stop
                                "first undecodable byte), replace or ignore.")
 
 
-
-
 @dataclass(frozen=True)
 class Runtime:
     """How a command loads and runs its model, declared once: a command takes
