@@ -19,8 +19,8 @@ from mlmkit.bias.stereoset import StereoSetResult, read_stereoset, score_stereos
 from mlmkit.core.checks import count
 from mlmkit.core.results import Result, jsonable
 from mlmkit.core.statistics import Score, bootstrap, check_bootstrap, find
+from mlmkit.engine.batching import check_budget
 from mlmkit.errors import InvalidArgument
-from mlmkit.probe.prepare import check_batch_tokens
 
 
 @dataclass(frozen=True)
@@ -159,7 +159,7 @@ def checked_items(benchmark_name: str, data, *, n_boot, level, seed, batch_token
     items: every bad value fails before the data is read or a model loaded."""
     benchmark(benchmark_name)
     check_bootstrap(n_boot, level, seed)
-    check_batch_tokens(batch_tokens)
+    check_budget(batch_tokens)
     check_items([], limit)
     return check_items(read_benchmark(benchmark_name, data), limit)
 

@@ -21,9 +21,9 @@ import torch
 from mlmkit.bias.crows import is_uncased
 from mlmkit.bias.crows_data import CrowsPair
 from mlmkit.bias.pairs import PairScores
-from mlmkit.engine.batching import TokenJobs, pick, run_jobs
+from mlmkit.engine.batching import TokenJobs, check_budget, pick, run_jobs
 from mlmkit.errors import InvalidData, ModelError
-from mlmkit.probe.prepare import prepare_model
+from mlmkit.models.load import prepare_mlm
 
 
 @contextlib.contextmanager
@@ -59,8 +59,8 @@ def aul_sentence_scores(
     `precision` "bf16" runs the encoder (and the attention weights) under bf16 autocast;
     the log-probabilities and their means stay float64.
     """
-    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
-                                   batch_tokens=batch_tokens)
+    check_budget(batch_tokens)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     tokenizer, net = mlm.tokenizer, mlm.model
     encoded = [tokenizer.encode(t.lower() if lowercase else t, add_special_tokens=True,
                                 verbose=False) for t in texts]
@@ -116,8 +116,8 @@ def score_aul(
     device=None, threads: int | None = None, progress: bool | None = None,
 ) -> PairScores:
     """AUL/AULA of both sentences of every pair, as PairScores (no rounding)."""
-    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
-                                   batch_tokens=batch_tokens)
+    check_budget(batch_tokens)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     if lowercase is None:
         lowercase = is_uncased(mlm.tokenizer)
     texts = [p.sent_more for p in pairs] + [p.sent_less for p in pairs]

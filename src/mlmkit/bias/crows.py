@@ -19,7 +19,8 @@ import numpy as np
 from mlmkit.bias.crows_data import CrowsPair
 from mlmkit.bias.pairs import PairScores
 from mlmkit.core.progress import progress_wanted
-from mlmkit.probe.prepare import prepare_model
+from mlmkit.engine.batching import check_budget
+from mlmkit.models.load import prepare_mlm
 from mlmkit.scoring.masked_copies import score_token_ids
 
 ROUND_DIGITS = 3
@@ -87,8 +88,8 @@ def score_crows(
     progress: bool | None = None,
 ) -> PairScores:
     """Score every pair as metric.py does; `lowercase=None` lowercases for uncased models."""
-    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
-                                   batch_tokens=batch_tokens)
+    check_budget(batch_tokens)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     if lowercase is None:
         lowercase = is_uncased(mlm.tokenizer)
     ids1, ids2, targets1, targets2 = crows_inputs(mlm.tokenizer, pairs, lowercase)

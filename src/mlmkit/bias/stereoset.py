@@ -16,7 +16,6 @@ ICAT = LM × min(SS, 100 − SS) / 50 from those averages, per domain and overal
 
 from __future__ import annotations
 
-import json
 import string
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -26,11 +25,12 @@ import numpy as np
 
 from mlmkit.bias.distributional import divergence_statistics
 from mlmkit.core.progress import progress_wanted
-from mlmkit.core.records import decoded_lines
+from mlmkit.core.records import decoded_lines, parse_json_document
 from mlmkit.core.results import Result, jsonable
 from mlmkit.core.statistics import Statistic
+from mlmkit.engine.batching import check_budget
 from mlmkit.errors import InvalidData, PathError
-from mlmkit.probe.prepare import prepare_model
+from mlmkit.models.load import prepare_mlm
 from mlmkit.scoring.masked_copies import score_token_ids
 
 GOLD_LABELS = ("stereotype", "anti-stereotype", "unrelated")
@@ -82,14 +82,8 @@ def read_stereoset(path: str | Path) -> list[StereoExample]:
                         "dev.json") from None
     if not text.strip():
         raise InvalidData(f"StereoSet file {str(path)!r} is empty: pass the official dev.json")
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise InvalidData(f"cannot read StereoSet file {str(path)!r}: invalid JSON at line "
-                          f"{error.lineno}, column {error.colno} ({error.msg})") from error
-    except RecursionError:
-        raise InvalidData(f"cannot read StereoSet file {str(path)!r}: JSON nested too "
-                          "deeply") from None
+    document = parse_json_document(text, f"cannot read StereoSet file {str(path)!r}",
+                                   "pass the official dev.json")
     try:
         raw = document["data"]["intrasentence"]
     except (KeyError, TypeError) as error:
@@ -210,8 +204,8 @@ def score_stereoset(
     progress: bool | None = None,
 ) -> SentenceScores:
     """The official discriminative score of every candidate sentence, by sentence id."""
-    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
-                                   batch_tokens=batch_tokens)
+    check_budget(batch_tokens)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     token_ids, columns, owners = stereoset_inputs(mlm.tokenizer, examples)
     logp = score_token_ids(mlm, token_ids, columns, batch_tokens=batch_tokens,
                            precision=precision, progress=progress_wanted(progress))

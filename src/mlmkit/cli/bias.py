@@ -13,16 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    JSON,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    trusting,
-)
+from mlmkit.cli.options import JSON, Runtime, subcommand, trusting
 from mlmkit.core.checks import choice
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.core.progress import status, warn
@@ -170,8 +161,8 @@ def _print_stereoset_audit(audit) -> None:
     _stdout().print(table)
 
 
-@bias_app.command("crows", epilog=CROWS_EXAMPLE,
-                  short_help="CrowS-Pairs as the official metric.py, or AUL / AULA.")
+@subcommand(bias_app, "crows", epilog=CROWS_EXAMPLE,
+            short_help="CrowS-Pairs as the official metric.py, or AUL / AULA.")
 def crows_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Option(None, help="crows_pairs_anonymized.csv, - for standard input "
@@ -186,29 +177,26 @@ def crows_command(
     lowercase: bool = typer.Option(None, "--lowercase/--no-lowercase",
                                    help="Lowercase the sentences (default: when the "
                                    "tokenizer is uncased, as metric.py)."),
-    *, as_json: bool = JSON, batch_tokens: int = BATCH_TOKENS, device: str = DEVICE,
-    precision: str = PRECISION, threads: int = THREADS, seed: int = SEED,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, as_json: bool = JSON, runtime: Runtime,
 ) -> None:
     """Score CrowS-Pairs exactly as the official metric.py (or AUL / AULA), with intervals.
 
     Prints what metric.py prints, then a table per bias type and the distributional
     measures; every score has a seeded bootstrap interval.
     """
-    with trusting(trust_remote_code):
-        from mlmkit.bias.audit import audit, benchmark, checked_items
+    with trusting(runtime.trust_remote_code):
+        from mlmkit.bias.audit import benchmark, checked_items
 
         choice("measure", measure, ("crows", "aul", "aula"))
         inputs = [data if data is not None else benchmark(measure).default_data]
         _check_outputs(output, inputs, pairs_csv)
-        items = checked_items(measure, data, n_boot=bootstrap, level=0.95, seed=seed,
-                              batch_tokens=batch_tokens, limit=limit)  # before the model loads
-        mlm, precision = mlmkit.models.prepare_mlm(
-            model, device=device, precision=precision, threads=threads)
+        items = checked_items(measure, data, n_boot=bootstrap, level=0.95, seed=runtime.seed,
+                              batch_tokens=runtime.batch_tokens, limit=limit)  # before the model loads
+        mlm = mlmkit.load(model, **runtime.load_keywords())
         began = time.perf_counter()
         with _warnings_as_lines():
-            result = audit(mlm, measure, items, n_boot=bootstrap, seed=seed, limit=limit,
-                           lowercase=lowercase, batch_tokens=batch_tokens, precision=precision)
+            result = mlm.audit(measure, items, n_boot=bootstrap, seed=runtime.seed, limit=limit,
+                               lowercase=lowercase)
         status(f"scored {result.n} pairs in {time.perf_counter() - began:.1f} s")
         if pairs_csv is not None:
             result.result.write_csv(pairs_csv, inputs=inputs)
@@ -217,8 +205,8 @@ def crows_command(
             _print_pairs_audit(result)
 
 
-@bias_app.command("stereoset", epilog=STEREOSET_EXAMPLE,
-                  short_help="StereoSet intrasentence: SS, LM and ICAT per domain.")
+@subcommand(bias_app, "stereoset", epilog=STEREOSET_EXAMPLE,
+            short_help="StereoSet intrasentence: SS, LM and ICAT per domain.")
 def stereoset_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Option(..., help="A StereoSet file in the official dev.json format "
@@ -227,27 +215,23 @@ def stereoset_command(
     bootstrap: int = typer.Option(1000, help="Bootstrap replicates (0: none; at least 40 "
                                   "otherwise)."),
     limit: int = typer.Option(None, help="Score only the first N examples."),
-    *, as_json: bool = JSON, batch_tokens: int = BATCH_TOKENS, device: str = DEVICE,
-    precision: str = PRECISION, threads: int = THREADS, seed: int = SEED,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, as_json: bool = JSON, runtime: Runtime,
 ) -> None:
     """StereoSet intrasentence: SS, LM and ICAT per domain, as the official evaluation.py."""
-    with trusting(trust_remote_code):
-        from mlmkit.bias.audit import audit, checked_items
+    with trusting(runtime.trust_remote_code):
+        from mlmkit.bias.audit import checked_items
 
         _check_outputs(output, [data])
-        items = checked_items("stereoset", data, n_boot=bootstrap, level=0.95, seed=seed,
-                              batch_tokens=batch_tokens, limit=limit)
-        mlm, precision = mlmkit.models.prepare_mlm(
-            model, device=device, precision=precision, threads=threads)
-        result = audit(mlm, "stereoset", items, n_boot=bootstrap, seed=seed, limit=limit,
-                       batch_tokens=batch_tokens, precision=precision)
+        items = checked_items("stereoset", data, n_boot=bootstrap, level=0.95, seed=runtime.seed,
+                              batch_tokens=runtime.batch_tokens, limit=limit)
+        mlm = mlmkit.load(model, **runtime.load_keywords())
+        result = mlm.audit("stereoset", items, n_boot=bootstrap, seed=runtime.seed, limit=limit)
         if not _write(result, output, as_json, [data]):
             _print_stereoset_audit(result)
 
 
-@bias_app.command("compare", epilog=COMPARE_EXAMPLE,
-                  short_help="Compare two models on one benchmark (paired bootstrap of A − B).")
+@subcommand(bias_app, "compare", epilog=COMPARE_EXAMPLE,
+            short_help="Compare two models on one benchmark (paired bootstrap of A − B).")
 def compare_command(
     model_a: str = typer.Argument(..., help="First model (A)."),
     model_b: str = typer.Argument(..., help="Second model (B)."),
@@ -260,30 +244,26 @@ def compare_command(
     bootstrap: int = typer.Option(1000, help="Paired bootstrap replicates (0: none; at least "
                                   "40 otherwise)."),
     limit: int = typer.Option(None, help="Score only the first N items."),
-    *, as_json: bool = JSON, batch_tokens: int = BATCH_TOKENS, device: str = DEVICE,
-    precision: str = PRECISION, threads: int = THREADS, seed: int = SEED,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, as_json: bool = JSON, runtime: Runtime,
 ) -> None:
     """Compare two models on one benchmark: both scores and the paired-bootstrap A − B.
 
     Both models score the same items; each replicate draws one set of items for both, so
     the interval of A − B reflects the items they share. n is the items a score rests on.
     """
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         from mlmkit.bias.audit import benchmark, checked_items
 
         inputs = [data if data is not None else benchmark(benchmark_name).default_data]
         _check_outputs(output, inputs)
-        items = checked_items(benchmark_name, data, n_boot=bootstrap, level=0.95, seed=seed,
-                              batch_tokens=batch_tokens, limit=limit)
-        mlm_a, precision_a = mlmkit.models.prepare_mlm(model_a, device=device, precision=precision,
-                                         threads=threads)
-        mlm_b, _ = mlmkit.models.prepare_mlm(
-            model_b, device=device, precision=precision, threads=threads)
+        items = checked_items(benchmark_name, data, n_boot=bootstrap, level=0.95, seed=runtime.seed,
+                              batch_tokens=runtime.batch_tokens, limit=limit)
+        mlm_a = mlmkit.load(model_a, **runtime.load_keywords())
+        mlm_b = mlmkit.load(model_b, **runtime.load_keywords())
         with _warnings_as_lines():
             result = mlmkit.bias.compare(
-                mlm_a, mlm_b, benchmark_name, items, n_boot=bootstrap, seed=seed, limit=limit,
-                batch_tokens=batch_tokens, precision=precision_a)
+                mlm_a, mlm_b, benchmark_name, items, n_boot=bootstrap, seed=runtime.seed,
+                limit=limit, batch_tokens=runtime.batch_tokens)
         if _write(result, output, as_json, inputs):
             return
         table = Table(title=f"{benchmark_name}: A = {escape(result.model_a)}, B = "

@@ -8,24 +8,8 @@ from rich.table import Table
 
 import mlmkit
 from mlmkit.cli.eval import eval_app
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    ENCODING,
-    ENCODING_ERRORS,
-    JSON,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    trusting,
-)
-from mlmkit.cli.score import (
-    ALLOW_UNTRAINED_HEAD,
-    METRIC,
-    SKIP_UNK,
-    seed_everything,
-)
+from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, Runtime, command, trusting
+from mlmkit.cli.score import ALLOW_UNTRAINED_HEAD, METRIC, SKIP_UNK
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.core.progress import console
 
@@ -50,26 +34,22 @@ def blimp_command(
     output: str = typer.Option(None, "-o", "--output", help="Also write the results as JSON "
                                "here (- for standard output)."),
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
-    *, encoding: str = ENCODING, encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE,
-    precision: str = PRECISION, threads: int = THREADS, batch_tokens: int = BATCH_TOKENS,
-    seed: int = SEED, as_json: bool = JSON, trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, encoding: str = ENCODING, encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,
+    as_json: bool = JSON,
 ) -> None:
     """Minimal-pair accuracy (BLiMP or any jsonl with sentence_good/sentence_bad): per
     paradigm, per field and overall; a pair is right when score(good) > score(bad)."""
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         unk = "skip" if skip_unk else "score"
-        mlmkit.scoring.text_scores.check_score_options(metric, unk, 1, batch_tokens)
+        mlmkit.scoring.text_scores.check_score_options(metric, unk, 1, runtime.batch_tokens)
         check_output_path(output, inputs=[data])
-        seed_everything(seed)
-        mlmkit.core.devices.prepare(device, precision, threads)  # a bad device, precision or thread count: now
+        runtime.seed_everything()
+        mlm = mlmkit.load(model, **runtime.load_keywords(),
+                          allow_untrained_head=allow_untrained_head)
         pairs = mlmkit.scoring.read_pairs(
             data, limit=limit, paradigms=paradigm or None, encoding=encoding,
             errors=encoding_errors)
-        mlm, precision = mlmkit.models.prepare_mlm(
-            model, device=device, precision=precision, threads=threads,
-            allow_untrained_head=allow_untrained_head)
-        result = mlmkit.scoring.evaluate_pairs(
-            mlm, pairs, metric=metric, unk=unk, precision=precision, batch_tokens=batch_tokens)
+        result = mlm.evaluate_pairs(pairs, metric=metric, unk=unk)
         if output:
             write_text(output, result.to_json(indent=1) + "\n", inputs=[data])
         if as_json:
@@ -94,4 +74,4 @@ def blimp_command(
 
 
 def register(app: typer.Typer) -> None:
-    eval_app.command("blimp", short_help=SHORT_HELP, epilog=EXAMPLE)(blimp_command)
+    command(eval_app, "blimp", blimp_command, short_help=SHORT_HELP, epilog=EXAMPLE)

@@ -10,19 +10,7 @@ from rich.table import Table
 
 import mlmkit
 from mlmkit.cli.eval import eval_app
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    ENCODING,
-    ENCODING_ERRORS,
-    JSON,
-    OUTPUT,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    trusting,
-)
+from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, OUTPUT, Runtime, command, trusting
 from mlmkit.core import checks
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import warn
@@ -50,17 +38,15 @@ def elbo_command(
     parameterization: str = typer.Option("subs", help="subs (MDLM: [MASK] never predicted, "
                                          "the tighter bound) or softmax (the plain softmax)."),
     *, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE, precision: str = PRECISION,
-    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,
 ) -> None:
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         from mlmkit.generation.elbo import MAX_SAMPLES, METHODS, PARAMETERIZATIONS
 
         checks.count("samples", samples, 1, MAX_SAMPLES)
         checks.choice("method", method, METHODS)
         checks.choice("parameterization", parameterization, PARAMETERIZATIONS)
-        checks.count("seed", seed, 0, 2**63 - 1)
+        checks.count("seed", runtime.seed, 0, 2**63 - 1)
         check_input_file(file, "texts file")
         check_output_path(output, inputs=[file])
         lines = list(read_texts(file, encoding=encoding, errors=encoding_errors))
@@ -69,12 +55,9 @@ def elbo_command(
             raise InvalidData(f"{display_name(file)} has no text ("
                               f"{'every line is blank' if lines else 'it is empty'}): write one "
                               "text per line")
-        mlm, precision = mlmkit.generation.setup.open_model(
-            model, device=device, precision=precision, threads=threads)
-        results = mlmkit.generation.elbo(
-            mlm, [text for _, text in numbered], samples=samples, method=method,
-            parameterization=parameterization, seed=seed, batch_tokens=batch_tokens,
-            precision=precision)
+        mlm = mlmkit.load(model, **runtime.load_keywords())
+        results = mlm.elbo([text for _, text in numbered], samples=samples, method=method,
+                           parameterization=parameterization, seed=runtime.seed)
         skipped = len(lines) - len(numbered)
         if skipped:
             warn(f"{skipped} blank line(s) of {display_name(file)} skipped")
@@ -105,10 +88,10 @@ def elbo_command(
 
 
 def register(app: typer.Typer) -> None:
-    eval_app.command(
-        "elbo",
+    command(
+        eval_app, "elbo", elbo_command,
         short_help=SHORT_HELP,
         help=SHORT_HELP + "\n\nMonte-Carlo over masks, stratified, in float64; MDLM's SUBS "
         "parameterisation by default; works with any MLM. Prints a table (--json: one JSON "
         "object per text, with its line number)." + EXAMPLE,
-    )(elbo_command)
+    )

@@ -10,17 +10,7 @@ import typer
 
 import mlmkit
 from mlmkit.cli.eval import eval_app
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    JSON,
-    OUTPUT,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    trusting,
-)
+from mlmkit.cli.options import JSON, OUTPUT, Runtime, command, trusting
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.core.progress import warn
 from mlmkit.errors import PathError
@@ -58,12 +48,10 @@ def suite_command(
                                 "suite.png here."),
     offline: bool = typer.Option(False, "--offline", help="Load a hub model name from the "
                                  "local Hugging Face cache only, never the network."),
-    *, device: str = DEVICE, precision: str = PRECISION, threads: int = THREADS,
-    batch_tokens: int = BATCH_TOKENS, seed: int = SEED, as_json: bool = JSON,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, runtime: Runtime, as_json: bool = JSON,
 ) -> None:
     """Run the evaluation suite on a model and print its table (Markdown)."""
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         if out_dir is not None:
             if Path(out_dir).exists() and not Path(out_dir).is_dir():
                 raise PathError(f"--out-dir {out_dir!r} is a file: name a folder")
@@ -73,8 +61,7 @@ def suite_command(
             warnings.simplefilter("always")
             result = mlmkit.evaluation.evaluate_suite(
                 model, data, quick=quick, parts=parts, texts=texts, facts=facts,
-                output_dir=out_dir, offline=offline, batch_tokens=batch_tokens,
-                precision=precision, device=device, threads=threads, seed=seed)
+                output_dir=out_dir, offline=offline, **runtime.run_keywords())
         for message in dict.fromkeys(str(w.message) for w in caught):
             warn(message)
         if as_json:
@@ -95,17 +82,15 @@ def compare_command(
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples (0: none)."),
     offline: bool = typer.Option(False, "--offline", help="Load hub model names from the "
                                  "local Hugging Face cache only, never the network."),
-    *, device: str = DEVICE, precision: str = PRECISION, threads: int = THREADS,
-    batch_tokens: int = BATCH_TOKENS, seed: int = SEED, output: str = OUTPUT,
-    as_json: bool = JSON,
+    *, runtime: Runtime, output: str = OUTPUT, as_json: bool = JSON,
 ) -> None:
     """Suite results side by side: each number with its bootstrap 95% interval, and each
     model's difference from the first with a paired test on the same items."""
     from mlmkit.core.statistics import check_bootstrap
 
-    check_bootstrap(bootstrap, seed=seed)
-
-    mlmkit.core.devices.prepare(device, precision, threads)  # bad runtime flags fail even when no suite runs
+    check_bootstrap(bootstrap, seed=runtime.seed)
+    # bad runtime flags fail even when every run has its suite.json and no model loads
+    mlmkit.core.devices.prepare(runtime.device, runtime.precision, runtime.threads)
     if data is not None and not any((Path(data) / n).is_dir() for n in ("blimp", "sst2",
                                                                           "agnews")):
         raise PathError(f"--data {data!r} is not a folder holding blimp/, sst2/ or agnews/: "
@@ -113,16 +98,17 @@ def compare_command(
     check_output_path(output, inputs=runs)
     for source in runs:
         mlmkit.evaluation.check_source(source)
-    suites = [mlmkit.evaluation.resolve_suite(
-        r, data=data, quick=quick, parts=parts, batch_tokens=batch_tokens, precision=precision,
-        device=device, threads=threads, seed=seed, offline=offline) for r in runs]
-    result = mlmkit.evaluation.compare_suites(suites, n_boot=bootstrap, seed=seed,
+    with trusting(runtime.trust_remote_code):
+        suites = [mlmkit.evaluation.resolve_suite(
+            r, data=data, quick=quick, parts=parts, offline=offline, **runtime.run_keywords())
+            for r in runs]
+    result = mlmkit.evaluation.compare_suites(suites, n_boot=bootstrap, seed=runtime.seed,
                                               names=list(runs))
     text = result.to_json() + "\n" if as_json else result.markdown()
     write_text(output, text, inputs=runs)
 
 
 def register(app: typer.Typer) -> None:
-    eval_app.command("suite", short_help=SUITE_HELP, epilog=SUITE_EXAMPLE)(suite_command)
-    eval_app.command("compare", short_help=COMPARE_HELP, epilog=COMPARE_EXAMPLE)(
-        compare_command)
+    command(eval_app, "suite", suite_command, short_help=SUITE_HELP, epilog=SUITE_EXAMPLE)
+    command(eval_app, "compare", compare_command, short_help=COMPARE_HELP,
+            epilog=COMPARE_EXAMPLE)

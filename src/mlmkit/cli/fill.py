@@ -10,20 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    ENCODING,
-    ENCODING_ERRORS,
-    JSON,
-    OUTPUT,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    trusting,
-)
-from mlmkit.cli.score import seed_everything
+from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, OUTPUT, Runtime, command, trusting
 from mlmkit.core import checks
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import warn
@@ -74,12 +61,10 @@ def fill_command(
     joint: bool = typer.Option(False, "--joint", help="Fill masks one at a time, most confident "
                                                       "first, each seeing the ones filled."),
     *, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE, precision: str = PRECISION,
-    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,
 ) -> None:
-    with trusting(trust_remote_code):
-        from mlmkit.generation.fill_mask import fill_mask, read_fill_inputs
+    with trusting(runtime.trust_remote_code):
+        from mlmkit.generation.fill_mask import read_fill_inputs
 
         checks.count("top_k", top_k, 1)
         if file is not None and texts:
@@ -91,17 +76,15 @@ def fill_command(
         if file is not None:
             check_input_file(file, "inputs file")
         check_output_path(output, inputs=inputs)
-        seed_everything(seed)  # fill-mask draws nothing at random; --seed is accepted for all
-        mlm, precision = mlmkit.generation.setup.open_model(
-            model, device=device, precision=precision, threads=threads)
+        runtime.seed_everything()
+        mlm = mlmkit.load(model, **runtime.load_keywords())
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             items = read_fill_inputs(file, mlm.tokenizer, encoding, encoding_errors) \
                 if file is not None else list(texts)
         for warning in caught:
             warn(str(warning.message))
-        results = fill_mask(mlm, items, top_k=top_k, mode="joint" if joint else "independent",
-                            batch_tokens=batch_tokens, precision=precision)
+        results = mlm.fill(items, top_k=top_k, mode="joint" if joint else "independent")
         with open_output(output, inputs=inputs) as handle:
             if as_json:
                 for result in results:
@@ -117,11 +100,11 @@ def fill_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(
-        "fill",
+    command(
+        app, "fill", fill_command,
         short_help=SHORT_HELP,
         help=SHORT_HELP + "\n\nIndependent (default): every mask predicted from the input as "
         "given, as FillMaskPipeline. --joint: the masks filled one at a time, the most "
         "confident first. Prints a table per text (--json: one JSON object per text)."
         + EXAMPLE,
-    )(fill_command)
+    )

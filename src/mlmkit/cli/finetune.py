@@ -8,20 +8,10 @@ import sys
 import typer
 
 import mlmkit
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    JSON,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    command,
-    trusting,
-)
+from mlmkit.cli.options import JSON, Runtime, command, trusting
 from mlmkit.core.results import dumps
 from mlmkit.options import as_keywords
-from mlmkit.options.finetuning import Finetuning
+from mlmkit.options.finetuning import FinetuneData, Finetuning
 
 SHORT_HELP = "Fine-tune on a task (GLUE, AG News, any table): a head or a cloze prompt."
 EXAMPLE = """
@@ -37,37 +27,13 @@ Examples:
 
 def finetune_command(
     model: str = typer.Argument(..., help="Model directory or hub name (a masked LM)."),
-    task: str = typer.Option("sst2", "--task", help="cola, sst2, mrpc, stsb, qqp, mnli, qnli, "
-                             "rte, wnli, agnews, or a name of your own with --text-cols."),
-    train: str = typer.Option(None, "--train", help="Training file (JSONL, TSV or CSV; - is "
-                              "standard input)."),
-    validation: str = typer.Option(None, "--validation", help="Validation file (default: the "
-                                   "dataset's, else 10% of train carved with a fixed seed)."),
-    test: str = typer.Option(None, "--test", help="Test file: the best epoch is evaluated on it."),
-    dataset: str = typer.Option(None, "--dataset", help="A Hugging Face datasets name "
-                                "NAME[:CONFIG] (downloaded if needed; see --offline)."),
-    offline: bool = typer.Option(False, "--offline", help="Read --dataset names and hub models "
-                                 "from the local Hugging Face caches only, never the network."),
-    text_cols: str = typer.Option(None, "--text-cols", help="The text column, or two "
-                                  "comma-separated (sentence pairs)."),
-    label_col: str = typer.Option(None, "--label-col", help="The label column (default: label)."),
-    regression: bool = typer.Option(None, "--regression/--classification", help="A custom "
-                                    "task's kind (default: classification)."),
-    run_dir: str = typer.Option(None, "--run-dir", help="Where the best model (best/), "
-                                "metrics.json and checkpoints go."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run in --run-dir."),
-    *, training: Finetuning, device: str = DEVICE, precision: str = PRECISION,
-    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
-    as_json: bool = JSON, trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, data: FinetuneData, training: Finetuning, runtime: Runtime, as_json: bool = JSON,
 ) -> None:
     """Fine-tune a masked LM on a task: a classification (or regression) head, or a cloze prompt
     through the MLM head; few-shot over seeds; LoRA. Evaluates each epoch, keeps the best."""
-    with trusting(trust_remote_code):
-        result = mlmkit.finetuning.finetune(
-            model, task, train=train, validation=validation, test=test, dataset=dataset,
-            offline=offline, text_cols=text_cols, label_col=label_col, regression=regression,
-            run_dir=run_dir, resume=resume, batch_tokens=batch_tokens, precision=precision,
-            device=device, threads=threads, seed=seed, **as_keywords(training))
+    with trusting(runtime.trust_remote_code):
+        result = mlmkit.finetuning.finetune(model, **as_keywords(data), **as_keywords(training),
+                                           **runtime.run_keywords())
     if as_json:
         print(dumps(result), flush=True)
         _exit_if_signalled(result)

@@ -9,19 +9,7 @@ from __future__ import annotations
 import typer
 
 import mlmkit
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    ENCODING,
-    ENCODING_ERRORS,
-    JSON,
-    OUTPUT,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    command,
-)
+from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, OUTPUT, Runtime, command
 from mlmkit.core import checks
 from mlmkit.core.output import check_output_path, open_output, same_file
 from mlmkit.core.progress import console, stderr_is_terminal
@@ -94,14 +82,14 @@ def step_hooks(tokenizer, n_rows: int, show: bool, trace):
     return view, recorder, on_step
 
 
-def run_unmasking(call, model: str, *, text: str, texts_file: str | None, what: str,
+def run_unmasking(method: str, model: str, *, text: str, texts_file: str | None, what: str,
                   keep_blank: bool, sampling: Sampling, check, output, trace, show, encoding,
-                  encoding_errors, device, precision, threads, trust_remote_code, batch_tokens,
-                  **call_kwargs):
+                  encoding_errors, runtime: Runtime, **call_kwargs):
     """The body `generate` and `infill` share: check the sampler options, the command's own
     arguments (`check()`), the input and output files, all before the model loads; read the
-    texts (TEXT or one per line of TEXTS_FILE); run `call(mlm, texts, ...)` under the live
-    view and the trace. Returns (results, the input files)."""
+    texts (TEXT or one per line of TEXTS_FILE); load the model and run its `method`
+    (`mlm.generate(texts, ...)`) under the live view and the trace. Returns (results, the
+    input files)."""
     mlmkit.generation.SamplerOptions(**as_keywords(sampling))
     check()
     inputs = [texts_file] if texts_file is not None else []
@@ -118,17 +106,16 @@ def run_unmasking(call, model: str, *, text: str, texts_file: str | None, what: 
                                   "go to standard output, mixed: give --trace or -o a file")
     texts = read_inputs(texts_file, what, encoding, encoding_errors,
                         keep_blank=keep_blank) if texts_file is not None else [text]
-    mlm, precision = mlmkit.generation.setup.open_model(
-        model, device=device, precision=precision, threads=threads,
-        trust_remote_code=trust_remote_code or None)
+    mlm = mlmkit.load(model, **runtime.load_keywords())
+    call = getattr(mlm, method)
     view, recorder, on_step = step_hooks(mlm.tokenizer, len(texts), show, trace)
-    kwargs = dict(as_keywords(sampling), batch_tokens=batch_tokens, precision=precision,
-                  progress=False if show else None, on_step=on_step, **call_kwargs)
+    kwargs = dict(as_keywords(sampling), progress=False if show else None, on_step=on_step,
+                  **call_kwargs)
     if view is not None:
         with view:
-            results = call(mlm, texts, **kwargs)
+            results = call(texts, **kwargs)
     else:
-        results = call(mlm, texts, **kwargs)
+        results = call(texts, **kwargs)
     if recorder is not None:
         recorder.save(trace, inputs=inputs)
     return results, inputs
@@ -141,10 +128,9 @@ def generate_command(
                                      "(batch generation); - reads standard input."),
     length: int = typer.Option(64, help="Tokens to generate."),
     fix: list[str] = typer.Option([], "--fix", help="POSITION=TEXT: fix generated tokens."),
-    *, sampling: Sampling, trust_remote_code: bool = TRUST_REMOTE_CODE, show: bool = SHOW,
+    *, sampling: Sampling, show: bool = SHOW,
     trace: str = TRACE, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE, precision: str = PRECISION,
-    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
+    encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,
 ) -> None:
     constraints = {}
 
@@ -155,11 +141,10 @@ def generate_command(
             raise InvalidArgument("give --prompt or --prompts-file, not both")
 
     results, inputs = run_unmasking(
-        mlmkit.generation.generate, model, text=prompt, texts_file=prompts_file, what="prompts",
+        "generate", model, text=prompt, texts_file=prompts_file, what="prompts",
         keep_blank=True, sampling=sampling, check=check, output=output, trace=trace,
-        show=show, encoding=encoding, encoding_errors=encoding_errors, device=device,
-        precision=precision, threads=threads, trust_remote_code=trust_remote_code,
-        batch_tokens=batch_tokens, length=length, constraints=constraints)
+        show=show, encoding=encoding, encoding_errors=encoding_errors, runtime=runtime,
+        length=length, constraints=constraints)
     with open_output(output, inputs=inputs) as handle:
         for result in results:
             handle.write((dumps(result) if as_json else result.full_text) + "\n")

@@ -4,21 +4,8 @@ from __future__ import annotations
 
 import typer
 
-import mlmkit
 from mlmkit.cli.generate import SHOW, TRACE, run_unmasking
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    ENCODING,
-    ENCODING_ERRORS,
-    JSON,
-    OUTPUT,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    command,
-)
+from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, OUTPUT, Runtime, command
 from mlmkit.core import checks
 from mlmkit.core.output import open_output
 from mlmkit.core.progress import status
@@ -43,10 +30,9 @@ def infill_command(
                                        "(blank lines skipped); - reads standard input."),
     max_candidates: int = typer.Option(64, "--max-candidates",
                                        help="Most span-length combinations to try."),
-    *, sampling: Sampling, trust_remote_code: bool = TRUST_REMOTE_CODE, show: bool = SHOW,
+    *, sampling: Sampling, show: bool = SHOW,
     trace: str = TRACE, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE, precision: str = PRECISION,
-    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
+    encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,
 ) -> None:
     def check() -> None:
         checks.count("max_candidates", max_candidates, 1, 10_000)
@@ -55,11 +41,10 @@ def infill_command(
                                   "both or neither")
 
     results, inputs = run_unmasking(
-        mlmkit.generation.infill, model, text=template, texts_file=templates_file, what="templates",
+        "infill", model, text=template, texts_file=templates_file, what="templates",
         keep_blank=False, sampling=sampling, check=check, output=output, trace=trace,
-        show=show, encoding=encoding, encoding_errors=encoding_errors, device=device,
-        precision=precision, threads=threads, trust_remote_code=trust_remote_code,
-        batch_tokens=batch_tokens, max_candidates=max_candidates)
+        show=show, encoding=encoding, encoding_errors=encoding_errors, runtime=runtime,
+        max_candidates=max_candidates)
     with open_output(output, inputs=inputs) as handle:
         for result in results:
             handle.write((dumps(result) if as_json else result.text) + "\n")

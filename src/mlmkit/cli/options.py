@@ -1,8 +1,8 @@
 """The command line's one way of declaring flags.
 
 - The runtime flags every command shares are defined once here (DEVICE, PRECISION, ...), so
-  their names, defaults and help are the same everywhere (docs/CLI.md); a command declares
-  e.g. `device: str = DEVICE`.
+  their names, defaults and help are the same everywhere (docs/CLI.md); a command that runs
+  a model declares them all at once as `runtime: Runtime`.
 - A task's options come from its options dataclass (`mlmkit.options`): a command parameter
   annotated with the dataclass (`sampling: Sampling`) becomes one flag per field (`--min-gap`
   from `min_gap`, the field's help, type, choices and default), and the command receives the
@@ -22,6 +22,7 @@ from typing import Annotated, Literal
 
 import typer
 
+from mlmkit.core import checks
 from mlmkit.options import default_of, fields_of, types_of
 
 DEVICE = typer.Option("auto", "--device", help="auto (the first GPU if any, else cpu), cpu, "
@@ -46,17 +47,56 @@ TRUST_REMOTE_CODE = typer.Option(False, "--trust-remote-code", help="Run the mod
                                  "Default: $MLMKIT_TRUST_REMOTE_CODE=1, else refused.",
                                  rich_help_panel="Model")
 
+SHARED = {"device": DEVICE, "precision": PRECISION, "threads": THREADS,
+          "batch_tokens": BATCH_TOKENS, "seed": SEED, "trust_remote_code": TRUST_REMOTE_CODE}
+"""Runtime flags by field name: an options field of one of these names is this flag."""
+
 ENCODING = typer.Option("utf-8", "--encoding", help="Text encoding of the input file.")
 ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", help="strict (stop at the "
                                "first undecodable byte), replace or ignore.")
 
-SHARED = {"device": DEVICE, "precision": PRECISION, "threads": THREADS,
-          "batch_tokens": BATCH_TOKENS, "seed": SEED}
-"""Runtime flags by field name: an options field of one of these names is this flag."""
+
+@dataclass(frozen=True)
+class Runtime:
+    """How a command loads and runs its model, declared once: a command takes
+    `runtime: Runtime` and `command()` expands it into the shared flags above (--device,
+    --precision, --threads, --batch-tokens, --seed, --trust-remote-code; their names, help and
+    defaults are SHARED's). The command hands `runtime.load_keywords()` to `mlmkit.load`,
+    which resolves them once."""
+
+    device: str = DEVICE.default
+    precision: str = PRECISION.default
+    threads: int | None = THREADS.default
+    batch_tokens: int | None = BATCH_TOKENS.default
+    seed: int = SEED.default
+    trust_remote_code: bool = TRUST_REMOTE_CODE.default
+
+    def load_keywords(self) -> dict:
+        """The keywords of `mlmkit.load(model, ...)` (the seed is no property of a model;
+        without --trust-remote-code, $MLMKIT_TRUST_REMOTE_CODE decides)."""
+        return {"device": self.device, "precision": self.precision, "threads": self.threads,
+                "batch_tokens": self.batch_tokens,
+                "trust_remote_code": self.trust_remote_code or None}
+
+    def run_keywords(self) -> dict:
+        """The runtime keywords of the functions that load, train and score a model
+        themselves (`finetune`, `evaluate_suite`): training resolves its own precision."""
+        return {"device": self.device, "precision": self.precision, "threads": self.threads,
+                "batch_tokens": self.batch_tokens, "seed": self.seed}
+
+    def seed_everything(self) -> None:
+        """Fix torch's generator with --seed, also for commands that draw nothing at random
+        (every command that runs a model accepts --seed and means the same by it)."""
+        import torch  # the one call that needs it before a model loads
+
+        checks.count("seed", self.seed, 0, 2**63 - 1)
+        torch.manual_seed(self.seed)
+
 
 MODEL_PARAMETERS = ("model", "models", "model_a")
 """A command with one of these parameters loads a model: it declares --trust-remote-code
-(`trust_remote_code: bool = TRUST_REMOTE_CODE`) and runs its body inside `trusting(...)`."""
+(with `runtime: Runtime`, or `trust_remote_code: bool = TRUST_REMOTE_CODE`) and runs its
+body inside `trusting(...)`."""
 
 GIVEN_SOURCES = ("COMMANDLINE", "ENVIRONMENT")
 
@@ -74,6 +114,17 @@ def command(app: typer.Typer, name: str, function, **settings) -> None:
     """Register `function` as the command `name` of `app` (settings: typer's `help`,
     `short_help`, `epilog`, ...), its options dataclass parameters expanded into flags."""
     app.command(name, **settings)(with_options(function))
+
+
+def subcommand(group: typer.Typer, name: str, **settings):
+    """Decorator: register the function as the command `name` of the group `group` by
+    `command()` (options dataclass parameters expanded into flags)."""
+
+    def register(function):
+        command(group, name, function, **settings)
+        return function
+
+    return register
 
 
 def with_options(function):
@@ -151,7 +202,7 @@ def _flag(field: dataclasses.Field, kind, given: bool) -> inspect.Parameter:
         option = SHARED[field.name]
         return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=option,
                                  annotation=type(option.default) if option.default is not None
-                                 else kind)
+                                 else _cli_type(kind))
     flag = "--" + field.name.replace("_", "-")
     base = _cli_type(kind)
     declarations = meta.get("flag") or (f"{flag}/--no-{flag[2:]}" if base is bool else flag)
@@ -187,8 +238,6 @@ def _cli_type(kind):
     if args and len(args) < len(typing.get_args(kind)):  # X | None
         return _cli_type(args[0]) if len(args) == 1 else str
     return kind if kind in (int, float, str, bool) else str
-
-
 
 
 

@@ -10,17 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    JSON,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    trusting,
-)
-from mlmkit.cli.score import seed_everything
+from mlmkit.cli.options import JSON, Runtime, subcommand, trusting
 from mlmkit.core.checks import choice, count
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.core.progress import status
@@ -66,23 +56,32 @@ def _fmt(value) -> str:
     return "–" if value is None else f"{value:.4f}"
 
 
-def _stdout():
-    return Console(highlight=False, soft_wrap=True)
+SHOWN = 20
+"""Rows of a table printed for people; --json or -o holds every row."""
 
 
-def _start(model: str, inputs: list, output: str, device: str, precision: str, threads,
-           batch_tokens, seed: int):
-    """Check the output and the runtime options before any work, then load the model.
+def _print(table: Table, notes, rows: int = 0) -> None:
+    """The table (of a result with `rows` rows, of which it holds the first SHOWN), a line
+    for the rows left out, then each note that is not None."""
+    console = Console(highlight=False, soft_wrap=True)
+    console.print(table)
+    if rows > SHOWN:
+        console.print(f"… {rows - SHOWN} more (use --json or -o for all)")
+    for note in notes:
+        if note is not None:
+            console.print(note)
+
+
+def _start(model: str, inputs: list, output: str, runtime: Runtime):
+    """Check the output before any work, then load the model.
 
     The probes draw nothing at random; `--seed` still fixes torch's generator, as on every
     command that runs a model.
     """
 
     check_output_path(output, inputs=inputs)
-    mlmkit.probe.prepare.check_batch_tokens(batch_tokens)
-    seed_everything(seed)
-    return mlmkit.probe.prepare.prepare_model(
-        model, device=device, precision=precision, threads=threads)
+    runtime.seed_everything()
+    return mlmkit.load(model, **runtime.load_keywords())
 
 
 def _emit(payload: dict, as_json: bool, output: str, inputs: list) -> bool:
@@ -97,8 +96,8 @@ def _emit(payload: dict, as_json: bool, output: str, inputs: list) -> bool:
     return as_json
 
 
-@probe_app.command("classify", epilog=CLASSIFY_EXAMPLE,
-                   short_help="Zero-shot classification with a cloze prompt and a verbalizer.")
+@subcommand(probe_app, "classify", epilog=CLASSIFY_EXAMPLE,
+            short_help="Zero-shot classification with a cloze prompt and a verbalizer.")
 def classify_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Argument(..., help="JSONL of texts, optionally with gold labels "
@@ -112,49 +111,40 @@ def classify_command(
     text_field: str = typer.Option("text", "--text-field", help="Field holding the text."),
     label_field: str = typer.Option("label", "--label-field", help="Field of the gold label."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
-    *, as_json: bool = JSON, batch_tokens: int = BATCH_TOKENS, device: str = DEVICE,
-    precision: str = PRECISION, threads: int = THREADS, seed: int = SEED,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, as_json: bool = JSON, runtime: Runtime,
 ) -> None:
     """Zero-shot classification with a cloze prompt and a verbalizer (PET, Schick & Schütze).
 
     Each text goes into the template; each label's words are scored at the mask.
     """
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         from mlmkit.probe.labelled import read_labelled_texts
 
         mlmkit.probe.prompt.check_template(template, "{text}", "--template")
         choice("aggregate", aggregate, mlmkit.probe.AGGREGATES)
         words = mlmkit.probe.parse_verbalizer(verbalizer, "--verbalizer") if verbalizer else None
         texts, gold = read_labelled_texts(data, text_field, label_field)
-        mlm, precision = _start(model, [data], output, device, precision, threads, batch_tokens,
-                                seed)
-        result = mlmkit.probe.cloze_classify(
-            mlm, texts, template, words, gold=gold, aggregate=aggregate,
-            batch_tokens=batch_tokens, precision=precision)
+        mlm = _start(model, [data], output, runtime)
+        result = mlm.classify(texts, template, words, gold=gold, aggregate=aggregate)
         if _emit(result.to_dict(), as_json, output, [data]):
             return
-        console = _stdout()
         table = Table(title=f"cloze classification ({escape(model)})")
         for column in ("#", "label", *(f"P({label})" for label in result.labels), "gold"):
             table.add_column(escape(column), justify="left" if column in ("label", "gold")
                              else "right")
-        for i, p in enumerate(result.predictions[:20]):
+        for i, p in enumerate(result.predictions[:SHOWN]):
             table.add_row(str(i), escape(p.label),
                           *(f"{p.probabilities[label]:.3f}" for label in result.labels),
                           escape(p.gold or "–"))
-        console.print(table)
-        if len(result.predictions) > 20:
-            console.print(f"… {len(result.predictions) - 20} more (use --json or -o for all)")
-        if result.multi_token_words:
-            console.print(f"multi-token words (scored with one mask per subword): "
-                          f"{escape(', '.join(result.multi_token_words))}")
-        if result.accuracy is not None:
-            console.print(f"accuracy: {result.accuracy:.4f} over {len(result.predictions)} texts")
+        _print(table, rows=len(result.predictions), notes=[
+            "multi-token words (scored with one mask per subword): "
+            f"{escape(', '.join(result.multi_token_words))}" if result.multi_token_words else None,
+            f"accuracy: {result.accuracy:.4f} over {len(result.predictions)} texts"
+            if result.accuracy is not None else None])
 
 
-@probe_app.command("rank", epilog=RANK_EXAMPLE,
-                   short_help="Rank candidate statements by PLL (multiple choice, COPA).")
+@subcommand(probe_app, "rank", epilog=RANK_EXAMPLE,
+            short_help="Rank candidate statements by PLL (multiple choice, COPA).")
 def rank_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     items: str = typer.Argument(..., help="JSONL of multiple-choice items (- for standard "
@@ -164,47 +154,38 @@ def rank_command(
     scope: str = typer.Option("statement", help="statement (every token) or shared (only the "
                               "tokens all candidates share, Tamborrino et al.)."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
-    *, as_json: bool = JSON, batch_tokens: int = BATCH_TOKENS, device: str = DEVICE,
-    precision: str = PRECISION, threads: int = THREADS, seed: int = SEED,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, as_json: bool = JSON, runtime: Runtime,
 ) -> None:
     """Rank each item's candidate statements by PLL; the best one is the answer.
 
     Tamborrino et al. (2020), BEAR: no fine-tuning, accuracy against the gold labels.
     """
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         choice("metric", metric, mlmkit.scoring.jobs.METRICS)
         choice("normalize", normalize, mlmkit.probe.NORMALIZATIONS)
         choice("scope", scope, mlmkit.probe.SCOPES)
         loaded = mlmkit.probe.read_items(items)
-        mlm, precision = _start(model, [items], output, device, precision, threads, batch_tokens,
-                                seed)
-        result = mlmkit.probe.rank_statements(
-            mlm, loaded, metric=metric, normalize=normalize, scope=scope,
-            batch_tokens=batch_tokens, precision=precision)
+        mlm = _start(model, [items], output, runtime)
+        result = mlm.rank(loaded, metric=metric, normalize=normalize, scope=scope)
         if _emit(result.to_dict(), as_json, output, [items]):
             return
-        console = _stdout()
         table = Table(title=f"statement ranking ({escape(model)}, {metric}, {normalize}, {scope})")
         for column in ("item", "best statement", "score", "gold", "correct"):
             table.add_column(column, justify="left" if column == "best statement" else "right")
-        for i, item in enumerate(result.items[:20]):
+        for i, item in enumerate(result.items[:SHOWN]):
             mark = "–" if item.correct is None else ("yes" if item.correct else "no")
             table.add_row(escape(item.item_id or str(i)), escape(item.candidates[item.predicted]),
                           f"{item.scores[item.predicted]:.3f}",
                           "–" if item.gold is None else str(item.gold), mark)
-        console.print(table)
-        if len(result.items) > 20:
-            console.print(f"… {len(result.items) - 20} more (use --json or -o for all)")
-        if result.n_unknown:
-            console.print(f"{result.n_unknown} candidate(s) hold unknown-token ([UNK]) pieces; "
-                          "they are scored like any other token (see --json)")
-        if result.accuracy is not None:
-            console.print(f"accuracy: {result.accuracy:.4f} over {result.n_with_gold} items")
+        _print(table, rows=len(result.items), notes=[
+            f"{result.n_unknown} candidate(s) hold unknown-token ([UNK]) pieces; they are "
+            "scored like any other token (see --json)" if result.n_unknown else None,
+            f"accuracy: {result.accuracy:.4f} over {result.n_with_gold} items"
+            if result.accuracy is not None else None])
 
 
-@probe_app.command("facts", epilog=FACTS_EXAMPLE,
-                   short_help="LAMA-style knowledge probe: P@1, P@10 and MRR of cloze facts.")
+@subcommand(probe_app, "facts", epilog=FACTS_EXAMPLE,
+            short_help="LAMA-style knowledge probe: P@1, P@10 and MRR of cloze facts.")
 def facts_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     facts: str = typer.Argument(..., help="JSONL of cloze facts (- for standard input)."),
@@ -215,28 +196,22 @@ def facts_command(
     include_special: bool = typer.Option(False, "--include-special",
                                          help="Let special tokens compete as answers."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
-    *, as_json: bool = JSON, batch_tokens: int = BATCH_TOKENS, device: str = DEVICE,
-    precision: str = PRECISION, threads: int = THREADS, seed: int = SEED,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, as_json: bool = JSON, runtime: Runtime,
 ) -> None:
     """LAMA-style knowledge probe: where the gold object ranks over the vocabulary.
 
     P@1, P@10 and MRR per relation and overall (Petroni et al. 2019). Facts whose object
     is several tokens, or only the unknown token, are skipped and counted.
     """
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         count("top_k", top_k, 1)
         loaded = mlmkit.probe.read_facts(
             facts, mlmkit.probe.read_templates(relations) if relations else None)
         inputs = [facts, relations]
-        mlm, precision = _start(model, inputs, output, device, precision, threads, batch_tokens,
-                                seed)
-        result = mlmkit.probe.knowledge_probe(
-            mlm, loaded, top_k=top_k, exclude_special=not include_special,
-            batch_tokens=batch_tokens, precision=precision)
+        mlm = _start(model, inputs, output, runtime)
+        result = mlm.probe(loaded, top_k=top_k, exclude_special=not include_special)
         if _emit(result.to_dict(), as_json, output, inputs):
             return
-        console = _stdout()
         table = Table(title=f"knowledge probe ({escape(model)})")
         for column in ("relation", "probed", "skipped", "of which [UNK]", "P@1", "P@10", "MRR"):
             table.add_column(escape(column), justify="left" if column == "relation" else "right")
@@ -245,12 +220,11 @@ def facts_command(
         for name, s in rows:
             table.add_row(escape(name), str(s.n), str(s.skipped), str(s.unknown), _fmt(s.p_at_1),
                           _fmt(s.p_at_10), _fmt(s.mrr))
-        console.print(table)
         overall = result.overall
-        if overall.skipped:
-            console.print(f"{overall.skipped} fact(s) skipped: {overall.skipped - overall.unknown} "
-                          f"with an object of several tokens, {overall.unknown} with an object "
-                          "the vocabulary lacks ([UNK]); see --json for each one")
+        _print(table, notes=[
+            f"{overall.skipped} fact(s) skipped: {overall.skipped - overall.unknown} with an "
+            f"object of several tokens, {overall.unknown} with an object the vocabulary lacks "
+            "([UNK]); see --json for each one" if overall.skipped else None])
 
 
 def register(app: typer.Typer) -> None:

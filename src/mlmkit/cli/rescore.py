@@ -9,24 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    ENCODING,
-    ENCODING_ERRORS,
-    JSON,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    trusting,
-)
-from mlmkit.cli.score import (
-    ALLOW_UNTRAINED_HEAD,
-    METRIC,
-    SKIP_UNK,
-    seed_everything,
-)
+from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, Runtime, command, trusting
+from mlmkit.cli.score import ALLOW_UNTRAINED_HEAD, METRIC, SKIP_UNK
 from mlmkit.core.output import check_output_path
 from mlmkit.core.progress import console, status, warn
 from mlmkit.errors import InvalidArgument
@@ -59,20 +43,19 @@ def rescore_command(
     one_best: str = typer.Option(None, "--one-best", help="Write utt_id<TAB>1-best text here "
                                  "(- for standard output)."),
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
-    *, encoding: str = ENCODING, encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE,
-    precision: str = PRECISION, threads: int = THREADS, batch_tokens: int = BATCH_TOKENS,
-    seed: int = SEED, as_json: bool = JSON, trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, encoding: str = ENCODING, encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,
+    as_json: bool = JSON,
 ) -> None:
     """Rescore ASR/MT n-best lists with a masked LM (Salazar et al. 2020): writes the
     rescored n-best and the 1-best, and reports WER before/after when references are
     present. The summary goes to standard output, or to standard error when an output
     is standard output."""
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         from mlmkit.scoring.rescore import check_weight
 
         unk = "skip" if skip_unk else "score"
         check_weight("weight", weight)
-        mlmkit.scoring.text_scores.check_score_options(metric, unk, 1, batch_tokens)
+        mlmkit.scoring.text_scores.check_score_options(metric, unk, 1, runtime.batch_tokens)
         if output == "-" and one_best == "-":
             raise InvalidArgument("-o - and --one-best - both write standard output: send one of "
                                   "them to a file")
@@ -81,19 +64,15 @@ def rescore_command(
             check_output_path(path, inputs=inputs, what=what)
         if output is not None and output == one_best and output != "-":
             raise InvalidArgument(f"-o and --one-best are both {output!r}: give two paths")
-        seed_everything(seed)
-        mlmkit.core.devices.prepare(device, precision, threads)  # a bad device, precision or thread count: now
+        runtime.seed_everything()
+        mlm = mlmkit.load(model, **runtime.load_keywords(),
+                          allow_untrained_head=allow_untrained_head)
         utterances = mlmkit.scoring.read_nbest(
             nbest, refs, encoding=encoding, errors=encoding_errors)
-        mlm, precision = mlmkit.models.prepare_mlm(
-            model, device=device, precision=precision, threads=threads,
-            allow_untrained_head=allow_untrained_head)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = mlmkit.scoring.rescore(
-                mlm, utterances, weight=weight, normalize=normalize, metric=metric,
-                tune_weight=tune_weight, unk=unk, precision=precision,
-                batch_tokens=batch_tokens)
+            result = mlm.rescore(utterances, weight=weight, normalize=normalize, metric=metric,
+                                 tune_weight=tune_weight, unk=unk)
         for warning in caught:
             warn(str(warning.message))
         if output:
@@ -125,4 +104,4 @@ def rescore_command(
 
 
 def register(app: typer.Typer) -> None:
-    app.command("rescore", short_help=SHORT_HELP, epilog=EXAMPLE)(rescore_command)
+    command(app, "rescore", rescore_command, short_help=SHORT_HELP, epilog=EXAMPLE)

@@ -10,21 +10,15 @@ from typer.core import TyperCommand
 
 import mlmkit
 from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
     ENCODING,
     ENCODING_ERRORS,
     JSON,
     OUTPUT,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
+    Runtime,
     command,
     field_option,
     trusting,
 )
-from mlmkit.core import checks
 from mlmkit.core.output import check_output_path
 from mlmkit.core.progress import status, warn
 from mlmkit.core.records import check_input_file
@@ -63,14 +57,6 @@ ALLOW_UNTRAINED_HEAD = typer.Option(False, "--allow-untrained-head", help="Accep
                                     "whose MLM head is random (its scores are noise).")
 
 
-def seed_everything(seed: int) -> None:
-    """Commands that draw nothing at random still fix torch's generator with --seed."""
-    import torch  # the one call that needs it before a model loads
-
-    checks.count("seed", seed, 0, 2**63 - 1)
-    torch.manual_seed(seed)
-
-
 def score_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     input_file: str = typer.Argument(..., help="A text per line, JSONL (see --field) or "
@@ -87,34 +73,29 @@ def score_command(
                               "outputs with 'mlmkit score merge'."),
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
     *, scoring: Scoring, output: str = OUTPUT, encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE, precision: str = PRECISION,
-    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED, as_json: bool = JSON,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    encoding_errors: str = ENCODING_ERRORS, runtime: Runtime, as_json: bool = JSON,
 ) -> None:
     """Score texts with a masked LM: sentence PLL (or PLL-word-l2r), pseudo-perplexity,
     optional token and word scores with character offsets, one JSON record per input line.
     Streams any file size; long texts use sliding windows; empty lines get a null score."""
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         scoring = dataclasses.replace(scoring, unk="skip" if skip_unk else "score")
         mlmkit.scoring.text_scores.check_score_options(scoring.metric, scoring.unk,
-                                                       scoring.stride, batch_tokens)
+                                                       scoring.stride, runtime.batch_tokens)
         check_input_file(input_file)
         check_output_path(output, inputs=[input_file])
-        mlmkit.core.devices.set_threads(threads)
-        seed_everything(seed)
-        group, rank_device = mlmkit.engine.process_group.init(device)
-        mlmkit.core.devices.resolve_precision(precision, rank_device)
+        runtime.seed_everything()
+        group, rank_device = mlmkit.engine.process_group.init(runtime.device)
         try:
-            mlm = mlmkit.load_mlm(
-                model, device=rank_device, allow_untrained_head=allow_untrained_head)
+            mlm = mlmkit.load(model, **dict(runtime.load_keywords(), device=rank_device),
+                              allow_untrained_head=allow_untrained_head)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 summary = mlmkit.scoring.score_file(
                     mlm, input_file, output, field=field, **as_keywords(scoring),
-                    chunk_texts=chunk_texts,
-                    resume=resume, encoding=encoding, encoding_errors=encoding_errors,
-                    batch_tokens=batch_tokens, precision=precision, threads=threads, group=group,
-                    shard=shard,
+                    chunk_texts=chunk_texts, resume=resume, encoding=encoding,
+                    encoding_errors=encoding_errors, batch_tokens=runtime.batch_tokens,
+                    group=group, shard=shard,
                 )
             if not group.is_main:
                 return

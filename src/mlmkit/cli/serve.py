@@ -7,18 +7,8 @@ from pathlib import Path
 
 import typer
 
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    JSON,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    command,
-    trusting,
-)
-from mlmkit.cli.score import ALLOW_UNTRAINED_HEAD, seed_everything
+from mlmkit.cli.options import JSON, Runtime, command, trusting
+from mlmkit.cli.score import ALLOW_UNTRAINED_HEAD
 from mlmkit.core import checks
 from mlmkit.errors import InvalidArgument, PathError
 from mlmkit.options.serving import ServeConfig, check_host
@@ -52,15 +42,13 @@ def serve_command(
     api_key_file: str = typer.Option(None, "--api-key-file", help="Read the API key from "
                                      "this file's first line (keeps it out of ps)."),
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
-    *, serving: ServeConfig, device: str = DEVICE, precision: str = PRECISION,
-    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
-    as_json: bool = JSON, trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, serving: ServeConfig, runtime: Runtime, as_json: bool = JSON,
 ) -> None:
     """Serve models over HTTP: POST /v1/fill, /v1/score, /v1/generate, /v1/infill,
     /v1/classify, /v1/compare; GET /v1/models, /healthz, /openapi.json, /docs; the
     playground at /. Concurrent requests are batched; every request is bounded."""
-    with trusting(trust_remote_code):
-        checks.count("seed", seed, 0, 2**63 - 1)
+    with trusting(runtime.trust_remote_code):
+        checks.count("seed", runtime.seed, 0, 2**63 - 1)
         if api_key_file is not None:
             if api_key is not None:
                 raise InvalidArgument("give --api-key or --api-key-file, not both")
@@ -83,8 +71,8 @@ def serve_command(
         from mlmkit.serve.app import create_app, load_models
         from mlmkit.serve.run import run_server
 
-        seed_everything(seed)
-        loaded = load_models(models, device=device, precision=precision, threads=threads,
+        runtime.seed_everything()
+        loaded = load_models(models, **runtime.load_keywords(),
                              allow_untrained_head=allow_untrained_head)
         app = create_app(loaded, config)
         run_server(app, host=host, port=port, announce_json=as_json, timeout=config.timeout)

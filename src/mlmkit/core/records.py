@@ -132,6 +132,19 @@ def read_json_objects(path, encoding: str = "utf-8", errors: str = "strict",
         yield number, parse_json_line(path, number, line, what)
 
 
+def parse_json_document(text: str, where: str, hint: str, **options):
+    """A whole JSON document (`json.loads(text, **options)`); broken or too deeply nested
+    JSON is an InvalidData naming `where`, the line and column, then `hint` (what the file
+    should hold)."""
+    try:
+        return json.loads(text, **options)
+    except json.JSONDecodeError as error:
+        raise InvalidData(f"{where}: invalid JSON at line {error.lineno}, column {error.colno} "
+                          f"({error.msg}); {hint}") from error
+    except RecursionError:
+        raise InvalidData(f"{where}: JSON nested too deeply; {hint}") from None
+
+
 def parse_json_line(path, number: int, line: str, what: str = "records") -> dict:
     try:
         row = json.loads(line)
@@ -178,13 +191,27 @@ def read_table(path, encoding: str = "utf-8", errors: str = "strict",
     if delimiter is None:
         yield from read_json_objects(path, encoding, errors, what)
         return
-    csv.field_size_limit(2**31 - 1)
+    rows = delimited_rows(path, delimiter, encoding, errors)
+    header = next(rows, None)
+    if header is None:
+        return
+    for number, row in rows:
+        yield number, dict(zip(header, row, strict=True))
+
+
+def delimited_rows(path, delimiter: str, encoding: str = "utf-8", errors: str = "strict"):
+    """The header of a TSV/CSV file (nothing for an empty file), then (line number, row) of
+    each non-empty row. Quoted fields may hold delimiters and newlines, and may be long (a
+    document); a row whose field count differs from the header's, or broken quoting, is an
+    InvalidData naming the file and line."""
+    csv.field_size_limit(2**31 - 1)  # documents are long; the default stops at 128 KiB
     lines = (line for _, line in decoded_lines(path, encoding, errors))
     reader = csv.reader(lines, delimiter=delimiter)
     try:
         header = next(reader, None)
         if header is None:
             return
+        yield header
         for row in reader:
             if not row:
                 continue
@@ -192,7 +219,7 @@ def read_table(path, encoding: str = "utf-8", errors: str = "strict",
                 raise InvalidData(f"{display_name(path)} line {reader.line_num}: a row of "
                                   f"{len(row)} fields under a header of {len(header)} "
                                   f"({header}); fix the quoting or the delimiter")
-            yield reader.line_num, dict(zip(header, row, strict=True))
+            yield reader.line_num, row
     except csv.Error as error:
         raise InvalidData(f"{display_name(path)} line {reader.line_num}: {error}") from error
 

@@ -13,7 +13,6 @@ Hugging Face datasets through their memory-mapped Arrow tables.
 
 from __future__ import annotations
 
-import csv
 import glob
 import os
 from collections.abc import Iterator
@@ -24,7 +23,7 @@ import pyarrow.parquet as pq
 
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.records import decoded_lines as _decoded_lines
-from mlmkit.core.records import parse_json_line, text_field
+from mlmkit.core.records import delimited_rows, parse_json_line, text_field
 from mlmkit.corpus.mixture import parse_corpus_spec
 from mlmkit.corpus.python_docs import python_docs
 from mlmkit.errors import MlmkitError
@@ -133,27 +132,15 @@ def _read_jsonl(path, *, field, encoding, encoding_errors, **_) -> Iterator[str]
 def _read_delimited(path, *, field, encoding, encoding_errors, **_) -> Iterator[str]:
     """A .csv/.tsv column; quoted fields may hold delimiters and newlines."""
     delimiter = "\t" if ".tsv" in path.name.lower() else ","
-    csv.field_size_limit(2**31 - 1)  # documents are long; the default stops at 128 KiB
-    lines = (line for _, line in _decoded_lines(path, encoding, encoding_errors))
-    reader = csv.reader(lines, delimiter=delimiter)
-    try:
-        header = next(reader, None)
-        if header is None:
-            return
-        if field not in header:
-            raise MlmkitError(f"{str(path)!r} has no column {field!r}: its columns are "
-                              f"{header}; choose one with --field")
-        column = header.index(field)
-        for row in reader:
-            if not row:
-                continue
-            if len(row) != len(header):
-                raise MlmkitError(f"{str(path)!r} line {reader.line_num}: a row of {len(row)} "
-                                  f"fields under a header of {len(header)}; fix the quoting")
-            if row[column].strip():
-                yield row[column]
-    except csv.Error as error:
-        raise MlmkitError(f"{str(path)!r} line {reader.line_num}: {error}") from error
+    rows = delimited_rows(path, delimiter, encoding, encoding_errors)
+    header = next(rows, None)
+    if header is None:
+        return
+    _text_column(path, header, field)
+    column = header.index(field)
+    for _, row in rows:
+        if row[column].strip():
+            yield row[column]
 
 
 def _text_column(path, names, field) -> None:

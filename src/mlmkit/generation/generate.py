@@ -19,7 +19,7 @@ from mlmkit.errors import InvalidArgument
 from mlmkit.generation.canvas import FIXED, MASK, PROMPT, Segment, decode_part, end_ids, text_ids
 from mlmkit.generation.cost import Cost
 from mlmkit.generation.eos import pad_after_end
-from mlmkit.generation.options import SamplerOptions
+from mlmkit.generation.options import SamplerOptions, sampler_keywords
 from mlmkit.generation.remote import mask_id
 from mlmkit.generation.setup import check_texts
 from mlmkit.generation.unmask import StepEvent, unmask_rows
@@ -99,33 +99,14 @@ def rows_per_batch(batch_tokens, batch_size, what: str):
     return None, checks.count("batch_size", batch_size, 1)
 
 
+@sampler_keywords
 def generate(
     model,
     prompt: str | Sequence[str] = "",
     *,
     length: int = 64,
-    steps: int | None = None,
-    sampler: str = "confidence",
-    confidence: str = "prob",
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    block_length: int | None = None,
-    cfg_scale: float = 0.0,
+    options: SamplerOptions,
     constraints: Mapping[int, str | int] | None = None,
-    seed: int = 0,
-    cache: bool = True,
-    reveal: str = "count",
-    threshold: float | None = None,
-    factor: float | None = None,
-    entropy_bound: float | None = None,
-    min_gap: int | None = None,
-    remask: str | None = None,
-    sigma: float | None = None,
-    remask_steps: int | None = None,
-    edit: float | None = None,
-    max_steps: int | None = None,
-    block_cache: bool = False,
     trust_remote_code: bool | None = None,
     batch_tokens: int | None = None,
     precision: str = "auto",
@@ -154,13 +135,6 @@ def generate(
     see `mlmkit.generation.remote`). Each result's `cost` holds its model calls,
     tokens per call and wall time.
     """
-    options = SamplerOptions(steps=steps, sampler=sampler, confidence=confidence,
-                             temperature=temperature, top_k=top_k, top_p=top_p,
-                             block_length=block_length, cfg_scale=cfg_scale, seed=seed,
-                             cache=cache, reveal=reveal, threshold=threshold, factor=factor,
-                             entropy_bound=entropy_bound, min_gap=min_gap, remask=remask,
-                             sigma=sigma, remask_steps=remask_steps, edit=edit,
-                             max_steps=max_steps, block_cache=block_cache)
     length = checks.count("length", length, 1)
     batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "generate")
     prompts = [prompt] if isinstance(prompt, str) else list(prompt)

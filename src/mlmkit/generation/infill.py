@@ -25,7 +25,7 @@ from mlmkit.generation.canvas import (
 )
 from mlmkit.generation.cost import Cost, count_calls
 from mlmkit.generation.generate import rows_per_batch
-from mlmkit.generation.options import SamplerOptions
+from mlmkit.generation.options import SamplerOptions, sampler_keywords
 from mlmkit.generation.pll import token_pll
 from mlmkit.generation.remote import mask_id
 from mlmkit.generation.setup import check_texts
@@ -112,31 +112,12 @@ def _check_lengths(templates: list[str], jobs, special: int, max_length: int) ->
                 f"[MASK:a-b] spans")
 
 
+@sampler_keywords
 def infill(
     model,
     template: str | Sequence[str],
     *,
-    steps: int | None = None,
-    sampler: str = "confidence",
-    confidence: str = "prob",
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    block_length: int | None = None,
-    cfg_scale: float = 0.0,
-    seed: int = 0,
-    cache: bool = True,
-    reveal: str = "count",
-    threshold: float | None = None,
-    factor: float | None = None,
-    entropy_bound: float | None = None,
-    min_gap: int | None = None,
-    remask: str | None = None,
-    sigma: float | None = None,
-    remask_steps: int | None = None,
-    edit: float | None = None,
-    max_steps: int | None = None,
-    block_cache: bool = False,
+    options: SamplerOptions,
     trust_remote_code: bool | None = None,
     max_candidates: int = 64,
     batch_tokens: int | None = None,
@@ -155,13 +136,6 @@ def infill(
     as `generate`, and the best PLL per token wins. `batch_size` (candidates per batch) is a
     deprecated alias of `batch_tokens`.
     """
-    options = SamplerOptions(steps=steps, sampler=sampler, confidence=confidence,
-                             temperature=temperature, top_k=top_k, top_p=top_p,
-                             block_length=block_length, cfg_scale=cfg_scale, seed=seed,
-                             cache=cache, reveal=reveal, threshold=threshold, factor=factor,
-                             entropy_bound=entropy_bound, min_gap=min_gap, remask=remask,
-                             sigma=sigma, remask_steps=remask_steps, edit=edit,
-                             max_steps=max_steps, block_cache=block_cache)
     max_candidates = checks.count("max_candidates", max_candidates, 1, 10_000)
     batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "infill")
     templates = [template] if isinstance(template, str) else list(template)

@@ -11,6 +11,8 @@ field here and a new rule in `mlmkit.generation.samplers`.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import warnings
 from dataclasses import dataclass, replace
@@ -20,6 +22,7 @@ from mlmkit.core import checks
 from mlmkit.generation.choose import ChoiceConfig
 from mlmkit.generation.confidence import check_confidence
 from mlmkit.generation.samplers import get_sampler
+from mlmkit.options import default_of, fields_of, types_of
 from mlmkit.options.sampler import Sampling
 
 MAX_ANCESTRAL_STEPS = 10_000
@@ -284,3 +287,29 @@ class SamplerOptions(Sampling):
             raise checks.InvalidArgument(
                 f"the sampler plans {planned:,} steps ({what}) but --max-steps allows "
                 f"{cap:,}: raise --max-steps to {planned:,} or more, or give fewer --steps")
+
+
+def sampler_keywords(function):
+    """`function(model, inputs, *, ..., options: SamplerOptions, ...)` as the library shows it:
+    `function(model, inputs, *, steps=None, sampler="confidence", ...)`, one keyword per
+    field of `Sampling` with its default, built into one checked `SamplerOptions`.
+
+    `generate` and `infill` share the sampler's 21 options; written out in each signature
+    they drifted apart, declared once they cannot (help() and editors still show every
+    keyword)."""
+    names = [f.name for f in fields_of(Sampling)]
+    types = types_of(Sampling)
+    sampling = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY,
+                                  default=default_of(f), annotation=types[f.name])
+                for f in fields_of(Sampling)]
+    own = list(inspect.signature(function).parameters.values())
+    at = [p.name for p in own].index("options")  # the sampler's keywords stand in its place
+
+    @functools.wraps(function)
+    def with_sampler(*args, **keywords):
+        chosen = {name: keywords.pop(name) for name in names if name in keywords}
+        return function(*args, options=SamplerOptions(**chosen), **keywords)
+
+    with_sampler.__signature__ = inspect.signature(function).replace(
+        parameters=[*own[:at], *sampling, *own[at + 1:]])
+    return with_sampler

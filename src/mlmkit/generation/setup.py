@@ -1,19 +1,8 @@
-"""What a generation call checks first: its model and runtime come from the one resolver
-(`mlmkit.models.prepare_mlm`), its texts must encode as UTF-8."""
+"""What a generation call checks first: its texts must encode as UTF-8."""
 
 from __future__ import annotations
 
 from mlmkit.errors import InvalidArgument
-from mlmkit.models.load import prepare_mlm
-
-
-def open_model(model, *, device=None, precision: str | None = "auto",
-               threads: int | None = None, trust_remote_code: bool | None = None):
-    """(MLM, resolved precision) for `model`, by the rule every feature follows
-    (`prepare_mlm`): a name is loaded onto `device`; a given model stays where it is unless
-    an explicit `device` names another, where it is moved."""
-    return prepare_mlm(model, device=device, precision=precision, threads=threads,
-                       trust_remote_code=trust_remote_code)
 
 
 def check_texts(texts, what: str) -> None:

@@ -25,10 +25,9 @@ import warnings
 
 import numpy as np
 
+import mlmkit
 from mlmkit.errors import InvalidArgument, InvalidData
-from mlmkit.generation.fill_mask import fill_mask
-from mlmkit.models import prepare_mlm
-from mlmkit.scoring.text_scores import check_score_options, score
+from mlmkit.scoring.text_scores import check_score_options
 
 
 def _texts(batch, column: str) -> list[str]:
@@ -61,9 +60,8 @@ def _with_columns(batch, columns: dict):
 
 class _Model:
     def __init__(self, model, device, precision, threads, batch_tokens):
-        self.mlm, self.precision = prepare_mlm(model, device=device, precision=precision,
-                                               threads=threads)
-        self.batch_tokens = batch_tokens
+        self.mlm = mlmkit.load(model, device=device, precision=precision, threads=threads,
+                               batch_tokens=batch_tokens)
 
 
 class Scorer(_Model):
@@ -86,9 +84,9 @@ class Scorer(_Model):
         texts = _texts(batch, self.column)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # empty texts: NaN, documented
-            results = score(self.mlm, texts, metric=self.metric, per_word=self.per_word,
-                            unk=self.unk, stride=self.stride, batch_tokens=self.batch_tokens,
-                            precision=self.precision, progress=False) if texts else []
+            results = self.mlm.score(texts, metric=self.metric, per_word=self.per_word,
+                                     unk=self.unk, stride=self.stride,
+                                     progress=False) if texts else []
         nan = float("nan")
         columns = {
             "pll": [r.pll if r.pll is not None else nan for r in results],
@@ -118,9 +116,8 @@ class FillMask(_Model):
 
     def __call__(self, batch):
         texts = _texts(batch, self.column)
-        results = fill_mask(self.mlm, texts, top_k=self.top_k, mode=self.mode,
-                            batch_tokens=self.batch_tokens, precision=self.precision,
-                            progress=False) if texts else []
+        results = self.mlm.fill(texts, top_k=self.top_k, mode=self.mode,
+                                progress=False) if texts else []
         return _with_columns(batch, {
             "filled": [r.filled for r in results],
             "fills": [[[c.token for c in m.candidates] for m in r.masks] for r in results],

@@ -1,5 +1,6 @@
-"""The fine-tuning options: how `mlmkit.finetune` trains (the data it reads are its own
-arguments). `mlmkit.finetune` takes these fields as keywords, `mlmkit finetune` as flags."""
+"""The fine-tuning options: how `mlmkit.finetune` trains (`Finetuning`) and what it trains
+on (`FinetuneData`, its data arguments). `mlmkit.finetune` takes these fields as keywords,
+`mlmkit finetune` as flags."""
 
 from __future__ import annotations
 
@@ -48,3 +49,28 @@ class Finetuning:
         0, "Also save the training state every N steps (always: each epoch's end and on "
         "Ctrl-C).")
     halt_after: int | None = option(None, "Stop (resumably) after N steps.")
+
+
+@dataclass(frozen=True)
+class FinetuneData:
+    """The task, its data and the run directory of `mlmkit.finetune` (each field is a flag
+    of `mlmkit finetune`)."""
+
+    task: str = option("sst2", "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, agnews, or "
+                       "a name of your own with --text-cols.")
+    train: str | None = option(None, "Training file (JSONL, TSV or CSV; - is standard input).")
+    validation: str | None = option(None, "Validation file (default: the dataset's, else 10% "
+                                    "of train carved with a fixed seed).")
+    test: str | None = option(None, "Test file: the best epoch is evaluated on it.")
+    dataset: str | None = option(None, "A Hugging Face datasets name NAME[:CONFIG] "
+                                 "(downloaded if needed; see --offline).")
+    offline: bool = option(False, "Read --dataset names and hub models from the local Hugging "
+                           "Face caches only, never the network.", flag="--offline")
+    text_cols: str | None = option(None, "The text column, or two comma-separated (sentence "
+                                   "pairs).")
+    label_col: str | None = option(None, "The label column (default: label).")
+    regression: bool | None = option(None, "A custom task's kind (default: classification).",
+                                     flag="--regression/--classification")
+    run_dir: str | None = option(None, "Where the best model (best/), metrics.json and "
+                                 "checkpoints go.")
+    resume: bool = option(False, "Continue the run in --run-dir.", flag="--resume")

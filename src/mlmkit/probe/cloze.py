@@ -15,11 +15,12 @@ import numpy as np
 import torch
 
 from mlmkit.core.checks import choice
+from mlmkit.engine.batching import check_budget
 from mlmkit.errors import InvalidArgument, InvalidData
+from mlmkit.models.load import prepare_mlm
 from mlmkit.probe.answers import locate_answers
 from mlmkit.probe.gather import score_single_tokens
 from mlmkit.probe.outcomes import ClozePrediction, ClozeResult
-from mlmkit.probe.prepare import prepare_model
 from mlmkit.probe.prompt import check_template, substitute
 from mlmkit.probe.spans import score_spans
 from mlmkit.probe.verbalizer import DEFAULT_VERBALIZER, parse_verbalizer
@@ -88,8 +89,8 @@ def cloze_classify(
                               "give a verbalizer (--verbalizer) with words for each gold "
                               "label, e.g. '{\"1\": [\"great\"], \"0\": [\"terrible\"]}'")
     base = check_template(template, PLACEHOLDER, "template")
-    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
-                                   batch_tokens=batch_tokens)
+    check_budget(batch_tokens)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     clozes = [substitute(base, PLACEHOLDER, text) for text in texts]
     names = [f"text {i}" for i in range(len(texts))]
     words = [w for label in labels for w in words_of[label]]

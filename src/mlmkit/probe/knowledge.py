@@ -17,12 +17,13 @@ import numpy as np
 import torch
 
 from mlmkit.core.checks import count
+from mlmkit.engine.batching import check_budget
+from mlmkit.models.load import prepare_mlm
 from mlmkit.probe.answers import locate_answers
 from mlmkit.probe.facts import as_facts
 from mlmkit.probe.forward import for_each_mask_batch
 from mlmkit.probe.metrics import macro_scores, probe_scores
 from mlmkit.probe.outcomes import FactPrediction, KnowledgeResult
-from mlmkit.probe.prepare import prepare_model
 
 
 def excluded_tokens(tokenizer, vocab_size: int) -> torch.Tensor:
@@ -58,8 +59,8 @@ def knowledge_probe(
     """
     count("top_k", top_k, 1)
     facts = as_facts(facts, templates)
-    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
-                                   batch_tokens=batch_tokens)
+    check_budget(batch_tokens)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     tokenizer = mlm.tokenizer
     answers = locate_answers(tokenizer, [f.cloze for f in facts], np.arange(len(facts)),
                              [f.answer for f in facts], [f.where for f in facts])

@@ -19,10 +19,11 @@ import numpy as np
 
 from mlmkit.core.checks import choice
 from mlmkit.core.progress import progress_wanted
+from mlmkit.engine.batching import check_budget
 from mlmkit.errors import InvalidArgument, InvalidData, ModelError
+from mlmkit.models.load import prepare_mlm
 from mlmkit.probe.items import Item
 from mlmkit.probe.outcomes import RankedItem, RankResult
-from mlmkit.probe.prepare import prepare_model
 from mlmkit.probe.shared import shared_regions
 from mlmkit.scoring.jobs import METRICS
 from mlmkit.scoring.masked_copies import score_token_ids
@@ -98,8 +99,8 @@ def rank_statements(
     items = _as_items(candidates_per_item, gold)
     if not items:
         raise InvalidArgument("rank_statements needs at least one item")
-    mlm, precision = prepare_model(model, device=device, precision=precision, threads=threads,
-                                   batch_tokens=batch_tokens)
+    check_budget(batch_tokens)
+    mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     regions = [shared_regions(item.candidates) if scope == "shared" else None for item in items]
     keys = list(dict.fromkeys((c, r) for item, r in zip(items, regions, strict=True)
                               for c in item.candidates))

@@ -16,7 +16,12 @@ from mlmkit.core import checks
 from mlmkit.core.records import display_name, read_json_objects
 from mlmkit.core.results import Result, jsonable
 from mlmkit.errors import InvalidArgument, InvalidData, PathError
-from mlmkit.scoring.text_scores import NO_TOKEN_WARNING, check_score_options, score
+from mlmkit.scoring.text_scores import (
+    NO_TOKEN_WARNING,
+    check_score_options,
+    passes_runtime_to_score,
+    score,
+)
 
 
 @dataclass
@@ -86,21 +91,18 @@ def read_pairs(path, limit: int | None = None, paradigms: list[str] | None = Non
     return pairs
 
 
+@passes_runtime_to_score
 def evaluate_pairs(
     model,
     pairs: list[MinimalPair],
     *,
     metric: str = "pll",
     unk: str = "score",
-    batch_tokens: int | None = None,
-    precision: str = "auto",
-    device: str | None = None,
-    threads: int | None = None,
-    progress: bool | None = None,
+    **runtime,
 ) -> MinimalPairResult:
     """Score both sentences of every pair (`read_pairs`) and count how often the good one
     wins (strictly). The keywords: as `mlmkit.score`."""
-    check_score_options(metric, unk, 1, batch_tokens)
+    check_score_options(metric, unk, 1, runtime.get("batch_tokens"))
     if not isinstance(pairs, (list, tuple)) or not pairs:
         raise InvalidData("no minimal pairs to evaluate: read them with read_pairs()")
     if not all(isinstance(p, MinimalPair) for p in pairs):
@@ -114,9 +116,7 @@ def evaluate_pairs(
     with warnings.catch_warnings():
         # said below by pair, not by an index into `unique` (other warnings pass)
         warnings.filterwarnings("ignore", message=NO_TOKEN_WARNING)
-        results = score(model, unique, metric=metric, unk=unk, batch_tokens=batch_tokens,
-                        precision=precision, device=device, threads=threads,
-                        progress=progress)
+        results = score(model, unique, metric=metric, unk=unk, **runtime)
     pll = {text: r.pll for text, r in zip(unique, results, strict=True)}
     unscored = [i for i, p in enumerate(pairs) if pll[p.good] is None or pll[p.bad] is None]
     if unscored:

@@ -12,7 +12,13 @@ import math
 from dataclasses import dataclass, field
 
 from mlmkit.core.output import write_text
-from mlmkit.core.records import check_input_file, decoded_lines, display_name, read_lines
+from mlmkit.core.records import (
+    check_input_file,
+    decoded_lines,
+    display_name,
+    parse_json_document,
+    read_lines,
+)
 from mlmkit.core.results import jsonable
 from mlmkit.errors import InvalidData
 
@@ -65,17 +71,13 @@ def _unique_keys(pairs: list[tuple]) -> dict:
 def _read_json(path, text: str) -> list[Utterance]:
     path = display_name(path)
     try:
-        data = json.loads(text, object_pairs_hook=_unique_keys)
+        data = parse_json_document(text, path, "an n-best file is {utt: {hyp_1: {text, "
+                                   "score}, ...}}, or pass a TSV n-best list",
+                                   object_pairs_hook=_unique_keys)
     except _DuplicateKey as error:
         raise InvalidData(f"{path}: the key {error.args[0]!r} appears twice in one object (an "
                           "utterance or hypothesis would be lost): give each a unique "
                           "name") from None
-    except json.JSONDecodeError as error:
-        raise InvalidData(f"{path}: invalid JSON at line {error.lineno}, column {error.colno}: "
-                          f"{error.msg}; fix the file or pass a TSV n-best list") from error
-    except RecursionError:
-        raise InvalidData(f"{path}: JSON nested too deeply; an n-best file is "
-                          "{utt: {hyp_1: {text, score}, ...}}") from None
     if isinstance(data, dict) and isinstance(data.get("utts"), dict):
         data = data["utts"]
     if not isinstance(data, dict):

@@ -15,7 +15,12 @@ from mlmkit.core import checks
 from mlmkit.core.results import Result, jsonable
 from mlmkit.errors import InvalidArgument, InvalidData
 from mlmkit.scoring.nbest import Utterance
-from mlmkit.scoring.text_scores import NO_TOKEN_WARNING, check_score_options, score
+from mlmkit.scoring.text_scores import (
+    NO_TOKEN_WARNING,
+    check_score_options,
+    passes_runtime_to_score,
+    score,
+)
 from mlmkit.scoring.wer import word_error_rate
 
 DEFAULT_WEIGHT_GRID = tuple(np.round(np.linspace(0.0, 2.0, 41), 3))
@@ -72,6 +77,7 @@ def check_weight(name: str, value) -> float:
     return float(value)
 
 
+@passes_runtime_to_score
 def rescore(
     model,
     utterances: list[Utterance],
@@ -82,11 +88,7 @@ def rescore(
     tune_weight: bool = False,
     weight_grid: tuple[float, ...] = DEFAULT_WEIGHT_GRID,
     unk: str = "score",
-    batch_tokens: int | None = None,
-    precision: str = "auto",
-    device: str | None = None,
-    threads: int | None = None,
-    progress: bool | None = None,
+    **runtime,
 ) -> RescoreResult:
     """Rescore n-best lists (`read_nbest`) with a masked LM's PLL: am_score + weight × PLL.
 
@@ -100,7 +102,7 @@ def rescore(
     if tune_weight and not grid:
         raise InvalidArgument("weight_grid is empty: give the weights to try with tune_weight")
     grid = tuple(check_weight("weight_grid", w) for w in grid)
-    check_score_options(metric, unk, 1, batch_tokens)
+    check_score_options(metric, unk, 1, runtime.get("batch_tokens"))
     if not isinstance(utterances, (list, tuple)) or not utterances:
         raise InvalidData("no utterances to rescore: read an n-best file with read_nbest()")
     for utt in utterances:
@@ -121,9 +123,7 @@ def rescore(
     with warnings.catch_warnings():
         # said below by utterance, not by an index into `live` (other warnings pass)
         warnings.filterwarnings("ignore", message=NO_TOKEN_WARNING)
-        results = score(model, [h.text for h in live], metric=metric, unk=unk,
-                        batch_tokens=batch_tokens, precision=precision, device=device,
-                        threads=threads, progress=progress)
+        results = score(model, [h.text for h in live], metric=metric, unk=unk, **runtime)
     for h, r in zip(live, results, strict=True):
         h.pll, h.n_tokens = r.pll, r.n_tokens
     unscored = [(u.utt_id, h.name) for u in utterances for h in u.hypotheses

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import warnings
 from collections.abc import Iterable, Mapping
 
@@ -178,3 +180,32 @@ def score(
             n_unk=unknown,
         )
     return results[0] if single else results
+
+
+SCORE_RUNTIME = ("batch_tokens", "precision", "device", "threads", "progress")
+"""The runtime keywords of `score` that a function scoring through it passes on unchanged."""
+
+
+def passes_runtime_to_score(function):
+    """For a function that scores its texts through `score` and takes `**runtime` to pass
+    on: its signature shows score's runtime keywords (keyword-only, score's defaults) in
+    place of `**runtime`, and any other keyword is refused as Python refuses one.
+
+    `rescore` and `evaluate_pairs` run `score` once over their texts; declaring the runtime
+    keywords once here keeps their contract equal to score's."""
+    own = [p for p in inspect.signature(function).parameters.values()
+           if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    of_score = inspect.signature(score).parameters
+    runtime = [of_score[name] for name in SCORE_RUNTIME]
+    names = {p.name for p in own} | set(SCORE_RUNTIME)
+
+    @functools.wraps(function)
+    def passing(*args, **keywords):
+        unknown = [name for name in keywords if name not in names]
+        if unknown:
+            raise TypeError(f"{function.__name__}() got an unexpected keyword argument "
+                            f"{unknown[0]!r}")
+        return function(*args, **keywords)
+
+    passing.__signature__ = inspect.signature(function).replace(parameters=[*own, *runtime])
+    return passing

@@ -15,9 +15,9 @@ from fastapi import FastAPI
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+import mlmkit
 from mlmkit import __version__
 from mlmkit.errors import InvalidArgument
-from mlmkit.models import as_mlm, prepare_mlm
 from mlmkit.options.serving import ServeConfig
 from mlmkit.serve.adapters import Cancelled
 from mlmkit.serve.http_errors import BodyGuard, install_handlers
@@ -28,6 +28,7 @@ STATIC = Path(str(resources.files("mlmkit.serve") / "static"))
 
 
 def load_models(specs: list[str], *, device=None, precision="auto", threads=None,
+                batch_tokens=None, trust_remote_code=None,
                 allow_untrained_head: bool = False) -> dict:
     """`name=path` or `path` (named by its last part) -> loaded `MLM`s, each loaded once.
     `allow_untrained_head`: accept checkpoints whose MLM head is random, as `mlmkit score
@@ -43,23 +44,30 @@ def load_models(specs: list[str], *, device=None, precision="auto", threads=None
         if name in models:
             raise InvalidArgument(f"two models are named {name!r}: name them, e.g. "
                                   f"a={path} b=OTHER")
-        mlm, _ = prepare_mlm(path, device=device, precision=precision, threads=threads,
-                             allow_untrained_head=allow_untrained_head)
-        models[name] = mlm
+        models[name] = mlmkit.load(path, device=device, precision=precision, threads=threads,
+                                   batch_tokens=batch_tokens, trust_remote_code=trust_remote_code,
+                                   allow_untrained_head=allow_untrained_head)
     return models
 
 
-def _as_models(models) -> dict:
+def _as_models(models, config: ServeConfig) -> dict:
+    """name -> `MLM` bound to the config's runtime (precision, threads, token budget), once:
+    the routes call the bound models' methods."""
+
+    def bind(model):
+        return mlmkit.load(model, precision=config.precision, threads=config.threads,
+                           batch_tokens=config.batch_tokens)
+
     if isinstance(models, dict):
-        return {str(k): as_mlm(v) for k, v in models.items()}
+        return {str(k): bind(v) for k, v in models.items()}
     if isinstance(models, (list, tuple)) and not (len(models) == 2 and not isinstance(
             models[0], (str, Path)) and hasattr(models[1], "convert_ids_to_tokens")):
         out = {}
         for m in models:
-            mlm = as_mlm(m)
+            mlm = bind(m)
             out[Path(str(mlm.name)).name or f"model{len(out)}"] = mlm
         return out
-    mlm = as_mlm(models)
+    mlm = bind(models)
     return {Path(str(mlm.name)).name or "model": mlm}
 
 
@@ -67,7 +75,7 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
     """The application serving `models` (a dict name -> MLM / name / path, one model, or a
     list) under `config` (default bounds)."""
     config = config or ServeConfig()
-    server = Server(_as_models(models), config)  # the routes read it: server_of(request)
+    server = Server(_as_models(models, config), config)  # the routes read it: server_of(request)
 
     async def lifespan(app):
         yield

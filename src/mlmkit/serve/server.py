@@ -10,7 +10,6 @@ import time
 
 from fastapi import Request
 
-import mlmkit
 from mlmkit.errors import InvalidArgument
 from mlmkit.options.serving import ServeConfig
 from mlmkit.serve.adapters import stride_gap, token_alternatives
@@ -130,7 +129,7 @@ class Server:
         inputs: requests with and without spans share one call (a None span is the whole
         text, as in `mlmkit.score`)."""
 
-        mlm, c = self.models[name], self.config
+        mlm = self.models[name]
 
         def call(items):
             texts = [text for text, _, _ in items]
@@ -140,13 +139,11 @@ class Server:
             if gap is not None:  # the library's message, naming the request's text
                 i, message = gap
                 raise InvalidArgument(message.replace("of a text", f"of {items[i][2]}", 1))
-            results = mlmkit.score(mlm, texts, metric=metric, per_token=per_token,
-                                   per_word=per_word, spans=spans, unk=unk, stride=stride,
-                                   batch_tokens=c.batch_tokens, precision=c.precision,
-                                   threads=c.threads, progress=False)
+            results = mlm.score(texts, metric=metric, per_token=per_token, per_word=per_word,
+                                spans=spans, unk=unk, stride=stride, progress=False)
             alts = token_alternatives(mlm, texts, alternatives, unk, metric=metric,
-                                      stride=stride, spans=spans, batch_tokens=c.batch_tokens,
-                                      precision=c.precision) \
+                                      stride=stride, spans=spans, batch_tokens=mlm.batch_tokens,
+                                      precision=mlm.precision) \
                 if alternatives else [None] * len(texts)
             return [(r.to_dict(), a) for r, a in zip(results, alts, strict=True)]
 
@@ -154,12 +151,11 @@ class Server:
         return self.in_pieces(name, call, lambda item: len(item[0]) ** 2)
 
     def fill_run(self, name: str, top_k, mode):
-        mlm, c = self.models[name], self.config
+        mlm = self.models[name]
 
         def call(texts):
-            return [r.to_dict() for r in mlmkit.fill_mask(
-                mlm, texts, top_k=top_k, mode=mode, batch_tokens=c.batch_tokens,
-                precision=c.precision, threads=c.threads, progress=False)]
+            return [r.to_dict() for r in mlm.fill(texts, top_k=top_k, mode=mode,
+                                                  progress=False)]
 
         if mode != "joint":
             return call  # one model call per text: nothing to stop in between

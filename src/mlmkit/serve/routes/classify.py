@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Request
 
-import mlmkit
 from mlmkit.core import checks
 from mlmkit.probe.cloze import AGGREGATES
 from mlmkit.serve.http_errors import HTTPError
@@ -19,7 +18,6 @@ router = APIRouter()
                                      "cloze template and a verbalizer (mlmkit.cloze_classify)")
 async def classify(body: ClassifyRequest, request: Request):
     server = server_of(request)
-    config = server.config
     name = server.model_name(body.model)
     texts = server.texts(body.texts, "texts")
     checks.choice("aggregate", body.aggregate, AGGREGATES)
@@ -34,11 +32,8 @@ async def classify(body: ClassifyRequest, request: Request):
     gold = body.gold if body.gold is None or isinstance(body.gold, list) else [body.gold]
 
     def run(items):
-        result = mlmkit.cloze_classify(mlm, list(items), body.template, body.verbalizer,
-                                       gold=gold, aggregate=body.aggregate,
-                                       batch_tokens=config.batch_tokens,
-                                       precision=config.precision, threads=config.threads,
-                                       progress=False)
+        result = mlm.classify(list(items), body.template, body.verbalizer, gold=gold,
+                              aggregate=body.aggregate, progress=False)
         return [result.to_dict()] + [None] * (len(items) - 1)
 
     results = await server.answer(request, name, Work(None, texts, run))

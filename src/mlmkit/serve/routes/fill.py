@@ -18,10 +18,9 @@ router = APIRouter()
                                  "(mlmkit.fill_mask)")
 async def fill(body: FillRequest, request: Request):
     server = server_of(request)
-    config = server.config
     name = server.model_name(body.model)
     texts = server.texts(body.texts, "texts")
-    server.count("top_k", body.top_k, 1, config.max_top_k, "--max-top-k")
+    server.count("top_k", body.top_k, 1, server.config.max_top_k, "--max-top-k")
     checks.choice("mode", body.mode, MODES)  # the library's check, before the queue
     server.check_tokens(name, texts, "texts", isinstance(body.texts, str))
     work = Work(("fill", body.top_k, body.mode), texts,

@@ -25,10 +25,10 @@ router = APIRouter()
                                   "word scores (mlmkit.score)")
 async def score(body: ScoreRequest, request: Request):
     server = server_of(request)
-    config = server.config
     name = server.model_name(body.model)
     texts = server.texts(body.texts, "texts")
-    server.count("alternatives", body.alternatives, 0, config.max_top_k, "--max-top-k")
+    server.count("alternatives", body.alternatives, 0, server.config.max_top_k,
+                 "--max-top-k")
     mlm = server.models[name]
     vocab = min(len(mlm.tokenizer), getattr(mlm.model.config, "vocab_size", 1 << 62))
     if body.alternatives > vocab:  # torch.topk failed: a 500

@@ -10,7 +10,6 @@ import time
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-import mlmkit
 from mlmkit.core.results import jsonable
 from mlmkit.errors import MlmkitError
 from mlmkit.generation.template import Span, parse_template
@@ -148,10 +147,9 @@ def check_sampler(server, body) -> None:
                                      "unmasking (mlmkit.generate); stream: true sends every step")
 async def generate(body: GenerateRequest, request: Request):
     server = server_of(request)
-    config = server.config
     name = server.model_name(body.model)
     prompts = server.texts(body.prompt, "prompt", allow_empty=True)
-    server.count("length", body.length, 1, config.max_tokens, "--max-tokens")
+    server.count("length", body.length, 1, server.config.max_tokens, "--max-tokens")
     check_sampler(server, body)
     server.check_tokens(name, prompts, "prompt", isinstance(body.prompt, str))
     options = _sampler_kwargs(body)
@@ -159,10 +157,8 @@ async def generate(body: GenerateRequest, request: Request):
     constraints = _constraints(body.constraints, len(mlm.tokenizer))
 
     def call(items, on_step):
-        return mlmkit.generate(mlm, list(items), length=body.length, **options,
-                               constraints=constraints,
-                               batch_tokens=config.batch_tokens, precision=config.precision,
-                               threads=config.threads, progress=False, on_step=on_step)
+        return mlm.generate(list(items), length=body.length, **options,
+                            constraints=constraints, progress=False, on_step=on_step)
 
     return await unmask(request, body, name, prompts, "prompt", call)
 
@@ -190,8 +186,7 @@ async def infill(body: InfillRequest, request: Request):
     mlm = server.models[name]
 
     def call(items, on_step):
-        return mlmkit.infill(mlm, list(items), **options, max_candidates=body.max_candidates,
-                             batch_tokens=config.batch_tokens, precision=config.precision,
-                             threads=config.threads, progress=False, on_step=on_step)
+        return mlm.infill(list(items), **options, max_candidates=body.max_candidates,
+                          progress=False, on_step=on_step)
 
     return await unmask(request, body, name, templates, "template", call)
