@@ -26,6 +26,18 @@ class ServeConfig:
     max_steps: int = option(512, "Unmasking steps per generate/infill request.", min=1)
     max_top_k: int = option(100, "Candidates per mask (fill) and alternatives per token "
                             "(score).", min=1)
+    max_request_tokens: int = option(131_072, "Tokens of one request once its templates are "
+                                     "filled: every prompt, plus the verbalizer words read "
+                                     "with each text.", min=1)
+    max_word_tokens: int = option(32, "Tokens of one verbalizer word (/v1/classify).", min=1)
+    max_batch_tokens: int = option(65_536, "Model work of one gathered batch, in tokens read "
+                                   "(a text of n tokens costs n to fill, n*n to score); a "
+                                   "larger request is split into batches that interleave "
+                                   "with others.", min=1)
+    max_queued_tokens: int = option(33_554_432, "Model work queued per model, in tokens read; "
+                                    "beyond it a request gets 429 with Retry-After.", min=1)
+    max_concurrent_requests: int = option(256, "Requests admitted at once (queued or "
+                                          "running); beyond it 429 with Retry-After.", min=1)
     timeout: float = option(60.0, "Seconds a request may take (queueing included); then 504.")
     batching: bool = option(True, "Gather concurrent score and fill requests into one batch.")
     batch_window_ms: float = option(5.0, "How long an idle model waits for more requests "
@@ -45,6 +57,11 @@ class ServeConfig:
         checks.count("max_tokens", self.max_tokens, 1, 1_000_000)
         checks.count("max_steps", self.max_steps, 1, 100_000)
         checks.count("max_top_k", self.max_top_k, 1, 1_000_000)
+        checks.count("max_request_tokens", self.max_request_tokens, 1)
+        checks.count("max_word_tokens", self.max_word_tokens, 1, 100_000)
+        checks.count("max_batch_tokens", self.max_batch_tokens, 1)
+        checks.count("max_queued_tokens", self.max_queued_tokens, 1)
+        checks.count("max_concurrent_requests", self.max_concurrent_requests, 1, 1_000_000)
         checks.positive("timeout", self.timeout)
         checks.non_negative("batch_window_ms", self.batch_window_ms)
         if self.batch_window_ms > 1000:  # each request that finds the model idle waits it

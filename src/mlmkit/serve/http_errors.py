@@ -34,9 +34,10 @@ log = logging.getLogger("mlmkit.serve")
 class HTTPError(Exception):
     """An error with its HTTP status, a type name and a one-line message."""
 
-    def __init__(self, status: int, kind: str, message: str):
+    def __init__(self, status: int, kind: str, message: str, headers: dict | None = None):
         super().__init__(message)
         self.status, self.kind, self.message = status, kind, message
+        self.headers = headers
 
 
 def error_response(status: int, kind: str, message: str, headers=None) -> JSONResponse:
@@ -375,7 +376,7 @@ def install_handlers(app) -> None:
 
     @app.exception_handler(HTTPError)
     async def _http_error(request, error):
-        return error_response(error.status, error.kind, error.message)
+        return error_response(error.status, error.kind, error.message, error.headers)
 
     @app.exception_handler(MlmkitError)
     async def _mlmkit(request, error):
