@@ -86,7 +86,7 @@ def serve_command(
         seed_everything(seed)
         loaded = load_models(models, device=device, precision=precision, threads=threads,
                              allow_untrained_head=allow_untrained_head)
-        app = create_app(loaded, config)
+        app = create_app(loaded, config, host=host)
         run_server(app, host=host, port=port, announce_json=as_json, timeout=config.timeout)
 
 

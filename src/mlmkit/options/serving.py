@@ -39,6 +39,18 @@ class ServeConfig:
     max_concurrent_requests: int = option(256, "Requests admitted at once (queued or "
                                           "running); beyond it 429 with Retry-After.", min=1)
     timeout: float = option(60.0, "Seconds a request may take (queueing included); then 504.")
+    read_timeout: float = option(30.0, "Seconds a connection has to send a whole request "
+                                 "(headers and body); then it is closed.")
+    keep_alive_timeout: float = option(5.0, "Seconds an idle connection is kept open after "
+                                       "a response.")
+    max_connections: int = option(1024, "Open connections (capped below the process's file "
+                                  "descriptors); more are closed at once.", min=1)
+    max_header_bytes: int = option(32_768, "Request line and headers (larger get 431).",
+                                   min=1024)
+    allowed_hosts: str | None = option(None, "Host names the server answers besides "
+                                       "loopback's (comma-separated, e.g. the proxy's "
+                                       "name); a loopback server refuses any other Host "
+                                       "header (DNS rebinding).")
     batching: bool = option(True, "Gather concurrent score and fill requests into one batch.")
     batch_window_ms: float = option(5.0, "How long an idle model waits for more requests "
                                     "before a batch.")
@@ -63,6 +75,10 @@ class ServeConfig:
         checks.count("max_queued_tokens", self.max_queued_tokens, 1)
         checks.count("max_concurrent_requests", self.max_concurrent_requests, 1, 1_000_000)
         checks.positive("timeout", self.timeout)
+        checks.positive("read_timeout", self.read_timeout)
+        checks.positive("keep_alive_timeout", self.keep_alive_timeout)
+        checks.count("max_connections", self.max_connections, 1, 1_000_000)
+        checks.count("max_header_bytes", self.max_header_bytes, 1024)
         checks.non_negative("batch_window_ms", self.batch_window_ms)
         if self.batch_window_ms > 1000:  # each request that finds the model idle waits it
             raise InvalidArgument(f"batch_window_ms (--batch-window-ms) {self.batch_window_ms:g} "

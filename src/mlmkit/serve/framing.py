@@ -25,6 +25,7 @@ class Guarded:
 
     read_timeout: float = 30.0
     max_connections: int = 1024
+    max_header_bytes: int = 32_768
 
     def connection_made(self, transport) -> None:
         super().connection_made(transport)
@@ -34,8 +35,31 @@ class Guarded:
         self._deadline = None
         self._arm()
 
+    def data_received(self, data: bytes) -> None:
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:  # still reading a request's head
+            end = data.find(b"\r\n\r\n")
+            self._head = getattr(self, "_head", 0) + (len(data) if end < 0 else end)
+            if self._head > self.max_header_bytes:
+                self._refuse_head()
+                return
+            if end >= 0:
+                self._head = 0
+        super().data_received(data)
+
+    def _refuse_head(self) -> None:
+        body = json.dumps({"error": {"type": "TooLarge", "message": (
+            f"the request line and headers pass {self.max_header_bytes:,} bytes "
+            "(--max-header-bytes): send fewer or shorter headers")}}).encode()
+        self.transport.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                             b"content-type: application/json\r\ncontent-length: "
+                             + str(len(body)).encode() + b"\r\nconnection: close\r\n\r\n"
+                             + body)
+        self.transport.close()
+
     def _arm(self) -> None:
         """Start the time the next request has to arrive whole."""
+        self._head = 0
         self._waiting_since = self.loop.time()
         if self._deadline is not None:
             self._deadline.cancel()
@@ -110,7 +134,8 @@ def _h11_protocol():
     return JSONErrorsH11
 
 
-def json_errors_protocol(read_timeout: float = 30.0, max_connections: int = 1024):
+def json_errors_protocol(read_timeout: float = 30.0, max_connections: int = 1024,
+                        max_header_bytes: int = 32_768):
     """uvicorn's HTTP protocol class with JSON framing errors, the read deadline and the
     connection cap, or "auto" (uvicorn's own) where this uvicorn's protocol classes are not
     the ones known here."""
@@ -125,4 +150,5 @@ def json_errors_protocol(read_timeout: float = 30.0, max_connections: int = 1024
     except (ImportError, AttributeError):
         return "auto"
     return type(protocol.__name__, (protocol,), {"read_timeout": read_timeout,
-                                                  "max_connections": max_connections})
+                                                  "max_connections": max_connections,
+                                                  "max_header_bytes": max_header_bytes})
