@@ -21,6 +21,7 @@ from mlmkit.models import as_mlm, prepare_mlm
 from mlmkit.options.serving import ServeConfig, is_loopback
 from mlmkit.serve.adapters import Cancelled
 from mlmkit.serve.http_errors import LOOPBACK_HOSTS, BodyGuard, HostGuard, install_handlers
+from mlmkit.serve.metrics import Metrics
 from mlmkit.serve.routes import ROUTERS, answer_head
 from mlmkit.serve.server import Server
 
@@ -103,6 +104,12 @@ def create_app(models, config: ServeConfig | None = None, *, host: str | None = 
         app.include_router(router)
 
     answer_head(app.router)  # the playground's pages too
+
+    paths = {r.path for router in [app.router, *ROUTERS] for r in router.routes
+             if isinstance(getattr(r, "path", None), str)}
+    metrics = Metrics(server, paths)
+    app.state.metrics = metrics
+    app.add_middleware(lambda inner: metrics.middleware(inner))  # the outermost
 
     @app.exception_handler(Cancelled)
     async def _cancelled(request, error):

@@ -149,7 +149,7 @@ CLOSE = {"Connection": "close"}
 """On an answer given before the body was read: the unread body must not be taken for the
 next request, and a client that sends too much is not kept."""
 
-PUBLIC = {"/", "/healthz", "/docs", "/openapi.json"}
+PUBLIC = {"/", "/healthz", "/readyz", "/docs", "/openapi.json"}
 """Paths (and /static/) served without the API key: the playground asks for it itself."""
 
 
