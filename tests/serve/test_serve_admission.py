@@ -175,3 +175,51 @@ def test_the_worker_takes_turns_between_works():
     big, small = asyncio.run(main())
     assert big == ["b1", "b2", "b3", "b4", "b5", "b6"] and small == ["s"]
     assert order[:2] == [["b1", "b2"], ["s"]]  # the small work's turn comes after one batch
+
+
+def test_a_stream_whose_client_does_not_read_stops_its_generation(tiny_mlm):
+    """The client takes the first step, then never reads again (its socket full): past the
+    stream's bounded queue of steps the generation stops, freeing the model, while the
+    response still waits on the client."""
+    app = create_app({"bert": tiny_mlm("bert")}, ServeConfig(threads=1, max_steps=400))
+    worker = app.state.server.workers["bert"]
+    body = b'{"prompt": "Open", "length": 120, "steps": 120, "stream": true}'
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": "/v1/generate", "raw_path":
+             b"/v1/generate", "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json"),
+                         (b"content-length", str(len(body)).encode())],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+
+    async def main():
+        sent, never = [], asyncio.Event()
+        received = False
+
+        async def receive():
+            nonlocal received
+            if not received:
+                received = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await never.wait()
+
+        async def send(message):
+            sent.append(message)
+            if message["type"] == "http.response.body" and len(sent) > 2:
+                await never.wait()  # a client that stopped reading
+
+        async with app.router.lifespan_context(app):
+            task = asyncio.ensure_future(app(scope, receive, send))
+            deadline = time.monotonic() + 30
+            while not worker.running:
+                assert time.monotonic() < deadline
+                await asyncio.sleep(0.01)
+            while worker.running:
+                assert time.monotonic() < deadline, "the generation went on"
+                await asyncio.sleep(0.02)
+            assert not task.done(), (sent[:3], task.exception())
+            assert worker.calls == 0  # stopped, not run to its end
+            task.cancel()
+        return sent
+
+    sent = asyncio.run(main())
+    assert sent[0]["status"] == 200
