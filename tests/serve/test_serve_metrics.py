@@ -67,3 +67,25 @@ def test_probes_need_no_key(tiny_mlm, path):
         assert c.get(path).status_code == 200
         assert c.get("/metrics").status_code == 401
         assert c.get("/metrics", headers={"X-API-Key": "k" * 16}).status_code == 200
+
+
+def test_the_access_log_is_one_json_line_per_request(tiny_mlm, caplog):
+    import json
+    import logging
+
+    app = create_app({"bert": tiny_mlm("bert")}, ServeConfig(threads=1, access_log=True))
+    with caplog.at_level(logging.INFO, logger="mlmkit.serve.access"), TestClient(app) as c:
+        c.get("/healthz")
+        c.post("/v1/fill", json={"texts": "A [MASK]."})
+    lines = [json.loads(r.getMessage()) for r in caplog.records
+             if r.name == "mlmkit.serve.access"]
+    assert [(x["method"], x["path"], x["status"]) for x in lines] == [
+        ("GET", "/healthz", 200), ("POST", "/v1/fill", 200)]
+    assert all(x["seconds"] >= 0 for x in lines)
+
+
+def test_tls_needs_both_files():
+    from mlmkit.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="--ssl-keyfile"):
+        ServeConfig(ssl_certfile="cert.pem")

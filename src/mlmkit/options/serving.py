@@ -51,6 +51,11 @@ class ServeConfig:
                                        "loopback's (comma-separated, e.g. the proxy's "
                                        "name); a loopback server refuses any other Host "
                                        "header (DNS rebinding).")
+    access_log: bool = option(False, "One JSON line per request on stderr (time, client, "
+                              "method, path, status, seconds).")
+    ssl_certfile: str | None = option(None, "TLS: the certificate file (with "
+                                      "--ssl-keyfile); without them, plain HTTP.")
+    ssl_keyfile: str | None = option(None, "TLS: the private key file of --ssl-certfile.")
     batching: bool = option(True, "Gather concurrent score and fill requests into one batch.")
     batch_window_ms: float = option(5.0, "How long an idle model waits for more requests "
                                     "before a batch.")
@@ -79,6 +84,9 @@ class ServeConfig:
         checks.positive("keep_alive_timeout", self.keep_alive_timeout)
         checks.count("max_connections", self.max_connections, 1, 1_000_000)
         checks.count("max_header_bytes", self.max_header_bytes, 1024)
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            raise InvalidArgument("TLS needs both --ssl-certfile and --ssl-keyfile (or "
+                                  "neither, for plain HTTP)")
         checks.non_negative("batch_window_ms", self.batch_window_ms)
         if self.batch_window_ms > 1000:  # each request that finds the model idle waits it
             raise InvalidArgument(f"batch_window_ms (--batch-window-ms) {self.batch_window_ms:g} "

@@ -107,7 +107,7 @@ def create_app(models, config: ServeConfig | None = None, *, host: str | None = 
 
     paths = {r.path for router in [app.router, *ROUTERS] for r in router.routes
              if isinstance(getattr(r, "path", None), str)}
-    metrics = Metrics(server, paths)
+    metrics = Metrics(server, paths, config.access_log)
     app.state.metrics = metrics
     app.add_middleware(lambda inner: metrics.middleware(inner))  # the outermost
 

@@ -9,6 +9,8 @@ the model's tokens per second). A registry per application, so two servers in on
 
 from __future__ import annotations
 
+import json
+import logging
 import time
 
 from prometheus_client import (
@@ -20,6 +22,9 @@ from prometheus_client import (
     generate_latest,
 )
 
+ACCESS_LOG = "mlmkit.serve.access"
+"""The logger of the access log (`--access-log`: one JSON line per request)."""
+
 SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 TOKENS = tuple(4 ** k for k in range(2, 13))  # 16 .. 16.7 M tokens of model work
 
@@ -27,8 +32,9 @@ TOKENS = tuple(4 ** k for k in range(2, 13))  # 16 .. 16.7 M tokens of model wor
 class Metrics:
     """The metrics of one server; `middleware` counts its requests."""
 
-    def __init__(self, server, routes: set[str]):
+    def __init__(self, server, routes: set[str], access_log: bool = False):
         self.routes = routes
+        self.access = logging.getLogger(ACCESS_LOG) if access_log else None
         self.registry = r = CollectorRegistry()
         self.requests = Counter("mlmkit_requests", "HTTP requests by route and status.",
                                 ["route", "status"], registry=r)
@@ -100,7 +106,14 @@ class Metrics:
             try:
                 await app(scope, receive, sending)
             finally:
+                took = time.perf_counter() - began
                 self.requests.labels(route, str(status)).inc()
-                self.latency.labels(route).observe(time.perf_counter() - began)
+                self.latency.labels(route).observe(took)
+                if self.access is not None:
+                    client = scope.get("client") or ("", 0)
+                    self.access.info(json.dumps({
+                        "time": round(time.time(), 3), "client": client[0],
+                        "method": scope["method"], "path": path[:200], "status": status,
+                        "seconds": round(took, 6)}))
 
         return counted

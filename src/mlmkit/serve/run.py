@@ -21,6 +21,7 @@ import uvicorn
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.serve.framing import json_errors_protocol
+from mlmkit.serve.metrics import ACCESS_LOG
 
 
 def check_port(host: str, port: int) -> None:
@@ -90,6 +91,7 @@ def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json:
                             access_log=False, lifespan="on",
                             # requests beyond it get uvicorn's 503 at once
                             limit_concurrency=cap,
+                            ssl_certfile=bounds.ssl_certfile, ssl_keyfile=bounds.ssl_keyfile,
                             timeout_keep_alive=bounds.keep_alive_timeout,
                             h11_max_incomplete_event_size=bounds.max_header_bytes,
                             http=json_errors_protocol(bounds.read_timeout, cap,
@@ -97,7 +99,13 @@ def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json:
     sock = config.bind_socket()
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{bound}"
+    scheme = "https" if bounds.ssl_certfile else "http"
+    url = f"{scheme}://{shown}:{bound}"
+    if bounds.access_log:
+        access = logging.getLogger(ACCESS_LOG)
+        access.setLevel(logging.INFO)
+        access.propagate = False
+        access.addHandler(logging.StreamHandler(sys.stderr))
 
     def announce() -> None:
         if announce_json:
