@@ -7,7 +7,8 @@ placeholders over 64 texts of 1,000 characters; a verbalizer word of 2,000 token
 connections (no bytes, half a request line, a body that never ends); a forged Host header
 (DNS rebinding); and a flood of score requests from several clients (admission control).
 Printed: /healthz latency (p50, max), each attack's statuses and slowest answer, the idle
-connections the server closed, and the flood's statuses.
+connections the server closed, the flood's statuses, and the latency of a one-text fill
+sent every 0.25 s beside the flood (it waits for about one batch, not the flood).
 
     .venv/bin/python benchmarks/serve_hostile.py --url http://127.0.0.1:8000 [--seconds 20]
         [--idle 100] [--flood-clients 8]
@@ -95,6 +96,15 @@ def attack(port: int, seconds: float = 20.0, idle: int = 100, flood_clients: int
         with lock:
             figures["idle_connections"] = {"opened": len(sockets), "closed_by_server": closed}
 
+    small: list[float] = []
+
+    def small_fills():  # a one-text fill beside the flood: waits for about one batch
+        while time.monotonic() < stop:
+            status, took = request(port, "POST", "/v1/fill", {"texts": "Open the [MASK]."})
+            with lock:
+                small.append(took if status == 200 else float("inf"))
+            time.sleep(0.25)
+
     flood = Counter()
 
     def flood_client(k):
@@ -110,7 +120,7 @@ def attack(port: int, seconds: float = 20.0, idle: int = 100, flood_clients: int
     amplification = {"texts": ["x" * 1000] * 64, "template": "{text}" * 20_000 +
                      " It was [MASK]."}
     word = {"texts": "It works.", "verbalizer": {"a": ["word " * 2000], "b": "bad"}}
-    threads = [threading.Thread(target=poll_health),
+    threads = [threading.Thread(target=poll_health), threading.Thread(target=small_fills),
                threading.Thread(target=idle_connections),
                threading.Thread(target=once, args=("template_amplification", "POST",
                                                    "/v1/classify", amplification),
@@ -129,6 +139,9 @@ def attack(port: int, seconds: float = 20.0, idle: int = 100, flood_clients: int
     figures["healthz"] = {"polls": len(health),
                           "p50_s": round(statistics.median(health), 4) if health else None,
                           "max_s": round(max(health), 4) if health else None}
+    figures["small_fill"] = {"requests": len(small),
+                             "p50_s": round(statistics.median(small), 4) if small else None,
+                             "max_s": round(max(small), 4) if small else None}
     figures["after"] = request(port, "GET", "/healthz", timeout=10)[0]
     return figures
 

@@ -35,3 +35,4 @@ def test_the_server_holds_under_the_hostile_clients(tiny_mlm):
         "opened"] == 60, figures
     assert not any(status >= 500 or status == 0 for status in figures["flood"]), figures
     assert figures["flood"].get(200, 0) > 0 and figures["after"] == 200, figures
+    assert figures["small_fill"]["max_s"] < 5, figures

@@ -34,7 +34,8 @@ class Server:
             raise InvalidArgument("no model given: pass one or more models")
         self.models, self.config = models, config
         self.workers = {name: ModelWorker(name, config.batching, config.batch_window_ms,
-                                          config.max_batch_texts, config.max_batch_tokens)
+                                          config.max_batch_texts, config.max_batch_tokens,
+                                          patience=config.timeout / 4)
                         for name in models}
         self.admitted = 0  # requests queued or running, every model together
         # A copy per model, used on the event loop's thread for length checks, so no

@@ -3,12 +3,14 @@
 Each served model has one worker: an asyncio task that owns a single thread (the model runs
 in one place at a time). A request becomes a `Work` (its inputs, each input's cost in tokens
 the model reads, a merge key, the library call). When the worker is idle, the first work
-waits `batch_window_ms` for company; then the next batch is cut: the inputs of the first
-waiting work, then those of every later work with the same key (score: metric and options;
+waits `batch_window_ms` for company; then the next batch is cut: the inputs of one
+waiting work, then those of every other work with the same key (score: metric and options;
 fill: top-k and mode), up to `max_batch_tokens` of cost and `max_batch` inputs (one input at
 least), run as ONE call of the library function. A work whose inputs did not all fit goes
-to the back of the line, so works take turns: a small request that arrives beside a big one
-waits for one batch, not for the big request's whole call, and is never failed with it.
+to the back of the line, so works take turns, and a batch starts with the cheapest waiting
+work (the oldest once it has waited too long): a small request that arrives beside big ones
+waits for about one batch, not for the big requests' whole calls, and is never failed with
+them.
 Works with no key (generation, which is seeded per call) run whole and alone. A work whose
 client went away or timed out is dropped before its next batch.
 
@@ -44,6 +46,7 @@ class Work:
     """Each input's cost in tokens the model reads (None: 1 each)."""
     future: asyncio.Future = field(default=None)
     taken: int = 0  # inputs handed to batches so far
+    since: float = field(default_factory=time.monotonic)  # when it was queued
     outputs: list = field(default_factory=list)
 
     def __post_init__(self):
@@ -63,11 +66,12 @@ class ModelWorker:
     """The queue and thread of one model."""
 
     def __init__(self, name: str, batching: bool, window_ms: float, max_batch: int,
-                 max_batch_tokens: int | None = None):
+                 max_batch_tokens: int | None = None, patience: float = 15.0):
         self.name, self.batching = name, batching
         self.window = window_ms / 1000.0
         self.max_batch = max_batch
         self.max_batch_tokens = max_batch_tokens
+        self.patience = patience
         self.executor = ThreadPoolExecutor(1, thread_name_prefix=f"mlmkit-serve-{name}")
         self.waiting: list[Work] = []  # in turn order
         self.wake: asyncio.Event | None = None
@@ -140,8 +144,12 @@ class ModelWorker:
 
     def _next_batch(self) -> list[tuple[Work, int, int]]:
         """(work, first input, end) parts of the next batch; a work whose inputs are all in
-        it leaves the line."""
-        first = self.waiting[0]
+        it leaves the line. The batch starts with the cheapest waiting work (a one-text fill
+        goes before the rest of a flood of large scores), unless the oldest has waited
+        `patience` seconds: then the oldest, so a large request is not starved."""
+        oldest = self.waiting[0]
+        first = oldest if time.monotonic() - oldest.since > self.patience else \
+            min(self.waiting, key=Work.left)
         if first.key is None:
             parts = [(first, first.taken, len(first.inputs))]
         else:
