@@ -223,3 +223,26 @@ def test_a_stream_whose_client_does_not_read_stops_its_generation(tiny_mlm):
 
     sent = asyncio.run(main())
     assert sent[0]["status"] == 200
+
+
+def test_a_batch_starts_with_the_cheapest_work_unless_the_oldest_waited_too_long():
+    order = []
+
+    def run(items):
+        order.append(list(items))
+        return items
+
+    async def main(patience):
+        worker = ModelWorker("m", True, 0, 100, max_batch_tokens=1, patience=patience)
+        first = worker.submit(Work("a", ["a1", "a2", "a3"], run))
+        await asyncio.sleep(0)  # a1 runs
+        others = [worker.submit(Work("b", ["b1", "b2"], run)),
+                  worker.submit(Work("c", ["c1"], run))]
+        await asyncio.gather(first, *others)
+        await worker.stop()
+
+    asyncio.run(main(patience=60))
+    assert order == [["a1"], ["c1"], ["b1"], ["b2"], ["a2"], ["a3"]]  # cheapest first
+    order.clear()
+    asyncio.run(main(patience=0))  # everyone waited too long: turns in line order
+    assert order[:3] == [["a1"], ["b1"], ["c1"]]

@@ -8,7 +8,7 @@ waiting work, then those of every other work with the same key (score: metric an
 fill: top-k and mode), up to `max_batch_tokens` of cost and `max_batch` inputs (one input at
 least), run as ONE call of the library function. A work whose inputs did not all fit goes
 to the back of the line, so works take turns, and a batch starts with the cheapest waiting
-work (the oldest once it has waited too long): a small request that arrives beside big ones
+work (the head of the line once it has waited too long): a small request that arrives beside big ones
 waits for about one batch, not for the big requests' whole calls, and is never failed with
 them.
 Works with no key (generation, which is seeded per call) run whole and alone. A work whose
@@ -145,10 +145,11 @@ class ModelWorker:
     def _next_batch(self) -> list[tuple[Work, int, int]]:
         """(work, first input, end) parts of the next batch; a work whose inputs are all in
         it leaves the line. The batch starts with the cheapest waiting work (a one-text fill
-        goes before the rest of a flood of large scores), unless the oldest has waited
-        `patience` seconds: then the oldest, so a large request is not starved."""
-        oldest = self.waiting[0]
-        first = oldest if time.monotonic() - oldest.since > self.patience else \
+        goes before the rest of a flood of large scores), unless the work at the head of
+        the line has waited `patience` seconds: then that one (plain turns), so a large
+        request is not starved."""
+        head = self.waiting[0]
+        first = head if time.monotonic() - head.since > self.patience else \
             min(self.waiting, key=Work.left)
         if first.key is None:
             parts = [(first, first.taken, len(first.inputs))]
