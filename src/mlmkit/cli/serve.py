@@ -74,7 +74,7 @@ def serve_command(
         runtime.seed_everything()
         loaded = load_models(models, **runtime.load_keywords(),
                              allow_untrained_head=allow_untrained_head)
-        app = create_app(loaded, config)
+        app = create_app(loaded, config, host=host)
         run_server(app, host=host, port=port, announce_json=as_json, timeout=config.timeout)
 
 

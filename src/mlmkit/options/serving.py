@@ -26,7 +26,36 @@ class ServeConfig:
     max_steps: int = option(512, "Unmasking steps per generate/infill request.", min=1)
     max_top_k: int = option(100, "Candidates per mask (fill) and alternatives per token "
                             "(score).", min=1)
+    max_request_tokens: int = option(131_072, "Tokens of one request once its templates are "
+                                     "filled: every prompt, plus the verbalizer words read "
+                                     "with each text.", min=1)
+    max_word_tokens: int = option(32, "Tokens of one verbalizer word (/v1/classify).", min=1)
+    max_batch_tokens: int = option(65_536, "Model work of one gathered batch, in tokens read "
+                                   "(a text of n tokens costs n to fill, n*n to score); a "
+                                   "larger request is split into batches that interleave "
+                                   "with others.", min=1)
+    max_queued_tokens: int = option(33_554_432, "Model work queued per model, in tokens read; "
+                                    "beyond it a request gets 429 with Retry-After.", min=1)
+    max_concurrent_requests: int = option(256, "Requests admitted at once (queued or "
+                                          "running); beyond it 429 with Retry-After.", min=1)
     timeout: float = option(60.0, "Seconds a request may take (queueing included); then 504.")
+    read_timeout: float = option(30.0, "Seconds a connection has to send a whole request "
+                                 "(headers and body); then it is closed.")
+    keep_alive_timeout: float = option(5.0, "Seconds an idle connection is kept open after "
+                                       "a response.")
+    max_connections: int = option(1024, "Open connections (capped below the process's file "
+                                  "descriptors); more are closed at once.", min=1)
+    max_header_bytes: int = option(32_768, "Request line and headers (larger get 431).",
+                                   min=1024)
+    allowed_hosts: str | None = option(None, "Host names the server answers besides "
+                                       "loopback's (comma-separated, e.g. the proxy's "
+                                       "name); a loopback server refuses any other Host "
+                                       "header (DNS rebinding).")
+    access_log: bool = option(False, "One JSON line per request on stderr (time, client, "
+                              "method, path, status, seconds).")
+    ssl_certfile: str | None = option(None, "TLS: the certificate file (with "
+                                      "--ssl-keyfile); without them, plain HTTP.")
+    ssl_keyfile: str | None = option(None, "TLS: the private key file of --ssl-certfile.")
     batching: bool = option(True, "Gather concurrent score and fill requests into one batch.")
     batch_window_ms: float = option(5.0, "How long an idle model waits for more requests "
                                     "before a batch.")
@@ -45,7 +74,19 @@ class ServeConfig:
         checks.count("max_tokens", self.max_tokens, 1, 1_000_000)
         checks.count("max_steps", self.max_steps, 1, 100_000)
         checks.count("max_top_k", self.max_top_k, 1, 1_000_000)
+        checks.count("max_request_tokens", self.max_request_tokens, 1)
+        checks.count("max_word_tokens", self.max_word_tokens, 1, 100_000)
+        checks.count("max_batch_tokens", self.max_batch_tokens, 1)
+        checks.count("max_queued_tokens", self.max_queued_tokens, 1)
+        checks.count("max_concurrent_requests", self.max_concurrent_requests, 1, 1_000_000)
         checks.positive("timeout", self.timeout)
+        checks.positive("read_timeout", self.read_timeout)
+        checks.positive("keep_alive_timeout", self.keep_alive_timeout)
+        checks.count("max_connections", self.max_connections, 1, 1_000_000)
+        checks.count("max_header_bytes", self.max_header_bytes, 1024)
+        if (self.ssl_certfile is None) != (self.ssl_keyfile is None):
+            raise InvalidArgument("TLS needs both --ssl-certfile and --ssl-keyfile (or "
+                                  "neither, for plain HTTP)")
         checks.non_negative("batch_window_ms", self.batch_window_ms)
         if self.batch_window_ms > 1000:  # each request that finds the model idle waits it
             raise InvalidArgument(f"batch_window_ms (--batch-window-ms) {self.batch_window_ms:g} "

@@ -18,9 +18,10 @@ from fastapi.staticfiles import StaticFiles
 import mlmkit
 from mlmkit import __version__
 from mlmkit.errors import InvalidArgument
-from mlmkit.options.serving import ServeConfig
+from mlmkit.options.serving import ServeConfig, is_loopback
 from mlmkit.serve.adapters import Cancelled
-from mlmkit.serve.http_errors import BodyGuard, install_handlers
+from mlmkit.serve.http_errors import LOOPBACK_HOSTS, BodyGuard, HostGuard, install_handlers
+from mlmkit.serve.metrics import Metrics
 from mlmkit.serve.routes import ROUTERS, answer_head
 from mlmkit.serve.server import Server
 
@@ -71,9 +72,10 @@ def _as_models(models, config: ServeConfig) -> dict:
     return {Path(str(mlm.name)).name or "model": mlm}
 
 
-def create_app(models, config: ServeConfig | None = None) -> FastAPI:
+def create_app(models, config: ServeConfig | None = None, *, host: str | None = None) -> FastAPI:
     """The application serving `models` (a dict name -> MLM / name / path, one model, or a
-    list) under `config` (default bounds)."""
+    list) under `config` (default bounds). `host`: the address it is bound to; on loopback
+    (or with `config.allowed_hosts`) only requests naming an allowed host are answered."""
     config = config or ServeConfig()
     server = Server(_as_models(models, config), config)  # the routes read it: server_of(request)
 
@@ -90,6 +92,10 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
     # The API key is checked there too, before any body is read (every path but the
     # playground, its files, /healthz, /docs and /openapi.json).
     app.add_middleware(BodyGuard, max_bytes=config.max_body_bytes, api_key=config.api_key)
+    if (host is not None and is_loopback(host)) or config.allowed_hosts:
+        # added last: it runs first, before the key and the body
+        names = [*LOOPBACK_HOSTS, *(config.allowed_hosts or "").split(",")]
+        app.add_middleware(HostGuard, allowed=names)
     install_handlers(app)
 
     @app.get("/", include_in_schema=False)
@@ -106,6 +112,12 @@ def create_app(models, config: ServeConfig | None = None) -> FastAPI:
         app.include_router(router)
 
     answer_head(app.router)  # the playground's pages too
+
+    paths = {r.path for router in [app.router, *ROUTERS] for r in router.routes
+             if isinstance(getattr(r, "path", None), str)}
+    metrics = Metrics(server, paths, config.access_log)
+    app.state.metrics = metrics
+    app.add_middleware(lambda inner: metrics.middleware(inner))  # the outermost
 
     @app.exception_handler(Cancelled)
     async def _cancelled(request, error):

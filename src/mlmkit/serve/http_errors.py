@@ -34,9 +34,10 @@ log = logging.getLogger("mlmkit.serve")
 class HTTPError(Exception):
     """An error with its HTTP status, a type name and a one-line message."""
 
-    def __init__(self, status: int, kind: str, message: str):
+    def __init__(self, status: int, kind: str, message: str, headers: dict | None = None):
         super().__init__(message)
         self.status, self.kind, self.message = status, kind, message
+        self.headers = headers
 
 
 def error_response(status: int, kind: str, message: str, headers=None) -> JSONResponse:
@@ -144,7 +145,11 @@ def _structure_problem(value) -> str | None:
     return None
 
 
-PUBLIC = {"/", "/healthz", "/docs", "/openapi.json"}
+CLOSE = {"Connection": "close"}
+"""On an answer given before the body was read: the unread body must not be taken for the
+next request, and a client that sends too much is not kept."""
+
+PUBLIC = {"/", "/healthz", "/readyz", "/docs", "/openapi.json"}
 """Paths (and /static/) served without the API key: the playground asks for it itself."""
 
 
@@ -157,6 +162,43 @@ def authorised(headers: dict, key: str | None) -> bool:
     if auth[:7].lower() == b"bearer ":
         given = auth[7:].strip()
     return given is not None and secrets.compare_digest(given, key.encode())
+
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]")
+
+
+def host_name(value: bytes) -> str:
+    """The name of a Host header, without its port, in lower case ("[::1]" keeps its
+    brackets)."""
+    text = value.decode("latin-1").strip().lower()
+    if text.startswith("["):
+        return text[:text.find("]") + 1] if "]" in text else text
+    return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
+
+
+class HostGuard:
+    """ASGI middleware against DNS rebinding: only requests whose Host header names one of
+    `allowed` reach the app (421 otherwise). A page of any site whose name the attacker
+    points at 127.0.0.1 could otherwise drive the user's loopback server, and read its
+    answers, from the user's browser: the browser sends the page's name as Host."""
+
+    def __init__(self, app, allowed):
+        self.app = app
+        self.allowed = frozenset(name.strip().lower() for name in allowed if name.strip())
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        host = dict(scope.get("headers") or []).get(b"host")
+        name = host_name(host) if host is not None else ""
+        if name not in self.allowed:
+            shown = name[:60] or "missing"
+            return await error_response(421, "MisdirectedRequest", f"the Host header "
+                                        f"({shown}) is not a name of this server: use "
+                                        f"{', '.join(sorted(self.allowed))}, or start the "
+                                        "server with --allowed-hosts NAME", CLOSE)(
+                scope, receive, send)
+        return await self.app(scope, receive, send)
 
 
 class BodyGuard:
@@ -176,7 +218,8 @@ class BodyGuard:
             # Checked before the body is read: no parsing for clients without the key.
             return await error_response(401, "Unauthorized", "this server needs its API key: "
                                         "send 'Authorization: Bearer KEY' or 'X-API-Key: KEY'",
-                                        {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                                        {"WWW-Authenticate": "Bearer", **CLOSE})(
+                scope, receive, send)
         if scope["method"] not in ("POST", "PUT", "PATCH"):
             return await self.app(scope, receive, send)
         kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
@@ -185,14 +228,14 @@ class BodyGuard:
             shown = kind.decode("latin-1") or "none"
             return await error_response(415, "UnsupportedMediaType", f"the request's "
                                         f"Content-Type is {shown}: send the JSON body with "
-                                        "'Content-Type: application/json'")(scope, receive,
-                                                                             send)
+                                        "'Content-Type: application/json'",
+                                        CLOSE)(scope, receive, send)
         coding = headers.get(b"content-encoding", b"").strip().lower()
         if coding not in (b"", b"identity"):  # was "not UTF-8 (byte 0x8b ...)" for gzip
             return await error_response(415, "UnsupportedMediaType", f"the request's "
                                         f"Content-Encoding is {coding.decode('latin-1')}: "
-                                        "send the JSON body uncompressed")(scope, receive,
-                                                                          send)
+                                        "send the JSON body uncompressed", CLOSE)(
+                scope, receive, send)
         declared = headers.get(b"content-length")
         limit = f"the request body is larger than {self.max_bytes:,} bytes (--max-body-bytes)"
         if declared is not None:
@@ -201,7 +244,7 @@ class BodyGuard:
                                             "number")(scope, receive, send)
             if int(declared) > self.max_bytes:
                 return await error_response(413, "TooLarge", limit + ": send fewer or "
-                                            "shorter texts")(scope, receive, send)
+                                            "shorter texts", CLOSE)(scope, receive, send)
         chunks, size, more = [], 0, True
         while more:
             message = await receive()
@@ -211,7 +254,7 @@ class BodyGuard:
             size += len(chunk)
             if size > self.max_bytes:
                 return await error_response(413, "TooLarge", limit + ": send fewer or shorter "
-                                            "texts")(scope, receive, send)
+                                            "texts", CLOSE)(scope, receive, send)
             chunks.append(chunk)
             more = message.get("more_body", False)
         body = b"".join(chunks)
@@ -375,7 +418,7 @@ def install_handlers(app) -> None:
 
     @app.exception_handler(HTTPError)
     async def _http_error(request, error):
-        return error_response(error.status, error.kind, error.message)
+        return error_response(error.status, error.kind, error.message, error.headers)
 
     @app.exception_handler(MlmkitError)
     async def _mlmkit(request, error):

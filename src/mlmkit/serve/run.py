@@ -6,18 +6,22 @@ requests in flight finish (up to the request timeout), then exits.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import gc
 import json
 import logging
+import resource
 import socket
 import sys
+import time
 
 import uvicorn
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.serve.framing import json_errors_protocol
+from mlmkit.serve.metrics import ACCESS_LOG
 
 
 def check_port(host: str, port: int) -> None:
@@ -38,19 +42,70 @@ def check_port(host: str, port: int) -> None:
                                   f"{error.strerror or error}; {fix}") from None
 
 
+def connection_cap(wanted: int) -> int:
+    """`wanted` connections, or fewer where the process may open fewer files: a socket is
+    a file descriptor, and the models, the logs and the accept loop need some too."""
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return wanted
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(8, min(wanted, soft - 64))
+
+
+class QuietOutOfFiles:
+    """The event loop's exception handler: running out of file descriptors (EMFILE, ENFILE)
+    is one log line per `interval` seconds, not a traceback per refused accept (the loop
+    retries accepting by itself); everything else goes to the default handler."""
+
+    def __init__(self, interval: float = 10.0):
+        self.interval, self.last, self.dropped = interval, float("-inf"), 0
+
+    def __call__(self, loop, context) -> None:
+        error = context.get("exception")
+        if not (isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE)):
+            loop.default_exception_handler(context)
+            return
+        now = time.monotonic()
+        if now - self.last < self.interval:
+            self.dropped += 1
+            return
+        logging.getLogger("mlmkit.serve").warning(
+            "out of file descriptors (%s): new connections wait; %d more like this since the "
+            "last line (raise ulimit -n or lower --max-connections)", error.strerror,
+            self.dropped)
+        self.last, self.dropped = now, 0
+
+
 def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json: bool = False,
                timeout: float = 60.0, log_level: str = "warning") -> None:
     """Serve `app` until SIGTERM/SIGINT; announce the URL on stderr (or as JSON on stdout)."""
 
     check_port(host, port)  # port 0 too: a host that is not this machine's fails there
 
+    bounds = app.state.server.config
+    cap = connection_cap(bounds.max_connections)
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=max(1, int(timeout) + 1),
-                            access_log=False, lifespan="on", http=json_errors_protocol())
+                            access_log=False, lifespan="on",
+                            # requests beyond it get uvicorn's 503 at once
+                            limit_concurrency=cap,
+                            ssl_certfile=bounds.ssl_certfile, ssl_keyfile=bounds.ssl_keyfile,
+                            timeout_keep_alive=bounds.keep_alive_timeout,
+                            h11_max_incomplete_event_size=bounds.max_header_bytes,
+                            http=json_errors_protocol(bounds.read_timeout, cap,
+                                                      bounds.max_header_bytes))
     sock = config.bind_socket()
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    url = f"http://{shown}:{bound}"
+    scheme = "https" if bounds.ssl_certfile else "http"
+    url = f"{scheme}://{shown}:{bound}"
+    if bounds.access_log:
+        access = logging.getLogger(ACCESS_LOG)
+        access.setLevel(logging.INFO)
+        access.propagate = False
+        access.addHandler(logging.StreamHandler(sys.stderr))
 
     def announce() -> None:
         if announce_json:
@@ -63,6 +118,7 @@ def run_server(app, *, host: str = "127.0.0.1", port: int = 8000, announce_json:
 
     class Server(uvicorn.Server):
         async def startup(self, sockets=None):
+            asyncio.get_running_loop().set_exception_handler(QuietOutOfFiles())
             await super().startup(sockets=sockets)
             if not self.should_exit:
                 announce()  # only once connections are accepted

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import math
 import time
 
 from fastapi import Request
@@ -23,10 +24,6 @@ of the README's tiny model per text, and a 1 MB body held ~50,000 (hours for 64 
 MAX_CANDIDATES = 256
 """Span-length combinations of one /v1/infill template (a bound: beyond it is a 413)."""
 
-PIECE_COST = 1_000_000
-"""What one library call of a long request holds, in characters squared (PLL) or characters
-times masks (joint fill): ~1,000 characters of text."""
-
 
 class Server:
     """The models, their workers and check tokenizers, and the bounds."""
@@ -36,13 +33,17 @@ class Server:
             raise InvalidArgument("no model given: pass one or more models")
         self.models, self.config = models, config
         self.workers = {name: ModelWorker(name, config.batching, config.batch_window_ms,
-                                          config.max_batch_texts) for name in models}
+                                          config.max_batch_texts, config.max_batch_tokens,
+                                          patience=config.timeout / 4)
+                        for name in models}
+        self.admitted = 0  # requests queued or running, every model together
         # A copy per model, used on the event loop's thread for length checks, so no
         # tokenizer is ever shared between two threads.
         self.check_tokenizers = {name: copy.deepcopy(m.tokenizer) for name, m in models.items()}
         self.check_backends = {name: _length_backend(t) for name, t in
                                self.check_tokenizers.items()}
         self.started = time.time()
+        self.on_rejected = None  # the metrics' counter of 429s
 
     # --- requests -------------------------------------------------------------------------------
 
@@ -75,19 +76,77 @@ class Server:
                                 f"many for {self.config.max_tokens} tokens (--max-tokens)")
         return texts
 
-    def check_tokens(self, name: str, texts: list[str], what: str, single: bool) -> None:
+    def token_lengths(self, name: str, texts: list[str], special: bool = True) -> list[int]:
+        """Each text's length in tokens (the model's special tokens added when `special`)."""
         backend = self.check_backends[name]
         if backend is not None:
-            lengths = [len(e) for e in backend.encode_batch(texts, add_special_tokens=True)]
-        else:
-            tokenizer = self.check_tokenizers[name]
-            lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=True,
-                                                     truncation=False, verbose=False)["input_ids"]]
+            return [len(e) for e in backend.encode_batch(texts, add_special_tokens=special)]
+        tokenizer = self.check_tokenizers[name]
+        return [len(ids) for ids in tokenizer(texts, add_special_tokens=special,
+                                              truncation=False, verbose=False)["input_ids"]]
+
+    def check_tokens(self, name: str, texts: list[str], what: str, single: bool) -> list[int]:
+        """Each text within --max-tokens and the request within --max-request-tokens; the
+        lengths in tokens."""
+        lengths = self.token_lengths(name, texts)
         for i, n in enumerate(lengths):
             if n > self.config.max_tokens:
                 label = what if single else f"{what}[{i}]"
                 raise HTTPError(413, "TooLarge", f"{label} has {n} tokens, more than "
                                 f"{self.config.max_tokens} (--max-tokens): shorten it")
+        self.request_tokens(sum(lengths), what)
+        return lengths
+
+    def request_tokens(self, total: int, what: str) -> None:
+        """A request's tokens, all its filled templates together, within --max-request-tokens."""
+        if total > self.config.max_request_tokens:
+            raise HTTPError(413, "TooLarge", f"{what} make {total:,} tokens, more than "
+                            f"{self.config.max_request_tokens:,} (--max-request-tokens): send "
+                            "fewer or shorter texts")
+
+    def filled_template(self, template: str, placeholder: str, texts: list[str],
+                        single: bool) -> list[str]:
+        """`template` with `placeholder` replaced by each text, checked BEFORE any is built:
+        the length of each filled template is counted (placeholders times the text's length),
+        so a template with thousands of placeholders is refused at once instead of building
+        gigabytes of prompts. Each filled template is a text of --max-tokens at most (and
+        ~20 characters per token is more than any tokenizer packs)."""
+        c = self.config
+        repeats = template.count(placeholder)
+        rest = len(template) - repeats * len(placeholder)
+        per_text, per_request = 20 * c.max_tokens, 20 * c.max_request_tokens
+        total = 0
+        for i, text in enumerate(texts):
+            size = rest + repeats * len(text)
+            total += size
+            if size > per_text:
+                label = "texts" if single else f"texts[{i}]"
+                raise HTTPError(413, "TooLarge", f"template holds {placeholder} {repeats} "
+                                f"time(s): with {label} it makes {size:,} characters, too "
+                                f"many for {c.max_tokens} tokens (--max-tokens): use "
+                                f"{placeholder} once, or shorter texts")
+        if total > per_request:
+            raise HTTPError(413, "TooLarge", f"template and texts make {total:,} characters, "
+                            f"too many for {c.max_request_tokens:,} tokens "
+                            "(--max-request-tokens): send fewer or shorter texts")
+        return [template.replace(placeholder, text) for text in texts]
+
+    def check_words(self, name: str, words: list[str]) -> list[int]:
+        """Each verbalizer word within --max-word-tokens (a word of m tokens costs m model
+        passes per text, each over the prompt and the word); their lengths in tokens."""
+        c = self.config
+        for word in words:
+            if len(word) > 20 * c.max_word_tokens:
+                raise HTTPError(413, "TooLarge", f"verbalizer word {word[:100]!r} has "
+                                f"{len(word):,} characters, too many for {c.max_word_tokens} "
+                                "tokens (--max-word-tokens): use short label words")
+        lengths = self.token_lengths(name, words, special=False)
+        for word, n in zip(words, lengths, strict=True):
+            if n > c.max_word_tokens:
+                raise HTTPError(413, "TooLarge", f"verbalizer word {word!r} has {n} tokens, "
+                                f"more than {c.max_word_tokens} (--max-word-tokens): use "
+                                "short label words")
+        return lengths
 
     def count(self, name: str, value, low: int, high: int, flag: str | None = None) -> None:
         if value is None:
@@ -98,9 +157,39 @@ class Server:
         if value > high:
             raise HTTPError(413, "TooLarge", f"{name}={value} is outside {low}..{high} ({flag})")
 
+    def admit(self, name: str, work: Work) -> None:
+        """Refuse `work` at once when it could never run (413) or the model's queue is full
+        (429 with Retry-After): a request is never queued beyond what the model can get
+        through, so every answer comes in bounded time."""
+        c, worker = self.config, self.workers[name]
+        cost = work.cost
+        if cost > c.max_queued_tokens:
+            raise HTTPError(413, "TooLarge", f"this request is {cost:,} tokens of model work, "
+                            f"more than {c.max_queued_tokens:,} (--max-queued-tokens): send "
+                            "fewer or shorter texts")
+        if self.admitted >= c.max_concurrent_requests:
+            raise self.overloaded(worker, f"{self.admitted} requests are queued or running, "
+                                  f"the most this server takes (--max-concurrent-requests)")
+        if worker.queued_cost + cost > c.max_queued_tokens:
+            raise self.overloaded(worker, f"model {name!r} has {worker.queued_cost:,} tokens "
+                                  f"of work queued; this request's {cost:,} would pass "
+                                  f"{c.max_queued_tokens:,} (--max-queued-tokens)")
+
+    def overloaded(self, worker: ModelWorker, why: str) -> HTTPError:
+        wait = max(1, min(int(self.config.timeout), math.ceil(worker.seconds_to_drain())))
+        if self.on_rejected is not None:
+            self.on_rejected()
+        return HTTPError(429, "Overloaded", f"the server is busy: {why}; retry after {wait} s",
+                         headers={"Retry-After": str(wait)})
+
     async def answer(self, request: Request, name: str, work: Work):
         """Submit `work` to the model's worker; wait for it, the timeout or the client leaving."""
-        return await self.wait(request, self.workers[name].submit(work))
+        self.admit(name, work)
+        self.admitted += 1
+        try:
+            return await self.wait(request, self.workers[name].submit(work))
+        finally:
+            self.admitted -= 1
 
     async def wait(self, request: Request, future: asyncio.Future):
         """The result of a submitted work; its future cancelled on timeout or hang-up."""
@@ -147,8 +236,7 @@ class Server:
                 if alternatives else [None] * len(texts)
             return [(r.to_dict(), a) for r, a in zip(results, alts, strict=True)]
 
-        # PLL masks every token: a text's cost grows with its length squared.
-        return self.in_pieces(name, call, lambda item: len(item[0]) ** 2)
+        return call
 
     def fill_run(self, name: str, top_k, mode):
         mlm = self.models[name]
@@ -157,32 +245,22 @@ class Server:
             return [r.to_dict() for r in mlm.fill(texts, top_k=top_k, mode=mode,
                                                   progress=False)]
 
-        if mode != "joint":
-            return call  # one model call per text: nothing to stop in between
-        return self.in_pieces(name, call, lambda text: len(text) * (
-            text.count("[MASK]") + text.count("<mask>")))  # one model call per mask
+        return call
 
-    def in_pieces(self, name: str, call, cost):
-        """`call` over the texts in pieces of about PIECE_COST (a piece holds one text at
-        least), with a check in between: a gathered call whose requests were all given up
-        (timeout, client gone) stops there. The largest request (64 texts of 512 tokens)
-        took ~5 min of the model on the README's tiny model, long after its 504. A request of
-        usual size is one piece, one library call."""
-        worker = self.workers[name]
 
-        def run(texts):
-            out, piece, spent = [], [], 0
-            for text in texts:
-                if piece and spent + cost(text) > PIECE_COST:
-                    worker.check()
-                    out += call(piece)
-                    piece, spent = [], 0
-                piece.append(text)
-                spent += cost(text)
-            worker.check()
-            return out + call(piece)
+def score_costs(lengths: list[int], window: int) -> list[int]:
+    """Tokens the model reads to score texts of `lengths` tokens: one masked copy (of the
+    text, or of its window) per token."""
+    return [n * min(n, window) for n in lengths]
 
-        return run
+
+def fill_costs(texts: list[str], lengths: list[int], mode: str) -> list[int]:
+    """Tokens the model reads to fill texts of `lengths` tokens: once, or once per mask
+    (joint)."""
+    if mode != "joint":
+        return list(lengths)
+    return [n * max(1, t.count("[MASK]") + t.count("<mask>")) for t, n in
+            zip(texts, lengths, strict=True)]
 
 
 def server_of(request: Request) -> Server:

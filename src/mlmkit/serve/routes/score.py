@@ -15,7 +15,7 @@ from mlmkit.serve.schemas import (
     CompareRequest,
     ScoreRequest,
 )
-from mlmkit.serve.server import server_of
+from mlmkit.serve.server import score_costs, server_of
 from mlmkit.serve.worker import Work
 
 router = APIRouter()
@@ -39,7 +39,7 @@ async def score(body: ScoreRequest, request: Request):
                         "are listed per scored token)")
     check_score_options(body.metric, body.unk, body.stride, None)  # the library's checks
     check_spans(body.spans, texts)
-    server.check_tokens(name, texts, "texts", isinstance(body.texts, str))
+    lengths = server.check_tokens(name, texts, "texts", isinstance(body.texts, str))
     key = ("score", body.metric, body.per_token, body.per_word, body.unk, body.alternatives,
            body.stride)
     spans = [None] * len(texts) if body.spans is None else \
@@ -47,7 +47,7 @@ async def score(body: ScoreRequest, request: Request):
     what = ["texts" if isinstance(body.texts, str) else f"texts[{i}]"
             for i in range(len(texts))]
     work = Work(key, list(zip(texts, spans, what, strict=True)),
-                server.score_run(name, *key[1:]))
+                server.score_run(name, *key[1:]), score_costs(lengths, int(mlm.max_length)))
     pairs = await server.answer(request, name, work)
     out = {"model": name, "results": [r for r, _ in pairs]}
     if body.alternatives:
@@ -68,11 +68,12 @@ async def compare(body: CompareRequest, request: Request):
         raise HTTPError(413, "TooLarge", "compare takes at most 8 models")
     texts = server.texts(body.text, "text")
     check_score_options(body.metric, body.unk, body.stride, None)
-    for name in names:
-        server.check_tokens(name, texts, "text", True)
+    costs = {name: score_costs(server.check_tokens(name, texts, "text", True),
+                               int(server.models[name].max_length)) for name in names}
     key = ("score", body.metric, True, True, body.unk, 0, body.stride)
     pairs = await asyncio.gather(*(server.answer(request, n, Work(
-        key, [(texts[0], None, "text")], server.score_run(n, *key[1:]))) for n in names))
+        key, [(texts[0], None, "text")], server.score_run(n, *key[1:]), costs[n]))
+        for n in names))
     results = [p[0][0] for p in pairs]
     return {"text": body.text, "models": names, "results": results,
             "words": word_differences(names, results)}

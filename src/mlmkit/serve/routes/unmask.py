@@ -61,8 +61,13 @@ def _sse(event: str, data) -> bytes:
     return f"event: {event}\ndata: {json.dumps(jsonable(data), allow_nan=False)}\n\n".encode()
 
 
+STREAM_EVENTS = 64
+"""Steps a stream holds for a client that does not read them; past it the generation stops
+(the model is not held for a client that has stopped reading)."""
+
+
 async def unmask(request: Request, body, name: str, inputs: list[str], what: str,
-                 call):
+                 call, costs: list[int]):
     """generate / infill: one call alone (its seeds depend on the call), or a stream."""
     server = server_of(request)
     config = server.config
@@ -72,18 +77,31 @@ async def unmask(request: Request, body, name: str, inputs: list[str], what: str
         # gone), so the model is freed then, not after up to --max-steps more steps.
         worker = server.workers[name]
         work = Work(None, inputs, lambda items: [r.to_dict() for r in call(
-            items, lambda event: worker.check())])
+            items, lambda event: worker.check())], costs)
         return {"model": name, "results": await server.answer(request, name, work)}
     if len(inputs) != 1:
         raise HTTPError(400, "InvalidArgument", f"stream: true takes one {what}: send a "
                         f"single {what}, or stream: false for a list")
     loop = asyncio.get_running_loop()
     events: asyncio.Queue = asyncio.Queue()
-    stream = StepStream(mlm, lambda step: loop.call_soon_threadsafe(
-        events.put_nowait, ("step", step)))
-    work = Work(None, inputs, lambda items: [r.to_dict() for r in call(items, stream)])
+
+    def push(step) -> None:  # on the loop's thread
+        if events.qsize() >= STREAM_EVENTS:
+            stream.cancelled.set()  # the client stopped reading: stop at the next step
+        else:
+            events.put_nowait(("step", step))
+
+    stream = StepStream(mlm, lambda step: loop.call_soon_threadsafe(push, step))
+    work = Work(None, inputs, lambda items: [r.to_dict() for r in call(items, stream)], costs)
+    server.admit(name, work)
     future = server.workers[name].submit(work)
-    future.add_done_callback(lambda f: events.put_nowait(("done", None)))
+    server.admitted += 1
+
+    def finished(_) -> None:
+        server.admitted -= 1
+        events.put_nowait(("done", None))
+
+    future.add_done_callback(finished)
     deadline = time.monotonic() + config.timeout
     # The response starts with the first step: every check of the options and inputs
     # runs before it, so a bad request is a 4xx JSON error, as without streaming (it was
@@ -151,7 +169,9 @@ async def generate(body: GenerateRequest, request: Request):
     prompts = server.texts(body.prompt, "prompt", allow_empty=True)
     server.count("length", body.length, 1, server.config.max_tokens, "--max-tokens")
     check_sampler(server, body)
-    server.check_tokens(name, prompts, "prompt", isinstance(body.prompt, str))
+    lengths = server.check_tokens(name, prompts, "prompt", isinstance(body.prompt, str))
+    # Each step reads the prompt and the generated tokens.
+    costs = [(n + body.length) * (body.steps or body.length) for n in lengths]
     options = _sampler_kwargs(body)
     mlm = server.models[name]
     constraints = _constraints(body.constraints, len(mlm.tokenizer))
@@ -160,7 +180,7 @@ async def generate(body: GenerateRequest, request: Request):
         return mlm.generate(list(items), length=body.length, **options,
                             constraints=constraints, progress=False, on_step=on_step)
 
-    return await unmask(request, body, name, prompts, "prompt", call)
+    return await unmask(request, body, name, prompts, "prompt", call, costs)
 
 
 @router.post("/v1/infill", summary="Fill the [MASK] spans of a template "
@@ -174,6 +194,7 @@ async def infill(body: InfillRequest, request: Request):
     # The library takes up to 10,000; each candidate is an unmasking run of its own.
     server.count("max_candidates", body.max_candidates, 1, MAX_CANDIDATES,
                  "this server's bound")
+    steps = []
     for i, template in enumerate(templates):
         spans = [p for p in parse_template(template, where=f"template {i + 1}")
                  if isinstance(p, Span)]
@@ -181,7 +202,9 @@ async def infill(body: InfillRequest, request: Request):
         if longest > config.max_tokens:
             raise HTTPError(413, "TooLarge", f"template {i + 1} asks for up to {longest} "
                             f"masks, more than {config.max_tokens} (--max-tokens)")
-    server.check_tokens(name, templates, "template", isinstance(body.template, str))
+        steps.append(body.steps or max(1, longest))
+    lengths = server.check_tokens(name, templates, "template", isinstance(body.template, str))
+    costs = [n * k for n, k in zip(lengths, steps, strict=True)]  # each step reads it all
     options = _sampler_kwargs(body)
     mlm = server.models[name]
 
@@ -189,4 +212,4 @@ async def infill(body: InfillRequest, request: Request):
         return mlm.infill(list(items), **options, max_candidates=body.max_candidates,
                           progress=False, on_step=on_step)
 
-    return await unmask(request, body, name, templates, "template", call)
+    return await unmask(request, body, name, templates, "template", call, costs)
