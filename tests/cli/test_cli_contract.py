@@ -186,6 +186,7 @@ def _argv_missing_input(name, f):
     m, missing = f["model"], f["missing"]
     return {
         "fill": [m, "--file", missing],
+        "embed": [m, missing],
         "generate": [m, "--prompts-file", missing],
         "infill": [m, "--templates-file", missing],
         "pretrain": ["--corpus", missing, "--steps", "1", "--run-dir", str(f["dir"] / "run")],
@@ -253,7 +254,7 @@ def _valid_inputs(folder: Path) -> dict[str, str]:
     suite = folder / "suite.json"
     suite.write_text(json.dumps({"model": "m", "quick": True, "metrics": {}, "details": {},
                                  "seconds": {}, "items": {}}))
-    return {"fill": texts, "generate": texts, "infill": texts, "rescore": nbest,
+    return {"fill": texts, "embed": texts, "generate": texts, "infill": texts, "rescore": nbest,
             "score": texts, "bias crows": crows, "bias stereoset": stereoset,
             "bias compare": crows, "eval blimp": pairs, "eval elbo": texts,
             "probe classify": classify, "probe rank": rank, "probe facts": facts,
@@ -286,6 +287,7 @@ TEXTS = "Return the number of items in a container.\nOpen the file for reading.\
 STDIN_CASES = {
     "score": (["-", "-o", "-"], TEXTS),
     "eval elbo": (["-", "--samples", "2", "--json"], TEXTS),
+    "embed": (["-", "-o", "-"], TEXTS),
     "fill": (["--file", "-", "--json"], "Return a [MASK] of the values.\n"),
     "generate": (["--prompts-file", "-", "--length", "4", "--json"], "Return the\n"),
     "infill": (["--templates-file", "-", "--json"], "Return the [MASK] of the list.\n"),

@@ -7,9 +7,10 @@ model as a folder `SentenceTransformer(dir)` loads; `read_st_config` reads one b
 """
 
 from mlmkit.embeddings.embed import embed
+from mlmkit.embeddings.output import write_npy
 from mlmkit.embeddings.pooling import POOLING_FUNCTIONS, pool
 from mlmkit.embeddings.st_directory import StConfig, read_st_config, save_st_directory
 from mlmkit.options.embedding import POOLINGS
 
 __all__ = ["POOLINGS", "POOLING_FUNCTIONS", "StConfig", "embed", "pool", "read_st_config",
-           "save_st_directory"]
+           "save_st_directory", "write_npy"]
