@@ -16,6 +16,7 @@ from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
 from mlmkit import __version__
+from mlmkit.embeddings.st_directory import is_st_directory
 from mlmkit.errors import InvalidArgument
 from mlmkit.models import as_mlm, prepare_mlm
 from mlmkit.options.serving import ServeConfig
@@ -43,8 +44,10 @@ def load_models(specs: list[str], *, device=None, precision="auto", threads=None
         if name in models:
             raise InvalidArgument(f"two models are named {name!r}: name them, e.g. "
                                   f"a={path} b=OTHER")
+        # a sentence-transformers folder is served for /v1/embeddings without an MLM head
         mlm, _ = prepare_mlm(path, device=device, precision=precision, threads=threads,
-                             allow_untrained_head=allow_untrained_head)
+                             allow_untrained_head=allow_untrained_head
+                             or is_st_directory(path))
         models[name] = mlm
     return models
 

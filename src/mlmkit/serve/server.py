@@ -76,19 +76,24 @@ class Server:
                                 f"many for {self.config.max_tokens} tokens (--max-tokens)")
         return texts
 
-    def check_tokens(self, name: str, texts: list[str], what: str, single: bool) -> None:
+    def token_counts(self, name: str, texts: list[str]) -> list[int]:
+        """Each text's tokens, special tokens included, by the model's check tokenizer."""
         backend = self.check_backends[name]
         if backend is not None:
-            lengths = [len(e) for e in backend.encode_batch(texts, add_special_tokens=True)]
-        else:
-            tokenizer = self.check_tokenizers[name]
-            lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=True,
-                                                     truncation=False, verbose=False)["input_ids"]]
+            return [len(e) for e in backend.encode_batch(texts, add_special_tokens=True)]
+        tokenizer = self.check_tokenizers[name]
+        return [len(ids) for ids in tokenizer(texts, add_special_tokens=True, truncation=False,
+                                              verbose=False)["input_ids"]]
+
+    def check_tokens(self, name: str, texts: list[str], what: str, single: bool) -> list[int]:
+        """Refuse a text longer than --max-tokens (a 413 naming it); the token counts."""
+        lengths = self.token_counts(name, texts)
         for i, n in enumerate(lengths):
             if n > self.config.max_tokens:
                 label = what if single else f"{what}[{i}]"
                 raise HTTPError(413, "TooLarge", f"{label} has {n} tokens, more than "
                                 f"{self.config.max_tokens} (--max-tokens): shorten it")
+        return lengths
 
     def count(self, name: str, value, low: int, high: int, flag: str | None = None) -> None:
         if value is None:
@@ -165,6 +170,18 @@ class Server:
             return call  # one model call per text: nothing to stop in between
         return self.in_pieces(name, call, lambda text: len(text) * (
             text.count("[MASK]") + text.count("<mask>")))  # one model call per mask
+
+    def embed_run(self, name: str, options: dict):
+        """The embed call over gathered texts: one float32 row per text."""
+        mlm, c = self.models[name], self.config
+
+        def call(texts):
+            vectors = mlmkit.embed(mlm, texts, batch_tokens=c.batch_tokens,
+                                   precision=c.precision, threads=c.threads, progress=False,
+                                   **options)
+            return list(vectors)
+
+        return call
 
     def in_pieces(self, name: str, call, cost):
         """`call` over the texts in pieces of about PIECE_COST (a piece holds one text at
