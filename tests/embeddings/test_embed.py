@@ -155,3 +155,25 @@ def test_unsupported_sentence_transformers_modules_are_refused(saved_tiny_mlm, t
 def test_last_k_layers_cannot_be_saved(tiny_mlm, tmp_path):
     with pytest.raises(InvalidArgument, match="no sentence-transformers Pooling"):
         save_st_directory(tiny_mlm("bert"), tmp_path / "m", pooling="last-k-layers")
+
+
+def test_the_fused_encoder_equals_the_transformers_layers(tiny_mlm):
+    torch = pytest.importorskip("torch")
+    from mlmkit.embeddings.fused_encoder import fused_hidden_states, fused_layers
+
+    mlm = tiny_mlm("bert")
+    layers = fused_layers(mlm.model)
+    assert layers is not None and fused_layers(tiny_mlm("distilbert").model) is None
+    row = mlm.tokenizer("Return the number of items.")["input_ids"]
+    ids = torch.tensor([row, row[:1] + row[1:-1][::-1] + row[-1:]])  # rows of one length
+    with torch.inference_mode():
+        expected = mlm.model.base_model(input_ids=ids, output_hidden_states=True).hidden_states
+        got = fused_hidden_states(mlm.model, layers, ids)
+    assert len(got) == len(expected)
+    assert max(float((a - b).abs().max()) for a, b in zip(got, expected, strict=True)) < 1e-5
+
+
+def test_other_families_embed_through_the_transformers_encoder(saved_tiny_mlm):
+    path = saved_tiny_mlm("distilbert")
+    expected = reference_model(path, "mean", False).encode(TEXTS)
+    assert np.abs(mlmkit.load(path).embed(TEXTS) - expected).max() < 1e-5

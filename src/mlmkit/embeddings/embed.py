@@ -6,6 +6,10 @@ of one length runs unpadded, without an attention mask); each batch runs the enc
 model's `base_model`, so the head's d×V projection never runs) and is pooled on the spot, so
 only [b, d] per batch is kept. Results come back in input order as one float32 array.
 Nothing is truncated: a text longer than the model's maximum length is an error naming it.
+
+On a CPU the default budget is at most `CPU_BATCH_TOKENS`: embedding reads one forward per
+text, so what pays is batches of one length (no padding, no attention mask), which a small
+budget cuts more often; past ~2k tokens a CPU matmul gains nothing from a larger batch.
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ import numpy as np
 import torch
 
 from mlmkit.core import checks
+from mlmkit.embeddings.fused_encoder import fused_hidden_states, fused_layers
 from mlmkit.embeddings.pooling import check_pooling, pool
 from mlmkit.embeddings.st_directory import StConfig, read_st_config
-from mlmkit.engine.batching import TokenJobs, run_jobs
+from mlmkit.engine.batching import TokenJobs, default_batch_tokens, run_jobs
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.load import prepare_mlm
+
+CPU_BATCH_TOKENS = 2048
 
 
 @lru_cache(maxsize=16)
@@ -109,19 +116,40 @@ def embed(
     if prompt:
         items = [prompt + text for text in items]
     ids = mlm.tokenizer(items, add_special_tokens=True)["input_ids"]
+    if batch_tokens is None and mlm.device.type == "cpu":
+        longest = max(len(row) for row in ids)
+        batch_tokens = max(min(default_batch_tokens(net, longest), CPU_BATCH_TOKENS), longest)
     encoder = net.base_model
     hidden_states = pooling == "last-k-layers"
+    fused = fused_layers(net) if precision == "fp32" and not net.training else None
 
-    def reduce(batch, _):
-        full = bool(batch.attention_mask.all())
-        out = encoder(input_ids=batch.input_ids,
-                      attention_mask=None if full else batch.attention_mask,
+    def encode(input_ids, attention_mask):
+        """The pooled vectors of a batch, through the transformers encoder."""
+        full = bool(attention_mask.all())
+        out = encoder(input_ids=input_ids, attention_mask=None if full else attention_mask,
                       output_hidden_states=hidden_states)
         if hidden_states:
             hidden = torch.stack([h.float() for h in out.hidden_states[-layers:]]).mean(0)
         else:
             hidden = out.last_hidden_state
-        vectors = pool(hidden, batch.attention_mask, pooling)
+        return pool(hidden, attention_mask, pooling)
+
+    def encode_fused(input_ids, attention_mask):
+        """The same through the fused layer kernel, one length at a time (no padding)."""
+        lengths = attention_mask.sum(1)
+        vectors = torch.empty(len(lengths), width, dtype=torch.float32,
+                              device=input_ids.device)
+        for length in torch.unique(lengths).tolist():
+            rows = torch.nonzero(lengths == length).squeeze(1)
+            ids = input_ids[rows, :length]
+            states = fused_hidden_states(net, fused, ids)
+            hidden = torch.stack(states[-layers:]).mean(0) if hidden_states else states[-1]
+            vectors[rows] = pool(hidden, torch.ones_like(ids), pooling)
+        return vectors
+
+    def reduce(batch, _):
+        vectors = (encode_fused if fused is not None else encode)(batch.input_ids,
+                                                                   batch.attention_mask)
         if dimensions is not None:
             vectors = vectors[:, :dimensions]
         if normalize:
