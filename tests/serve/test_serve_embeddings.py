@@ -92,3 +92,16 @@ def test_concurrent_requests_are_gathered_into_one_call(models):
     got = np.array([a["data"][0]["embedding"] for a in answers])
     assert np.abs(got - mlmkit.embed(models["bert"], texts, normalize=True)).max() < 1e-5
     assert calls == 1
+
+
+def test_a_sentence_transformers_folder_is_served(tiny_mlm, tmp_path):
+    from mlmkit.embeddings import save_st_directory
+    from mlmkit.serve.app import load_models
+
+    folder = save_st_directory(tiny_mlm("bert"), tmp_path / "st", pooling="cls")
+    models = load_models([f"st={folder}"], device="cpu")
+    with TestClient(create_app(models, ServeConfig(threads=1))) as client:
+        body = client.post("/v1/embeddings", json={"input": TEXTS,
+                                                   "normalize": False}).json()
+    got = np.array([d["embedding"] for d in body["data"]])
+    assert np.abs(got - mlmkit.embed(tiny_mlm("bert"), TEXTS, pooling="cls")).max() < 1e-5
