@@ -53,6 +53,7 @@ _FUNCTIONS = {
     "audit": "mlmkit.mlm",
     # embeddings
     "embed": "mlmkit.mlm",
+    "embed_sparse": "mlmkit.mlm",
     # training
     "pretrain": "mlmkit.evaluation.training",
     "PretrainConfig": "mlmkit.pretraining",

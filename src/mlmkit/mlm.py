@@ -45,6 +45,7 @@ FEATURES = {
     "probe": probe.knowledge_probe,
     "audit": bias.audit,
     "embed": embeddings.embed,
+    "embed_sparse": embeddings.embed_sparse,
 }
 
 
@@ -83,7 +84,7 @@ class MLM(LoadedMLM):
     """A masked LM bound to its runtime (device, precision, threads, token budget).
 
     Made by `mlmkit.load`. Methods: `score`, `rescore`, `evaluate_pairs`, `fill`,
-    `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`, `embed`; each takes the
+    `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`, `embed`, `embed_sparse`; each takes the
     task's options only. `.model` and `.tokenizer` are the transformers objects.
     """
 
@@ -99,6 +100,7 @@ class MLM(LoadedMLM):
     probe = _feature("probe")
     audit = _feature("audit")
     embed = _feature("embed")
+    embed_sparse = _feature("embed_sparse")
 
     def __repr__(self) -> str:
         return (f"MLM({self.name!r}, {self.model.config.model_type}, device={self.device}, "
@@ -180,3 +182,4 @@ knowledge_probe = _free_function("knowledge_probe", "probe")
 audit = _free_function("audit", "audit")
 # embedding runs the encoder only: a checkpoint without a trained MLM head embeds as well
 embed = _free_function("embed", "embed", allow_untrained_head=True)
+embed_sparse = _free_function("embed_sparse", "embed_sparse")

@@ -71,3 +71,19 @@ def test_json_prints_a_summary(saved_tiny_mlm, tmp_path):
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout.strip().splitlines()[-1])
     assert summary["texts"] == 2 and summary["dimensions"] > 0
+
+
+def test_sparse_writes_top_k_token_weights(saved_tiny_mlm, tmp_path):
+    model = str(saved_tiny_mlm("bert"))
+    source = tmp_path / "texts.txt"
+    source.write_text("Return the number of items.\nOpen the file.\n")
+    out = tmp_path / "splade.jsonl"
+    result = runner.invoke(app, ["embed", model, str(source), "--sparse", "--top-k", "5",
+                                 "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    expected = mlmkit.embed_sparse(model, ["Return the number of items.", "Open the file."],
+                                   top_k=5)
+    assert [r["token_ids"] for r in rows] == [e.token_ids for e in expected]
+    bad = runner.invoke(app, ["embed", model, str(source), "--sparse", "--format", "npy"])
+    assert bad.exit_code == 1 and "--sparse writes JSON lines" in bad.output

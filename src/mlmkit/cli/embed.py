@@ -27,6 +27,7 @@ from mlmkit.core import checks
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
 from mlmkit.core.records import check_input_file, read_texts
+from mlmkit.errors import InvalidArgument
 from mlmkit.options import as_keywords
 from mlmkit.options.embedding import Embedding
 
@@ -43,6 +44,8 @@ Examples:
 
   mlmkit embed ./tiny-bert - --format npy -o vectors.npy < sentences.txt
 
+  mlmkit embed ./tiny-bert sentences.txt --sparse --top-k 32 -o splade.jsonl
+
 Each line of the input is one text (a blank line is the empty text, so line i of the input
 is row i of the output); JSONL, TSV and CSV inputs give the --field column.
 """
@@ -58,6 +61,11 @@ def embed_command(
     output_format: str = typer.Option("jsonl", "--format", help="jsonl: one "
                                       '{"embedding": [...]} per line, in input order; npy: '
                                       "one float32 array (texts × dimensions)."),
+    sparse: bool = typer.Option(False, "--sparse", help="SPLADE vectors from the MLM head "
+                                "instead: one {\"tokens\", \"token_ids\", \"weights\"} per line, "
+                                "the --top-k heaviest (pooling flags do not apply)."),
+    top_k: int = typer.Option(64, "--top-k", min=1, help="--sparse: vocabulary entries kept "
+                              "per text."),
     *, embedding: Embedding, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
     encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE, precision: str = PRECISION,
     threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
@@ -65,12 +73,21 @@ def embed_command(
 ) -> None:
     with trusting(trust_remote_code):
         checks.choice("format", output_format, FORMATS)
+        if sparse and output_format != "jsonl":
+            raise InvalidArgument("--sparse writes JSON lines: leave out --format npy")
         check_input_file(input_file)
         check_output_path(output, inputs=[input_file])
         seed_everything(seed)  # embedding draws nothing at random; --seed is accepted for all
         texts = [text for _, text in read_texts(input_file, field, encoding, encoding_errors)]
         mlm = mlmkit.load(model, device=device, precision=precision, threads=threads,
-                          batch_tokens=batch_tokens, allow_untrained_head=True)
+                          batch_tokens=batch_tokens, allow_untrained_head=not sparse)
+        if sparse:
+            vectors = mlm.embed_sparse(texts, top_k=top_k)
+            with open_output(output, inputs=[input_file]) as handle:
+                for vector in vectors:
+                    handle.write(json.dumps(vector.to_dict()) + "\n")
+            status(f"embedded {len(texts)} text(s) as SPLADE vectors")
+            return
         started = time.perf_counter()
         vectors = mlm.embed(texts, **as_keywords(embedding))
         seconds = time.perf_counter() - started
