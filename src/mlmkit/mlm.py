@@ -21,7 +21,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import mlmkit.generation as generation
-from mlmkit import bias, probe, scoring
+from mlmkit import bias, embeddings, probe, scoring
+from mlmkit.embeddings.st_directory import is_st_directory
 from mlmkit.engine.batching import check_budget
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.load import LoadedMLM, prepare_mlm
@@ -43,6 +44,8 @@ FEATURES = {
     "rank": probe.rank_statements,
     "probe": probe.knowledge_probe,
     "audit": bias.audit,
+    "embed": embeddings.embed,
+    "embed_sparse": embeddings.embed_sparse,
 }
 
 
@@ -81,7 +84,7 @@ class MLM(LoadedMLM):
     """A masked LM bound to its runtime (device, precision, threads, token budget).
 
     Made by `mlmkit.load`. Methods: `score`, `rescore`, `evaluate_pairs`, `fill`,
-    `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`; each takes the
+    `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`, `embed`, `embed_sparse`; each takes the
     task's options only. `.model` and `.tokenizer` are the transformers objects.
     """
 
@@ -96,6 +99,8 @@ class MLM(LoadedMLM):
     rank = _feature("rank")
     probe = _feature("probe")
     audit = _feature("audit")
+    embed = _feature("embed")
+    embed_sparse = _feature("embed_sparse")
 
     def __repr__(self) -> str:
         return (f"MLM({self.name!r}, {self.model.config.model_type}, device={self.device}, "
@@ -115,7 +120,9 @@ def load(model, *, tokenizer=None, device=None, precision: str | None = "auto",
     model there. `precision`: 'auto' (fp32 for inference), 'fp32' or 'bf16'. `threads`:
     intra-op threads (None: `$MLMKIT_THREADS`, else the usable cores). `batch_tokens`: the
     token budget of a batch (a memory bound; None sizes it for the model). A bound `MLM`
-    passed again with nothing to change is returned as it is.
+    passed again with nothing to change is returned as it is. A sentence-transformers
+    directory (modules.json) loads without an MLM head, for `.embed`, which reads its pooling
+    and normalisation.
 
     >>> mlm = mlmkit.load("bert-base-uncased")          # doctest: +SKIP
     >>> mlm.score("The cat sat on the mat.").pll        # doctest: +SKIP
@@ -128,6 +135,8 @@ def load(model, *, tokenizer=None, device=None, precision: str | None = "auto",
             and not hasattr(model, "config"):
         raise InvalidArgument(f"model is a {type(model).__name__}: pass a model name or "
                               "directory, an MLM, or a transformers model with its tokenizer")
+    allow_untrained_head = allow_untrained_head or (isinstance(model, (str, Path))
+                                                    and is_st_directory(model))
     loaded, resolved = prepare_mlm(model, device=device, precision=precision, threads=threads,
                                    tokenizer=tokenizer, allow_untrained_head=allow_untrained_head,
                                    trust_remote_code=trust_remote_code)
@@ -140,16 +149,17 @@ def load(model, *, tokenizer=None, device=None, precision: str | None = "auto",
     return MLM(**values)
 
 
-def _free_function(name: str, method_name: str):
-    """`mlmkit.<name>(model, ..., device=, precision=, threads=, batch_tokens=)`: `load`,
-    then the method. The task function's signature and docstring are the reference."""
+def _free_function(name: str, method_name: str, **load_options):
+    """`mlmkit.<name>(model, ..., device=, precision=, threads=, batch_tokens=)`: `load`
+    (with `load_options`), then the method. The task function's signature and docstring
+    are the reference."""
     task = FEATURES[method_name]
 
     def function(model, *args, tokenizer=None, device=None, precision="auto", threads=None,
                  batch_tokens=None, trust_remote_code=None, **options):
         mlm = load(model, tokenizer=tokenizer, device=device, precision=precision,
                    threads=threads, batch_tokens=batch_tokens,
-                   trust_remote_code=trust_remote_code)
+                   trust_remote_code=trust_remote_code, **load_options)
         return getattr(mlm, method_name)(*args, **options)
 
     function.__signature__ = inspect.signature(task)
@@ -170,3 +180,6 @@ cloze_classify = _free_function("cloze_classify", "classify")
 rank_statements = _free_function("rank_statements", "rank")
 knowledge_probe = _free_function("knowledge_probe", "probe")
 audit = _free_function("audit", "audit")
+# embedding runs the encoder only: a checkpoint without a trained MLM head embeds as well
+embed = _free_function("embed", "embed", allow_untrained_head=True)
+embed_sparse = _free_function("embed_sparse", "embed_sparse")

@@ -186,6 +186,7 @@ def _argv_missing_input(name, f):
     m, missing = f["model"], f["missing"]
     return {
         "fill": [m, "--file", missing],
+        "embed": [m, missing],
         "generate": [m, "--prompts-file", missing],
         "infill": [m, "--templates-file", missing],
         "pretrain": ["--corpus", missing, "--steps", "1", "--run-dir", str(f["dir"] / "run")],
@@ -197,6 +198,8 @@ def _argv_missing_input(name, f):
         "bias compare": [m, m, "--data", missing],
         "eval blimp": [m, "--data", missing],
         "eval elbo": [m, missing],
+        "eval sts": [m, "--data", missing],
+        "eval retrieval": [m, "--corpus", missing, "--queries", missing, "--qrels", missing],
         "eval suite": [m, "--parts", "pppl", "--texts", missing],
         "eval compare": [m, missing],
         "finetune": [m, "--task", "mine", "--text-cols", "text", "--train", missing],
@@ -250,12 +253,16 @@ def _valid_inputs(folder: Path) -> dict[str, str]:
     facts = folder / "facts.jsonl"
     facts.write_text(json.dumps({"masked_sentence": "Open the [MASK].", "obj_label": "file"})
                      + "\n")
+    sts = folder / "sts.jsonl"
+    sts.write_text(json.dumps({"sentence1": "a b", "sentence2": "a c", "score": 3}) + "\n"
+                   + json.dumps({"sentence1": "x", "sentence2": "y", "score": 1}) + "\n")
     suite = folder / "suite.json"
     suite.write_text(json.dumps({"model": "m", "quick": True, "metrics": {}, "details": {},
                                  "seconds": {}, "items": {}}))
-    return {"fill": texts, "generate": texts, "infill": texts, "rescore": nbest,
+    return {"fill": texts, "embed": texts, "generate": texts, "infill": texts, "rescore": nbest,
             "score": texts, "bias crows": crows, "bias stereoset": stereoset,
-            "bias compare": crows, "eval blimp": pairs, "eval elbo": texts,
+            "bias compare": crows, "eval blimp": pairs, "eval elbo": texts, "eval sts": sts,
+            "eval retrieval": texts,
             "probe classify": classify, "probe rank": rank, "probe facts": facts,
             "serve": texts, "eval suite": texts, "eval compare": suite, "finetune": classify}
 
@@ -286,6 +293,7 @@ TEXTS = "Return the number of items in a container.\nOpen the file for reading.\
 STDIN_CASES = {
     "score": (["-", "-o", "-"], TEXTS),
     "eval elbo": (["-", "--samples", "2", "--json"], TEXTS),
+    "embed": (["-", "-o", "-"], TEXTS),
     "fill": (["--file", "-", "--json"], "Return a [MASK] of the values.\n"),
     "generate": (["--prompts-file", "-", "--length", "4", "--json"], "Return the\n"),
     "infill": (["--templates-file", "-", "--json"], "Return the [MASK] of the list.\n"),

@@ -1,4 +1,6 @@
-"""The evaluation suite (`mlmkit eval suite`) and comparisons with intervals (`eval compare`).
+"""The evaluation suite (`mlmkit eval suite`) and comparisons with intervals (`eval compare`);
+embedding evaluations: STS correlations (`evaluate_sts`) and BEIR retrieval
+(`evaluate_retrieval`, metrics as trec_eval computes them).
 
 `evaluate_suite(model, data, quick=...)` runs BLiMP, pseudo-perplexity, zero-shot cloze,
 few-shot prompt and fine-tuned SST-2, AG News (and the ELBO / a knowledge probe where they
@@ -11,10 +13,14 @@ from pathlib import Path
 
 from mlmkit.errors import PathError
 from mlmkit.evaluation.compare import Comparison, compare_suites, mcnemar
+from mlmkit.evaluation.retrieval import RetrievalResult, evaluate_retrieval, write_run
+from mlmkit.evaluation.sts import StsResult, evaluate_sts
 from mlmkit.evaluation.suite import PARTS, SuiteResult, evaluate_suite, load_suite, write_suite
 
-__all__ = ["PARTS", "Comparison", "SuiteResult", "compare_suites", "evaluate_suite",
-           "check_source", "load_suite", "mcnemar", "resolve_suite", "write_suite"]
+__all__ = ["PARTS", "Comparison", "RetrievalResult", "StsResult", "SuiteResult",
+           "check_source", "compare_suites", "evaluate_retrieval", "evaluate_sts",
+           "evaluate_suite", "load_suite", "mcnemar", "resolve_suite", "write_run",
+           "write_suite"]
 
 
 def check_source(source) -> None:

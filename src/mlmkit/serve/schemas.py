@@ -40,6 +40,27 @@ class FillRequest(Body):
     mode: str = choice(MODES)
 
 
+class EmbeddingsRequest(Body):
+    """The OpenAI embeddings request, and mlmkit's pooling options beside it."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False,
+                              protected_namespaces=())
+    input: Texts = Field(description="A text or a list of texts (token arrays are not taken).")
+    model: str | None = Field(None, description="A served model (default: the first).")
+    dimensions: int | None = Field(None, description="Keep the first N dimensions "
+                                   "(Matryoshka), then normalise.")
+    encoding_format: str = choice(("float", "base64"), description="float: lists of numbers; "
+                                  "base64: the little-endian float32 bytes, base64-encoded.")
+    user: str | None = Field(None, description="OpenAI's end-user id: accepted, not used.")
+    pooling: str | None = Field(None, description="mean, cls, max, weighted-mean or "
+                                "last-k-layers (default: a sentence-transformers model's "
+                                "own, else mean).", json_schema_extra={
+                                    "enum": ["mean", "cls", "max", "weighted-mean",
+                                             "last-k-layers"]})
+    normalize: bool = Field(True, description="Unit-length vectors, as OpenAI's are.")
+    prompt: str | None = Field(None, description="Text put before every input.")
+
+
 def option_fields(cls) -> dict:
     """The fields of an options dataclass as pydantic fields: its type, default and help. A
     Literal is a string whose choices the schema lists (as `choice` does): the library's own

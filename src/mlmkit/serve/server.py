@@ -247,6 +247,16 @@ class Server:
 
         return call
 
+    def embed_run(self, name: str, options: dict):
+        """The embed call over gathered texts: one float32 row per text."""
+        mlm = self.models[name]
+
+        def call(texts):
+            return list(mlm.embed(texts, progress=False, **options))
+
+        return call
+
+
 
 def score_costs(lengths: list[int], window: int) -> list[int]:
     """Tokens the model reads to score texts of `lengths` tokens: one masked copy (of the

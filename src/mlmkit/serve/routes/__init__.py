@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from fastapi.routing import APIRoute
 
-from mlmkit.serve.routes import classify, fill, score, status, unmask
+from mlmkit.serve.routes import classify, embeddings, fill, score, status, unmask
 
 
 def answer_head(router: APIRouter) -> None:
@@ -19,6 +19,7 @@ def answer_head(router: APIRouter) -> None:
                                  include_in_schema=False)
 
 
-ROUTERS = [status.router, fill.router, score.router, unmask.router, classify.router]
+ROUTERS = [status.router, fill.router, score.router, unmask.router, classify.router,
+           embeddings.router]
 for _router in ROUTERS:
     answer_head(_router)

@@ -1,0 +1,115 @@
+"""`mlmkit embed`: one vector per input line, as JSON lines or one float32 .npy array."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import typer
+
+import mlmkit
+from mlmkit.cli.options import (
+    BATCH_TOKENS,
+    DEVICE,
+    ENCODING,
+    ENCODING_ERRORS,
+    JSON,
+    OUTPUT,
+    PRECISION,
+    SEED,
+    THREADS,
+    TRUST_REMOTE_CODE,
+    command,
+    trusting,
+)
+from mlmkit.cli.score import seed_everything
+from mlmkit.core import checks
+from mlmkit.core.output import check_output_path, open_output
+from mlmkit.core.progress import status
+from mlmkit.core.records import check_input_file, read_texts
+from mlmkit.errors import InvalidArgument
+from mlmkit.options import as_keywords
+from mlmkit.options.embedding import Embedding
+
+SHORT_HELP = "Embed texts: one vector per input line (mean, cls, max, ... pooling)."
+DESCRIPTION = ("The encoder runs alone (no MLM head) in token-budget batches; the vectors "
+               "equal sentence-transformers' encode for the same model and pooling. A "
+               "sentence-transformers folder embeds with its own pooling, normalisation and "
+               "prompt unless the flags say otherwise.")
+FORMATS = ("jsonl", "npy")
+EXAMPLE = """
+Examples:
+
+  mlmkit embed ./tiny-bert sentences.txt -o vectors.jsonl --pooling mean --normalize
+
+  mlmkit embed ./tiny-bert - --format npy -o vectors.npy < sentences.txt
+
+  mlmkit embed ./tiny-bert sentences.txt --sparse --top-k 32 -o splade.jsonl
+
+Each line of the input is one text (a blank line is the empty text, so line i of the input
+is row i of the output); JSONL, TSV and CSV inputs give the --field column.
+"""
+
+
+def embed_command(
+    model: str = typer.Argument(..., help="Model directory (a masked LM or a "
+                                "sentence-transformers folder) or hub name."),
+    input_file: str = typer.Argument(..., help="A text per line, JSONL (see --field) or "
+                                     "TSV/CSV with a header; - reads standard input."),
+    field: str = typer.Option(None, help="JSONL/TSV/CSV input: the field holding the text "
+                              "(default: text)."),
+    output_format: str = typer.Option("jsonl", "--format", help="jsonl: one "
+                                      '{"embedding": [...]} per line, in input order; npy: '
+                                      "one float32 array (texts × dimensions)."),
+    sparse: bool = typer.Option(False, "--sparse", help="SPLADE vectors from the MLM head "
+                                "instead: one {\"tokens\", \"token_ids\", \"weights\"} per line, "
+                                "the --top-k heaviest (pooling flags do not apply)."),
+    top_k: int = typer.Option(64, "--top-k", min=1, help="--sparse: vocabulary entries kept "
+                              "per text."),
+    *, embedding: Embedding, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
+    encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE, precision: str = PRECISION,
+    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
+) -> None:
+    with trusting(trust_remote_code):
+        checks.choice("format", output_format, FORMATS)
+        if sparse and output_format != "jsonl":
+            raise InvalidArgument("--sparse writes JSON lines: leave out --format npy")
+        check_input_file(input_file)
+        check_output_path(output, inputs=[input_file])
+        seed_everything(seed)  # embedding draws nothing at random; --seed is accepted for all
+        texts = [text for _, text in read_texts(input_file, field, encoding, encoding_errors)]
+        mlm = mlmkit.load(model, device=device, precision=precision, threads=threads,
+                          batch_tokens=batch_tokens, allow_untrained_head=not sparse)
+        if sparse:
+            vectors = mlm.embed_sparse(texts, top_k=top_k)
+            with open_output(output, inputs=[input_file]) as handle:
+                for vector in vectors:
+                    handle.write(json.dumps(vector.to_dict()) + "\n")
+            status(f"embedded {len(texts)} text(s) as SPLADE vectors")
+            return
+        started = time.perf_counter()
+        vectors = mlm.embed(texts, **as_keywords(embedding))
+        seconds = time.perf_counter() - started
+        if output_format == "npy":
+            with open_output(output, inputs=[input_file], mode="wb") as handle:
+                mlmkit.embeddings.write_npy(handle, vectors)
+        else:
+            with open_output(output, inputs=[input_file]) as handle:
+                for row in vectors.tolist():
+                    handle.write(json.dumps({"embedding": row}) + "\n")
+        summary = {"texts": len(texts), "dimensions": int(vectors.shape[-1]),
+                   "output": output, "texts_per_second": len(texts) / max(seconds, 1e-9)}
+        if as_json and output != "-":
+            print(json.dumps(summary), flush=True)
+        elif as_json:
+            status(json.dumps(summary))  # standard output holds the vectors
+        else:
+            target = "standard output" if output == "-" else output
+            status(f"embedded {len(texts)} text(s) → {target} ({summary['dimensions']} "
+                   f"dimensions, {summary['texts_per_second']:,.1f} texts/s)")
+
+
+def register(app: typer.Typer) -> None:
+    command(app, "embed", embed_command, short_help=SHORT_HELP,
+            help=SHORT_HELP + "\n\n" + DESCRIPTION + "\n" + EXAMPLE)

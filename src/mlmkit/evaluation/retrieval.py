@@ -1,0 +1,163 @@
+"""Dense retrieval on a BEIR-layout data set: embed the corpus and the queries, exact top-k
+search by cosine similarity, NDCG@10, MRR@10 and Recall@100 as trec_eval computes them.
+
+The BEIR layout: `corpus.jsonl` ({"_id", "title", "text"}; a document's text is its title,
+a space and its text, as BEIR embeds it), `queries.jsonl` ({"_id", "text"}) and a qrels TSV
+(`query-id`, `corpus-id`, `score`, with a header; `qrels/test.tsv` when a folder is given).
+Only the queries the qrels judge are embedded and searched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mlmkit.core import checks
+from mlmkit.core.output import open_output
+from mlmkit.core.records import check_input_file, display_name, read_json_objects, read_table
+from mlmkit.errors import InvalidData, PathError
+from mlmkit.evaluation.ranking_metrics import METRICS, mean_metrics, per_query
+from mlmkit.mlm import load
+
+TOP_K = max(k for _, k in METRICS.values())  # the deepest cut a metric reads
+QUERY_CHUNK, DOCUMENT_CHUNK = 1024, 32768  # a [1024, 32768] float32 block of scores: 128 MiB
+
+
+@dataclass
+class RetrievalResult:
+    """Mean metrics over the judged queries, and the run they were computed from."""
+
+    ndcg_at_10: float
+    mrr_at_10: float
+    recall_at_100: float
+    queries: int
+    documents: int
+    run: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
+    """{query: {document: score}}: the top-k documents of each query."""
+
+    def to_dict(self) -> dict:
+        return {"ndcg@10": self.ndcg_at_10, "mrr@10": self.mrr_at_10,
+                "recall@100": self.recall_at_100, "queries": self.queries,
+                "documents": self.documents}
+
+
+def _id(path, number: int, row: dict, name: str = "_id") -> str:
+    value = row.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise InvalidData(f"{display_name(path)} line {number} has no {name!r}: BEIR records "
+                          "need an id")
+    return str(value)
+
+
+def read_corpus(path) -> tuple[list[str], list[str]]:
+    """(document ids, texts) of a BEIR corpus.jsonl; a title goes before the text."""
+    check_input_file(path, "corpus")
+    ids, texts, seen = [], [], set()
+    for number, row in read_json_objects(path, what="documents"):
+        doc = _id(path, number, row)
+        if doc in seen:
+            raise InvalidData(f"{display_name(path)} line {number}: document id {doc!r} "
+                              "appears twice; give each document its own id")
+        seen.add(doc)
+        title, text = str(row.get("title") or "").strip(), str(row.get("text") or "")
+        ids.append(doc)
+        texts.append(f"{title} {text}" if title else text)
+    if not ids:
+        raise InvalidData(f"{display_name(path)} holds no document")
+    return ids, texts
+
+
+def read_queries(path) -> dict[str, str]:
+    check_input_file(path, "queries")
+    return {_id(path, number, row): str(row.get("text") or "")
+            for number, row in read_json_objects(path, what="queries")}
+
+
+def read_qrels(path) -> dict[str, dict[str, int]]:
+    """{query: {document: relevance}} of a BEIR qrels TSV (or a folder's test.tsv)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "test.tsv"
+        if not path.is_file():
+            raise PathError(f"{path.parent} has no test.tsv: pass the qrels file itself")
+    check_input_file(path, "qrels")
+    qrels: dict[str, dict[str, int]] = {}
+    for number, row in read_table(path, what="qrels"):
+        query, doc = _id(path, number, row, "query-id"), _id(path, number, row, "corpus-id")
+        try:
+            relevance = int(float(row.get("score", "")))
+        except ValueError:
+            raise InvalidData(f"{display_name(path)} line {number}: score {row.get('score')!r} "
+                              "is not a whole number") from None
+        qrels.setdefault(query, {})[doc] = relevance
+    if not qrels:
+        raise InvalidData(f"{display_name(path)} holds no judgment")
+    return qrels
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+def search(queries: np.ndarray, documents: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Exact top-k by inner product: (scores [m, k] float32, document rows [m, k]), best first
+    (k is cut to the number of documents). Blocks of queries × documents bound the memory."""
+    k = min(k, len(documents))
+    top_scores = np.empty((len(queries), k), dtype=np.float32)
+    top_rows = np.empty((len(queries), k), dtype=np.int64)
+    for q in range(0, len(queries), QUERY_CHUNK):
+        block = queries[q:q + QUERY_CHUNK]
+        best_s = np.full((len(block), 0), -np.inf, dtype=np.float32)
+        best_r = np.zeros((len(block), 0), dtype=np.int64)
+        for d in range(0, len(documents), DOCUMENT_CHUNK):
+            scores = block @ documents[d:d + DOCUMENT_CHUNK].T
+            rows = np.broadcast_to(np.arange(d, d + scores.shape[1]), scores.shape)
+            both_s = np.concatenate([best_s, scores], axis=1)
+            both_r = np.concatenate([best_r, rows], axis=1)
+            keep = np.argpartition(-both_s, k - 1, axis=1)[:, :k] if both_s.shape[1] > k \
+                else np.broadcast_to(np.arange(both_s.shape[1]), both_s.shape)
+            best_s = np.take_along_axis(both_s, keep, 1)
+            best_r = np.take_along_axis(both_r, keep, 1)
+        order = np.argsort(-best_s, axis=1, kind="stable")
+        top_scores[q:q + len(block)] = np.take_along_axis(best_s, order, 1)
+        top_rows[q:q + len(block)] = np.take_along_axis(best_r, order, 1)
+    return top_scores, top_rows
+
+
+def evaluate_retrieval(model, corpus, queries, qrels, *, top_k: int = TOP_K,
+                       **embedding) -> RetrievalResult:
+    """Embed `corpus` and the judged `queries` (BEIR files), retrieve each query's `top_k`
+    documents by cosine similarity, and score the run against `qrels` as trec_eval does.
+    `embedding`: `embed`'s options (pooling, dimensions, prompt, batch_tokens)."""
+    top_k = checks.count("top_k", top_k, 1)
+    doc_ids, doc_texts = read_corpus(corpus)
+    all_queries = read_queries(queries)
+    judged = read_qrels(qrels)
+    missing = [q for q in judged if q not in all_queries]
+    if missing:
+        raise InvalidData(f"query {missing[0]!r} of {display_name(qrels)} is not in "
+                          f"{display_name(queries)} ({len(missing)} missing): pass the queries "
+                          "file of the same data set")
+    query_ids = list(judged)
+    mlm = load(model, allow_untrained_head=True)
+    documents = _unit(mlm.embed(doc_texts, **embedding))
+    vectors = _unit(mlm.embed([all_queries[q] for q in query_ids], **embedding))
+    scores, rows = search(vectors, documents, top_k)
+    run = {query: {doc_ids[r]: float(s) for s, r in zip(scores[i], rows[i], strict=True)}
+           for i, query in enumerate(query_ids)}
+    means = mean_metrics(per_query(run, judged))
+    return RetrievalResult(ndcg_at_10=means["ndcg@10"], mrr_at_10=means["mrr@10"],
+                           recall_at_100=means["recall@100"], queries=len(query_ids),
+                           documents=len(doc_ids), run=run)
+
+
+def write_run(run: dict[str, dict[str, float]], path) -> None:
+    """The run in the TREC format (`query Q0 document rank score mlmkit`), best first."""
+    with open_output(path, what="run file") as handle:
+        for query, scores in run.items():
+            ranking = sorted(scores.items(), key=lambda item: (item[1], item[0]), reverse=True)
+            for rank, (doc, score) in enumerate(ranking, start=1):
+                handle.write(f"{query} Q0 {doc} {rank} {score!r} mlmkit\n")
