@@ -8,21 +8,7 @@ import time
 import typer
 
 import mlmkit
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    ENCODING,
-    ENCODING_ERRORS,
-    JSON,
-    OUTPUT,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    command,
-    trusting,
-)
-from mlmkit.cli.score import seed_everything
+from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, OUTPUT, Runtime, command, trusting
 from mlmkit.core import checks
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
@@ -67,20 +53,17 @@ def embed_command(
     top_k: int = typer.Option(64, "--top-k", min=1, help="--sparse: vocabulary entries kept "
                               "per text."),
     *, embedding: Embedding, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
-    encoding_errors: str = ENCODING_ERRORS, device: str = DEVICE, precision: str = PRECISION,
-    threads: int = THREADS, batch_tokens: int = BATCH_TOKENS, seed: int = SEED,
-    trust_remote_code: bool = TRUST_REMOTE_CODE,
+    encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,
 ) -> None:
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         checks.choice("format", output_format, FORMATS)
         if sparse and output_format != "jsonl":
             raise InvalidArgument("--sparse writes JSON lines: leave out --format npy")
         check_input_file(input_file)
         check_output_path(output, inputs=[input_file])
-        seed_everything(seed)  # embedding draws nothing at random; --seed is accepted for all
+        runtime.seed_everything()  # embedding draws nothing at random; --seed is accepted for all
         texts = [text for _, text in read_texts(input_file, field, encoding, encoding_errors)]
-        mlm = mlmkit.load(model, device=device, precision=precision, threads=threads,
-                          batch_tokens=batch_tokens, allow_untrained_head=not sparse)
+        mlm = mlmkit.load(model, **runtime.load_keywords(), allow_untrained_head=not sparse)
         if sparse:
             vectors = mlm.embed_sparse(texts, top_k=top_k)
             with open_output(output, inputs=[input_file]) as handle:

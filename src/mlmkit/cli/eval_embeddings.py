@@ -10,19 +10,7 @@ import typer
 
 import mlmkit
 from mlmkit.cli.eval import eval_app
-from mlmkit.cli.options import (
-    BATCH_TOKENS,
-    DEVICE,
-    JSON,
-    OUTPUT,
-    PRECISION,
-    SEED,
-    THREADS,
-    TRUST_REMOTE_CODE,
-    command,
-    trusting,
-)
-from mlmkit.cli.score import seed_everything
+from mlmkit.cli.options import JSON, OUTPUT, Runtime, command, trusting
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.options import as_keywords
 from mlmkit.options.embedding import Embedding
@@ -67,15 +55,12 @@ def sts_command(
                              "with sentence1, sentence2 and score (e.g. "
                              "../shared/data/stsb/validation.tsv)."),
     limit: int = typer.Option(None, "--limit", min=2, help="Only the first N pairs."),
-    *, embedding: Embedding, output: str = OUTPUT, as_json: bool = JSON, device: str = DEVICE,
-    precision: str = PRECISION, threads: int = THREADS, batch_tokens: int = BATCH_TOKENS,
-    seed: int = SEED, trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, embedding: Embedding, output: str = OUTPUT, as_json: bool = JSON, runtime: Runtime,
 ) -> None:
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         check_output_path(output, inputs=[data])
-        seed_everything(seed)
-        mlm = mlmkit.load(model, device=device, precision=precision, threads=threads,
-                          batch_tokens=batch_tokens, allow_untrained_head=True)
+        runtime.seed_everything()
+        mlm = mlmkit.load(model, **runtime.load_keywords(), allow_untrained_head=True)
         result = mlmkit.evaluation.evaluate_sts(mlm, data, limit=limit,
                                                 **_embedding_options(embedding))
         _report(result.to_dict(), as_json, output, f"STS on {data}")
@@ -91,17 +76,14 @@ def retrieval_command(
     top_k: int = typer.Option(100, "--top-k", min=1, help="Documents retrieved per query."),
     run: str = typer.Option(None, "--run", help="Also write the run (TREC format: query Q0 "
                             "document rank score mlmkit) to this file."),
-    *, embedding: Embedding, output: str = OUTPUT, as_json: bool = JSON, device: str = DEVICE,
-    precision: str = PRECISION, threads: int = THREADS, batch_tokens: int = BATCH_TOKENS,
-    seed: int = SEED, trust_remote_code: bool = TRUST_REMOTE_CODE,
+    *, embedding: Embedding, output: str = OUTPUT, as_json: bool = JSON, runtime: Runtime,
 ) -> None:
-    with trusting(trust_remote_code):
+    with trusting(runtime.trust_remote_code):
         check_output_path(output, inputs=[corpus, queries, qrels])
         if run is not None:
             check_output_path(run, inputs=[corpus, queries, qrels], what="run file")
-        seed_everything(seed)
-        mlm = mlmkit.load(model, device=device, precision=precision, threads=threads,
-                          batch_tokens=batch_tokens, allow_untrained_head=True)
+        runtime.seed_everything()
+        mlm = mlmkit.load(model, **runtime.load_keywords(), allow_untrained_head=True)
         result = mlmkit.evaluation.evaluate_retrieval(
             mlm, corpus, queries, qrels, top_k=top_k, **_embedding_options(embedding))
         if run is not None:
