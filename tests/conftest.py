@@ -131,6 +131,28 @@ def saved_tiny_mlm(tiny_mlm, fixture_dir):
 
 
 @pytest.fixture(scope="session")
+def esm_dir(fixture_dir) -> Path:
+    """A saved tiny random ESM-2 (`esm2-tiny`, 66 positions: 64 residues in a window) with
+    ESM's amino-acid tokenizer, built locally (no hub)."""
+    from mlmkit.models import build_mlm
+    from mlmkit.protein import protein_tokenizer
+
+    path = fixture_dir / "esm2-tiny"
+    if not (path / "config.json").exists():
+        tokenizer = protein_tokenizer(path)
+        build_mlm("esm2-tiny", tokenizer, max_length=66, seed=0).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def esm_mlm(esm_dir):
+    """The tiny ESM-2 of `esm_dir`, bound on the CPU (`mlmkit.load`)."""
+    import mlmkit
+
+    return mlmkit.load(esm_dir, device="cpu")
+
+
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"the shared data sets are not at {SHARED_DATA} (see ../shared/data/README)")

@@ -51,6 +51,9 @@ _FUNCTIONS = {
     "rank_statements": "mlmkit.mlm",
     "knowledge_probe": "mlmkit.mlm",
     "audit": "mlmkit.mlm",
+    # proteins
+    "variant_effects": "mlmkit.mlm",
+    "protein_tokenizer": "mlmkit.protein",
     # training
     "pretrain": "mlmkit.evaluation.training",
     "PretrainConfig": "mlmkit.pretraining",
@@ -64,7 +67,7 @@ _ALIASES = {"fill": "fill_mask"}
 
 # Subpackages and modules reachable as attributes without importing them by name.
 _SUBPACKAGES = ("errors", "core", "models", "tokenizer", "engine", "masking", "corpus", "scoring",
-                "generation", "probe", "bias", "training", "pretraining", "finetuning",
+                "generation", "probe", "bias", "protein", "training", "pretraining", "finetuning",
                 "evaluation", "mlm")
 
 __all__ = sorted({*_FUNCTIONS, *_ALIASES, *_SUBPACKAGES})

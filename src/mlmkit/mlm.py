@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import mlmkit.generation as generation
-from mlmkit import bias, probe, scoring
+from mlmkit import bias, probe, protein, scoring
 from mlmkit.engine.batching import check_budget
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.load import LoadedMLM, prepare_mlm
@@ -43,6 +43,7 @@ FEATURES = {
     "rank": probe.rank_statements,
     "probe": probe.knowledge_probe,
     "audit": bias.audit,
+    "variant_effects": protein.variant_effects,
 }
 
 
@@ -81,7 +82,8 @@ class MLM(LoadedMLM):
     """A masked LM bound to its runtime (device, precision, threads, token budget).
 
     Made by `mlmkit.load`. Methods: `score`, `rescore`, `evaluate_pairs`, `fill`,
-    `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`; each takes the
+    `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`,
+    `variant_effects`; each takes the
     task's options only. `.model` and `.tokenizer` are the transformers objects.
     """
 
@@ -96,6 +98,7 @@ class MLM(LoadedMLM):
     rank = _feature("rank")
     probe = _feature("probe")
     audit = _feature("audit")
+    variant_effects = _feature("variant_effects")
 
     def __repr__(self) -> str:
         return (f"MLM({self.name!r}, {self.model.config.model_type}, device={self.device}, "
@@ -170,3 +173,4 @@ cloze_classify = _free_function("cloze_classify", "classify")
 rank_statements = _free_function("rank_statements", "rank")
 knowledge_probe = _free_function("knowledge_probe", "probe")
 audit = _free_function("audit", "audit")
+variant_effects = _free_function("variant_effects", "variant_effects")
