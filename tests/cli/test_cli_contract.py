@@ -207,6 +207,8 @@ def _argv_missing_input(name, f):
         "probe classify": [m, missing],
         "probe rank": [m, missing],
         "probe facts": [m, missing],
+        "protein variants": [m, "--sequence", "MKV", "--dms", missing, "-o",
+                             str(f["dir"] / "variants.csv")],
         "tokenizer train": [missing, "-o", str(f["dir"] / "tok")],
     }[name]
 
@@ -250,6 +252,8 @@ def _valid_inputs(folder: Path) -> dict[str, str]:
     facts = folder / "facts.jsonl"
     facts.write_text(json.dumps({"masked_sentence": "Open the [MASK].", "obj_label": "file"})
                      + "\n")
+    dms = folder / "dms.csv"
+    dms.write_text("mutant\nK2A\n")
     suite = folder / "suite.json"
     suite.write_text(json.dumps({"model": "m", "quick": True, "metrics": {}, "details": {},
                                  "seconds": {}, "items": {}}))
@@ -257,7 +261,8 @@ def _valid_inputs(folder: Path) -> dict[str, str]:
             "score": texts, "bias crows": crows, "bias stereoset": stereoset,
             "bias compare": crows, "eval blimp": pairs, "eval elbo": texts,
             "probe classify": classify, "probe rank": rank, "probe facts": facts,
-            "serve": texts, "eval suite": texts, "eval compare": suite, "finetune": classify}
+            "serve": texts, "eval suite": texts, "eval compare": suite, "finetune": classify,
+            "protein variants": dms}
 
 
 @pytest.mark.parametrize("name", [known("missing-model", n) for n in MODEL_COMMANDS
