@@ -1,8 +1,8 @@
 """Protein masked LMs: ESM's amino-acid tokenizer, FASTA files, zero-shot variant effects."""
 
+from mlmkit.core.fasta import Record, read_fasta, read_sequence
 from mlmkit.protein import dms
 from mlmkit.protein.alphabet import VOCABULARY, protein_tokenizer
-from mlmkit.protein.fasta import Record, read_fasta, read_sequence
 from mlmkit.protein.mutations import Mutation, check_sequence, parse_variant
 from mlmkit.protein.variants import STRATEGIES, variant_effects
 from mlmkit.protein.windows import residue_window
