@@ -26,6 +26,19 @@ def test_saved_tokenizer_loads_with_autotokenizer(tmp_path):
                                                     "<eos>"]
     assert (tokenizer.cls_token_id, tokenizer.pad_token_id, tokenizer.eos_token_id,
             tokenizer.unk_token_id, tokenizer.mask_token_id) == (0, 1, 2, 3, 32)
+    assert tokenizer.is_fast and tokenizer("MK V")["input_ids"] == [0, 20, 15, 7, 2]
+    assert tokenizer("MKV").word_ids() == [None, 0, 1, 2, None]
+
+
+def test_splits_as_transformers_esm_tokenizer_does(tmp_path):
+    """The same ids as `EsmTokenizer` over the same vocabulary (how ESM-2 checkpoints
+    ship)."""
+    vocab = tmp_path / "vocab.txt"
+    vocab.write_text("\n".join(VOCABULARY) + "\n")
+    esm = transformers.EsmTokenizer(str(vocab))
+    ours = protein_tokenizer()
+    for text in ("MKTAYIAKQR", "MKX<mask>UZOB", "ACDEFGHIKLMNPQRSTVWY"):
+        assert ours(text)["input_ids"] == esm(text)["input_ids"]
 
 
 def test_esm2_presets_have_the_published_shapes():
