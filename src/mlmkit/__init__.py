@@ -54,6 +54,7 @@ _FUNCTIONS = {
     # proteins
     "variant_effects": "mlmkit.mlm",
     "protein_tokenizer": "mlmkit.protein",
+    "dna_tokenizer": "mlmkit.protein",
     # training
     "pretrain": "mlmkit.evaluation.training",
     "PretrainConfig": "mlmkit.pretraining",

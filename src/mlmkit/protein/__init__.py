@@ -1,12 +1,14 @@
-"""Protein masked LMs: ESM's amino-acid tokenizer, FASTA files, zero-shot variant effects."""
+"""Protein (and DNA) masked LMs: ESM's amino-acid tokenizer, a k-mer DNA tokenizer,
+zero-shot variant effects."""
 
 from mlmkit.core.fasta import Record, read_fasta, read_sequence
 from mlmkit.protein import dms
 from mlmkit.protein.alphabet import VOCABULARY, protein_tokenizer
+from mlmkit.protein.kmers import dna_tokenizer, dna_vocabulary
 from mlmkit.protein.mutations import Mutation, check_sequence, parse_variant
 from mlmkit.protein.variants import STRATEGIES, variant_effects
 from mlmkit.protein.windows import residue_window
 
-__all__ = ["STRATEGIES", "dms", "VOCABULARY", "Mutation", "Record", "check_sequence", "parse_variant",
+__all__ = ["STRATEGIES", "dms", "VOCABULARY", "Mutation", "Record", "check_sequence", "dna_tokenizer", "dna_vocabulary", "parse_variant",
            "protein_tokenizer", "read_fasta", "read_sequence", "residue_window",
            "variant_effects"]
