@@ -53,6 +53,7 @@ _FUNCTIONS = {
     "audit": "mlmkit.mlm",
     # proteins
     "variant_effects": "mlmkit.mlm",
+    "design_binders": "mlmkit.mlm",
     "protein_tokenizer": "mlmkit.protein",
     "dna_tokenizer": "mlmkit.protein",
     # training

@@ -44,6 +44,7 @@ FEATURES = {
     "probe": probe.knowledge_probe,
     "audit": bias.audit,
     "variant_effects": protein.variant_effects,
+    "design_binders": protein.design_binders,
 }
 
 
@@ -83,7 +84,7 @@ class MLM(LoadedMLM):
 
     Made by `mlmkit.load`. Methods: `score`, `rescore`, `evaluate_pairs`, `fill`,
     `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`,
-    `variant_effects`; each takes the
+    `variant_effects`, `design_binders`; each takes the
     task's options only. `.model` and `.tokenizer` are the transformers objects.
     """
 
@@ -99,6 +100,7 @@ class MLM(LoadedMLM):
     probe = _feature("probe")
     audit = _feature("audit")
     variant_effects = _feature("variant_effects")
+    design_binders = _feature("design_binders")
 
     def __repr__(self) -> str:
         return (f"MLM({self.name!r}, {self.model.config.model_type}, device={self.device}, "
@@ -174,3 +176,4 @@ rank_statements = _free_function("rank_statements", "rank")
 knowledge_probe = _free_function("knowledge_probe", "probe")
 audit = _free_function("audit", "audit")
 variant_effects = _free_function("variant_effects", "variant_effects")
+design_binders = _free_function("design_binders", "design_binders")

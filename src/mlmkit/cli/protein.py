@@ -23,7 +23,8 @@ from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
 from mlmkit.errors import InvalidArgument
 
-PROTEIN_HELP = "Protein masked LMs (ESM-2): zero-shot variant-effect scores of DMS files."
+PROTEIN_HELP = ("Protein masked LMs (ESM-2): zero-shot variant effects of DMS files, binder "
+                "design.")
 VARIANTS_HELP = "Score every mutant of a DMS file zero-shot; Spearman against measured fitness."
 STRATEGIES = ("masked-marginals", "wt-marginals", "mutant-marginals", "pll")
 EXAMPLE = """
@@ -110,6 +111,64 @@ def _report(result, target_col: str, strategy: str, as_json: bool, to_stderr: bo
         typer.echo(text)
 
 
+BINDERS_HELP = "Design peptide binders of a target by masked infilling (PepMLM); PLL-scored."
+BINDERS_EXAMPLE = """
+Examples:
+
+  mlmkit protein binders ./esm2-8m --target MKTAYIAKQRQISFVKSHFSRQ --length 12 -n 20 \\
+      --seed 1 --json
+"""
+
+
+def binders_command(
+    model: str = typer.Argument(..., help="Model directory or hub name (an ESM-2 model)."),
+    target: str = typer.Option(..., "--target", help="The target protein: amino-acid "
+                               "letters or a FASTA file of one record."),
+    length: int = typer.Option(..., "--length", help="Residues of each binder."),
+    n: int = typer.Option(8, "-n", "--n", help="Binders to design."),
+    terminus: str = typer.Option("C", "--terminus", help="Where the binder goes: C (after "
+                                 "the target) or N (before it)."),
+    sampler: str = typer.Option("confidence", "--sampler", help="The unmasking sampler (as "
+                                "in mlmkit infill)."),
+    steps: int = typer.Option(None, "--steps", help="Unmasking steps (default: one residue "
+                              "per step)."),
+    reveal: str = typer.Option("count", "--reveal", help="How many residues each step "
+                               "reveals (count, threshold, factor, entropy-bound)."),
+    temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
+    top_k: int = typer.Option(None, "--top-k", help="Sample among the k likeliest residues."),
+    output: str = typer.Option(None, "-o", "--output", help="Write the binders as CSV here "
+                               "(- for standard output)."),
+    *, device: str = DEVICE, precision: str = PRECISION, threads: int = THREADS,
+    batch_tokens: int = BATCH_TOKENS, seed: int = SEED, as_json: bool = JSON,
+    trust_remote_code: bool = TRUST_REMOTE_CODE,
+) -> None:
+    """Design binders of a target protein as PepMLM does: a fully masked binder at the
+    terminus, filled by iterative unmasking; each binder scored by the PLL and
+    pseudo-perplexity of its residues given the target, best first."""
+    with trusting(trust_remote_code):
+        if output is not None:
+            check_output_path(output, [], "-o/--output")
+        protein = mlmkit.protein
+        sequence = protein.read_sequence(target)
+        mlm = mlmkit.load(model, device=device, precision=precision, threads=threads,
+                          batch_tokens=batch_tokens)
+        binders = mlm.design_binders(sequence, length, n, terminus=terminus, sampler=sampler,
+                                     steps=steps, reveal=reveal, temperature=temperature,
+                                     top_k=top_k, seed=seed, progress=None)
+        if output is not None:
+            with open_output(output, [], "-o/--output") as handle:
+                writer = csv.writer(handle, lineterminator="\n")
+                writer.writerow(["binder", "pll", "pseudo_perplexity"])
+                for b in binders:
+                    writer.writerow([b.sequence, repr(b.pll), repr(b.pseudo_perplexity)])
+            if output == "-":
+                return
+        for b in binders:
+            typer.echo(b.to_json() if as_json else
+                       f"{b.sequence}\tPLL {b.pll:.3f}\tpseudo-perplexity "
+                       f"{b.pseudo_perplexity:.3f}")
+
+
 def register(app: typer.Typer) -> None:
     protein_app.command("variants", short_help=VARIANTS_HELP,
                         help=VARIANTS_HELP + "\n\nStrategies: masked-marginals (one masked "
@@ -117,4 +176,9 @@ def register(app: typer.Typer) -> None:
                         "mutant-marginals, pll; multi-mutants summed; proteins longer than "
                         "the model's window scored in ProteinGym's sliding windows."
                         + EXAMPLE)(variants_command)
+    protein_app.command("binders", short_help=BINDERS_HELP,
+                        help=BINDERS_HELP + "\n\nThe binder is masked at the target's C or N "
+                        "terminus and filled with the generation samplers (seeded); binders "
+                        "are listed by pseudo-perplexity, lowest first." + BINDERS_EXAMPLE
+                        )(binders_command)
     app.add_typer(protein_app, name="protein", short_help=PROTEIN_HELP)

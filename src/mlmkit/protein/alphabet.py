@@ -29,7 +29,8 @@ def protein_tokenizer(directory: str | Path | None = None) -> PreTrainedTokenize
     """ESM-2's amino-acid tokenizer (33 tokens), saved in `directory` when given.
 
     A sequence is split into residues (`"MKV"` → `<cls> M K V <eos>`; `<mask>` is one
-    token); `<eos>` doubles as the separator a packer puts between documents.
+    token); `<eos>` doubles as the separator a packer puts between documents. The gap
+    symbols are special tokens: never masked in pretraining, never sampled in generation.
     """
     ids = {token: i for i, token in enumerate(VOCABULARY)}
     backend = Tokenizer(models.WordLevel(ids, unk_token="<unk>"))
@@ -43,7 +44,7 @@ def protein_tokenizer(directory: str | Path | None = None) -> PreTrainedTokenize
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, cls_token="<cls>", pad_token="<pad>", eos_token="<eos>",
         sep_token="<eos>", unk_token="<unk>", mask_token="<mask>",
-        model_max_length=ESM_POSITIONS)
+        additional_special_tokens=list(GAPS), model_max_length=ESM_POSITIONS)
     if directory is not None:
         tokenizer.save_pretrained(str(directory))
     return tokenizer
