@@ -64,3 +64,20 @@ def spearman_score(x, y, n_boot: int = 1000, seed: int = 0, level: float = 0.95)
             replicates.append(spearman(x[drawn], y[drawn]))
     low, high = _interval(np.array(replicates), level)
     return Score("spearman", "overall", value, low, high, n, spread_note(low, high))
+
+
+def spearman_statistic(x, y):
+    """Spearman's ρ as a function of bootstrap weights (`fn(weights [B, N]) -> [B]`, the
+    form `core.statistics.bootstrap` and `eval compare` take): each row of weights counts
+    how often each pair is drawn."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    items = np.arange(len(x))
+
+    def fn(weights: np.ndarray) -> np.ndarray:
+        out = []
+        for counts in np.asarray(weights):
+            drawn = np.repeat(items, np.rint(counts).astype(np.int64))
+            out.append(spearman(x[drawn], y[drawn]))
+        return np.array(out)
+
+    return fn
