@@ -69,3 +69,16 @@ def test_tiny_esm_saves_loads_and_has_a_sparse_head(esm_dir):
         full = torch.log_softmax(model(input_ids=ids, attention_mask=attention).logits, -1)
         sparse = masked_log_probs(model, ids, attention, positions)
     torch.testing.assert_close(sparse, full[positions], atol=1e-5, rtol=0)
+
+
+def test_model_init_builds_esm2_with_its_positions(tmp_path):
+    from typer.testing import CliRunner
+
+    from mlmkit.cli import app
+
+    protein_tokenizer(tmp_path / "tok")
+    result = CliRunner().invoke(app, ["model", "init", "esm2-tiny", "--tokenizer",
+                                      str(tmp_path / "tok"), "-o", str(tmp_path / "esm")])
+    assert result.exit_code == 0, result.output
+    model = AutoModelForMaskedLM.from_pretrained(tmp_path / "esm")
+    assert model.config.max_position_embeddings == 1026

@@ -47,9 +47,10 @@ def init_command(
     tokenizer: str = typer.Option(..., "--tokenizer", help="Tokenizer directory (see "
                                                            "`mlmkit tokenizer train`)."),
     output: Path = typer.Option(..., "--output", "-o", help="Directory to save the model to."),
-    max_length: int = typer.Option(512, "--max-length", help="Longest input, in tokens "
-                                                             f"(position embeddings; 1 to "
-                                                             f"{MAX_POSITIONS})."),
+    max_length: int = typer.Option(None, "--max-length", help="Longest input, in tokens "
+                                                              f"(position embeddings; 1 to "
+                                                              f"{MAX_POSITIONS}; default: "
+                                                              "512, ESM-2's 1,026 for esm2)."),
     seed: int = typer.Option(0, help="Seed of the random initialisation."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing directory."),
 ) -> None:
@@ -59,7 +60,8 @@ def init_command(
         parse_preset(preset)
     except ValueError as error:
         raise MlmkitError(str(error)) from error
-    checks.count("max_length", max_length, 1, MAX_POSITIONS)
+    if max_length is not None:
+        checks.count("max_length", max_length, 1, MAX_POSITIONS)
     checks.count("seed", seed, 0, 2**32 - 1)
     if not Path(tokenizer).is_dir():
         raise MlmkitError(f"--tokenizer {tokenizer!r} is not a directory: train one with "
