@@ -18,7 +18,14 @@ import mlmkit
 from mlmkit.cli.options import TRUST_REMOTE_CODE
 from mlmkit.core import checks, staging
 from mlmkit.errors import MlmkitError
-from mlmkit.models.preset_table import FAMILIES, FAMILY_INFO, MAX_POSITIONS, SIZES, parse_preset
+from mlmkit.models.preset_table import (
+    ESM2_SIZES,
+    FAMILIES,
+    FAMILY_INFO,
+    MAX_POSITIONS,
+    SIZES,
+    parse_preset,
+)
 
 EXAMPLE = """
 Example:
@@ -40,7 +47,8 @@ model_app = typer.Typer(help="Create a random masked LM from a preset, saved wit
          "tokenizer (its vocabulary and special tokens).\n\n"
          f"Presets are SIZE or FAMILY-SIZE. Families: {', '.join(FAMILIES)} (default bert). "
          "Sizes: " + "; ".join(f"{name} ({s.layers} layers × {s.hidden} hidden, {s.heads} "
-                               f"heads)" for name, s in SIZES.items()) + ".\n" + EXAMPLE,
+                               f"heads)" for name, s in SIZES.items()) + "; ESM-2 (esm2-SIZE): " +
+         ", ".join(ESM2_SIZES) + ".\n" + EXAMPLE,
 )
 def init_command(
     preset: str = typer.Argument(..., help="Preset, e.g. tiny, bert-mini, roberta-small."),
