@@ -30,6 +30,7 @@ FAMILY_TOKENIZER = {
     "roberta": "bpe", "modernbert": "bpe",
     "eurobert": "bpe", "ettin": "bpe", "mmbert": "bpe", "neobert": "bpe",
     "deberta-v3": "unigram",
+    "esm2": "protein",  # ESM's amino-acid alphabet, nothing trained
 }
 
 
@@ -74,6 +75,10 @@ def tokenizer_factory(fixture_dir, corpus_sample, tmp_path_factory):
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
     def make(kind: str):
+        if kind == "protein" and kind not in cache:
+            from mlmkit.protein import protein_tokenizer
+
+            cache[kind] = protein_tokenizer(fixture_dir / "tok-protein")
         if kind not in cache:
             cache[kind] = _tokenizer(kind, fixture_dir, corpus_sample, shared)
         return cache[kind]
