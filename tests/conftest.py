@@ -30,6 +30,7 @@ FAMILY_TOKENIZER = {
     "roberta": "bpe", "modernbert": "bpe",
     "eurobert": "bpe", "ettin": "bpe", "mmbert": "bpe", "neobert": "bpe",
     "deberta-v3": "unigram",
+    "esm2": "protein",  # ESM's amino-acid alphabet, nothing trained
 }
 
 
@@ -74,6 +75,10 @@ def tokenizer_factory(fixture_dir, corpus_sample, tmp_path_factory):
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
     def make(kind: str):
+        if kind == "protein" and kind not in cache:
+            from mlmkit.protein import protein_tokenizer
+
+            cache[kind] = protein_tokenizer(fixture_dir / "tok-protein")
         if kind not in cache:
             cache[kind] = _tokenizer(kind, fixture_dir, corpus_sample, shared)
         return cache[kind]
@@ -128,6 +133,28 @@ def saved_tiny_mlm(tiny_mlm, fixture_dir):
         return cache[family]
 
     return make
+
+
+@pytest.fixture(scope="session")
+def esm_dir(fixture_dir) -> Path:
+    """A saved tiny random ESM-2 (`esm2-tiny`, 66 positions: 64 residues in a window) with
+    ESM's amino-acid tokenizer, built locally (no hub)."""
+    from mlmkit.models import build_mlm
+    from mlmkit.protein import protein_tokenizer
+
+    path = fixture_dir / "esm2-tiny"
+    if not (path / "config.json").exists():
+        tokenizer = protein_tokenizer(path)
+        build_mlm("esm2-tiny", tokenizer, max_length=66, seed=0).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def esm_mlm(esm_dir):
+    """The tiny ESM-2 of `esm_dir`, bound on the CPU (`mlmkit.load`)."""
+    import mlmkit
+
+    return mlmkit.load(esm_dir, device="cpu")
 
 
 @pytest.fixture(scope="session")

@@ -54,6 +54,11 @@ _FUNCTIONS = {
     # embeddings
     "embed": "mlmkit.mlm",
     "embed_sparse": "mlmkit.mlm",
+    # proteins
+    "variant_effects": "mlmkit.mlm",
+    "design_binders": "mlmkit.mlm",
+    "protein_tokenizer": "mlmkit.protein",
+    "dna_tokenizer": "mlmkit.protein",
     # training
     "pretrain": "mlmkit.evaluation.training",
     "PretrainConfig": "mlmkit.pretraining",
@@ -67,7 +72,7 @@ _ALIASES = {"fill": "fill_mask"}
 
 # Subpackages and modules reachable as attributes without importing them by name.
 _SUBPACKAGES = ("errors", "core", "models", "tokenizer", "engine", "masking", "corpus", "scoring",
-                "generation", "probe", "bias", "embeddings", "training", "pretraining", "finetuning",
+                "generation", "probe", "bias", "embeddings", "protein", "training", "pretraining", "finetuning",
                 "evaluation", "mlm")
 
 __all__ = sorted({*_FUNCTIONS, *_ALIASES, *_SUBPACKAGES})

@@ -21,7 +21,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import mlmkit.generation as generation
-from mlmkit import bias, embeddings, probe, scoring
+from mlmkit import bias, embeddings, probe, protein, scoring
 from mlmkit.embeddings.st_directory import is_st_directory
 from mlmkit.engine.batching import check_budget
 from mlmkit.errors import InvalidArgument
@@ -46,6 +46,8 @@ FEATURES = {
     "audit": bias.audit,
     "embed": embeddings.embed,
     "embed_sparse": embeddings.embed_sparse,
+    "variant_effects": protein.variant_effects,
+    "design_binders": protein.design_binders,
 }
 
 
@@ -84,7 +86,8 @@ class MLM(LoadedMLM):
     """A masked LM bound to its runtime (device, precision, threads, token budget).
 
     Made by `mlmkit.load`. Methods: `score`, `rescore`, `evaluate_pairs`, `fill`,
-    `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`, `embed`, `embed_sparse`; each takes the
+    `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`, `embed`,
+    `embed_sparse`, `variant_effects`, `design_binders`; each takes the
     task's options only. `.model` and `.tokenizer` are the transformers objects.
     """
 
@@ -101,6 +104,8 @@ class MLM(LoadedMLM):
     audit = _feature("audit")
     embed = _feature("embed")
     embed_sparse = _feature("embed_sparse")
+    variant_effects = _feature("variant_effects")
+    design_binders = _feature("design_binders")
 
     def __repr__(self) -> str:
         return (f"MLM({self.name!r}, {self.model.config.model_type}, device={self.device}, "
@@ -183,3 +188,5 @@ audit = _free_function("audit", "audit")
 # embedding runs the encoder only: a checkpoint without a trained MLM head embeds as well
 embed = _free_function("embed", "embed", allow_untrained_head=True)
 embed_sparse = _free_function("embed_sparse", "embed_sparse")
+variant_effects = _free_function("variant_effects", "variant_effects")
+design_binders = _free_function("design_binders", "design_binders")

@@ -210,6 +210,9 @@ def _argv_missing_input(name, f):
         "probe classify": [m, missing],
         "probe rank": [m, missing],
         "probe facts": [m, missing],
+        "protein binders": [m, "--target", missing, "--length", "3"],
+        "protein variants": [m, "--sequence", "MKV", "--dms", missing, "-o",
+                             str(f["dir"] / "variants.csv")],
         "tokenizer train": [missing, "-o", str(f["dir"] / "tok")],
     }[name]
 
@@ -256,6 +259,10 @@ def _valid_inputs(folder: Path) -> dict[str, str]:
     sts = folder / "sts.jsonl"
     sts.write_text(json.dumps({"sentence1": "a b", "sentence2": "a c", "score": 3}) + "\n"
                    + json.dumps({"sentence1": "x", "sentence2": "y", "score": 1}) + "\n")
+    dms = folder / "dms.csv"
+    dms.write_text("mutant\nK2A\n")
+    target = folder / "target.fasta"
+    target.write_text(">target\nMKTAYIAK\n")
     suite = folder / "suite.json"
     suite.write_text(json.dumps({"model": "m", "quick": True, "metrics": {}, "details": {},
                                  "seconds": {}, "items": {}}))
@@ -264,7 +271,8 @@ def _valid_inputs(folder: Path) -> dict[str, str]:
             "bias compare": crows, "eval blimp": pairs, "eval elbo": texts, "eval sts": sts,
             "eval retrieval": texts,
             "probe classify": classify, "probe rank": rank, "probe facts": facts,
-            "serve": texts, "eval suite": texts, "eval compare": suite, "finetune": classify}
+            "serve": texts, "eval suite": texts, "eval compare": suite, "finetune": classify,
+            "protein variants": dms, "protein binders": target}
 
 
 @pytest.mark.parametrize("name", [known("missing-model", n) for n in MODEL_COMMANDS

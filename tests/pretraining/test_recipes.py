@@ -16,8 +16,9 @@ from mlmkit.pretraining import PretrainConfig, pretrain
 from mlmkit.pretraining.config import from_dict
 from mlmkit.pretraining.recipes import load_recipe, recipe_config, recipe_names
 from mlmkit.pretraining.run import build_run
+from mlmkit.protein import protein_tokenizer
 
-RECIPES = ["bert", "cramming", "electra", "ettin", "mdlm", "mmbert", "modernbert",
+RECIPES = ["bert", "cramming", "electra", "esm2", "ettin", "mdlm", "mmbert", "modernbert",
            "mosaicbert", "neobert", "roberta"]
 
 
@@ -28,6 +29,8 @@ def tokenizer_dirs(tokenizer_factory, fixture_dir):
     for kind in ("wordpiece", "bpe"):
         tokenizer_factory(kind)
         out[kind] = str(fixture_dir / f"tok-{kind}")
+    protein_tokenizer(fixture_dir / "tok-protein")
+    out["protein"] = str(fixture_dir / "tok-protein")
     return out
 
 
@@ -175,7 +178,7 @@ def test_bad_phases_fail_before_training(change, message):
 
 
 def test_unknown_recipe_lists_the_known_ones():
-    with pytest.raises(InvalidArgument, match="use one of bert, cramming, electra, ettin"):
+    with pytest.raises(InvalidArgument, match="use one of bert, cramming, electra, esm2, ettin"):
         recipe_config("bart")
 
 

@@ -99,14 +99,14 @@ def test_config_file_errors_are_one_line(tmp_path):
 
 def test_model_init_help_lists_every_family_and_size():
     from mlmkit.cli import app
-    from mlmkit.models.preset_table import FAMILIES, SIZES
+    from mlmkit.models.preset_table import ESM2_SIZES, FAMILIES, SIZES
 
     result = CliRunner().invoke(app, ["model", "init", "--help"], terminal_width=200)
     assert result.exit_code == 0
     text = " ".join(result.output.split())
-    for name in (*FAMILIES, *SIZES):
+    for name in (*FAMILIES, *SIZES, *ESM2_SIZES):
         assert name in text, name
-    assert len(FAMILIES) == 13
+    assert len(FAMILIES) == 14
 
 
 @pytest.mark.parametrize("length", ["-1", "0", "100000", "1e9"])

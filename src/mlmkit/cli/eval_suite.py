@@ -39,11 +39,14 @@ def suite_command(
                              "(default: ../shared/data)."),
     quick: bool = typer.Option(False, "--quick", help="Sub-sample every part (minutes on CPU)."),
     parts: str = typer.Option(None, "--parts", help="Comma-separated parts: blimp, pppl, "
-                              "cloze, fewshot, sst2, agnews, elbo, facts (default: all that "
-                              "apply)."),
+                              "cloze, fewshot, sst2, agnews, elbo, facts, variants (default: all "
+                              "that apply)."),
     texts: str = typer.Option(None, "--texts", help="Held-out texts for pseudo-perplexity "
                               "(default: python-docs validation)."),
     facts: str = typer.Option(None, "--facts", help="A facts jsonl for the knowledge probe."),
+    variants: str = typer.Option(None, "--variants", help="A YAML list of deep mutational "
+                                 "scans (dms, sequence, offset, target) for zero-shot "
+                                 "variant effects (Spearman)."),
     out_dir: str = typer.Option(None, "--out-dir", help="Write suite.json, suite.md and "
                                 "suite.png here."),
     offline: bool = typer.Option(False, "--offline", help="Load a hub model name from the "
@@ -61,7 +64,8 @@ def suite_command(
             warnings.simplefilter("always")
             result = mlmkit.evaluation.evaluate_suite(
                 model, data, quick=quick, parts=parts, texts=texts, facts=facts,
-                output_dir=out_dir, offline=offline, **runtime.run_keywords())
+                variants=variants, output_dir=out_dir, offline=offline,
+                **runtime.run_keywords())
         for message in dict.fromkeys(str(w.message) for w in caught):
             warn(message)
         if as_json:

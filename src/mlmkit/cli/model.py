@@ -18,7 +18,14 @@ import mlmkit
 from mlmkit.cli.options import TRUST_REMOTE_CODE
 from mlmkit.core import checks, staging
 from mlmkit.errors import MlmkitError
-from mlmkit.models.preset_table import FAMILIES, FAMILY_INFO, MAX_POSITIONS, SIZES, parse_preset
+from mlmkit.models.preset_table import (
+    ESM2_SIZES,
+    FAMILIES,
+    FAMILY_INFO,
+    MAX_POSITIONS,
+    SIZES,
+    parse_preset,
+)
 
 EXAMPLE = """
 Example:
@@ -40,16 +47,18 @@ model_app = typer.Typer(help="Create a random masked LM from a preset, saved wit
          "tokenizer (its vocabulary and special tokens).\n\n"
          f"Presets are SIZE or FAMILY-SIZE. Families: {', '.join(FAMILIES)} (default bert). "
          "Sizes: " + "; ".join(f"{name} ({s.layers} layers × {s.hidden} hidden, {s.heads} "
-                               f"heads)" for name, s in SIZES.items()) + ".\n" + EXAMPLE,
+                               f"heads)" for name, s in SIZES.items()) + "; ESM-2 (esm2-SIZE): " +
+         ", ".join(ESM2_SIZES) + ".\n" + EXAMPLE,
 )
 def init_command(
     preset: str = typer.Argument(..., help="Preset, e.g. tiny, bert-mini, roberta-small."),
     tokenizer: str = typer.Option(..., "--tokenizer", help="Tokenizer directory (see "
                                                            "`mlmkit tokenizer train`)."),
     output: Path = typer.Option(..., "--output", "-o", help="Directory to save the model to."),
-    max_length: int = typer.Option(512, "--max-length", help="Longest input, in tokens "
-                                                             f"(position embeddings; 1 to "
-                                                             f"{MAX_POSITIONS})."),
+    max_length: int = typer.Option(None, "--max-length", help="Longest input, in tokens "
+                                                              f"(position embeddings; 1 to "
+                                                              f"{MAX_POSITIONS}; default: "
+                                                              "512, ESM-2's 1,026 for esm2)."),
     seed: int = typer.Option(0, help="Seed of the random initialisation."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing directory."),
 ) -> None:
@@ -59,7 +68,8 @@ def init_command(
         parse_preset(preset)
     except ValueError as error:
         raise MlmkitError(str(error)) from error
-    checks.count("max_length", max_length, 1, MAX_POSITIONS)
+    if max_length is not None:
+        checks.count("max_length", max_length, 1, MAX_POSITIONS)
     checks.count("seed", seed, 0, 2**32 - 1)
     if not Path(tokenizer).is_dir():
         raise MlmkitError(f"--tokenizer {tokenizer!r} is not a directory: train one with "

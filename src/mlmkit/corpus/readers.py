@@ -1,7 +1,8 @@
 """Read user corpora lazily, one document at a time, whatever the file format.
 
-`read_corpus` accepts the built-in `python-docs`, a file (.txt, .jsonl, .csv, .tsv, each
-optionally gzipped, .parquet, a Hugging Face `datasets` .arrow file), a directory (every
+`read_corpus` accepts the built-in `python-docs`, a file (.txt, .jsonl, .csv, .tsv, FASTA
+(.fasta, .fa, .faa, .fna, .fas: one document per record, its sequence), each optionally
+gzipped, .parquet, a Hugging Face `datasets` .arrow file), a directory (every
 supported file inside, sorted, recursively), a glob, or a directory written by
 `datasets.Dataset.save_to_disk`, a Hugging Face dataset by name (`hf:NAME` or
 `hf:NAME:CONFIG`: streamed, or from the local cache when the hub cannot be reached), or a
@@ -21,6 +22,7 @@ from pathlib import Path
 import datasets
 import pyarrow.parquet as pq
 
+from mlmkit.core.fasta import FASTA_SUFFIXES, read_fasta
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.records import decoded_lines as _decoded_lines
 from mlmkit.core.records import delimited_rows, parse_json_line, text_field
@@ -30,7 +32,7 @@ from mlmkit.errors import MlmkitError
 
 BUILTIN = "python-docs"
 HUB_PREFIX = "hf:"
-TEXT_SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv")
+TEXT_SUFFIXES = (".txt", ".jsonl", ".csv", ".tsv", *FASTA_SUFFIXES)
 SUFFIXES = TEXT_SUFFIXES + tuple(s + ".gz" for s in TEXT_SUFFIXES) + (".parquet", ".arrow")
 _GLOB_CHARS = set("*?[")
 _BATCH_ROWS = 1024
@@ -232,7 +234,14 @@ def _read_hub(source: str, *, field, split, **_) -> Iterator[str]:
             yield from _column_texts(source, batch[field], field)
 
 
-_READERS = {".txt": _read_txt, ".jsonl": _read_jsonl, ".csv": _read_delimited,
+def _read_fasta(path, *, encoding, encoding_errors, **_) -> Iterator[str]:
+    """A document per FASTA record: its sequence over all its lines (the header is the
+    record's id, `mlmkit.core.fasta.read_fasta`)."""
+    for record in read_fasta(path, encoding, encoding_errors):
+        yield record.sequence
+
+
+_READERS = {**dict.fromkeys(FASTA_SUFFIXES, _read_fasta), ".txt": _read_txt, ".jsonl": _read_jsonl, ".csv": _read_delimited,
             ".tsv": _read_delimited, ".parquet": _read_parquet, ".arrow": _read_hf_dataset}
 
 

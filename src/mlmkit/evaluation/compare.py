@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mlmkit.core.correlation import spearman_statistic
 from mlmkit.core.results import Result
 from mlmkit.core.statistics import Statistic, bootstrap, check_bootstrap, paired_bootstrap, ratio
 from mlmkit.errors import InvalidArgument
@@ -93,6 +94,8 @@ def _statistic(name: str, item: dict) -> tuple[Statistic, int]:
 
         def fn(w, inner=inner):
             return np.exp(inner(w))
+    elif kind == "spearman":  # values: scores; weights: the measured values they rank
+        fn = spearman_statistic(values, np.asarray(weights, dtype=np.float64))
     else:
         raise InvalidArgument(f"suite item {name!r} has an unknown kind {kind!r}")
     return Statistic(name, "overall", fn, len(values)), len(values)

@@ -7,7 +7,9 @@ Parts (each can be chosen with `parts=`):
 - `fewshot`: prompt-based fine-tuning on SST-2, K = 16 per class, 3 seeds (mean ± std);
 - `sst2`, `agnews`: fine-tuned with a classification head (`mlmkit.finetune`);
 - `elbo`: the masked-diffusion bound (nats/token), for models pretrained with diffusion;
-- `facts`: a LAMA-style knowledge probe (P@1), when a facts file is given.
+- `facts`: a LAMA-style knowledge probe (P@1), when a facts file is given;
+- `variants`: zero-shot variant effects (masked marginals) of deep mutational scans,
+  Spearman's ρ against measured fitness per scan, when a scans file is given.
 
 Every part keeps its per-item outcomes (`items`), so `eval compare` can put bootstrap
 intervals on each number and test differences between models on the same items.
@@ -27,6 +29,8 @@ import numpy as np
 import yaml
 
 from mlmkit.core.checks import choice, count
+from mlmkit.core.correlation import spearman
+from mlmkit.core.fasta import is_fasta, read_sequence
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.output import write_text
 from mlmkit.core.progress import status, warn
@@ -39,12 +43,15 @@ from mlmkit.finetuning import finetune
 from mlmkit.generation import elbo
 from mlmkit.models import prepare_mlm
 from mlmkit.probe import cloze_classify, knowledge_probe, read_facts
+from mlmkit.protein import check_sequence, variant_effects
+from mlmkit.protein.dms import check_mutations, numbers, read_scan
 from mlmkit.scoring import read_pairs, score
 from mlmkit.scoring.text_scores import NO_TOKEN_WARNING
 
-PARTS = ("blimp", "pppl", "cloze", "fewshot", "sst2", "agnews", "elbo", "facts")
-DEFAULT_PARTS = tuple(p for p in PARTS if p not in ("elbo", "facts"))
-"""The parts run when none are named (elbo needs a diffusion model, facts a facts file)."""
+PARTS = ("blimp", "pppl", "cloze", "fewshot", "sst2", "agnews", "elbo", "facts", "variants")
+DEFAULT_PARTS = tuple(p for p in PARTS if p not in ("elbo", "facts", "variants"))
+"""The parts run when none are named (elbo needs a diffusion model, facts a facts file,
+variants a scans file)."""
 # Sizes: (quick, full). None = everything.
 SIZES = {
     "blimp_per_paradigm": (6, None), "pppl_texts": (30, 200), "cloze_rows": (300, None),
@@ -94,7 +101,7 @@ def format_value(name: str, value) -> str:
 
 
 def is_percent(name: str) -> bool:
-    return not (name.startswith("pppl") or name.startswith("elbo") or name.endswith("_std"))
+    return not (name.startswith(("pppl", "elbo", "variants")) or name.endswith("_std"))
 
 
 def _key(parts) -> str:
@@ -178,6 +185,7 @@ def evaluate_suite(
     parts=None,
     texts=None,
     facts=None,
+    variants=None,
     output_dir: str | Path | None = None,
     offline: bool = False,
     batch_tokens: int | None = None,
@@ -191,6 +199,8 @@ def evaluate_suite(
     and `agnews/` (the shared data sets). `parts` picks parts (default: all that apply:
     `elbo` for diffusion models, `facts` when a facts file is given); `texts` is a file of
     held-out texts for `pppl` (default: python-docs validation); `quick` sub-samples every
+    part. `variants` is a YAML list of deep mutational scans (`dms`, `sequence`, `offset`,
+    `target`, optional `mutation_col`, paths relative to the file) for the `variants`
     part. `output_dir` receives suite.json, suite.md and suite.png. `offline=True` loads a
     hub model name from the local cache only (never the network)."""
     count("seed", seed, 0)
@@ -205,6 +215,13 @@ def evaluate_suite(
     if facts is not None and parts is not None and "facts" not in chosen:
         raise InvalidArgument("a facts file (--facts) is given but --parts has no facts part: "
                               "add facts to --parts or drop --facts")
+    if "variants" in chosen and variants is None:
+        raise InvalidArgument("the variants part needs a scans file (variants=, --variants)")
+    if variants is not None and parts is not None and "variants" not in chosen:
+        raise InvalidArgument("a scans file (--variants) is given but --parts has no variants "
+                              "part: add variants to --parts or drop --variants")
+    if variants is not None:  # read and checked now: a bad scan fails before any work
+        variants = read_scans(variants)
     if texts is not None and parts is not None and "pppl" not in chosen:
         raise InvalidArgument("a texts file (--texts) is given but --parts has no pppl part: "
                               "add pppl to --parts or drop --texts")
@@ -222,6 +239,8 @@ def evaluate_suite(
             chosen.append("elbo")
         if facts is not None:
             chosen.append("facts")
+        if variants is not None:
+            chosen.append("variants")
     say = status if progress is not False else (lambda message: None)
     result = SuiteResult(model=str(getattr(mlm, "name", model)), quick=quick, metrics={})
     runtime = {"batch_tokens": batch_tokens, "precision": infer_precision, "progress": progress}
@@ -229,6 +248,7 @@ def evaluate_suite(
         started, cpu_started = time.perf_counter(), time.process_time()
         say(f"suite: {part} ...")
         RUNNERS[part](mlm, result, data=data, quick=quick, texts=texts, facts=facts,
+                      variants=variants,
                       seed=seed, runtime=runtime, precision=precision)
         result.seconds[part] = round(time.perf_counter() - started, 2)
         result.cpu_seconds[part] = round(time.process_time() - cpu_started, 2)
@@ -381,8 +401,64 @@ def _facts(mlm, result, *, facts, runtime, **_):
     result.details["facts"] = {"skipped": len(out.facts) - len(probed)}
 
 
+@dataclass
+class Scan:
+    """One deep mutational scan of the variants part, read and checked."""
+
+    name: str
+    sequence: str
+    offset: int
+    mutations: list[str]
+    fitness: list[float]
+
+
+def read_scans(path) -> list[Scan]:
+    """The scans listed in the YAML file at `path` (each `dms`, `sequence` (letters or a
+    FASTA file), `offset` (default 1), `target`, optional `mutation_col` and `name`)."""
+    path = Path(path)
+    if not path.is_file():
+        raise PathError(f"--variants {path}: no such scans file")
+    try:
+        entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as error:
+        raise InvalidData(f"{path}: not a YAML list of scans ({error})") from None
+    if not isinstance(entries, list) or not entries:
+        raise InvalidData(f"{path}: give a YAML list of scans, each with dms, sequence, "
+                          "offset and target")
+    scans = []
+    for i, entry in enumerate(entries, 1):
+        missing = [k for k in ("dms", "sequence", "target")
+                   if not isinstance(entry, dict) or k not in entry]
+        if missing:
+            raise InvalidData(f"{path}: scan {i} lacks {', '.join(missing)}")
+        dms = path.parent / str(entry["dms"])
+        given = str(entry["sequence"])
+        sequence = read_sequence(str(path.parent / given) if is_fasta(given) else given)
+        sequence = check_sequence(sequence, f"{path}: scan {i}'s sequence")
+        offset = entry.get("offset", 1)
+        scan = read_scan(dms, entry.get("mutation_col", "mutant"))
+        mutations = check_mutations(scan, sequence, entry.get("mutation_col", "mutant"),
+                                    offset)
+        scans.append(Scan(str(entry.get("name", Path(dms).stem)), sequence, offset,
+                          mutations, numbers(scan, str(entry["target"]))))
+    return scans
+
+
+def _variants(mlm, result, *, variants, runtime, **_):
+    for scan in variants:
+        scores = variant_effects(mlm, scan.sequence, scan.mutations, offset=scan.offset,
+                                 batch_tokens=runtime["batch_tokens"],
+                                 precision=runtime["precision"], progress=runtime["progress"])
+        name = f"variants_spearman_{scan.name}"
+        result.metrics[name] = spearman(scores, scan.fitness)
+        result.items[name] = {"kind": "spearman", "values": scores.tolist(),
+                              "weights": list(scan.fitness),
+                              "key": _key([scan.name, *scan.mutations])}
+
+
 RUNNERS = {"blimp": _blimp, "pppl": _pppl, "cloze": _cloze, "fewshot": _fewshot,
-           "sst2": _sst2, "agnews": _agnews, "elbo": _elbo, "facts": _facts}
+           "sst2": _sst2, "agnews": _agnews, "elbo": _elbo, "facts": _facts,
+           "variants": _variants}
 
 
 def write_suite(result: SuiteResult, output_dir) -> Path:

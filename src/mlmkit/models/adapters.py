@@ -60,6 +60,7 @@ ADAPTERS: dict[str, Adapter] = {
     "deberta-v2": Adapter(_encoder("deberta"), _deberta_v2_head),
     "modernbert": Adapter(_encoder("model"), _modernbert_head),
     "eurobert": Adapter(_encoder("model"), lambda m, h: m.lm_head(h)),
+    "esm": Adapter(_encoder("esm"), lambda m, h: m.lm_head(h)),
 }
 
 SUPPORTED_ARCHITECTURES = tuple(sorted(ADAPTERS))

@@ -26,6 +26,17 @@ SIZES: dict[str, Size] = {
     "base": Size(hidden=768, layers=12, heads=12, intermediate=3072),
 }
 
+# ESM-2's published shapes (Lin et al. 2023), named by parameter count, and a tiny one for
+# tests: `esm2-8m`, `esm2-35m`, `esm2-150m`, `esm2-tiny`. ESM-2 has its own sizes because
+# its widths (20 heads of 16 to 32 dimensions) are not the text presets'.
+ESM2_SIZES: dict[str, Size] = {
+    "tiny": Size(hidden=64, layers=2, heads=4, intermediate=256),
+    "8m": Size(hidden=320, layers=6, heads=20, intermediate=1280),
+    "35m": Size(hidden=480, layers=12, heads=20, intermediate=1920),
+    "150m": Size(hidden=640, layers=30, heads=20, intermediate=2560),
+}
+ESM2_POSITIONS = 1026  # 1,022 residues + <cls> + <eos>, as the released ESM-2 models
+
 # Position embeddings of every preset (BERT's 512): a model trained with a shorter
 # --seq-len keeps them, so it can later be trained or used on longer inputs.
 PRESET_POSITIONS = 512
@@ -48,6 +59,7 @@ FAMILIES: tuple[str, ...] = (
     "mmbert",
     "neobert",
     "deberta-v3",
+    "esm2",
 )
 
 
@@ -82,6 +94,9 @@ FAMILY_INFO: dict[str, Family] = {
     "deberta-v3": Family("DebertaV2Config", "DeBERTa-v3 (He et al. 2023): DeBERTa-v2 "
                                             "classes, 256 position buckets; released "
                                             "checkpoints have no MLM head (trained by RTD)"),
+    "esm2": Family("EsmConfig", "ESM-2 protein LMs (Lin et al. 2023): pre-LN, rotary "
+                                "positions, the amino-acid alphabet; sizes tiny, 8m, 35m, "
+                                "150m"),
 }
 
 # Families whose model uses rotary position embeddings (a recipe may set their RoPE θ).
@@ -92,6 +107,11 @@ def parse_preset(preset: str) -> tuple[str, Size]:
     """Split `FAMILY-SIZE` into a family and a Size; errors list the valid names."""
     family, _, size = preset.rpartition("-")
     family = family or "bert"
+    if family == "esm2":
+        if size not in ESM2_SIZES:
+            raise ValueError(f"unknown model preset {preset!r}: ESM-2 sizes are "
+                             f"{', '.join('esm2-' + s for s in ESM2_SIZES)}")
+        return family, ESM2_SIZES[size]
     if size not in SIZES or family not in FAMILIES:
         valid = ", ".join(f"{f}-{s}" for f in FAMILIES[:3] for s in SIZES)
         raise ValueError(

@@ -12,6 +12,7 @@ import transformers
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.preset_table import (
+    ESM2_POSITIONS,
     FAMILY_INFO,
     MAX_POSITIONS,
     PRESET_POSITIONS,
@@ -35,7 +36,7 @@ def check_family(family: str, what: str = "--model") -> None:
             "(pip install -U transformers) or pick another family")
 
 
-def preset_config(preset: str, tokenizer, max_length: int = PRESET_POSITIONS):
+def preset_config(preset: str, tokenizer, max_length: int | None = None):
     """The Hugging Face config of a preset, with vocabulary and special ids from `tokenizer`.
 
     `max_length` is the longest input (position embeddings); pretraining keeps the
@@ -43,6 +44,8 @@ def preset_config(preset: str, tokenizer, max_length: int = PRESET_POSITIONS):
     trained further on longer inputs.
     """
     family, s = parse_preset(preset)
+    if max_length is None:  # the family's own: ESM-2's 1,026, else BERT's 512
+        max_length = ESM2_POSITIONS if family == "esm2" else PRESET_POSITIONS
     if isinstance(max_length, bool) or not isinstance(max_length, int) or not (
             1 <= max_length <= MAX_POSITIONS):
         raise InvalidArgument(f"max_length={max_length!r} (--max-length) must be a whole number "
@@ -108,6 +111,8 @@ def preset_config(preset: str, tokenizer, max_length: int = PRESET_POSITIONS):
             intermediate_size=swiglu, max_position_embeddings=max_length,
             rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
         )
+    if family == "esm2":
+        return esm2_config(s, tokenizer, max_length)
     if family == "deberta-v3":
         return transformers.DebertaV2Config(
             **common, **bert_like, max_position_embeddings=max_length, relative_attention=True,
@@ -120,12 +125,28 @@ def preset_config(preset: str, tokenizer, max_length: int = PRESET_POSITIONS):
     )
 
 
+def esm2_config(s: Size, tokenizer, max_length: int):
+    """ESM-2's configuration: pre-LN layers, rotary positions, token dropout (the embedding
+    rescaled by the share of masked tokens, as ESM-2 was trained), a final layer norm.
+    `max_length` counts <cls> and <eos> (ESM-2's 1,026: 1,022 residues)."""
+    return transformers.EsmConfig(
+        vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
+        mask_token_id=tokenizer.mask_token_id, hidden_size=s.hidden,
+        num_hidden_layers=s.layers, num_attention_heads=s.heads,
+        intermediate_size=s.intermediate, hidden_act="gelu",
+        max_position_embeddings=max_length,
+        position_embedding_type="rotary", token_dropout=True,
+        emb_layer_norm_before=False, layer_norm_eps=1e-5,
+    )
+
+
 def size_name(size: Size) -> str:
     return next(name for name, s in SIZES.items() if s == size)
 
 
-def build_mlm(preset: str, tokenizer, max_length: int = PRESET_POSITIONS, seed: int = 0):
-    """A fresh masked LM (transformers model, random weights seeded by `seed`) for `preset`."""
+def build_mlm(preset: str, tokenizer, max_length: int | None = None, seed: int = 0):
+    """A fresh masked LM (transformers model, random weights seeded by `seed`) for `preset`
+    (`max_length` None: the family's default positions)."""
     config = preset_config(preset, tokenizer, max_length=max_length)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -58,7 +58,8 @@ class PretrainConfig:
                                     "--init model's (0.1 for BERT)")
     tokenizer: str | None = _f(None, "tokenizer name or path; default: train one on the corpus")
     tokenizer_kind: str = _f("wordpiece", "kind of tokenizer trained when --tokenizer is not "
-                                          "given: wordpiece, bpe or unigram")
+                                          "given: wordpiece, bpe or unigram; protein: ESM's "
+                                          "amino-acid alphabet (nothing trained)")
     vocab_size: int = _f(8192, "vocabulary of the tokenizer trained when none is given")
     corpus: str = _f("python-docs", "corpus: python-docs, a text/jsonl/parquet file or folder, "
                                     "or a local HF dataset", multiple=True,
@@ -206,7 +207,8 @@ class PretrainConfig:
                 raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
                                       "false")
         checks.choice("objective", self.objective, ("mlm", "electra", "diffusion"))
-        checks.choice("tokenizer_kind", self.tokenizer_kind, ("wordpiece", "bpe", "unigram"))
+        checks.choice("tokenizer_kind", self.tokenizer_kind,
+                      ("wordpiece", "bpe", "unigram", "protein"))
         checks.choice("packing", self.packing, ("full", "document"))
         checks.choice("mask_stream", self.mask_stream, MASK_STREAMS)
         checks.choice("schedule", self.schedule, ("linear", "cosine", "wsd", "constant"))

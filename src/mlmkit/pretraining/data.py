@@ -31,6 +31,7 @@ from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_co
 from mlmkit.errors import InvalidArgument, MlmkitError, PathError
 from mlmkit.models.load import complete_special_tokens  # <bos>/<eos> only: mmBERT's
 from mlmkit.models.preset_table import PRESET_POSITIONS
+from mlmkit.protein.alphabet import protein_tokenizer
 from mlmkit.tokenizer import train_tokenizer
 from mlmkit.training.objective import Prepared
 
@@ -121,6 +122,8 @@ def resolve_tokenizer(config, show_progress: bool = True):
 
 
 def _trained_tokenizer(config, show_progress: bool):
+    if config.tokenizer_kind == "protein":  # a fixed alphabet: nothing to learn
+        return protein_tokenizer()
     documents = corpus_documents(config.corpus, "train", config.field, config.validation_share)
     corpus_hash, count = documents_fingerprint(documents())
     if count == 0:

@@ -1,0 +1,71 @@
+"""FASTA files: records of a `>` header line and a sequence over one or more lines.
+
+Plain or gzip-compressed (`.gz`), read a line at a time (`core.records.decoded_lines`:
+a decoding error names the line). The header's first word is the record's id. A record
+without a sequence, or a file without records, is an error naming the line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlmkit.core.records import decoded_lines
+from mlmkit.errors import InvalidData
+
+FASTA_SUFFIXES = (".fasta", ".fa", ".faa", ".fna", ".fas")
+
+
+@dataclass(frozen=True)
+class Record:
+    """One FASTA record: its id (the header's first word), the whole header, the sequence."""
+
+    id: str
+    description: str
+    sequence: str
+
+
+def read_fasta(path: str | Path, encoding: str = "utf-8",
+               encoding_errors: str = "strict") -> Iterator[Record]:
+    """The records of a FASTA file, in order, one at a time."""
+    header, header_line, parts = None, 0, []
+    for number, line in decoded_lines(path, encoding, encoding_errors):
+        line = line.strip()
+        if not line or line.startswith(";"):
+            continue
+        if line.startswith(">"):
+            if header is not None:
+                yield _record(path, header, header_line, parts)
+            header, header_line, parts = line[1:].strip(), number, []
+        elif header is None:
+            raise InvalidData(f"{path} line {number}: sequence before any '>' header: "
+                              "is this a FASTA file?")
+        else:
+            parts.append(line)
+    if header is None:
+        raise InvalidData(f"{path}: no FASTA record (a record starts with a '>' header line)")
+    yield _record(path, header, header_line, parts)
+
+
+def _record(path, header: str, line: int, parts: list[str]) -> Record:
+    sequence = "".join("".join(parts).split())
+    if not sequence:
+        raise InvalidData(f"{path} line {line}: the record {header!r} has no sequence")
+    return Record(id=header.split()[0] if header else f"record-{line}", description=header,
+                  sequence=sequence)
+
+
+def is_fasta(path: str | Path) -> bool:
+    return str(path).lower().removesuffix(".gz").endswith(FASTA_SUFFIXES)
+
+
+def read_sequence(value: str) -> str:
+    """A wild-type sequence given as letters or as a FASTA file of one record."""
+    if not (is_fasta(value) or "/" in value or Path(value).is_file()):
+        return value
+    records = list(read_fasta(value))
+    if len(records) != 1:
+        raise InvalidData(f"{value}: {len(records)} records; --sequence takes a FASTA file of "
+                          "one record")
+    return records[0].sequence

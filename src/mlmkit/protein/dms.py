@@ -1,0 +1,97 @@
+"""Deep-mutational-scan files: a CSV with one variant per row (ProteinGym's layout: a
+`mutant` column such as `A42G:V50L`, measured fitness in another column).
+
+Read whole (a scan is thousands of rows), checked row by row against the wild type; every
+problem is one line naming the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from mlmkit.errors import InvalidArgument, InvalidData, PathError
+from mlmkit.protein.mutations import parse_variant
+
+
+@dataclass
+class Scan:
+    """The rows of a DMS file (as read, strings), its columns and each row's line number."""
+
+    path: Path
+    columns: list[str]
+    rows: list[dict[str, str]]
+    lines: list[int]
+
+    def column(self, name: str) -> list[str]:
+        if name not in self.columns:
+            raise InvalidArgument(f"{self.path} has no column {name!r} (its columns: "
+                                  f"{', '.join(self.columns)})")
+        return [row[name] for row in self.rows]
+
+    def where(self, i: int) -> str:
+        return f"{self.path} line {self.lines[i]}"
+
+
+def read_scan(path: str | Path, mutation_col: str = "mutant") -> Scan:
+    """The rows of the CSV at `path`; it must have a header with `mutation_col` and at least
+    one row, each row as many fields as the header."""
+    path = Path(path)
+    if not path.is_file():
+        raise PathError(f"{path}: no such DMS file")
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            reader = csv.reader(f)
+            header = next(reader, None)
+            if header is None or not any(field.strip() for field in header):
+                raise InvalidData(f"{path} is empty: a DMS file is a CSV with a header line "
+                                  f"and a {mutation_col!r} column")
+            columns = [field.strip() for field in header]
+            if mutation_col not in columns:
+                raise InvalidData(f"{path} line 1: no {mutation_col!r} column (its columns: "
+                                  f"{', '.join(columns)}): name it with --mutation-col")
+            rows, lines = [], []
+            for fields in reader:
+                line = reader.line_num
+                if not fields or not any(f.strip() for f in fields):
+                    continue
+                if len(fields) != len(columns):
+                    raise InvalidData(f"{path} line {line}: {len(fields)} fields, the header "
+                                      f"has {len(columns)}: is the file a well-formed CSV?")
+                rows.append(dict(zip(columns, fields, strict=True)))
+                lines.append(line)
+    except UnicodeDecodeError as error:
+        raise InvalidData(f"{path}: not UTF-8 text ({error.reason}): is it a CSV file?") \
+            from None
+    except csv.Error as error:
+        raise InvalidData(f"{path} line {reader.line_num}: malformed CSV ({error})") from None
+    if not rows:
+        raise InvalidData(f"{path} has a header but no rows: nothing to score")
+    return Scan(path, columns, rows, lines)
+
+
+def check_mutations(scan: Scan, sequence: str, mutation_col: str, offset: int) -> list[str]:
+    """The mutation strings of `scan`, each checked against `sequence` (an error names the
+    file, line and mutation)."""
+    texts = scan.column(mutation_col)
+    for i, text in enumerate(texts):
+        parse_variant(text, sequence, offset, name=f"{scan.where(i)} ({text!r})")
+    return texts
+
+
+def numbers(scan: Scan, column: str) -> list[float]:
+    """The values of `column` as floats (an empty field or NaN is an error naming the line:
+    a correlation over a subset of rows would be a silent choice)."""
+    values = []
+    for i, text in enumerate(scan.column(column)):
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise InvalidData(f"{scan.where(i)}: {column} is {text!r}, not a finite number: "
+                              "remove the row or fill it in")
+        values.append(value)
+    return values

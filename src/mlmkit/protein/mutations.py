@@ -1,0 +1,74 @@
+"""Mutations written as DMS files write them (`A42G`, multi-mutants `A42G:V50L`), checked
+against the wild-type sequence.
+
+A position counts from `offset` at the sequence's first residue (ProteinGym's files count
+from 1; a DMS of a mature protein may count from 24). Every check names the mutation, so
+a bad row of a 5,000-row file is one line, not a traceback.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from mlmkit.errors import InvalidData
+from mlmkit.protein.alphabet import RESIDUES
+
+_MUTATION = re.compile(r"^([A-Za-z])(-?\d+)([A-Za-z])$")
+
+
+@dataclass(frozen=True)
+class Mutation:
+    """One substitution: `wild_type` at `index` (0-based in the sequence) becomes `mutant`."""
+
+    wild_type: str
+    index: int
+    mutant: str
+
+
+def check_sequence(sequence: str, name: str = "the sequence") -> str:
+    """`sequence` in upper case, each letter a residue of the alphabet, else one line naming
+    the first bad letter and where it is."""
+    if not isinstance(sequence, str) or not sequence.strip():
+        raise InvalidData(f"{name} is empty: give the wild-type amino-acid sequence")
+    sequence = "".join(sequence.split()).upper()
+    for i, letter in enumerate(sequence):
+        if letter not in RESIDUES:
+            raise InvalidData(f"{name}: {letter!r} at residue {i + 1} is not an amino-acid "
+                              f"letter (use {RESIDUES})")
+    return sequence
+
+
+def parse_variant(text: str, sequence: str, offset: int = 1,
+                  name: str | None = None) -> tuple[Mutation, ...]:
+    """The mutations of `text` (`A42G` or `A42G:V50L`), checked against `sequence`.
+
+    `name` says where `text` came from in an error (default: the text itself)."""
+    where = name or f"mutation {text!r}"
+    if not isinstance(text, str) or not text.strip():
+        raise InvalidData(f"{where}: no mutation given (write it as A42G, or A42G:V50L)")
+    mutations, seen = [], set()
+    for part in text.strip().split(":"):
+        match = _MUTATION.match(part.strip())
+        if match is None:
+            raise InvalidData(f"{where}: {part!r} is not a mutation: write wild type, "
+                              "position, mutant (A42G; multi-mutants A42G:V50L)")
+        wild, position, mutant = match.group(1).upper(), int(match.group(2)), \
+            match.group(3).upper()
+        for letter in (wild, mutant):
+            if letter not in RESIDUES:
+                raise InvalidData(f"{where}: {letter!r} is not an amino-acid letter "
+                                  f"(use {RESIDUES})")
+        index = position - offset
+        if not 0 <= index < len(sequence):
+            raise InvalidData(f"{where}: position {position} is outside the sequence "
+                              f"({offset}..{offset + len(sequence) - 1} with offset {offset}): "
+                              "check --offset")
+        if sequence[index] != wild:
+            raise InvalidData(f"{where}: the wild type at {position} is {sequence[index]!r}, "
+                              f"not {wild!r}: check the sequence and --offset")
+        if index in seen:
+            raise InvalidData(f"{where}: position {position} is mutated twice")
+        seen.add(index)
+        mutations.append(Mutation(wild, index, mutant))
+    return tuple(mutations)

@@ -1,0 +1,62 @@
+"""Binder design by masked infilling (PepMLM): seeded binders of the asked length at either
+terminus, each scored by the PLL of its residues given the target (equal to masking one
+residue per forward pass with the full logits)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from esm_reference import Reference
+from typer.testing import CliRunner
+
+from mlmkit.cli import app
+from mlmkit.errors import InvalidArgument, InvalidData
+from mlmkit.protein.alphabet import RESIDUES
+
+TARGET = "MKTAYIAKQRQISFVKSHFSRQ"
+
+
+@pytest.mark.parametrize("terminus", ["C", "N"])
+def test_binders_are_scored_by_the_pll_of_their_region(esm_mlm, terminus):
+    binders = esm_mlm.design_binders(TARGET, 5, 3, terminus=terminus, seed=3)
+    assert len(binders) == 3
+    assert [b.pseudo_perplexity for b in binders] == sorted(b.pseudo_perplexity
+                                                            for b in binders)
+    reference = Reference(esm_mlm.model, esm_mlm.tokenizer)
+    for b in binders:
+        assert len(b.sequence) == 5 and set(b.sequence) <= set(RESIDUES)
+        whole = TARGET + b.sequence if terminus == "C" else b.sequence + TARGET
+        start = len(TARGET) if terminus == "C" else 0
+        expected = sum(reference._log_probs(whole, masked_at=i)[i + 1,
+                                                                reference._id(whole[i])]
+                       for i in range(start, start + 5))
+        assert b.pll == pytest.approx(expected, abs=1e-5)
+        assert b.pseudo_perplexity == pytest.approx(np.exp(-b.pll / 5))
+    again = esm_mlm.design_binders(TARGET, 5, 3, terminus=terminus, seed=3)
+    assert [b.sequence for b in again] == [b.sequence for b in binders]
+
+
+def test_bad_binder_arguments(esm_mlm):
+    with pytest.raises(InvalidArgument, match="terminus='X'"):
+        esm_mlm.design_binders(TARGET, 5, terminus="X")
+    with pytest.raises(InvalidArgument, match="length"):
+        esm_mlm.design_binders(TARGET, 0)
+    with pytest.raises(InvalidData, match="'J' at residue 2"):
+        esm_mlm.design_binders("MJK", 4)
+
+
+def test_binders_command(esm_dir, tmp_path):
+    result = CliRunner().invoke(app, ["protein", "binders", str(esm_dir), "--target", TARGET,
+                                      "--length", "4", "-n", "2", "--seed", "1", "--json",
+                                      "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert len(rows) == 2 and all(len(r["sequence"]) == 4 for r in rows)
+    out = tmp_path / "binders.csv"
+    result = CliRunner().invoke(app, ["protein", "binders", str(esm_dir), "--target", TARGET,
+                                      "--length", "4", "-n", "2", "--seed", "1", "-o",
+                                      str(out), "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert out.read_text().splitlines()[0] == "binder,pll,pseudo_perplexity"

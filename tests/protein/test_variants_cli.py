@@ -1,0 +1,116 @@
+"""`mlmkit protein variants`: scores written next to the input rows, Spearman against
+fitness (checked on BLAT_ECOLX with ESM-1v's published scores), one-line errors naming
+the file and line."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+from typer.testing import CliRunner
+
+import mlmkit
+from mlmkit.cli import app
+from mlmkit.core.correlation import ranks, spearman, spearman_score
+
+SEQUENCE = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRV"
+
+
+def _invoke(args):
+    return CliRunner().invoke(app, args)
+
+
+def _write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_scores_are_written_next_to_the_input_rows(esm_dir, esm_mlm, tmp_path):
+    dms = _write(tmp_path / "dms.csv", "mutant,fitness\nK25A,0.5\nT26G:Y28W,-1.0\nM24L,0.1\n"
+                 "A27C,0.3\nI29V,-0.2\nK31R,0.0\n")
+    fasta = _write(tmp_path / "wt.fasta", f">wt some protein\n{SEQUENCE[:20]}\n{SEQUENCE[20:]}\n")
+    out = tmp_path / "out.csv"
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", fasta, "--dms", dms,
+                      "--offset", "24", "-o", str(out), "--target-col", "fitness",
+                      "--device", "cpu", "--bootstrap", "100"])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(out.open()))
+    assert [r["mutant"] for r in rows] == ["K25A", "T26G:Y28W", "M24L", "A27C", "I29V", "K31R"]
+    expected = esm_mlm.variant_effects(SEQUENCE, [r["mutant"] for r in rows], offset=24)
+    np.testing.assert_allclose([float(r["score"]) for r in rows], expected, atol=1e-12)
+    assert rows[0]["fitness"] == "0.5"
+    rho = spearmanr([float(r["score"]) for r in rows], [float(r["fitness"]) for r in rows])
+    assert f"{rho.statistic:.4f}" in result.stdout and "n=6" in result.stdout
+
+
+def test_spearman_matches_scipy_with_ties():
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 5, 200).astype(float), rng.normal(size=200)
+    assert spearman(x, y) == pytest.approx(spearmanr(x, y).statistic, abs=1e-12)
+    assert list(ranks(np.array([3.0, 1.0, 3.0, 2.0]))) == [3.5, 1.0, 3.5, 2.0]
+    score = spearman_score(x, y, n_boot=200, seed=1)
+    assert score.low < score.value < score.high
+    assert spearman_score(x, y, n_boot=200, seed=1) == score  # seeded
+
+
+def test_published_esm1v_scores_reproduce_their_spearman(shared_data, monkeypatch, tmp_path,
+                                                         esm_dir):
+    """A model whose scores are ESM-1v's published column gives that column's Spearman
+    against fitness_2500: a check of the reading, ordering and correlation code."""
+    path = shared_data / "protein" / "BLAT_ECOLX_Ranganathan2015.csv"
+    table = list(csv.DictReader(path.open()))
+    published = {row["mutant"]: float(row["esm1v_1"]) for row in table}
+    fitness = [float(row["fitness_2500"]) for row in table]
+    expected = spearmanr([published[r["mutant"]] for r in table], fitness).statistic
+
+    def published_scores(self, sequence, mutations, **options):
+        return np.array([published[m] for m in mutations])
+
+    monkeypatch.setattr(mlmkit.MLM, "variant_effects", published_scores)
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence",
+                      str(shared_data / "protein" / "BLAT_ECOLX_wildtype.fasta"), "--dms",
+                      str(path), "--offset", "24", "--target-col", "fitness_2500", "--json",
+                      "--device", "cpu", "--bootstrap", "200"])
+    assert result.exit_code == 0, result.output
+    line = json.loads(result.stdout)
+    assert line["spearman"] == pytest.approx(expected, abs=1e-12)
+    assert line["n"] == len(table) == 4996
+    assert line["low"] < line["spearman"] < line["high"]
+
+
+@pytest.mark.parametrize("dms, message", [
+    ("mutant,fitness\nK25A,1\nA25G,2\n", "dms.csv line 3 ('A25G'): the wild type at 25 is 'K'"),
+    ("mutant,fitness\nK25A,1\nK99A,2\n", "dms.csv line 3 ('K99A'): position 99 is outside"),
+    ("mutant,fitness\nK25J,1\n", "dms.csv line 2 ('K25J'): 'J' is not an amino-acid letter"),
+    ("", "dms.csv is empty"),
+    ("mutant,fitness\n", "dms.csv has a header but no rows"),
+    ("mutant,fitness\nK25A,1,3\n", "dms.csv line 2: 3 fields, the header has 2"),
+    ("variant,fitness\nK25A,1\n", "dms.csv line 1: no 'mutant' column"),
+    ("mutant,fitness\nK25A,\n", "dms.csv line 2: fitness is '', not a finite number"),
+])
+def test_bad_dms_files_are_one_line_naming_the_row(esm_dir, tmp_path, dms, message):
+    path = _write(tmp_path / "dms.csv", dms)
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", SEQUENCE, "--dms",
+                      path, "--offset", "24", "--target-col", "fitness", "--device", "cpu"])
+    assert result.exit_code == 1
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("fasta, message", [
+    (">wt\n>other\nMKV\n", "wt.fasta line 1: the record 'wt' has no sequence"),
+    ("MKV\n", "wt.fasta line 1: sequence before any '>' header"),
+    (">a\nMKV\n>b\nMKV\n", "2 records; --sequence takes a FASTA file of one record"),
+    (">wt\nMK1V\n", "'1' at residue 3 is not an amino-acid letter"),
+])
+def test_bad_fasta_files_are_one_line(esm_dir, tmp_path, fasta, message):
+    path = _write(tmp_path / "wt.fasta", fasta)
+    dms = _write(tmp_path / "dms.csv", "mutant\nK2A\n")
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", path, "--dms", dms,
+                      "-o", str(tmp_path / "out.csv"), "--device", "cpu"])
+    assert result.exit_code == 1
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
