@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from mlmkit.core.correlation import pearson, spearman
 from mlmkit.core.records import (
     check_input_file,
     decoded_lines,
@@ -79,32 +80,6 @@ def read_sts_pairs(path, limit: int | None = None) -> tuple[list[str], list[str]
         raise InvalidData(f"{display_name(path)} holds {len(scores)} pair(s): a correlation "
                           "needs at least 2")
     return firsts, seconds, np.asarray(scores, dtype=np.float64)
-
-
-def ranks(values: np.ndarray) -> np.ndarray:
-    """float64 ranks from 1, ties given their average rank (as Spearman's ρ needs)."""
-    values = np.asarray(values, dtype=np.float64)
-    order = np.argsort(values, kind="stable")
-    sorted_values = values[order]
-    starts = np.concatenate([[True], sorted_values[1:] != sorted_values[:-1]])
-    group = np.cumsum(starts) - 1
-    first = np.nonzero(starts)[0]
-    last = np.concatenate([first[1:], [len(values)]]) - 1
-    average = (first + last) / 2.0 + 1.0
-    result = np.empty(len(values), dtype=np.float64)
-    result[order] = average[group]
-    return result
-
-
-def pearson(a: np.ndarray, b: np.ndarray) -> float:
-    a = np.asarray(a, dtype=np.float64) - np.mean(a)
-    b = np.asarray(b, dtype=np.float64) - np.mean(b)
-    denominator = np.sqrt((a * a).sum() * (b * b).sum())
-    return float((a * b).sum() / denominator) if denominator > 0 else float("nan")
-
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    return pearson(ranks(a), ranks(b))
 
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
