@@ -7,11 +7,11 @@ import pytest
 from beir_fixture import build_beir
 
 import mlmkit
+from mlmkit.core.correlation import spearman
 from mlmkit.errors import InvalidData
 from mlmkit.evaluation import evaluate_retrieval, evaluate_sts, write_run
 from mlmkit.evaluation.ranking_metrics import mean_metrics, per_query, ranked
 from mlmkit.evaluation.retrieval import read_qrels, search
-from mlmkit.core.correlation import spearman
 from mlmkit.evaluation.sts import cosine_rows, read_sts_pairs
 
 
