@@ -14,6 +14,8 @@ from mlmkit.cli.options import JSON, OUTPUT, Runtime, command, trusting
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.core.progress import warn
 from mlmkit.errors import PathError
+from mlmkit.options import as_keywords
+from mlmkit.options.evaluation import Suite
 
 SUITE_HELP = "The evaluation suite: BLiMP, PPPL, cloze, few-shot and fine-tuned SST-2, AG News."
 SUITE_EXAMPLE = """
@@ -35,26 +37,11 @@ Examples:
 
 def suite_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    data: str = typer.Option(None, "--data", help="Folder holding blimp/, sst2/ and agnews/ "
-                             "(default: ../shared/data)."),
-    quick: bool = typer.Option(False, "--quick", help="Sub-sample every part (minutes on CPU)."),
-    parts: str = typer.Option(None, "--parts", help="Comma-separated parts: blimp, pppl, "
-                              "cloze, fewshot, sst2, agnews, elbo, facts, variants (default: all "
-                              "that apply)."),
-    texts: str = typer.Option(None, "--texts", help="Held-out texts for pseudo-perplexity "
-                              "(default: python-docs validation)."),
-    facts: str = typer.Option(None, "--facts", help="A facts jsonl for the knowledge probe."),
-    variants: str = typer.Option(None, "--variants", help="A YAML list of deep mutational "
-                                 "scans (dms, sequence, offset, target) for zero-shot "
-                                 "variant effects (Spearman)."),
-    out_dir: str = typer.Option(None, "--out-dir", help="Write suite.json, suite.md and "
-                                "suite.png here."),
-    offline: bool = typer.Option(False, "--offline", help="Load a hub model name from the "
-                                 "local Hugging Face cache only, never the network."),
-    *, runtime: Runtime, as_json: bool = JSON,
+    *, suite: Suite, runtime: Runtime, as_json: bool = JSON,
 ) -> None:
     """Run the evaluation suite on a model and print its table (Markdown)."""
     with trusting(runtime.trust_remote_code):
+        out_dir = suite.output_dir
         if out_dir is not None:
             if Path(out_dir).exists() and not Path(out_dir).is_dir():
                 raise PathError(f"--out-dir {out_dir!r} is a file: name a folder")
@@ -62,10 +49,8 @@ def suite_command(
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            result = mlmkit.evaluation.evaluate_suite(
-                model, data, quick=quick, parts=parts, texts=texts, facts=facts,
-                variants=variants, output_dir=out_dir, offline=offline,
-                **runtime.run_keywords())
+            result = mlmkit.evaluation.evaluate_suite(model, **as_keywords(suite),
+                                                      **runtime.run_keywords())
         for message in dict.fromkeys(str(w.message) for w in caught):
             warn(message)
         if as_json:

@@ -154,14 +154,18 @@ def binders_command(
                        f"{b.pseudo_perplexity:.3f}")
 
 
+VARIANTS_DETAILS = (
+    "\n\nStrategies: masked-marginals (one masked copy per mutated position, batched), "
+    "wt-marginals, mutant-marginals, pll; multi-mutants summed; proteins longer than the "
+    "model's window scored in ProteinGym's sliding windows.")
+BINDERS_DETAILS = (
+    "\n\nThe binder is masked at the target's C or N terminus and filled with the generation "
+    "samplers (seeded); binders are listed by pseudo-perplexity, lowest first.")
+
+
 def register(app: typer.Typer) -> None:
     command(protein_app, "variants", variants_command, short_help=VARIANTS_HELP,
-            help=VARIANTS_HELP + "\n\nStrategies: masked-marginals (one masked copy per "
-            "mutated position, batched), wt-marginals, mutant-marginals, pll; multi-mutants "
-            "summed; proteins longer than the model's window scored in ProteinGym's sliding "
-            "windows." + EXAMPLE)
+            help=VARIANTS_HELP + VARIANTS_DETAILS + EXAMPLE)
     command(protein_app, "binders", binders_command, short_help=BINDERS_HELP,
-            help=BINDERS_HELP + "\n\nThe binder is masked at the target's C or N terminus "
-            "and filled with the generation samplers (seeded); binders are listed by "
-            "pseudo-perplexity, lowest first." + BINDERS_EXAMPLE)
+            help=BINDERS_HELP + BINDERS_DETAILS + BINDERS_EXAMPLE)
     app.add_typer(protein_app, name="protein", short_help=PROTEIN_HELP)
