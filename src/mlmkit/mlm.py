@@ -2,7 +2,7 @@
 methods are the features.
 
 Device, precision, threads and the token budget are properties of the model in use, not of
-each call: resolving them on every call (as 49 entry points did) let two features treat the
+each call: resolving them again in every entry point let two features treat the
 same arguments differently. `load` runs the one resolver (`mlmkit.models.prepare_mlm`)
 once; each method then takes task options only and hands the bound model to the task
 function, whose resolver sees a bound model and uses it as it is. The free functions
