@@ -14,7 +14,7 @@ before any model is loaded.
 from mlmkit.extras import require
 from mlmkit.options.serving import ServeConfig
 
-for _module in ("fastapi", "uvicorn"):
+for _module in ("fastapi", "uvicorn", "prometheus_client"):
     require(_module, extra="serve", feature="mlmkit serve")
 
 __all__ = ["ServeConfig", "create_app", "load_models", "run_server"]
