@@ -1,6 +1,6 @@
 """The playground's "Copy as code" Python runs and prints what the page shows (Chromium).
 
-The models are saved directories, so the copied `mlmkit.load_mlm(...)` calls load them; they
+The models are saved directories, so the copied `mlmkit.load(...)` calls load them; they
 are named "text", "2-bert" and "7": names that are not Python identifiers, or that the copied
 code itself uses, once broke it (a SyntaxError, and a `text` overwritten by a score)."""
 

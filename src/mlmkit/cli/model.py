@@ -1,7 +1,7 @@
 """`mlmkit model init`: a fresh random model from a preset, saved with its tokenizer.
 
 It makes every model-taking command runnable without a hub download: the directory loads
-with `AutoModelForMaskedLM.from_pretrained` and `mlmkit.load_mlm`.
+with `AutoModelForMaskedLM.from_pretrained` and `mlmkit.load`.
 """
 
 from __future__ import annotations

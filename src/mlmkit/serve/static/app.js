@@ -97,7 +97,7 @@ function pythonCode(path, body) {
     lines.push(`models = {${body.models.map((name) => `${py(name)}: ${py(source(name))}`).join(", ")}}`);
     // mlmkit.score's keywords, each as the request set it (the API's defaults otherwise)
     const options = ["unk", "stride"].filter((k) => body[k] !== undefined).map((k) => `, ${k}=${py(body[k])}`).join("");
-    lines.push(`scores = {name: mlmkit.score(mlmkit.load_mlm(path), text, metric=${py(body.metric)}, per_token=True, per_word=True${options})`);
+    lines.push(`scores = {name: mlmkit.score(mlmkit.load(path), text, metric=${py(body.metric)}, per_token=True, per_word=True${options})`);
     lines.push("          for name, path in models.items()}");
     lines.push("print([s.to_dict() for s in scores.values()])");
     return lines.join("\n");
@@ -105,7 +105,7 @@ function pythonCode(path, body) {
   const [fn, input, keys] = CALLS[path];
   const args = keys.filter((k) => body[k] !== undefined && body[k] !== null)
     .map((k) => `${k}=${py(body[k])}`);
-  lines.push(`mlm = mlmkit.load_mlm(${py(source(body.model))})`);
+  lines.push(`mlm = mlmkit.load(${py(source(body.model))})`);
   lines.push(`result = mlmkit.${fn}(mlm, ${py(body[input])}${args.length ? ", " + args.join(", ") : ""})`);
   lines.push(typeof body[input] === "string" ? "print(result.to_dict())" : "print([r.to_dict() for r in result])");
   return lines.join("\n");
