@@ -246,3 +246,26 @@ def test_a_batch_starts_with_the_cheapest_work_unless_the_oldest_waited_too_long
     order.clear()
     asyncio.run(main(patience=0))  # everyone waited too long: turns in line order
     assert order[:3] == [["a1"], ["b1"], ["c1"]]
+
+
+def test_the_cheapest_work_goes_first_even_behind_works_of_its_own_kind():
+    """Works gathered with the chosen one (same key) must not fill the batch before it: a
+    one-text score behind three large scores is in the next batch, not the fourth."""
+    order = []
+
+    def run(items):
+        order.append(list(items))
+        return items
+
+    async def main():
+        worker = ModelWorker("m", True, 0, 100, max_batch_tokens=100, patience=60)
+        first = worker.submit(Work("K", ["busy"], run, [100]))
+        await asyncio.sleep(0)  # the first batch runs
+        big = [worker.submit(Work("K", [f"big{k}.0", f"big{k}.1"], run, [100, 100]))
+               for k in range(3)]
+        small = worker.submit(Work("K", ["small"], run, [5]))
+        await asyncio.gather(first, *big, small)
+        await worker.stop()
+
+    asyncio.run(main())
+    assert order[0] == ["busy"] and "small" in order[1], order

@@ -39,7 +39,7 @@ def _st_config_of(path: str, stamp: float) -> StConfig | None:
 
 def st_config_of(mlm) -> StConfig | None:
     """The sentence-transformers settings of the directory `mlm` was loaded from, if any."""
-    path = Path(str(getattr(mlm, "name", "")))
+    path = Path(str(getattr(mlm, "name", ""))).expanduser()
     modules = path / "modules.json"
     if not modules.is_file():
         return None

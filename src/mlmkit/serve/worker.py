@@ -155,7 +155,9 @@ class ModelWorker:
             parts = [(first, first.taken, len(first.inputs))]
         else:
             parts, spent, count = [], 0, 0
-            for w in self.waiting:
+            # the chosen work first: works of its kind ahead of it in line must not fill
+            # the batch before it
+            for w in [first, *(w for w in self.waiting if w is not first)]:
                 if w is not first and (not self.batching or w.key != first.key):
                     continue
                 end = w.taken
