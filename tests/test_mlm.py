@@ -139,3 +139,21 @@ def test_the_free_functions_carry_the_task_signatures():
     params = inspect.signature(mlmkit.score).parameters
     assert list(params)[:2] == ["model", "texts"] and "device" in params
     assert mlmkit.score.__doc__ == mlmkit.scoring.score.__doc__
+
+
+def test_a_checkpoint_without_its_head_embeds_but_refuses_the_head_features(tiny_mlm, tmp_path):
+    """A sentence-transformers folder of a plain encoder loads for .embed; scoring with its
+    random head would be noise, so it is refused unless the caller accepts the random head."""
+    import transformers
+
+    base = tiny_mlm("bert")
+    folder = tmp_path / "st"
+    transformers.BertModel(base.model.config).save_pretrained(folder)
+    base.tokenizer.save_pretrained(folder)
+    mlmkit.embeddings.save_st_directory(mlmkit.load(folder, allow_untrained_head=True), folder)
+    transformers.BertModel(base.model.config).save_pretrained(folder)  # the encoder alone
+    mlm = mlmkit.load(folder)
+    assert mlm.untrained_head and mlm.embed(TEXTS).shape[0] == len(TEXTS)
+    with pytest.raises(mlmkit.errors.ModelError, match="no trained MLM head"):
+        mlm.score(TEXTS)
+    assert mlmkit.load(folder, allow_untrained_head=True).score(TEXTS)[0].pll is not None

@@ -24,11 +24,14 @@ import mlmkit.generation as generation
 from mlmkit import bias, embeddings, probe, protein, scoring
 from mlmkit.embeddings.st_directory import is_st_directory
 from mlmkit.engine.batching import check_budget
-from mlmkit.errors import InvalidArgument
+from mlmkit.errors import InvalidArgument, ModelError
 from mlmkit.models.load import LoadedMLM, prepare_mlm
 
 # Keywords that belong to `load`, not to a feature call: set once for the model.
 RUNTIME_KEYWORDS = ("device", "precision", "threads", "trust_remote_code")
+
+# Features that run the encoder alone: a checkpoint without a trained MLM head serves them.
+ENCODER_ONLY = ("embed",)
 
 # method name -> the task function it calls. The free function keeps the task function's
 # name (`mlmkit.fill_mask(model, ...)` is `mlmkit.load(model).fill(...)`).
@@ -65,6 +68,11 @@ def _feature(name: str):
     takes_budget = "batch_tokens" in inspect.signature(task).parameters
 
     def method(self, *args, **options):
+        if self.untrained_head and not self.head_allowed and name not in ENCODER_ONLY:
+            raise ModelError(f"{self.name!r} has no trained MLM head ({len(self.untrained_head)} "
+                             f"head weight(s) missing): MLM.{name}() would give noise; use "
+                             ".embed(), or load with allow_untrained_head=True "
+                             "(--allow-untrained-head) to use the random head anyway")
         given = [key for key in RUNTIME_KEYWORDS if key in options]
         if given:
             key = given[0]
@@ -107,6 +115,11 @@ class MLM(LoadedMLM):
     variant_effects = _feature("variant_effects")
     design_binders = _feature("design_binders")
 
+    head_allowed: bool = False
+    """Whether the caller accepted a random MLM head (`allow_untrained_head=True`); without
+    it, a checkpoint loaded without its head (a sentence-transformers folder) serves only the
+    encoder-only features."""
+
     def __repr__(self) -> str:
         return (f"MLM({self.name!r}, {self.model.config.model_type}, device={self.device}, "
                 f"precision={self.precision!r}, threads={self.threads}, "
@@ -140,13 +153,15 @@ def load(model, *, tokenizer=None, device=None, precision: str | None = "auto",
             and not hasattr(model, "config"):
         raise InvalidArgument(f"model is a {type(model).__name__}: pass a model name or "
                               "directory, an MLM, or a transformers model with its tokenizer")
-    allow_untrained_head = allow_untrained_head or (isinstance(model, (str, Path))
-                                                    and is_st_directory(model))
+    # a sentence-transformers folder loads without its head; its methods then check it
+    st_folder = isinstance(model, (str, Path)) and is_st_directory(model)
     loaded, resolved = prepare_mlm(model, device=device, precision=precision, threads=threads,
-                                   tokenizer=tokenizer, allow_untrained_head=allow_untrained_head,
+                                   tokenizer=tokenizer,
+                                   allow_untrained_head=allow_untrained_head or st_folder,
                                    trust_remote_code=trust_remote_code)
     values = {f.name: getattr(loaded, f.name) for f in fields(LoadedMLM)}
     values["precision"] = resolved
+    values["head_allowed"] = allow_untrained_head or getattr(model, "head_allowed", False)
     if threads is not None:
         values["threads"] = threads
     if batch_tokens is not None:

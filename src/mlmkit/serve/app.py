@@ -17,7 +17,6 @@ from fastapi.staticfiles import StaticFiles
 
 import mlmkit
 from mlmkit import __version__
-from mlmkit.embeddings.st_directory import is_st_directory
 from mlmkit.errors import InvalidArgument
 from mlmkit.options.serving import ServeConfig, is_loopback
 from mlmkit.serve.adapters import Cancelled
@@ -46,11 +45,11 @@ def load_models(specs: list[str], *, device=None, precision="auto", threads=None
         if name in models:
             raise InvalidArgument(f"two models are named {name!r}: name them, e.g. "
                                   f"a={path} b=OTHER")
-        # a sentence-transformers folder is served for /v1/embeddings without an MLM head
+        # a sentence-transformers folder loads without an MLM head: it serves /v1/embeddings,
+        # and its other routes answer the library's one-line refusal
         models[name] = mlmkit.load(path, device=device, precision=precision, threads=threads,
                                    batch_tokens=batch_tokens, trust_remote_code=trust_remote_code,
-                                   allow_untrained_head=allow_untrained_head
-                                   or is_st_directory(path))
+                                   allow_untrained_head=allow_untrained_head)
     return models
 
 
