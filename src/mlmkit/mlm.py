@@ -135,13 +135,13 @@ def load(model, *, tokenizer=None, device=None, precision: str | None = "auto",
     `MLM`, or a transformers model with its `tokenizer` (or a `(model, tokenizer)` pair).
     `device`: None or 'auto' loads a name on the first GPU if any (else the CPU) and leaves
     a given model where it is; a named device ('cpu', 'cuda:1', 'mps') loads or moves the
-    model there. `precision`: 'auto' (fp32 for inference; a bound model keeps its own), 'fp32'
-    or 'bf16'. `threads`:
-    intra-op threads (None: `$MLMKIT_THREADS`, else the usable cores). `batch_tokens`: the
-    token budget of a batch (a memory bound; None sizes it for the model). A bound `MLM`
-    passed again with nothing to change is returned as it is. A sentence-transformers
-    directory (modules.json) loads without an MLM head, for `.embed`, which reads its pooling
-    and normalisation.
+    model there. `precision`: 'auto' (fp32 for inference; a bound model keeps its own),
+    'fp32' or 'bf16'. `threads`: intra-op threads (None: `$MLMKIT_THREADS`, else the usable
+    cores). `batch_tokens`: the token budget of a batch (a memory bound; None sizes it for
+    the model). A bound `MLM` passed again with nothing to change is returned as it is. A
+    sentence-transformers directory (modules.json) loads without an MLM head for `.embed`,
+    which reads its pooling and normalisation; its head features then refuse unless
+    `allow_untrained_head=True`.
 
     >>> mlm = mlmkit.load("bert-base-uncased")          # doctest: +SKIP
     >>> mlm.score("The cat sat on the mat.").pll        # doctest: +SKIP
