@@ -75,9 +75,10 @@ def stats_command(
     tok = load_tokenizer(tokenizer)
     console = Console()
     with Progress("tokenizing", total=None, unit="docs") as bar:
-        stats = mlmkit.masking.compute_stats(mlmkit.corpus.read_corpus(corpus, field=field), tok, max_n=max_n,
-                              min_count=min_count, min_pmi=min_pmi, max_ngrams=max_ngrams,
-                              window=window, progress=bar.advance)
+        documents = mlmkit.corpus.read_corpus(corpus, field=field)
+        stats = mlmkit.masking.compute_stats(documents, tok, max_n=max_n, min_count=min_count,
+                                             min_pmi=min_pmi, max_ngrams=max_ngrams,
+                                             window=window, progress=bar.advance)
     mlmkit.masking.stats.save_stats(stats, output)
     status(f"wrote {output}: {stats.n_docs:,} documents, {stats.n_tokens:,} tokens, "
            f"{len(stats.ngram_pmi):,} collocations")

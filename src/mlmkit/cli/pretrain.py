@@ -68,18 +68,21 @@ def _pretrain(values, config_path, resume, restart, override, show, as_json) -> 
         from mlmkit.corpus.mixture import join_corpus_spec  # numpy: not for --help
 
         values["corpus"] = join_corpus_spec(values["corpus"])
-    overrides = budget_overrides({**values, **mlmkit.pretraining.run_state.parse_overrides(override)})
+    given = mlmkit.pretraining.run_state.parse_overrides(override)
+    overrides = budget_overrides({**values, **given})
     if "masking" in overrides:
         overrides["masking"] = mlmkit.masking.config.parse_masking_option(overrides["masking"])
     # --recipe NAME [--show]: a recipe's config and phases, flags on top
-    recipe_config = mlmkit.pretraining.recipes.recipe_from_flags(overrides, show, config_path, resume)
+    recipe_config = mlmkit.pretraining.recipes.recipe_from_flags(overrides, show, config_path,
+                                                                 resume)
     if show:
         return
     if recipe_config is not None:
         config_path, overrides = None, recipe_config
     elif config_path is None and resume is None and not {"steps", "tokens", "time"} & set(
             overrides):  # no budget given: one sized for this machine
-        budget = mlmkit.pretraining.budget.default_budget(overrides.get("device"), overrides.get("precision"))
+        budget = mlmkit.pretraining.budget.default_budget(overrides.get("device"),
+                                                          overrides.get("precision"))
         overrides.update(budget)
         if "time" in budget:
             status(f"budget: {budget['steps']} steps or {budget['time']} of training, "

@@ -26,7 +26,8 @@ recipe_app = typer.Typer(help="Training recipes of published encoders, scaled do
                     help="List the recipes `mlmkit pretrain --recipe NAME` runs.\n\n"
                          "Example:\n\n  mlmkit recipe list --json\n")
 def list_command(as_json: bool = JSON) -> None:
-    recipes = [mlmkit.pretraining.recipes.load_recipe(name) for name in mlmkit.pretraining.recipes.recipe_names()]
+    library = mlmkit.pretraining.recipes
+    recipes = [library.load_recipe(name) for name in library.recipe_names()]
     if as_json:
         print(json.dumps([r.to_dict() for r in recipes], indent=1))
         return

@@ -55,8 +55,9 @@ def train_command(
     checks.count("vocab_size", vocab_size, 64, mlmkit.tokenizer.MAX_VOCAB_SIZE)
     checks.count("max_length", max_length, 1, mlmkit.tokenizer.MAX_MODEL_LENGTH)
 
-    documents = mlmkit.corpus.read_corpus(corpus, field=field, split=split, paragraphs=paragraphs,
-                            encoding=encoding, encoding_errors=encoding_errors)
+    documents = mlmkit.corpus.read_corpus(corpus, field=field, split=split,
+                                          paragraphs=paragraphs, encoding=encoding,
+                                          encoding_errors=encoding_errors)
     count = 0
 
     def counted():
@@ -65,9 +66,10 @@ def train_command(
             count += 1
             yield text
 
-    tokenizer = mlmkit.tokenizer.train_tokenizer(counted(), output, kind=kind, vocab_size=vocab_size,
-                                lowercase=lowercase, model_max_length=max_length,
-                                show_progress=progress)
+    tokenizer = mlmkit.tokenizer.train_tokenizer(counted(), output, kind=kind,
+                                                 vocab_size=vocab_size, lowercase=lowercase,
+                                                 model_max_length=max_length,
+                                                 show_progress=progress)
     names = ("cls_token", "sep_token", "mask_token", "pad_token", "unk_token")
     specials = " ".join(str(getattr(tokenizer, name)) for name in names)
     Console().print(

@@ -5,9 +5,9 @@ writing another."""
 
 import importlib
 
-# Modules that import torch, reached by attribute on first use (`mlmkit.core.devices`), so
+# The module that imports torch, reached by attribute on first use (`mlmkit.core.devices`), so
 # that the CLI can name them at its top and still start without torch.
-_LAZY = ("devices", "gumbel")
+_LAZY = ("devices",)
 
 
 def __getattr__(name: str):

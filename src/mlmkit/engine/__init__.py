@@ -3,11 +3,11 @@ masked-LM primitive, and the torchrun process group."""
 
 import importlib
 
-_MODULES = ("batching", "process_group")
+_MODULES = ("process_group",)
 
 
 def __getattr__(name: str):
-    """The modules, imported on first use: they import torch, and the CLI names them at its
+    """The module, imported on first use: it imports torch, and the CLI names them at its
     top (`mlmkit.engine.process_group.init(...)`) without starting torch for `--help`."""
     if name in _MODULES:
         return importlib.import_module(f"mlmkit.engine.{name}")
