@@ -19,10 +19,10 @@ import warnings
 import typer
 from rich.console import Console
 from typer._click.exceptions import ClickException
-from typer.core import TyperGroup
 from typer.exceptions import Abort
 
 from mlmkit import __version__
+from mlmkit.cli.options import Group
 from mlmkit.core.progress import warn
 from mlmkit.errors import MlmkitError
 
@@ -39,7 +39,7 @@ def _user_error(message: str):
     return typer.Exit(1)
 
 
-class _Group(TyperGroup):
+class _Group(Group):
     """The root group: any user error raised inside a command becomes one line on standard
     error and exit status 1, also when the app is invoked in-process (tests, CliRunner)."""
 

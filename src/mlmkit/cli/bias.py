@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli.options import JSON, Runtime, subcommand, trusting
+from mlmkit.cli.options import JSON, Runtime, command_group, subcommand, trusting
 from mlmkit.core.checks import choice
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.core.progress import status, warn
@@ -54,7 +54,7 @@ OUTPUT_HELP = ("Where the result goes: - (standard output: the tables, or JSON w
 REPORT_SUFFIXES = (".html", ".md")  # a report: its figures need matplotlib (mlmkit[plots])
 OUTPUT_SUFFIXES = (*REPORT_SUFFIXES, ".json")
 
-bias_app = typer.Typer(help=BIAS_HELP, epilog=BIAS_EXAMPLE, no_args_is_help=True)
+bias_app = command_group(BIAS_HELP, epilog=BIAS_EXAMPLE)
 
 
 def _stdout():

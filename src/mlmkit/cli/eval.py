@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import typer
 
+from mlmkit.cli.options import command_group
+
 EVAL_HELP = ("Evaluate a masked LM: minimal pairs (BLiMP), likelihood bounds (ELBO), the "
              "downstream suite and comparisons.")
 EXAMPLE = """
@@ -14,7 +16,7 @@ Examples:
   mlmkit eval elbo ./tiny-bert texts.txt --samples 32 --json
 """
 
-eval_app = typer.Typer(help=EVAL_HELP, epilog=EXAMPLE, no_args_is_help=True)
+eval_app = command_group(EVAL_HELP, epilog=EXAMPLE)
 
 
 def register(app: typer.Typer) -> None:

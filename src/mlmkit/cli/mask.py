@@ -12,12 +12,12 @@ from rich.table import Table
 from rich.text import Text
 
 import mlmkit
-from mlmkit.cli.options import SEED
+from mlmkit.cli.options import SEED, command_group, subcommand
 from mlmkit.core import checks
 from mlmkit.core.progress import Progress, status
 from mlmkit.errors import MlmkitError, PathError
 
-mask_app = typer.Typer(help="""Masking policies: corpus statistics and previews.
+mask_app = command_group(help="""Masking policies: corpus statistics and previews.
 
 Example:
 
@@ -52,7 +52,7 @@ def load_tokenizer(name: str):
                           "written by save_pretrained or `mlmkit tokenizer`.") from error
 
 
-@mask_app.command("stats", help="Compute token, document, n-gram PMI and informativeness "
+@subcommand(mask_app, "stats", help="Compute token, document, n-gram PMI and informativeness "
                   "statistics of a corpus for a tokenizer, and save them." + STATS_EXAMPLE,
                   short_help="Corpus statistics for informed masking (pmi, frequency, "
                   "tfidf, informask).")
@@ -91,7 +91,7 @@ def stats_command(
         console.print(table)
 
 
-@mask_app.command("preview", help="Mask a text with a policy and show the result and the "
+@subcommand(mask_app, "preview", help="Mask a text with a policy and show the result and the "
                   "labels." + PREVIEW_EXAMPLE,
                   short_help="Mask a text with a policy and show the result and the labels.")
 def preview_command(

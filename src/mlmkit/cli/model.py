@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 
 import mlmkit
-from mlmkit.cli.options import TRUST_REMOTE_CODE
+from mlmkit.cli.options import TRUST_REMOTE_CODE, command_group, subcommand
 from mlmkit.core import checks, staging
 from mlmkit.errors import MlmkitError
 from mlmkit.models.preset_table import (
@@ -35,13 +35,13 @@ Example:
   mlmkit model init bert-tiny --tokenizer ./tok -o ./tiny-bert
 """
 
-model_app = typer.Typer(help="Create a random masked LM from a preset, saved with its "
+model_app = command_group(help="Create a random masked LM from a preset, saved with its "
                              "tokenizer; list the families; describe a model.\n" + EXAMPLE,
                         no_args_is_help=True)
 
 
-@model_app.command(
-    "init",
+@subcommand(
+    model_app, "init",
     short_help="Build a random masked LM from a preset and save it with its tokenizer.",
     help="Build a randomly initialised masked LM from a preset and save it with the "
          "tokenizer (its vocabulary and special tokens).\n\n"
@@ -102,8 +102,8 @@ def init_command(
                     f"{escape(str(output))}")
 
 
-@model_app.command(
-    "list",
+@subcommand(
+    model_app, "list",
     short_help="List every model family `model init` can build.",
     help="List every family `mlmkit model init` builds (FAMILY-SIZE presets), the "
          "transformers classes it uses and whether the installed transformers has them."
@@ -124,8 +124,8 @@ def list_command(as_json: bool = typer.Option(False, "--json", help="Print JSON.
                       f"{escape(row['description'])}")
 
 
-@model_app.command(
-    "info",
+@subcommand(
+    model_app, "info",
     short_help="Describe a model: family, parameters, positions, head, features.",
     help="Describe a masked LM: family, parameter counts (embeddings and the rest), "
          "vocabulary, max positions, position scheme (absolute, relative, RoPE θ, ALiBi), "

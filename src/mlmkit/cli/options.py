@@ -8,7 +8,10 @@
   from `min_gap`, the field's help, type, choices and default), and the command receives the
   dataclass built from the parsed values. `Given(SomeConfig)` instead hands over only the
   flags given on the command line, as a dict (so a config file's values stand). `command()`
-  registers every command this way.
+  registers every command this way, as a `Command`; `group()` makes every group, a `Group`.
+- `Command` and `Group` are where the whole command line's conventions are applied: the old
+  flags of `mlmkit.cli.vocabulary` are read in today's words, choice values in any accepted
+  spelling, and help is drawn by `mlmkit.cli.help` (metavariables, width, examples first).
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
+from mlmkit.cli import help as help_text
+from mlmkit.cli import vocabulary
 from mlmkit.core import checks
 from mlmkit.options import default_of, fields_of, types_of
 
@@ -47,8 +53,13 @@ TRUST_REMOTE_CODE = typer.Option(False, "--trust-remote-code", help="Run the mod
                                  "Default: $MLMKIT_TRUST_REMOTE_CODE=1, else refused.",
                                  rich_help_panel="Model")
 
+TOKENIZER = typer.Option(None, "--tokenizer", metavar="DIR", help="The tokenizer's folder (or "
+                         "hub name), for a model saved without one (default: the model's "
+                         "own).", rich_help_panel="Model")
+
 SHARED = {"device": DEVICE, "precision": PRECISION, "threads": THREADS,
-          "batch_tokens": BATCH_TOKENS, "seed": SEED, "trust_remote_code": TRUST_REMOTE_CODE}
+          "batch_tokens": BATCH_TOKENS, "seed": SEED, "trust_remote_code": TRUST_REMOTE_CODE,
+          "tokenizer": TOKENIZER}
 """Runtime flags by field name: an options field of one of these names is this flag."""
 
 ENCODING = typer.Option("utf-8", "--encoding", help="Text encoding of the input file.")
@@ -60,8 +71,8 @@ ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", help="strict (stop
 class Runtime:
     """How a command loads and runs its model, declared once: a command takes
     `runtime: Runtime` and `command()` expands it into the shared flags above (--device,
-    --precision, --threads, --batch-tokens, --seed, --trust-remote-code; their names, help and
-    defaults are SHARED's). The command hands `runtime.load_keywords()` to `mlmkit.load`,
+    --precision, --threads, --batch-tokens, --seed, --trust-remote-code, --tokenizer; their
+    names, help and defaults are SHARED's). The command hands `runtime.load_keywords()` to `mlmkit.load`,
     which resolves them once."""
 
     device: str = DEVICE.default
@@ -70,12 +81,13 @@ class Runtime:
     batch_tokens: int | None = BATCH_TOKENS.default
     seed: int = SEED.default
     trust_remote_code: bool = TRUST_REMOTE_CODE.default
+    tokenizer: str | None = TOKENIZER.default
 
     def load_keywords(self) -> dict:
         """The keywords of `mlmkit.load(model, ...)` (the seed is no property of a model;
         without --trust-remote-code, $MLMKIT_TRUST_REMOTE_CODE decides)."""
         return {"device": self.device, "precision": self.precision, "threads": self.threads,
-                "batch_tokens": self.batch_tokens,
+                "batch_tokens": self.batch_tokens, "tokenizer": self.tokenizer,
                 "trust_remote_code": self.trust_remote_code or None}
 
     def run_keywords(self) -> dict:
@@ -110,9 +122,75 @@ class Given:
     cls: type
 
 
+PRECISIONS = ("auto", "fp32", "bf16")  # --precision's values (mlmkit.core.devices checks them)
+
+
+def command_path(ctx) -> str:
+    """The command's words below `mlmkit` ("probe rank")."""
+    names = []
+    while ctx is not None and ctx.parent is not None:
+        names.append(ctx.info_name)
+        ctx = ctx.parent
+    return " ".join(reversed(names))
+
+
+class Command(TyperCommand):
+    """Every mlmkit command: its old flags read in today's words (`mlmkit.cli.vocabulary`),
+    its choice values in any accepted spelling, its help drawn by `mlmkit.cli.help`."""
+
+    def __init__(self, *args, **settings):
+        super().__init__(*args, **settings)
+        help_text.label_params(self.params)
+
+    def parse_args(self, ctx, args):
+        return super().parse_args(ctx, vocabulary.rewrite(command_path(ctx), list(args),
+                                                          self.choices()))
+
+    def choices(self) -> dict[str, tuple]:
+        """Each flag that takes one of a set of values -> those values."""
+        out = {}
+        for param in self.params:
+            values = getattr(getattr(param, "type_descriptor", None), "choices", None)
+            if param.name == "precision":
+                values = PRECISIONS
+            if values is not None and getattr(param, "opts", None):
+                out.update({opt: tuple(map(str, values)) for opt in param.opts
+                            if opt.startswith("--")})
+        return out
+
+    def format_help(self, ctx, formatter):
+        return _format_help(self, super().format_help, ctx, formatter)
+
+
+class Group(TyperGroup):
+    """Every mlmkit group: its help drawn as a command's (`mlmkit.cli.help`)."""
+
+    def format_help(self, ctx, formatter):
+        return _format_help(self, super().format_help, ctx, formatter)
+
+
+def _format_help(command, format_help, ctx, formatter):
+    """Print `command`'s help with its examples first, at the terminal's width."""
+    kept = command.help, command.epilog
+    command.help, command.epilog = help_text.examples_first(*kept)
+    help_text.label_params(command.get_params(ctx))  # --help too, which click adds here
+    help_text.use_help_width()
+    try:
+        return format_help(ctx, formatter)
+    finally:
+        command.help, command.epilog = kept
+
+
+def command_group(help: str, **settings) -> typer.Typer:
+    """A group of commands (`mlmkit probe ...`), shown by its help when run bare."""
+    settings.setdefault("no_args_is_help", True)
+    return typer.Typer(help=help, cls=Group, **settings)
+
+
 def command(app: typer.Typer, name: str, function, **settings) -> None:
     """Register `function` as the command `name` of `app` (settings: typer's `help`,
     `short_help`, `epilog`, ...), its options dataclass parameters expanded into flags."""
+    settings.setdefault("cls", Command)
     app.command(name, **settings)(with_options(function))
 
 

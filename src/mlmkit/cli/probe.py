@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 import mlmkit
-from mlmkit.cli.options import JSON, Runtime, subcommand, trusting
+from mlmkit.cli.options import JSON, Runtime, command_group, subcommand, trusting
 from mlmkit.core.checks import choice, count
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.core.progress import status
@@ -49,7 +49,7 @@ standard input):
 OUTPUT_HELP = ("Where the full result goes as JSON (- for standard output, the default, "
                "where it is printed as a table unless --json).")
 
-probe_app = typer.Typer(help=PROBE_HELP, epilog=PROBE_EXAMPLE, no_args_is_help=True)
+probe_app = command_group(PROBE_HELP, epilog=PROBE_EXAMPLE)
 
 
 def _fmt(value) -> str:

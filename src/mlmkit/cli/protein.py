@@ -8,7 +8,7 @@ import json
 import typer
 
 import mlmkit
-from mlmkit.cli.options import JSON, Runtime, command, trusting
+from mlmkit.cli.options import JSON, Runtime, command, command_group, trusting
 from mlmkit.core.correlation import spearman_score
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
@@ -26,7 +26,7 @@ Examples:
       --target-col fitness_2500
 """
 
-protein_app = typer.Typer(help=PROTEIN_HELP, epilog=EXAMPLE, no_args_is_help=True)
+protein_app = command_group(PROTEIN_HELP, epilog=EXAMPLE)
 
 
 def variants_command(

@@ -8,7 +8,7 @@ import json
 import typer
 
 import mlmkit
-from mlmkit.cli.options import JSON
+from mlmkit.cli.options import JSON, command_group, subcommand
 
 EXAMPLE = """
 Example:
@@ -18,11 +18,11 @@ Example:
   mlmkit pretrain --recipe modernbert --steps 200
 """
 
-recipe_app = typer.Typer(help="Training recipes of published encoders, scaled down: list "
+recipe_app = command_group(help="Training recipes of published encoders, scaled down: list "
                               "them, show one.\n" + EXAMPLE, no_args_is_help=True)
 
 
-@recipe_app.command("list", short_help="List the recipes with their sources.",
+@subcommand(recipe_app, "list", short_help="List the recipes with their sources.",
                     help="List the recipes `mlmkit pretrain --recipe NAME` runs.\n\n"
                          "Example:\n\n  mlmkit recipe list --json\n")
 def list_command(as_json: bool = JSON) -> None:
@@ -37,7 +37,7 @@ def list_command(as_json: bool = JSON) -> None:
               f"phase{'s' if phases != 1 else ''} ({recipe.source.split(',')[0]})")
 
 
-@recipe_app.command("show", short_help="Print a recipe and the config it resolves to.",
+@subcommand(recipe_app, "show", short_help="Print a recipe and the config it resolves to.",
                     help="Print a recipe's source, what mlmkit changes at small scale, and the "
                          "resolved run config (YAML, phases included): what `mlmkit pretrain "
                          "--recipe NAME --show` prints.\n" + EXAMPLE)

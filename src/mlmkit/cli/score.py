@@ -6,7 +6,6 @@ import dataclasses
 import warnings
 
 import typer
-from typer.core import TyperCommand
 
 import mlmkit
 from mlmkit.cli.options import (
@@ -14,6 +13,7 @@ from mlmkit.cli.options import (
     ENCODING_ERRORS,
     JSON,
     OUTPUT,
+    Command,
     Runtime,
     command,
     field_option,
@@ -146,14 +146,14 @@ def merge_command(
                + ("standard output" if output == "-" else output))
 
 
-class ScoreCommand(TyperCommand):
+class ScoreCommand(Command):
     """`mlmkit score MODEL INPUT` and `mlmkit score merge SHARDS...` under one name: the
     first argument `merge` selects the merge command."""
 
     def make_context(self, info_name, args, parent=None, **extra):
         if args and args[0] == "merge":
             merge_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
-            merge_app.command("merge", epilog=MERGE_EXAMPLE)(merge_command)
+            merge_app.command("merge", epilog=MERGE_EXAMPLE, cls=Command)(merge_command)
             merge = typer.main.get_command(merge_app)
             return merge.make_context(f"{info_name} merge", list(args[1:]), parent=parent,
                                       **extra)

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 
 import mlmkit
+from mlmkit.cli.options import command_group, subcommand
 from mlmkit.core import checks
 
 EXAMPLE = """
@@ -19,12 +20,12 @@ Example:
   mlmkit tokenizer train ./data/*.jsonl --field body -o ./tok-bpe --kind bpe --vocab-size 16000
 """
 
-tokenizer_app = typer.Typer(help="Train WordPiece, byte-BPE or Unigram tokenizers that "
+tokenizer_app = command_group(help="Train WordPiece, byte-BPE or Unigram tokenizers that "
                                  "AutoTokenizer loads.\n" + EXAMPLE, no_args_is_help=True)
 
 
-@tokenizer_app.command(
-    "train",
+@subcommand(
+    tokenizer_app, "train",
     help="Train a tokenizer on a corpus and save a directory AutoTokenizer loads. "
          "wordpiece has BERT's [CLS]/[SEP]/[MASK]/[PAD]/[UNK]; bpe (byte-level) and unigram "
          "have RoBERTa's <s>/</s>/<mask>/<pad>/<unk>. The vocabulary is rounded up to a "

@@ -192,18 +192,49 @@ def _load_config(name: str, trust_remote_code: bool = False):
                          "config.json)") from error
 
 
-def _load_tokenizer(name: str, path: Path, config, trust_remote_code: bool = False):
-    if path.is_dir() and not any((path / f).is_file() for f in TOKENIZER_FILES):
+def _load_tokenizer(name: str, path: Path, config, trust_remote_code: bool = False,
+                    tokenizer=None):
+    """The tokenizer of `name`: its own (from its folder or hub name), or `tokenizer` (a
+    folder or hub name of its own, or a loaded tokenizer) for a model saved without one."""
+    if tokenizer is not None and not isinstance(tokenizer, (str, Path)):
+        return _checked_tokenizer(complete_special_tokens(tokenizer), name, config)
+    if tokenizer is not None:
+        name = _tokenizer_path(tokenizer)
+        path = Path(name)
+    elif path.is_dir() and not any((path / f).is_file() for f in TOKENIZER_FILES):
         raise ModelError(f"{name!r} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, "
                          "...): save the tokenizer next to the model "
-                         "(tokenizer.save_pretrained(dir)) or pass (model, tokenizer)")
+                         "(tokenizer.save_pretrained(dir)) or name its folder with "
+                         "tokenizer=DIR (--tokenizer DIR)")
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(
             name, trust_remote_code=trust_remote_code)
     except Exception as error:  # noqa: BLE001 - tokenizers raise many kinds (Rust panics too)
         raise ModelError(f"cannot load the tokenizer of {name!r} ({_first_line(error)}): "
                          "re-download or re-export the model with its tokenizer") from error
-    complete_special_tokens(tokenizer)
+    return _checked_tokenizer(complete_special_tokens(tokenizer), name, config)
+
+
+def _tokenizer_path(tokenizer) -> str:
+    """A tokenizer given by folder (`--tokenizer DIR`): it must exist and hold tokenizer files;
+    a name that is no local path is a hub name."""
+    path = Path(str(tokenizer)).expanduser()
+    if path.exists() and not path.is_dir():
+        raise PathError(f"tokenizer {str(tokenizer)!r} is a file: pass the directory that "
+                        "holds tokenizer.json (or vocab.txt), as save_pretrained writes it")
+    if str(tokenizer).startswith((".", "/", "~")) and not path.exists():
+        raise PathError(f"tokenizer path {str(tokenizer)!r} does not exist: pass a directory "
+                        "written by save_pretrained or `mlmkit tokenizer train`")
+    if path.is_dir() and not any((path / f).is_file() for f in TOKENIZER_FILES):
+        raise ModelError(f"{str(tokenizer)!r} holds no tokenizer files "
+                         f"({', '.join(TOKENIZER_FILES[:3])}, ...): pass the directory written "
+                         "by save_pretrained or `mlmkit tokenizer train`")
+    return str(path) if path.is_dir() else str(tokenizer)
+
+
+def _checked_tokenizer(tokenizer, name: str, config):
+    """Refuse a tokenizer that cannot serve the model `name` (only special tokens, or more
+    tokens than the model's vocabulary)."""
     vocab = getattr(config, "vocab_size", None)
     specials = len(set(tokenizer.all_special_ids))
     if len(tokenizer) <= specials:
@@ -248,6 +279,7 @@ def load_mlm(
     *,
     allow_untrained_head: bool = False,
     trust_remote_code: bool | None = None,
+    tokenizer=None,
 ) -> LoadedMLM:
     """Load a masked LM and its tokenizer: `model` is a hub name or a directory
     (`bert-base-uncased`, `./runs/x/final`, ...).
@@ -260,6 +292,8 @@ def load_mlm(
     without a mask token. A checkpoint that ships its own code (NeoBERT, ...) loads only with
     `trust_remote_code=True` (or $MLMKIT_TRUST_REMOTE_CODE=1): that code runs on this machine.
     A hub name is read from the local cache alone when the hub cannot be reached.
+    `tokenizer` (a directory, a hub name or a loaded tokenizer) replaces the model's own, for a
+    checkpoint saved without one (the CLI's `--tokenizer DIR`).
     """
     trust_remote_code = trust_remote_code_default(trust_remote_code)
 
@@ -285,11 +319,12 @@ def load_mlm(
     with hub_offline(not path.is_dir() and hub_unreachable()):
         return _load_files(name, path, str(model), target, dtype,
                            allow_untrained_head=allow_untrained_head,
-                           trust_remote_code=trust_remote_code)
+                           trust_remote_code=trust_remote_code, tokenizer=tokenizer)
 
 
 def _load_files(name: str, path: Path, shown: str, target, dtype, *,
-                allow_untrained_head: bool, trust_remote_code: bool) -> LoadedMLM:
+                allow_untrained_head: bool, trust_remote_code: bool,
+                tokenizer=None) -> LoadedMLM:
     """The config, tokenizer and weights of `name` (a checked directory or a hub name)."""
     config = _load_config(name, trust_remote_code)
     mlm_types = transformers.models.auto.modeling_auto.MODEL_FOR_MASKED_LM_MAPPING_NAMES
@@ -302,7 +337,7 @@ def _load_files(name: str, path: Path, shown: str, target, dtype, *,
     if path.is_dir() and not _weight_files(path):
         raise ModelError(f"{name!r} holds no weight file (model.safetensors): re-download or "
                          "re-export the model")
-    tokenizer = _load_tokenizer(name, path, config, trust_remote_code)
+    tokenizer = _load_tokenizer(name, path, config, trust_remote_code, tokenizer)
     check_mask_token(tokenizer, name)
     kwargs = {"trust_remote_code": trust_remote_code}
     if dtype is not None:
@@ -341,7 +376,7 @@ def as_mlm(model, tokenizer=None, *, device=None, dtype=None,
     elif isinstance(model, (str, Path)):
         return load_mlm(model, device=device if device is not None else "auto", dtype=dtype,
                         allow_untrained_head=allow_untrained_head,
-                        trust_remote_code=trust_remote_code)
+                        trust_remote_code=trust_remote_code, tokenizer=tokenizer)
     else:
         if isinstance(model, tuple) and len(model) == 2:
             model, tokenizer = model
