@@ -237,7 +237,7 @@ def _call(name, mlm, files, shared_data):
         data = shared_data / "crows_pairs" / "crows_pairs_anonymized.csv"
         return mlmkit.audit(mlm, "crows", data, limit=4, n_boot=10, seed=0, **RUNTIME)
     if name == "finetune":
-        return mlmkit.finetune(mlm, "mine", train=files["table"], text_cols="text", epochs=1,
+        return mlmkit.finetune(mlm, "mine", train=files["table"], text_field="text", epochs=1,
                                seed=0, **RUNTIME)
     if name == "evaluate_suite":
         return mlmkit.evaluate_suite(mlm, None, parts="pppl", texts=files["table"], seed=0,

@@ -147,8 +147,8 @@ def test_lora_without_peft_fails_before_loading_the_model(monkeypatch, tmp_path)
     missing_model = str(tmp_path / "no-model")
     with pytest.raises(MissingExtra, match=r"LoRA fine-tuning \(--lora\) needs peft.*"
                                            r"mlmkit\[finetune\]"):
-        mlmkit.finetune(missing_model, task="mine", train=str(train), text_cols="text",
-                        label_col="label", lora=True)
+        mlmkit.finetune(missing_model, task="mine", train=str(train), text_field="text",
+                        label_field="label", lora=True)
     result = CliRunner().invoke(app, ["finetune", missing_model, "--task", "mine", "--train",
                                       str(train), "--text-cols", "text", "--label-col",
                                       "label", "--lora"])

@@ -33,7 +33,7 @@ def suite(tiny_mlm, small_data, tmp_path_factory):
 
     out = tmp_path_factory.mktemp("suite-out")
     result = evaluate_suite(tiny_mlm("bert"), small_data, quick=True, parts="blimp,cloze",
-                            output_dir=out, device="cpu", threads=1, progress=False)
+                            run_dir=out, device="cpu", threads=1, progress=False)
     return result, out
 
 

@@ -28,21 +28,21 @@ Examples:
 
   mlmkit bias crows ./tiny-bert --limit 200 -o crows.html
 
-  mlmkit bias stereoset ./tiny-bert --data tests/data/stereoset_intrasentence_fixture.json --json
+  mlmkit bias stereoset ./tiny-bert tests/data/stereoset_intrasentence_fixture.json --json
 
   mlmkit bias compare ./tiny-bert ./tiny-bert-2 --limit 300 -o compare.md
 """
 CROWS_EXAMPLE = """
 Examples:
 
-  mlmkit bias crows bert-base-uncased --data ../shared/data/crows_pairs/crows_pairs_anonymized.csv -o crows.html --pairs-csv pairs.csv
+  mlmkit bias crows bert-base-uncased ../shared/data/crows_pairs/crows_pairs_anonymized.csv -o crows.html --pairs-csv pairs.csv
 
   mlmkit bias crows ./tiny-bert --measure aula --limit 100 --bootstrap 200 --json
 """
 STEREOSET_EXAMPLE = """
 Example:
 
-  mlmkit bias stereoset bert-base-uncased --data dev.json -o stereoset.md
+  mlmkit bias stereoset bert-base-uncased dev.json -o stereoset.md
 """
 COMPARE_EXAMPLE = """
 Example:
@@ -165,8 +165,8 @@ def _print_stereoset_audit(audit) -> None:
             short_help="CrowS-Pairs as the official metric.py, or AUL / AULA.")
 def crows_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    data: str = typer.Option(None, help="crows_pairs_anonymized.csv, - for standard input "
-                             "(default: ../shared/data/crows_pairs/crows_pairs_anonymized.csv)."),
+    data: str = typer.Argument(None, help="crows_pairs_anonymized.csv, - for standard input "
+                               "(default: ../shared/data/crows_pairs/crows_pairs_anonymized.csv)."),
     measure: str = typer.Option("crows", help="crows (official metric.py), aul or aula."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
     pairs_csv: Path = typer.Option(None, "--pairs-csv", help="Also write every pair's scores "
@@ -209,8 +209,8 @@ def crows_command(
             short_help="StereoSet intrasentence: SS, LM and ICAT per domain.")
 def stereoset_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    data: str = typer.Option(..., help="A StereoSet file in the official dev.json format "
-                             "(- for standard input)."),
+    data: str = typer.Argument(..., help="A StereoSet file in the official dev.json format "
+                               "(- for standard input)."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
     bootstrap: int = typer.Option(1000, help="Bootstrap replicates (0: none; at least 40 "
                                   "otherwise)."),
@@ -237,9 +237,9 @@ def compare_command(
     model_b: str = typer.Argument(..., help="Second model (B)."),
     benchmark_name: str = typer.Option("crows", "--benchmark",
                                        help="crows, aul, aula or stereoset."),
-    data: str = typer.Option(None, help="The benchmark's data file, - for standard input "
-                             "(CrowS-Pairs: default "
-                             "../shared/data/crows_pairs/crows_pairs_anonymized.csv)."),
+    data: str = typer.Argument(None, help="The benchmark's data file, - for standard input "
+                               "(CrowS-Pairs: default "
+                               "../shared/data/crows_pairs/crows_pairs_anonymized.csv)."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
     bootstrap: int = typer.Option(1000, help="Paired bootstrap replicates (0: none; at least "
                                   "40 otherwise)."),

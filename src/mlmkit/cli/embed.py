@@ -28,25 +28,31 @@ Examples:
 
   mlmkit embed ./tiny-bert sentences.txt -o vectors.jsonl --pooling mean --normalize
 
-  mlmkit embed ./tiny-bert - --format npy -o vectors.npy < sentences.txt
+  mlmkit embed ./tiny-bert - -o vectors.npy < sentences.txt
+
+  mlmkit embed ./tiny-bert --text "A query." --text "A document." --normalize
 
   mlmkit embed ./tiny-bert sentences.txt --sparse --top-k 32 -o splade.jsonl
 
 Each line of the input is one text (a blank line is the empty text, so line i of the input
-is row i of the output); JSONL, TSV and CSV inputs give the --field column.
+is row i of the output); JSONL, TSV and CSV inputs give the --text-field column.
 """
 
 
 def embed_command(
     model: str = typer.Argument(..., help="Model directory (a masked LM or a "
                                 "sentence-transformers folder) or hub name."),
-    input_file: str = typer.Argument(..., help="A text per line, JSONL (see --field) or "
-                                     "TSV/CSV with a header; - reads standard input."),
-    field: str = typer.Option(None, help="JSONL/TSV/CSV input: the field holding the text "
-                              "(default: text)."),
-    output_format: str = typer.Option("jsonl", "--format", help="jsonl: one "
-                                      '{"embedding": [...]} per line, in input order; npy: '
-                                      "one float32 array (texts × dimensions)."),
+    input_file: str = typer.Argument(None, help="A text per line, JSONL (see --text-field) "
+                                     "or TSV/CSV with a header; - reads standard input."),
+    text: list[str] = typer.Option([], "--text", help="Embed this text instead of a file "
+                                   "(repeatable: one vector each, in order)."),
+    text_field: str = typer.Option(None, "--text-field", help="JSONL/TSV/CSV input: the "
+                                   "field holding the text (default: text)."),
+    output_format: str = typer.Option(None, "--format", metavar="jsonl|npy", help="The "
+                                      'output\'s format: jsonl, one {"embedding": [...]} per '
+                                      "line, in input order; npy, one float32 array (texts × "
+                                      "dimensions). Default: npy for an -o ending in .npy, "
+                                      "else jsonl."),
     sparse: bool = typer.Option(False, "--sparse", help="SPLADE vectors from the MLM head "
                                 "instead: one {\"tokens\", \"token_ids\", \"weights\"} per line, "
                                 "the --top-k heaviest (pooling flags do not apply)."),
@@ -56,17 +62,28 @@ def embed_command(
     encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,
 ) -> None:
     with trusting(runtime.trust_remote_code):
+        if output_format is None:
+            output_format = "npy" if str(output).lower().endswith(".npy") and not sparse \
+                else "jsonl"
         checks.choice("format", output_format, FORMATS)
         if sparse and output_format != "jsonl":
             raise InvalidArgument("--sparse writes JSON lines: leave out --format npy")
-        check_input_file(input_file)
-        check_output_path(output, inputs=[input_file])
+        if text and input_file is not None:
+            raise InvalidArgument(f"give --text or an input file ({input_file!r}), not both")
+        if not text and input_file is None:
+            raise InvalidArgument('give a file of texts (- for standard input) or --text '
+                                  '"a sentence"')
+        inputs = [input_file] if input_file is not None else []
+        if input_file is not None:
+            check_input_file(input_file)
+        check_output_path(output, inputs=inputs)
         runtime.seed_everything()  # embedding draws nothing at random; --seed is accepted for all
-        texts = [text for _, text in read_texts(input_file, field, encoding, encoding_errors)]
+        texts = list(text) if text else [
+            line for _, line in read_texts(input_file, text_field, encoding, encoding_errors)]
         mlm = mlmkit.load(model, **runtime.load_keywords(), allow_untrained_head=not sparse)
         if sparse:
             vectors = mlm.embed_sparse(texts, top_k=top_k)
-            with open_output(output, inputs=[input_file]) as handle:
+            with open_output(output, inputs=inputs) as handle:
                 for vector in vectors:
                     handle.write(json.dumps(vector.to_dict()) + "\n")
             status(f"embedded {len(texts)} text(s) as SPLADE vectors")
@@ -75,10 +92,10 @@ def embed_command(
         vectors = mlm.embed(texts, **as_keywords(embedding))
         seconds = time.perf_counter() - started
         if output_format == "npy":
-            with open_output(output, inputs=[input_file], mode="wb") as handle:
+            with open_output(output, inputs=inputs, mode="wb") as handle:
                 mlmkit.embeddings.write_npy(handle, vectors)
         else:
-            with open_output(output, inputs=[input_file]) as handle:
+            with open_output(output, inputs=inputs) as handle:
                 for row in vectors.tolist():
                     handle.write(json.dumps({"embedding": row}) + "\n")
         summary = {"texts": len(texts), "dimensions": int(vectors.shape[-1]),

@@ -11,7 +11,7 @@ EVAL_HELP = ("Evaluate a masked LM: minimal pairs (BLiMP), likelihood bounds (EL
 EXAMPLE = """
 Examples:
 
-  mlmkit eval blimp ./tiny-bert --data ../shared/data/blimp --limit 20
+  mlmkit eval blimp ./tiny-bert ../shared/data/blimp --limit 20
 
   mlmkit eval elbo ./tiny-bert texts.txt --samples 32 --json
 """

@@ -17,16 +17,16 @@ SHORT_HELP = "Minimal-pair accuracy (BLiMP): per paradigm, per field and overall
 EXAMPLE = """
 Examples:
 
-  mlmkit eval blimp ./tiny-bert --data ../shared/data/blimp --limit 50 -o blimp.json
+  mlmkit eval blimp ./tiny-bert ../shared/data/blimp --limit 50 -o blimp.json
 
-  mlmkit eval blimp ./tiny-bert --data ../shared/data/blimp --paradigm passive_1 --json
+  mlmkit eval blimp ./tiny-bert ../shared/data/blimp --paradigm passive_1 --json
 """
 
 
 def blimp_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    data: str = typer.Option(..., help="A jsonl file or a folder of them (sentence_good, "
-                             "sentence_bad, UID, field); - reads standard input."),
+    data: str = typer.Argument(..., help="A jsonl file or a folder of them (sentence_good, "
+                               "sentence_bad, UID, field); - reads standard input."),
     metric: str = METRIC,
     limit: int = typer.Option(None, help="At most this many pairs per paradigm (≥ 1)."),
     paradigm: list[str] = typer.Option([], "--paradigm", help="Only these paradigms (UIDs)."),

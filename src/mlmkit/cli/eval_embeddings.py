@@ -19,9 +19,9 @@ STS_HELP = "Semantic similarity: Spearman and Pearson of the cosine of two texts
 STS_EXAMPLE = """
 Examples:
 
-  mlmkit eval sts ./tiny-bert --data ../shared/data/stsb/validation.tsv
+  mlmkit eval sts ./tiny-bert ../shared/data/stsb/validation.tsv
 
-  mlmkit eval sts ./tiny-bert --data stsb.jsonl --pooling cls --json
+  mlmkit eval sts ./tiny-bert stsb.jsonl --pooling cls --json
 """
 RETRIEVAL_HELP = "BEIR retrieval: exact cosine top-k search; NDCG@10, MRR@10, Recall@100."
 RETRIEVAL_EXAMPLE = """
@@ -51,9 +51,9 @@ def _report(values: dict, as_json: bool, output: str, title: str) -> None:
 def sts_command(
     model: str = typer.Argument(..., help="Model directory (a masked LM or a "
                                 "sentence-transformers folder) or hub name."),
-    data: str = typer.Option(..., "--data", help="STS pairs: TSV/CSV with a header or JSONL "
-                             "with sentence1, sentence2 and score (e.g. "
-                             "../shared/data/stsb/validation.tsv)."),
+    data: str = typer.Argument(..., help="STS pairs: TSV/CSV with a header or JSONL with "
+                               "sentence1, sentence2 and score (e.g. "
+                               "../shared/data/stsb/validation.tsv)."),
     limit: int = typer.Option(None, "--limit", min=2, help="Only the first N pairs."),
     *, embedding: Embedding, output: str = OUTPUT, as_json: bool = JSON, runtime: Runtime,
 ) -> None:

@@ -21,7 +21,7 @@ SUITE_HELP = "The evaluation suite: BLiMP, PPPL, cloze, few-shot and fine-tuned 
 SUITE_EXAMPLE = """
 Examples:
 
-  mlmkit eval suite ./tiny-bert --data ../shared/data --quick --out-dir suite-tiny
+  mlmkit eval suite ./tiny-bert --data ../shared/data --quick --run-dir suite-tiny
 
   mlmkit eval suite ./tiny-bert --data ../shared/data --parts blimp,cloze --quick --json
 """
@@ -41,11 +41,11 @@ def suite_command(
 ) -> None:
     """Run the evaluation suite on a model and print its table (Markdown)."""
     with trusting(runtime.trust_remote_code):
-        out_dir = suite.output_dir
-        if out_dir is not None:
-            if Path(out_dir).exists() and not Path(out_dir).is_dir():
-                raise PathError(f"--out-dir {out_dir!r} is a file: name a folder")
-            check_output_path(str(Path(out_dir) / "suite.json"))
+        run_dir = suite.run_dir
+        if run_dir is not None:
+            if Path(run_dir).exists() and not Path(run_dir).is_dir():
+                raise PathError(f"--run-dir {run_dir!r} is a file: name a folder")
+            check_output_path(str(Path(run_dir) / "suite.json"))
 
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")

@@ -21,7 +21,7 @@ Examples:
 
   mlmkit finetune ./tiny-bert --task sst2 --method prompt --shots 16 --seeds 3 --train ../shared/data/sst2/train.tsv --validation ../shared/data/sst2/validation.tsv --json
 
-  mlmkit finetune ./tiny-bert --task topics --train data.jsonl --text-cols text --label-col topic --lora
+  mlmkit finetune ./tiny-bert --task topics --train data.jsonl --text-field text --label-field topic --lora
 """
 
 

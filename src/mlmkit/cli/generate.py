@@ -23,9 +23,9 @@ SHORT_HELP = "Continue prompts by iterative unmasking (MDLM / LLaDA samplers), a
 EXAMPLE = """
 Examples:
 
-  mlmkit generate ./tiny-bert --prompt "Return the" --length 16 --steps 16 --sampler confidence
+  mlmkit generate ./tiny-bert "Return the" --length 16 --steps 16 --sampler confidence
 
-  mlmkit generate ./tiny-bert --prompts-file - --length 8 --json < prompts.txt
+  mlmkit generate ./tiny-bert --file - --length 8 --json < prompts.txt
 """
 
 SHOW = typer.Option(False, "--show", help="Redraw the canvas on stderr at each step (when "
@@ -82,12 +82,13 @@ def step_hooks(tokenizer, n_rows: int, show: bool, trace):
     return view, recorder, on_step
 
 
-def run_unmasking(method: str, model: str, *, text: str, texts_file: str | None, what: str,
+def run_unmasking(method: str, model: str, *, texts: list[str], texts_file: str | None,
+                  what: str,
                   keep_blank: bool, sampling: Sampling, check, output, trace, show, encoding,
                   encoding_errors, runtime: Runtime, **call_kwargs):
     """The body `generate` and `infill` share: check the sampler options, the command's own
     arguments (`check()`), the input and output files, all before the model loads; read the
-    texts (TEXT or one per line of TEXTS_FILE); load the model and run its `method`
+    texts (TEXT... or one per line of TEXTS_FILE); load the model and run its `method`
     (`mlm.generate(texts, ...)`) under the live view and the trace. Returns (results, the
     input files)."""
     mlmkit.generation.SamplerOptions(**as_keywords(sampling))
@@ -105,7 +106,7 @@ def run_unmasking(method: str, model: str, *, text: str, texts_file: str | None,
             raise InvalidArgument("--trace - and the results (-o -, the default) would both "
                                   "go to standard output, mixed: give --trace or -o a file")
     texts = read_inputs(texts_file, what, encoding, encoding_errors,
-                        keep_blank=keep_blank) if texts_file is not None else [text]
+                        keep_blank=keep_blank) if texts_file is not None else list(texts)
     mlm = mlmkit.load(model, **runtime.load_keywords())
     call = getattr(mlm, method)
     view, recorder, on_step = step_hooks(mlm.tokenizer, len(texts), show, trace)
@@ -123,9 +124,11 @@ def run_unmasking(method: str, model: str, *, text: str, texts_file: str | None,
 
 def generate_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    prompt: str = typer.Option("", help="Text to continue (may be empty)."),
-    prompts_file: str = typer.Option(None, "--prompts-file", help="One prompt per line "
-                                     "(batch generation); - reads standard input."),
+    prompts: list[str] = typer.Argument(None, metavar="PROMPT", help="Texts to continue, "
+                                        "one output each (none: generate from nothing)."),
+    prompts_file: str = typer.Option(None, "--file", help="Read the prompts from a file, one "
+                                     "per line (a blank line is the empty prompt); - reads "
+                                     "standard input."),
     length: int = typer.Option(64, help="Tokens to generate."),
     fix: list[str] = typer.Option([], "--fix", help="POSITION=TEXT: fix generated tokens."),
     *, sampling: Sampling, show: bool = SHOW,
@@ -137,11 +140,11 @@ def generate_command(
     def check() -> None:
         checks.count("length", length, 1)
         constraints.update(parse_fixes(fix))
-        if prompts_file is not None and prompt:
-            raise InvalidArgument("give --prompt or --prompts-file, not both")
+        if prompts_file is not None and prompts:
+            raise InvalidArgument("give prompts or --file, not both")
 
     results, inputs = run_unmasking(
-        "generate", model, text=prompt, texts_file=prompts_file, what="prompts",
+        "generate", model, texts=prompts or [""], texts_file=prompts_file, what="prompts",
         keep_blank=True, sampling=sampling, check=check, output=output, trace=trace,
         show=show, encoding=encoding, encoding_errors=encoding_errors, runtime=runtime,
         length=length, constraints=constraints)

@@ -19,15 +19,16 @@ Examples:
 
   mlmkit infill ./tiny-bert "Return the [MASK:2] of the [MASK:1-3]." --temperature 0
 
-  mlmkit infill ./tiny-bert --templates-file - --json < templates.txt
+  mlmkit infill ./tiny-bert --file - --json < templates.txt
 """
 
 
 def infill_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     template: str = typer.Argument(None, help="Text with [MASK], [MASK:n] or [MASK:a-b] spans."),
-    templates_file: str = typer.Option(None, "--templates-file", help="One template per line "
-                                       "(blank lines skipped); - reads standard input."),
+    templates_file: str = typer.Option(None, "--file", help="Read the templates from a file, "
+                                       "one per line (blank lines skipped); - reads standard "
+                                       "input."),
     max_candidates: int = typer.Option(64, "--max-candidates",
                                        help="Most span-length combinations to try."),
     *, sampling: Sampling, show: bool = SHOW,
@@ -37,11 +38,11 @@ def infill_command(
     def check() -> None:
         checks.count("max_candidates", max_candidates, 1, 10_000)
         if (template is None) == (templates_file is None):
-            raise InvalidArgument("give either a TEMPLATE argument or --templates-file, not "
-                                  "both or neither")
+            raise InvalidArgument("give either a TEMPLATE argument or --file, not both or "
+                                  "neither")
 
     results, inputs = run_unmasking(
-        "infill", model, text=template, texts_file=templates_file, what="templates",
+        "infill", model, texts=[template], texts_file=templates_file, what="templates",
         keep_blank=False, sampling=sampling, check=check, output=output, trace=trace,
         show=show, encoding=encoding, encoding_errors=encoding_errors, runtime=runtime,
         max_candidates=max_candidates)

@@ -60,7 +60,8 @@ def stats_command(
     corpus: str = typer.Argument(..., help="python-docs, a file, a directory or a glob."),
     tokenizer: str = typer.Argument(..., help="Tokenizer directory or hub name."),
     output: Path = typer.Option(..., "-o", "--output", help="Directory to write the stats to."),
-    field: str = typer.Option("text", help="jsonl/csv/parquet: the field holding the text."),
+    text_field: str = typer.Option("text", "--text-field", help="jsonl/csv/parquet: the field "
+                                   "holding the text."),
     max_n: int = typer.Option(5, "--max-n", help="Longest collocation, in tokens (2..5)."),
     min_count: int = typer.Option(5, "--min-count", help="Fewest occurrences of a collocation."),
     min_pmi: float = typer.Option(0.0, "--min-pmi", help="Lowest PMI of a kept collocation."),
@@ -75,7 +76,7 @@ def stats_command(
     tok = load_tokenizer(tokenizer)
     console = Console()
     with Progress("tokenizing", total=None, unit="docs") as bar:
-        documents = mlmkit.corpus.read_corpus(corpus, field=field)
+        documents = mlmkit.corpus.read_corpus(corpus, field=text_field)
         stats = mlmkit.masking.compute_stats(documents, tok, max_n=max_n, min_count=min_count,
                                              min_pmi=min_pmi, max_ngrams=max_ngrams,
                                              window=window, progress=bar.advance)

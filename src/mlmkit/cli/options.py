@@ -94,7 +94,8 @@ class Runtime:
         """The runtime keywords of the functions that load, train and score a model
         themselves (`finetune`, `evaluate_suite`): training resolves its own precision."""
         return {"device": self.device, "precision": self.precision, "threads": self.threads,
-                "batch_tokens": self.batch_tokens, "seed": self.seed}
+                "batch_tokens": self.batch_tokens, "seed": self.seed,
+                "tokenizer": self.tokenizer}
 
     def seed_everything(self) -> None:
         """Fix torch's generator with --seed, also for commands that draw nothing at random

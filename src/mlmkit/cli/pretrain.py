@@ -18,6 +18,8 @@ from mlmkit.core.progress import status
 from mlmkit.core.results import dumps
 from mlmkit.pretraining.config import PretrainConfig, budget_overrides, from_dict, load_config
 
+DEFAULT_RUN_DIR = "runs/pretrain"  # mlmkit.pretraining.run's (that module loads torch)
+
 HELP = """Pretrain a masked LM on a corpus and save it in Hugging Face format.
 
 With no arguments: a mini ModernBERT on the built-in python-docs corpus, sized for the machine (1,000 steps, about 5 minutes on 2 CPU cores with native bf16; on a CPU without bf16 at most 10 minutes of training, under 15 minutes in all), then evaluation, the saved model in runs/pretrain/final and a few fill-mask examples. Status lines and the progress bar go to standard error; the summary (or --json) to standard output.
@@ -26,11 +28,11 @@ With no arguments: a mini ModernBERT on the built-in python-docs corpus, sized f
 
   mlmkit pretrain --model tiny --steps 20 --seq-len 32 --run-dir runs/tiny
   mlmkit pretrain
-  mlmkit pretrain --corpus notes.txt --time 10m --precision bf16 --device cuda
+  mlmkit pretrain --corpus notes.jsonl --text-field body --time 10m --precision bf16 --device cuda
   mlmkit pretrain --init ./runs/pretrain/final --corpus domain.jsonl --steps 2000
-  mlmkit pretrain --resume runs/pretrain
-  mlmkit pretrain --resume runs/pretrain --steps 2000    # extend: the schedule continues
-  mlmkit pretrain --resume runs/pretrain --override eval_every=50
+  mlmkit pretrain --resume --run-dir runs/pretrain
+  mlmkit pretrain --resume --steps 2000    # extend runs/pretrain: the schedule continues
+  mlmkit pretrain --resume --run-dir runs/tiny --override eval_every=50
   mlmkit pretrain --restart --run-dir runs/pretrain       # start over in the same directory
   mlmkit pretrain --objective electra --model electra-mini
   mlmkit pretrain --objective diffusion --masking diffusion
@@ -44,8 +46,8 @@ def pretrain_command(
     *,
     config_file: Path = typer.Option(None, "--config", help="YAML file of config fields (flags "
                                      "override it)"),
-    resume: Path = typer.Option(None, "--resume", help="continue the run in this directory "
-                                "where it stopped"),
+    resume: bool = typer.Option(False, "--resume", help="continue the run in --run-dir "
+                                "(default: runs/pretrain) where it stopped"),
     restart: bool = typer.Option(False, "--restart", help="start over in a run directory that "
                                  "holds a run (its checkpoints, final/ and logs are removed)"),
     override: list[str] = typer.Option(None, "--override", metavar="KEY=VALUE", help="change "
@@ -60,7 +62,8 @@ def pretrain_command(
 ) -> None:
     """Only the flags given override the --config file, the recipe or the resumed run."""
     with trusting(trust_remote_code):  # an --init model's own code
-        _pretrain(values, config_file, resume, restart, override, show, as_json)
+        run_dir = Path(values.pop("run_dir", None) or DEFAULT_RUN_DIR) if resume else None
+        _pretrain(values, config_file, run_dir, restart, override, show, as_json)
 
 
 def _pretrain(values, config_path, resume, restart, override, show, as_json) -> None:

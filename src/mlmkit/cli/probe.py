@@ -11,6 +11,7 @@ from rich.table import Table
 
 import mlmkit
 from mlmkit.cli.options import JSON, Runtime, command_group, subcommand, trusting
+from mlmkit.cli.score import METRIC
 from mlmkit.core.checks import choice, count
 from mlmkit.core.output import check_output_path, write_text
 from mlmkit.core.progress import status
@@ -149,7 +150,7 @@ def rank_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     items: str = typer.Argument(..., help="JSONL of multiple-choice items (- for standard "
                                 "input)."),
-    metric: str = typer.Option("pll", help="pll or pll_word_l2r."),
+    metric: str = METRIC,
     normalize: str = typer.Option("sum", help="sum (log-likelihood), token or word (mean)."),
     scope: str = typer.Option("statement", help="statement (every token) or shared (only the "
                               "tokens all candidates share, Tamborrino et al.)."),

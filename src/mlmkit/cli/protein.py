@@ -21,9 +21,9 @@ STRATEGIES = ("masked-marginals", "wt-marginals", "mutant-marginals", "pll")
 EXAMPLE = """
 Examples:
 
-  mlmkit protein variants ./esm2-8m --sequence BLAT_ECOLX_wildtype.fasta \\
-      --dms BLAT_ECOLX_Ranganathan2015.csv --offset 24 -o scored.csv \\
-      --target-col fitness_2500
+  mlmkit protein variants ./esm2-8m BLAT_ECOLX_Ranganathan2015.csv \\
+      --sequence BLAT_ECOLX_wildtype.fasta --offset 24 -o scored.csv \\
+      --target-field fitness_2500
 """
 
 protein_app = command_group(PROTEIN_HELP, epilog=EXAMPLE)
@@ -31,10 +31,10 @@ protein_app = command_group(PROTEIN_HELP, epilog=EXAMPLE)
 
 def variants_command(
     model: str = typer.Argument(..., help="Model directory or hub name (an ESM-2 model)."),
+    dms: str = typer.Argument(..., metavar="DMS", help="CSV with one variant per row."),
     sequence: str = typer.Option(..., "--sequence", help="The wild type: amino-acid letters "
                                  "or a FASTA file of one record."),
-    dms: str = typer.Option(..., "--dms", help="CSV with one variant per row."),
-    mutation_col: str = typer.Option("mutant", "--mutation-col", help="The column of the "
+    mutation_col: str = typer.Option("mutant", "--mutation-field", help="The column of the "
                                      "mutations (A42G; multi-mutants A42G:V50L)."),
     offset: int = typer.Option(1, "--offset", help="The number of the sequence's first "
                                "residue in the mutations."),
@@ -42,22 +42,22 @@ def variants_command(
                                  help=f"One of {', '.join(STRATEGIES)}."),
     output: str = typer.Option(None, "-o", "--output", help="Write the rows with a score "
                                "column here (- for standard output)."),
-    score_col: str = typer.Option("score", "--score-col", help="Name of the added column."),
-    target_col: str = typer.Option(None, "--target-col", help="Measured fitness: print "
+    score_col: str = typer.Option("score", "--score-field", help="Name of the added column."),
+    target_col: str = typer.Option(None, "--target-field", help="Measured fitness: print "
                                    "Spearman's ρ of the scores against it, with an interval."),
     n_boot: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples of the "
                                "interval (0: none)."),
     *, as_json: bool = JSON, runtime: Runtime,
 ) -> None:
     """Score the variants of a deep mutational scan with a masked LM (Meier et al. 2021):
-    writes the input rows plus a score column, and with --target-col prints Spearman's ρ
+    writes the input rows plus a score column, and with --target-field prints Spearman's ρ
     against the measured column (with a bootstrap interval)."""
     with trusting(runtime.trust_remote_code):
         if strategy not in STRATEGIES:
             raise InvalidArgument(f"--strategy {strategy!r}: use one of {', '.join(STRATEGIES)}")
         if output is None and target_col is None:
             raise InvalidArgument("nothing to do: give -o/--output for the scores and/or "
-                                  "--target-col for a correlation")
+                                  "--target-field for a correlation")
         if output is not None:
             check_output_path(output, [dms], "-o/--output")
         protein = mlmkit.protein
@@ -66,7 +66,7 @@ def variants_command(
         scan = protein.dms.read_scan(dms, mutation_col)
         if score_col in scan.columns:
             raise InvalidArgument(f"{dms} already has a column {score_col!r}: name the new "
-                                  "one with --score-col")
+                                  "one with --score-field")
         mutations = protein.dms.check_mutations(scan, wild_type, mutation_col, offset)
         target = protein.dms.numbers(scan, target_col) if target_col else None
         mlm = mlmkit.load(model, **runtime.load_keywords())
@@ -103,15 +103,15 @@ BINDERS_HELP = "Design peptide binders of a target by masked infilling (PepMLM);
 BINDERS_EXAMPLE = """
 Examples:
 
-  mlmkit protein binders ./esm2-8m --target MKTAYIAKQRQISFVKSHFSRQ --length 12 -n 20 \\
+  mlmkit protein binders ./esm2-8m MKTAYIAKQRQISFVKSHFSRQ --length 12 -n 20 \\
       --seed 1 --json
 """
 
 
 def binders_command(
     model: str = typer.Argument(..., help="Model directory or hub name (an ESM-2 model)."),
-    target: str = typer.Option(..., "--target", help="The target protein: amino-acid "
-                               "letters or a FASTA file of one record."),
+    target: str = typer.Argument(..., metavar="TARGET", help="The target protein: amino-acid "
+                                 "letters or a FASTA file of one record."),
     length: int = typer.Option(..., "--length", help="Residues of each binder."),
     n: int = typer.Option(8, "-n", "--n", help="Binders to design."),
     terminus: str = typer.Option("C", "--terminus", help="Where the binder goes: C (after "

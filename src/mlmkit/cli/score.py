@@ -19,10 +19,11 @@ from mlmkit.cli.options import (
     field_option,
     trusting,
 )
-from mlmkit.core.output import check_output_path
+from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status, warn
 from mlmkit.core.records import check_input_file
 from mlmkit.core.results import dumps
+from mlmkit.errors import InvalidArgument
 from mlmkit.options import as_keywords
 from mlmkit.options.scoring import Scoring
 
@@ -30,7 +31,9 @@ SHORT_HELP = "Score texts with a masked LM: PLL, PLL-word-l2r, pseudo-perplexity
 EXAMPLE = """
 Examples:
 
-  mlmkit score ./tiny-bert sentences.txt -o scores.jsonl --metric pll_word_l2r --per-word
+  mlmkit score ./tiny-bert sentences.txt -o scores.jsonl --metric pll-word-l2r --per-word
+
+  mlmkit score ./tiny-bert --text "The cat sat on the mat." --text "The mat sat on the cat."
 
   mlmkit score ./tiny-bert - < sentences.txt | head -n 3
 
@@ -59,18 +62,21 @@ ALLOW_UNTRAINED_HEAD = typer.Option(False, "--allow-untrained-head", help="Accep
 
 def score_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    input_file: str = typer.Argument(..., help="A text per line, JSONL (see --field) or "
-                                     "TSV/CSV with a header; - reads standard input."),
-    field: str = typer.Option(None, help="JSONL/TSV/CSV input: the field holding the text "
-                              "(default: text)."),
+    input_file: str = typer.Argument(None, help="A text per line, JSONL (see --text-field) "
+                                     "or TSV/CSV with a header; - reads standard input."),
+    text: list[str] = typer.Option([], "--text", help="Score this text instead of a file "
+                                   "(repeatable: one record each, in order)."),
+    text_field: str = typer.Option(None, "--text-field", help="JSONL/TSV/CSV input: the "
+                                   "field holding the text (default: text)."),
     skip_unk: bool = SKIP_UNK,
     chunk_texts: int = typer.Option(2048, "--chunk-texts", help="Texts read and written per "
                                     "chunk (the unit a killed run resumes from)."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue from the partial "
-                                "output of a killed run with the same input and flags."),
-    shard: str = typer.Option(None, "--shard", help="I/N: score only pieces I, I+N, ... of "
-                              "--chunk-texts lines (I from 0), one job per shard; join the "
-                              "outputs with 'mlmkit score merge'."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue the work a "
+                                "killed run left in the output (its partial file, same input "
+                                "and flags); --no-resume starts over."),
+    shard: str = typer.Option(None, "--shard", metavar="I/N", help="Score only pieces I, "
+                              "I+N, ... of --chunk-texts lines (I from 0), one job per shard; "
+                              "join the outputs with 'mlmkit score merge'."),
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
     *, scoring: Scoring, output: str = OUTPUT, encoding: str = ENCODING,
     encoding_errors: str = ENCODING_ERRORS, runtime: Runtime, as_json: bool = JSON,
@@ -82,6 +88,13 @@ def score_command(
         scoring = dataclasses.replace(scoring, unk="skip" if skip_unk else "score")
         mlmkit.scoring.text_scores.check_score_options(scoring.metric, scoring.unk,
                                                        scoring.stride, runtime.batch_tokens)
+        if text:
+            _score_texts(model, text, input_file, scoring, output, runtime,
+                         allow_untrained_head, as_json)
+            return
+        if input_file is None:
+            raise InvalidArgument('give a file of texts (- for standard input) or --text '
+                                  '"a sentence"')
         check_input_file(input_file)
         check_output_path(output, inputs=[input_file])
         runtime.seed_everything()
@@ -92,7 +105,7 @@ def score_command(
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 summary = mlmkit.scoring.score_file(
-                    mlm, input_file, output, field=field, **as_keywords(scoring),
+                    mlm, input_file, output, field=text_field, **as_keywords(scoring),
                     chunk_texts=chunk_texts, resume=resume, encoding=encoding,
                     encoding_errors=encoding_errors, batch_tokens=runtime.batch_tokens,
                     group=group, shard=shard,
@@ -118,6 +131,28 @@ def score_command(
                    + (f", {group.world} ranks" if group.world > 1 else "") + f"{resumed})")
         finally:
             group.finish()
+
+
+def _score_texts(model, texts, input_file, scoring, output, runtime, allow_untrained_head,
+                 as_json) -> None:
+    """`score --text ...`: the texts given on the command line, one record each (the
+    records a file of those lines gives)."""
+    if input_file is not None:
+        raise InvalidArgument(f"give --text or an input file ({input_file!r}), not both")
+    check_output_path(output)
+    runtime.seed_everything()
+    mlm = mlmkit.load(model, **runtime.load_keywords(),
+                      allow_untrained_head=allow_untrained_head)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = mlm.score(list(texts), **as_keywords(scoring))
+    for warning in caught:
+        warn(str(warning.message))
+    with open_output(output) as handle:
+        for number, result in enumerate(results, start=1):
+            handle.write(mlmkit.scoring.stream.score_record(number, result))
+    if as_json and output != "-":
+        print(dumps({"texts": len(results)}), flush=True)
 
 
 MERGE_EXAMPLE = """

@@ -17,7 +17,7 @@ Example:
 
   mlmkit tokenizer train python-docs -o ./tok-wordpiece --kind wordpiece --vocab-size 8192
 
-  mlmkit tokenizer train ./data/*.jsonl --field body -o ./tok-bpe --kind bpe --vocab-size 16000
+  mlmkit tokenizer train ./data/*.jsonl --text-field body -o ./tok-bpe --kind bpe --vocab-size 16000
 """
 
 tokenizer_app = command_group(help="Train WordPiece, byte-BPE or Unigram tokenizers that "
@@ -41,8 +41,8 @@ def train_command(
                                                              "1048576 (rounded up to a "
                                                              "multiple of 64)."),
     lowercase: bool = typer.Option(False, "--lowercase", help="Lower-case text first."),
-    field: str = typer.Option("text", help="The text field of .jsonl / column of .csv, "
-                                           ".parquet or a dataset."),
+    text_field: str = typer.Option("text", "--text-field", help="The text field of .jsonl / "
+                                   "column of .csv, .parquet or a dataset."),
     split: str = typer.Option("train", help="Split of python-docs or of a saved DatasetDict."),
     paragraphs: bool = typer.Option(False, "--paragraphs",
                                     help=".txt: a document per blank-line-separated paragraph."),
@@ -56,7 +56,7 @@ def train_command(
     checks.count("vocab_size", vocab_size, 64, mlmkit.tokenizer.MAX_VOCAB_SIZE)
     checks.count("max_length", max_length, 1, mlmkit.tokenizer.MAX_MODEL_LENGTH)
 
-    documents = mlmkit.corpus.read_corpus(corpus, field=field, split=split,
+    documents = mlmkit.corpus.read_corpus(corpus, field=text_field, split=split,
                                           paragraphs=paragraphs, encoding=encoding,
                                           encoding_errors=encoding_errors)
     count = 0

@@ -250,8 +250,8 @@ def read_texts(path, field: str | None = None, encoding: str = "utf-8",
         except InvalidData as error:
             if is_jsonl(path):
                 raise
-            raise InvalidData(f"{error}; --field {name!r} reads JSONL (or TSV/CSV) input: for "
-                              "a plain text file, one text per line, leave --field out") \
+            raise InvalidData(f"{error}; --text-field {name!r} reads JSONL (or TSV/CSV) input: for "
+                              "a plain text file, one text per line, leave --text-field out") \
                 from None
         yield number, text_field(path, number, row, name)
 
@@ -259,10 +259,10 @@ def read_texts(path, field: str | None = None, encoding: str = "utf-8",
 def text_field(path, number: int, row: dict, name: str) -> str:
     if name not in row:
         raise InvalidData(f"{display_name(path)} line {number} has no field {name!r} (its "
-                          f"fields are {sorted(row)}): choose the text field with --field")
+                          f"fields are {sorted(row)}): choose the text field with --text-field")
     value = row[name]
     if not isinstance(value, str):
         raise InvalidData(f"{display_name(path)} line {number}: field {name!r} holds "
                           f"{json_type(value)}, not a string; choose the text field with "
-                          "--field")
+                          "--text-field")
     return value

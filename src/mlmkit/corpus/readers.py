@@ -148,7 +148,7 @@ def _read_delimited(path, *, field, encoding, encoding_errors, **_) -> Iterator[
 def _text_column(path, names, field) -> None:
     if field not in names:
         raise MlmkitError(f"{str(path)!r} has no column {field!r}: its columns are "
-                          f"{list(names)}; choose one with --field")
+                          f"{list(names)}; choose one with --text-field")
 
 
 def _batches_texts(path, batches, field) -> Iterator[str]:
@@ -163,7 +163,7 @@ def _column_texts(source: str, values, field) -> Iterator[str]:
             continue
         if not isinstance(text, str):
             raise MlmkitError(f"{source!r}: column {field!r} holds "
-                              f"{type(text).__name__} values, not text: choose --field")
+                              f"{type(text).__name__} values, not text: choose --text-field")
         if text.strip():
             yield text
 
@@ -309,7 +309,7 @@ def _documents(source: str, paths: list, options: dict) -> Iterator[str]:
         files = f"{len(paths)} file{'s' if len(paths) != 1 else ''}"
         raise MlmkitError(f"corpus {source!r} is empty: no non-blank document in {files} "
                           f"(field {options['field']!r} where one applies); check the path, "
-                          f"--field and the files' contents")
+                          f"--text-field and the files' contents")
 
 
 def corpus_stats(source: str | os.PathLike, **options) -> dict[str, int]:

@@ -42,6 +42,7 @@ from mlmkit.extras import require
 from mlmkit.finetuning import finetune
 from mlmkit.generation import elbo
 from mlmkit.models import prepare_mlm
+from mlmkit.options import renamed_keyword
 from mlmkit.probe import cloze_classify, knowledge_probe, read_facts
 from mlmkit.protein import check_sequence, variant_effects
 from mlmkit.protein.dms import check_mutations, numbers, read_scan
@@ -186,7 +187,7 @@ def evaluate_suite(
     texts=None,
     facts=None,
     variants=None,
-    output_dir: str | Path | None = None,
+    run_dir: str | Path | None = None,
     offline: bool = False,
     batch_tokens: int | None = None,
     precision: str = "auto",
@@ -194,6 +195,8 @@ def evaluate_suite(
     threads: int | None = None,
     seed: int = 0,
     progress: bool | None = None,
+    tokenizer=None,
+    output_dir: str | Path | None = None,
 ) -> SuiteResult:
     """Run the evaluation suite on `model`; `data` is the folder holding `blimp/`, `sst2/`
     and `agnews/` (the shared data sets). `parts` picks parts (default: all that apply:
@@ -201,8 +204,11 @@ def evaluate_suite(
     held-out texts for `pppl` (default: python-docs validation); `quick` sub-samples every
     part. `variants` is a YAML list of deep mutational scans (`dms`, `sequence`, `offset`,
     `target`, optional `mutation_col`, paths relative to the file) for the `variants`
-    part. `output_dir` receives suite.json, suite.md and suite.png. `offline=True` loads a
-    hub model name from the local cache only (never the network)."""
+    part. `run_dir` receives suite.json, suite.md and suite.png (`output_dir`, its previous
+    name, still works, deprecated). `offline=True` loads a hub model name from the local
+    cache only (never the network). `tokenizer` (a folder or hub name) is the model's
+    tokenizer when its folder has none."""
+    run_dir = renamed_keyword("evaluate_suite", "output_dir", output_dir, "run_dir", run_dir)
     count("seed", seed, 0)
     if parts is None:
         chosen = list(DEFAULT_PARTS)
@@ -233,7 +239,7 @@ def evaluate_suite(
             raise InvalidArgument("the facts file (--facts) holds no facts")
     with hub_offline(offline):
         mlm, infer_precision = prepare_mlm(model, device=device, precision=precision,
-                                           threads=threads)
+                                           threads=threads, tokenizer=tokenizer)
     if parts is None:
         if is_diffusion(model):
             chosen.append("elbo")
@@ -253,8 +259,8 @@ def evaluate_suite(
         result.seconds[part] = round(time.perf_counter() - started, 2)
         result.cpu_seconds[part] = round(time.process_time() - cpu_started, 2)
         say(f"suite: {part} done in {result.seconds[part]:.0f} s")
-    if output_dir is not None:
-        write_suite(result, output_dir)
+    if run_dir is not None:
+        write_suite(result, run_dir)
     return result
 
 

@@ -19,6 +19,7 @@ from mlmkit.finetuning.methods import check_method
 from mlmkit.finetuning.tasks import get_task
 from mlmkit.finetuning.trainer import Recipe, RunResult, fine_tune_run
 from mlmkit.models import as_mlm
+from mlmkit.options import renamed_keyword
 from mlmkit.probe.verbalizer import parse_verbalizer
 from mlmkit.training.checkpoint import list_states
 
@@ -79,8 +80,8 @@ def finetune(
     test=None,
     dataset: str | None = None,
     offline: bool = False,
-    text_cols=None,
-    label_col: str | None = None,
+    text_field=None,
+    label_field: str | None = None,
     regression: bool | None = None,
     method: str = "head",
     epochs: int | None = None,
@@ -111,11 +112,15 @@ def finetune(
     threads: int | None = None,
     seed: int = 0,
     progress: bool | None = None,
+    tokenizer=None,
+    text_cols=None,
+    label_col: str | None = None,
 ) -> FinetuneResult:
     """Fine-tune `model` on `task` and evaluate it on the validation split each epoch.
 
     `task`: a GLUE task (cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli), agnews, or a
-    name of your own with `text_cols` (one or two columns) and `label_col`. Data: `train`,
+    name of your own with `text_field` (one or two columns) and `label_field` (`text_cols` and
+    `label_col`, their previous names, still work, deprecated). Data: `train`,
     `validation`, `test` files (JSONL/TSV/CSV), else `dataset` (a Hugging Face datasets name,
     `NAME[:CONFIG]`), else the task's own dataset; without a validation split one is carved
     from train (10%, a fixed seed). `offline=True` reads datasets names and hub models from
@@ -132,10 +137,14 @@ def finetune(
     `lora_targets`) through peft, saved as an adapter or merged (`merge_lora`).
     `run_dir` keeps the best epoch's model in `run_dir/best`, `metrics.json` (with the
     truncation counts) and checkpoints for `resume=True` (several seeds: `run_dir/seed-N`).
+    `tokenizer` (a folder or hub name) is the model's tokenizer when its folder has none.
     """
+    text_field = renamed_keyword("finetune", "text_cols", text_cols, "text_field", text_field)
+    label_field = renamed_keyword("finetune", "label_col", label_col, "label_field",
+                                  label_field)
     if resume and run_dir is None:
         raise InvalidArgument("resume=True (--resume) needs the run_dir (--run-dir) to resume")
-    spec = get_task(task, text_cols, label_col, regression)
+    spec = get_task(task, text_field, label_field, regression)
     count("seeds", seeds, 1, 1000)
     count("seed", seed, 0)
     if shots is not None:
@@ -172,7 +181,7 @@ def finetune(
     check_method(method, spec.regression, None)
     target, precision = prepare(device, precision, threads, task="training")
     with hub_offline(offline):
-        mlm = as_mlm(model, device=str(target))
+        mlm = as_mlm(model, tokenizer, device=str(target))
         data = load_task_data(spec, train=train, validation=validation, test=test,
                               dataset=dataset, offline=offline)
     data.train = limit(data.train, train_limit)

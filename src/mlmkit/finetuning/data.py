@@ -94,10 +94,10 @@ def _dataset_rows(task: Task, dataset: str, split: str, offline: bool = False):
         yield f"{dataset} {split} row {i}", row
 
 
-def _check_columns(where: str, row: dict, task: Task, flag_text: str = "--text-cols") -> None:
+def _check_columns(where: str, row: dict, task: Task, flag_text: str = "--text-field") -> None:
     missing = [c for c in (*task.text_cols, task.label_col) if c not in row]
     if missing:
-        flag = "--label-col" if missing == [task.label_col] else flag_text
+        flag = "--label-field" if missing == [task.label_col] else flag_text
         raise InvalidData(f"{where}: no column {', '.join(map(repr, missing))} (task "
                           f"{task.name}); the columns are {', '.join(map(repr, row))}: name the "
                           f"right ones with {flag}")
@@ -167,7 +167,7 @@ def label_index(task: Task, raw: list, names: list[str] | None) -> np.ndarray:
             raise InvalidData(f"{where}: label {value!r} is not one the task {task.name} knows "
                               f"({', '.join(map(repr, names))}"
                               f"{' or 0..' + str(len(names) - 1) if task.labels else ''}); fix "
-                              "the label or the --label-col")
+                              "the label or the --label-field")
     return out
 
 

@@ -90,14 +90,14 @@ def get_task(name: str, text_cols=None, label_col: str | None = None,
     """
     if not isinstance(name, str) or not name.strip():
         raise InvalidArgument(f"task {name!r} (--task): give a name, e.g. sst2, or a name of "
-                              "your own with --text-cols and --label-col")
+                              "your own with --text-field and --label-field")
     key = ALIASES.get(name.lower(), name.lower())
     cols = _columns(text_cols)
     if key in TASKS:
         task = TASKS[key]
         if cols:
             if len(cols) != len(task.text_cols):
-                raise InvalidArgument(f"--text-cols {','.join(cols)}: task {key} takes "
+                raise InvalidArgument(f"--text-field {','.join(cols)}: task {key} takes "
                                       f"{len(task.text_cols)} text column(s) "
                                       f"({', '.join(task.text_cols)})")
             task = replace(task, text_cols=cols)
@@ -110,8 +110,8 @@ def get_task(name: str, text_cols=None, label_col: str | None = None,
         return task
     if not cols:
         raise InvalidArgument(f"task {name!r} (--task) is not a known task ({', '.join(TASKS)}); "
-                              "for your own data pass --text-cols (one or two columns, comma-"
-                              "separated) and --label-col")
+                              "for your own data pass --text-field (one or two columns, comma-"
+                              "separated) and --label-field")
     return Task(name=name, text_cols=cols, label_col=label_col or "label",
                 regression=bool(regression), metrics=("pearson", "spearman") if regression
                 else ("accuracy",), validation_split=None,
@@ -125,6 +125,6 @@ def _columns(text_cols) -> tuple[str, ...]:
         text_cols = text_cols.split(",")
     cols = tuple(c.strip() for c in text_cols if c and c.strip())
     if len(cols) > 2:
-        raise InvalidArgument(f"--text-cols {','.join(cols)}: give one column (single texts) "
+        raise InvalidArgument(f"--text-field {','.join(cols)}: give one column (single texts) "
                               "or two (sentence pairs)")
     return cols

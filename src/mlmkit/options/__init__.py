@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import typing
+import warnings
 from typing import Any
 
 from mlmkit.errors import InvalidArgument
@@ -64,6 +65,18 @@ def build(cls, values: dict[str, Any] | None = None, **overrides: Any):
     values = {**(values or {}), **overrides}
     check_names(cls, values)
     return cls(**values)
+
+
+def renamed_keyword(function: str, old: str, old_value: Any, new: str, new_value: Any) -> Any:
+    """The value of keyword `new` of `function`, also given under its previous name `old`
+    (accepted for one release, with a DeprecationWarning; None means not given)."""
+    if old_value is None:
+        return new_value
+    if new_value is not None:
+        raise InvalidArgument(f"{function}: give {new}= or its old name {old}=, not both")
+    warnings.warn(f"{function}({old}=...) is deprecated: use {new}= (the old name stops "
+                  "working in the next release)", DeprecationWarning, stacklevel=3)
+    return old_value
 
 
 def as_keywords(options) -> dict[str, Any]:

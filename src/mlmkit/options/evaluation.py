@@ -22,7 +22,7 @@ class Suite:
     facts: str | None = option(None, "A facts jsonl for the knowledge probe.")
     variants: str | None = option(None, "A YAML list of deep mutational scans (dms, sequence, "
                                   "offset, target) for zero-shot variant effects (Spearman).")
-    output_dir: str | None = option(None, "Write suite.json, suite.md and suite.png here.",
-                                    flag="--out-dir")
+    run_dir: str | None = option(None, "Write suite.json, suite.md and suite.png here.",
+                                 flag="--run-dir")
     offline: bool = option(False, "Load a hub model name from the local Hugging Face cache "
                            "only, never the network.", flag="--offline")

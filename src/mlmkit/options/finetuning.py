@@ -57,7 +57,7 @@ class FinetuneData:
     of `mlmkit finetune`)."""
 
     task: str = option("sst2", "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, agnews, or "
-                       "a name of your own with --text-cols.")
+                       "a name of your own with --text-field.")
     train: str | None = option(None, "Training file (JSONL, TSV or CSV; - is standard input).")
     validation: str | None = option(None, "Validation file (default: the dataset's, else 10% "
                                     "of train carved with a fixed seed).")
@@ -66,9 +66,9 @@ class FinetuneData:
                                  "(downloaded if needed; see --offline).")
     offline: bool = option(False, "Read --dataset names and hub models from the local Hugging "
                            "Face caches only, never the network.", flag="--offline")
-    text_cols: str | None = option(None, "The text column, or two comma-separated (sentence "
-                                   "pairs).")
-    label_col: str | None = option(None, "The label column (default: label).")
+    text_field: str | None = option(None, "The text column (field), or two comma-separated "
+                                    "(sentence pairs).")
+    label_field: str | None = option(None, "The label column (field) (default: label).")
     regression: bool | None = option(None, "A custom task's kind (default: classification).",
                                      flag="--regression/--classification")
     run_dir: str | None = option(None, "Where the best model (best/), metrics.json and "

@@ -13,7 +13,9 @@ from mlmkit.options import option
 class Scoring:
     """How texts are scored (each field is a flag of `mlmkit score` and a /v1/score field)."""
 
-    metric: Literal["pll", "pll_word_l2r"] = option("pll", "pll or pll_word_l2r.")
+    metric: Literal["pll", "pll_word_l2r"] = option(
+        "pll", "pll (every token masked alone) or pll-word-l2r (also the word's later tokens: "
+        "minicons' within_word_l2r; the library names it pll_word_l2r).")
     per_token: bool = option(False, "Add each token's score.", flag="--per-token")
     per_word: bool = option(False, "Add each word's score.", flag="--per-word")
     unk: Literal["score", "skip"] = option(

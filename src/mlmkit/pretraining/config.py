@@ -64,7 +64,8 @@ class PretrainConfig:
     corpus: str = _f("python-docs", "corpus: python-docs, a text/jsonl/parquet file or folder, "
                                     "or a local HF dataset", multiple=True,
                      metavar="SOURCE[:WEIGHT]")
-    field: str = _f("text", "field holding the text in jsonl/parquet/dataset corpora")
+    field: str = _f("text", "field holding the text in jsonl/parquet/dataset corpora",
+                    flag="--text-field")
     validation_share: float = _f(0.05, "share of documents held out for validation when the "
                                        "corpus has no validation split")
     seq_len: int = _f(128, "tokens per packed block")

@@ -172,6 +172,6 @@ def _summary(run: Run, last_eval: dict, stop_reason: str | None,
         "eval": {k: v for k, v in last_eval.items() if k != "split"},
         "run_dir": str(run.run_dir),
         "final_dir": str(final_dir) if final_dir else None,
-        "resume_with": None if not stop_reason else f"mlmkit pretrain --resume {run.run_dir}",
+        "resume_with": None if not stop_reason else f"mlmkit pretrain --resume --run-dir {run.run_dir}",
         "model": config.init or config.model,
     }

@@ -481,7 +481,7 @@ def prepare_run(config: PretrainConfig | None, resume: str | Path | None,
         run_dir = Path(config.run_dir)
         if holds_run(run_dir) and not restart:
             raise RunError(f"run directory {str(run_dir)!r} already holds a run: continue "
-                           f"it with --resume {run_dir}, start it over with --restart, or "
+                           f"it with --resume --run-dir {run_dir}, start it over with --restart, or "
                            "choose another --run-dir")
         return config, run_dir, None
     if restart:

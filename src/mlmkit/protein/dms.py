@@ -51,7 +51,7 @@ def read_scan(path: str | Path, mutation_col: str = "mutant") -> Scan:
             columns = [field.strip() for field in header]
             if mutation_col not in columns:
                 raise InvalidData(f"{path} line 1: no {mutation_col!r} column (its columns: "
-                                  f"{', '.join(columns)}): name it with --mutation-col")
+                                  f"{', '.join(columns)}): name it with --mutation-field")
             rows, lines = [], []
             for fields in reader:
                 line = reader.line_num

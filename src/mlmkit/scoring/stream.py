@@ -176,7 +176,8 @@ def _complete_prefix(path: Path, chunk_texts: int) -> tuple[int, int]:
     return lines, offsets[lines]
 
 
-def _record(line: int, result: TextScore) -> str:
+def score_record(line: int, result: TextScore) -> str:
+    """The JSON line of one text's score, as `score_file` writes it (`line`: from 1)."""
     return one_line(json.dumps({"line": line, **result.to_dict()}, ensure_ascii=False,
                                allow_nan=False)) + "\n"
 
@@ -270,7 +271,7 @@ def score_file(
         nothing = [n for n, r in by_line.items() if r.pll is None]  # the warnings silenced
         unscored[0] += len(nothing)
         unscored[1] = unscored[1] or min(nothing, default=None)
-        held.append("".join(_record(n, by_line.get(n) or TextScore(
+        held.append("".join(score_record(n, by_line.get(n) or TextScore(
             text=text, pll=None, n_tokens=0, n_words=0, metric=metric)) for n, text in chunk))
         seen_text = seen_text or bool(live)
         if seen_text:  # an input of blank lines only is an error: nothing is written for it
@@ -329,7 +330,7 @@ def score_file(
             if n_lines == blank_lines:
                 where = "standard input" if str(input_path) == STDIN else repr(str(input_path))
                 raise InvalidData(f"{where} holds no text ({n_lines} line(s), all blank): give "
-                                  "one text per line" + (f" (--field {field!r})" if field
+                                  "one text per line" + (f" (--text-field {field!r})" if field
                                                          else ""))
             if held:
                 seen_text = True

@@ -30,10 +30,11 @@ STATIC = Path(str(resources.files("mlmkit.serve") / "static"))
 
 def load_models(specs: list[str], *, device=None, precision="auto", threads=None,
                 batch_tokens=None, trust_remote_code=None,
-                allow_untrained_head: bool = False) -> dict:
+                allow_untrained_head: bool = False, tokenizer=None) -> dict:
     """`name=path` or `path` (named by its last part) -> loaded `MLM`s, each loaded once.
     `allow_untrained_head`: accept checkpoints whose MLM head is random, as `mlmkit score
-    --allow-untrained-head` does (their scores are noise)."""
+    --allow-untrained-head` does (their scores are noise). `tokenizer`: the tokenizer of
+    models saved without one (`--tokenizer DIR`)."""
 
     if not specs:
         raise InvalidArgument("no model given: pass one or more model directories or names")
@@ -49,7 +50,8 @@ def load_models(specs: list[str], *, device=None, precision="auto", threads=None
         # and its other routes answer the library's one-line refusal
         models[name] = mlmkit.load(path, device=device, precision=precision, threads=threads,
                                    batch_tokens=batch_tokens, trust_remote_code=trust_remote_code,
-                                   allow_untrained_head=allow_untrained_head)
+                                   allow_untrained_head=allow_untrained_head,
+                                   tokenizer=tokenizer)
     return models
 
 
