@@ -28,7 +28,7 @@ The same by hand, for one policy:
     mlmkit mask stats python-docs study/tokenizer -o study/mask-stats
     mlmkit pretrain --model modernbert-tiny --tokenizer study/tokenizer --masking pmi \\
         --masking-stats study/mask-stats --steps 300 --run-dir study/pmi
-    mlmkit eval suite study/pmi/final --data ../shared/data --quick --out-dir study/pmi
+    mlmkit eval suite study/pmi/final --data ../shared/data --quick --run-dir study/pmi
     mlmkit eval compare study/random15 study/random40 study/sched30-15 study/pmi \\
         study/wholeword -o study/study.md
 """
@@ -144,7 +144,7 @@ def main() -> None:
         if not (run_dir / "final" / "config.json").is_file():
             masking = [a.replace("{stats}", str(stats)) for a in POLICIES[name]]
             if (run_dir / "config.yaml").is_file():
-                cmd = ["pretrain", "--resume", str(run_dir)]
+                cmd = ["pretrain", "--resume", "--run-dir", str(run_dir)]
             else:
                 cmd = ["pretrain", "--model", args.model, "--tokenizer", str(tokenizer),
                        *masking, "--steps", str(args.steps), "--batch-size",
@@ -157,7 +157,7 @@ def main() -> None:
         run_dir = out / name
         if not (run_dir / "suite.json").is_file():
             cmd = ["eval", "suite", str(run_dir / "final"), "--data", args.data, "--quick",
-                   "--out-dir", str(run_dir), "--seed", str(args.seed), *common]
+                   "--run-dir", str(run_dir), "--seed", str(args.seed), *common]
             if args.parts:
                 cmd += ["--parts", args.parts]
             run(cmd, log, timings, f"suite {name}")

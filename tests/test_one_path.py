@@ -49,7 +49,7 @@ def test_each_command_loads_its_model_once_with_its_runtime_flags(name, model_di
             "fill": [model_dir, "the [MASK] is returned", "--json"],
             "eval elbo": [model_dir, str(texts), "--samples", "2", "--json"],
             "probe rank": [model_dir, str(items), "--json"],
-            "generate": [model_dir, "--prompt", "the", "--length", "2", "--steps", "2",
+            "generate": [model_dir, "the", "--length", "2", "--steps", "2",
                          "--json"]}[name]
     result = CliRunner().invoke(app, [*name.split(), *args, *RUNTIME])
     assert result.exit_code == 0, result.output

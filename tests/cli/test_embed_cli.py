@@ -42,7 +42,7 @@ def test_jsonl_field_input_to_standard_output(saved_tiny_mlm, tmp_path):
     model = str(saved_tiny_mlm("bert"))
     source = tmp_path / "texts.jsonl"
     source.write_text("".join(json.dumps({"sentence": t}) + "\n" for t in TEXTS[:2]))
-    result = runner.invoke(app, ["embed", model, str(source), "--field", "sentence",
+    result = runner.invoke(app, ["embed", model, str(source), "--text-field", "sentence",
                                  "--pooling", "cls"])
     assert result.exit_code == 0, result.output
     lines = [line for line in result.stdout.splitlines() if line.startswith("{")]

@@ -14,7 +14,7 @@ runner = CliRunner()
 def test_generate_json_trace_and_prompts_file(saved_tiny_mlm, tmp_path):
     model = str(saved_tiny_mlm("bert"))
     trace = tmp_path / "trace.jsonl"
-    result = runner.invoke(app, ["generate", model, "--prompt", "Return the", "--length", "6",
+    result = runner.invoke(app, ["generate", model, "Return the", "--length", "6",
                                  "--steps", "3", "--json", "--trace", str(trace), "--fix",
                                  "1=value"])
     assert result.exit_code == 0, result.output
@@ -26,7 +26,7 @@ def test_generate_json_trace_and_prompts_file(saved_tiny_mlm, tmp_path):
     assert not any(lines[-1]["masked"])
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("Return the\nA list of\n")
-    result = runner.invoke(app, ["generate", model, "--prompts-file", str(prompts), "--length",
+    result = runner.invoke(app, ["generate", model, "--file", str(prompts), "--length",
                                  "4", "--sampler", "ancestral", "--json"])
     assert result.exit_code == 0, result.output
     assert [json.loads(line)["prompt"] for line in result.stdout.splitlines()] == \
@@ -35,7 +35,7 @@ def test_generate_json_trace_and_prompts_file(saved_tiny_mlm, tmp_path):
 
 def test_generate_show_and_plain_output(saved_tiny_mlm):
     model = str(saved_tiny_mlm("bert"))
-    result = runner.invoke(app, ["generate", model, "--prompt", "Return the", "--length", "4",
+    result = runner.invoke(app, ["generate", model, "Return the", "--length", "4",
                                  "--show", "--block-length", "2", "--cfg-scale", "1"])
     assert result.exit_code == 0, result.output
     assert "Return the" in result.stdout
@@ -89,17 +89,17 @@ def test_bad_cli_input(saved_tiny_mlm, tmp_path):
         (["generate", model, "--length", "8", "--block-length", "3"], "does not divide length=8"),
         (["generate", model, "--length", "100000"], "length=100000 (--length)"),
         (["generate", model, "--fix", "x=the"], "POSITION=TEXT"),
-        (["generate", model, "--prompts-file", str(tmp_path / "none.txt")], "does not exist"),
-        (["generate", model, "--prompts-file", str(latin)], "not valid utf-8 at byte offset 21 "
+        (["generate", model, "--file", str(tmp_path / "none.txt")], "does not exist"),
+        (["generate", model, "--file", str(latin)], "not valid utf-8 at byte offset 21 "
                                                             "(line 2)"),
         (["infill", model, "A [MASK] b", "--temperature", "nan"], "temperature=nan"),
-        (["infill", model, "--templates-file", str(latin)], "not valid utf-8"),
+        (["infill", model, "--file", str(latin)], "not valid utf-8"),
         (["infill", model, "A [MASK:2] b", "--steps", "3"], "steps=3 (--steps) is more than 2"),
         (["generate", model, "--length", "4", "--trace", str(tmp_path / "o.txt"), "-o",
           str(tmp_path / "o.txt")], "--trace '" + str(tmp_path / "o.txt") + "' is also the "
          "output (-o)"),
         (["infill", model, "A [MASK] b", "--trace", "-"], "--trace - and the results (-o -"),
-        (["generate", model, "--prompt", "The [MASK] is", "--length", "2"],
+        (["generate", model, "The [MASK] is", "--length", "2"],
          "prompt 1 holds the mask token '[MASK]'"),
         (["generate", model, "--length", "3", "--fix", "1=[MASK]"],
          "constraint at position 1 is the mask token"),
@@ -129,12 +129,12 @@ def test_show_writes_no_cursor_codes_into_a_pipe(saved_tiny_mlm, tmp_path, mlmki
     import subprocess
 
     model = str(saved_tiny_mlm("bert"))
-    done = subprocess.run([*mlmkit_command, "generate", model, "--prompt",
+    done = subprocess.run([*mlmkit_command, "generate", model,
                            "Return the", "--length", "4", "--show", "--seed", "3"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout + done.stderr
-    plain = runner.invoke(app, ["generate", model, "--prompt", "Return the", "--length", "4",
+    plain = runner.invoke(app, ["generate", model, "Return the", "--length", "4",
                                 "--seed", "3"])
     assert done.stdout == plain.stdout and done.stdout.startswith("Return the")
 
@@ -142,14 +142,14 @@ def test_show_writes_no_cursor_codes_into_a_pipe(saved_tiny_mlm, tmp_path, mlmki
 def test_stdin_and_output_files(saved_tiny_mlm, tmp_path):
     model = str(saved_tiny_mlm("bert"))
     out = tmp_path / "out.jsonl"
-    result = runner.invoke(app, ["generate", model, "--prompts-file", "-", "--length", "4",
+    result = runner.invoke(app, ["generate", model, "--file", "-", "--length", "4",
                                  "--json", "-o", str(out)], input="Return the\n\nA list\n")
     assert result.exit_code == 0, result.output
     assert result.stdout == ""
     assert [json.loads(line)["prompt"] for line in out.read_text().splitlines()] == \
         ["Return the", "", "A list"]
     out = tmp_path / "filled.txt"
-    result = runner.invoke(app, ["infill", model, "--templates-file", "-", "-o", str(out),
+    result = runner.invoke(app, ["infill", model, "--file", "-", "-o", str(out),
                                  "--temperature", "0"], input="Return the [MASK] value.\n")
     assert result.exit_code == 0, result.output
     assert out.read_text().count("\n") == 1 and "value" in out.read_text()
@@ -164,7 +164,7 @@ def test_undecodable_bytes_in_arguments_are_one_line_errors(saved_tiny_mlm):
     """An argument with bytes that are not UTF-8 reaches Python with lone surrogates."""
     model = str(saved_tiny_mlm("bert"))
     bad = b"caf\xe9".decode("utf-8", "surrogateescape")
-    for args in (["generate", model, "--prompt", bad, "--length", "4"],
+    for args in (["generate", model, bad, "--length", "4"],
                  ["generate", model, "--fix", f"1={bad}", "--length", "4"],
                  ["infill", model, f"{bad} [MASK]"],
                  ["fill", model, f"{bad} [MASK]"]):

@@ -94,8 +94,8 @@ def test_score_input_errors_are_one_line(saved_tiny_mlm, tmp_path, mlmkit_comman
     data.write_text(json.dumps({"sentence": TEXTS[0]}) + "\n" + json.dumps({"other": 1}) + "\n")
     out = tmp_path / "out.jsonl"
     result = CliRunner().invoke(app, ["score", model, str(data), "-o", str(out),
-                                      "--field", "sentence"])
-    _one_line_error(result, "line 2", "--field")
+                                      "--text-field", "sentence"])
+    _one_line_error(result, "line 2", "--text-field")
     assert not out.exists() and not list(tmp_path.glob(".out.jsonl*"))
     latin = tmp_path / "latin.txt"
     latin.write_bytes("Open the file.\nRead the café menu.\n".encode("latin-1"))
@@ -142,7 +142,7 @@ def test_score_numeric_and_choice_options_are_range_checked(saved_tiny_mlm, text
 def test_a_missing_cuda_lists_the_devices(saved_tiny_mlm, texts_file, command):
     model = str(saved_tiny_mlm("bert"))
     args = {"score": [model, str(texts_file)], "rescore": [model, str(texts_file)],
-            "eval blimp": [model, "--data", str(texts_file)]}[command]
+            "eval blimp": [model, str(texts_file)]}[command]
     result = CliRunner().invoke(app, [*command.split(), *args, "--device", "cuda"])
     line = _one_line_error(result, "'cuda'", "cpu")
     assert "not on this machine" in line

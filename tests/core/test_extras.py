@@ -150,7 +150,7 @@ def test_lora_without_peft_fails_before_loading_the_model(monkeypatch, tmp_path)
         mlmkit.finetune(missing_model, task="mine", train=str(train), text_field="text",
                         label_field="label", lora=True)
     result = CliRunner().invoke(app, ["finetune", missing_model, "--task", "mine", "--train",
-                                      str(train), "--text-cols", "text", "--label-col",
+                                      str(train), "--text-field", "text", "--label-field",
                                       "label", "--lora"])
     one_line_error(result, "finetune", "peft")
 

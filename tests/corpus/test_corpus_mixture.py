@@ -57,7 +57,7 @@ def test_hf_name_streams_a_local_dataset_folder(tmp_path):
     pq.write_table(pa.table({"text": ["first doc", " ", None, "second"], "n": [1, 2, 3, 4]}),
                    tmp_path / "data" / "train-00000-of-00001.parquet")
     assert list(read_corpus(f"hf:{tmp_path}")) == ["first doc", "second"]
-    with pytest.raises(MlmkitError, match=r"has no column 'body'.*choose one with --field"):
+    with pytest.raises(MlmkitError, match=r"has no column 'body'.*choose one with --text-field"):
         list(read_corpus(f"hf:{tmp_path}", field="body"))
 
 

@@ -101,7 +101,7 @@ def test_cli_suite_and_compare(saved_tiny_mlm, small_data, suite, tmp_path):
     model = str(saved_tiny_mlm("bert"))
     done = runner.invoke(app, ["eval", "suite", model, "--data", str(small_data), "--quick",
                                "--parts", "blimp", "--threads", "1", "--json", "--offline",
-                               "--out-dir", str(tmp_path / "s")])
+                               "--run-dir", str(tmp_path / "s")])
     assert done.exit_code == 0, done.output
     uncached = runner.invoke(app, ["eval", "suite", "someorg/not-cached-model", "--offline",
                                    "--parts", "pppl", "--threads", "1"])

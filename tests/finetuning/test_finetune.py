@@ -230,16 +230,16 @@ def test_cli_finetune_json_and_errors(saved_tiny_mlm, sst, tmp_path):
         json.dumps({"body": f"text number {i} here", "topic": "ab"[i % 2]}) + "\n"
         for i in range(40)))
     done = runner.invoke(app, ["finetune", model, "--task", "topics", "--train",
-                               str(tmp_path / "topics.jsonl"), "--text-cols", "body",
-                               "--label-col", "topic", "--epochs", "1", "--threads", "1",
+                               str(tmp_path / "topics.jsonl"), "--text-field", "body",
+                               "--label-field", "topic", "--epochs", "1", "--threads", "1",
                                "--json"])
     assert done.exit_code == 0, done.output
     out = json.loads(done.stdout)
     assert out["task"] == "topics" and out["runs"][0]["examples"] == {"train": 36,
                                                                        "validation": 4}
     bad = runner.invoke(app, ["finetune", model, "--task", "topics", "--train",
-                              str(tmp_path / "topics.jsonl"), "--text-cols", "text",
-                              "--label-col", "topic"])
+                              str(tmp_path / "topics.jsonl"), "--text-field", "text",
+                              "--label-field", "topic"])
     assert bad.exit_code == 1
     assert "no column 'text'" in bad.stderr and "'body', 'topic'" in bad.stderr
     assert "Traceback" not in bad.output

@@ -384,7 +384,7 @@ def test_cli_flags_and_json_cost(saved_tiny_mlm, tmp_path):
     runner = CliRunner()
     model = str(saved_tiny_mlm("bert"))
     trace = tmp_path / "trace.jsonl"
-    out = runner.invoke(app, ["generate", model, "--prompt", "Return the", "--length", "6",
+    out = runner.invoke(app, ["generate", model, "Return the", "--length", "6",
                               "--reveal", "threshold", "--threshold", "0.5", "--remask", "cap",
                               "--sigma", "0.5", "--edit", "0.9", "--block-length", "3",
                               "--block-cache", "--json", "--trace", str(trace)])

@@ -50,7 +50,7 @@ def test_train_command_saves_a_loadable_tokenizer(small_corpus, tmp_path, kind):
     out_dir = tmp_path / kind
     result = CliRunner().invoke(app, [
         "tokenizer", "train", str(small_corpus), "-o", str(out_dir), "--kind", kind,
-        "--vocab-size", "300", "--field", "body", "--no-progress",
+        "--vocab-size", "300", "--text-field", "body", "--no-progress",
     ])
     assert result.exit_code == 0, result.output
     assert "300 documents" in result.stdout
@@ -74,7 +74,7 @@ def test_lowercase_flag(small_corpus, tmp_path):
 
     result = CliRunner().invoke(app, [
         "tokenizer", "train", str(small_corpus), "-o", str(tmp_path / "lc"), "--kind",
-        "wordpiece", "--vocab-size", "256", "--field", "body", "--lowercase", "--no-progress",
+        "wordpiece", "--vocab-size", "256", "--text-field", "body", "--lowercase", "--no-progress",
     ])
     assert result.exit_code == 0, result.output
     tok = AutoTokenizer.from_pretrained(str(tmp_path / "lc"))
@@ -102,7 +102,7 @@ def test_bad_inputs_are_one_error_line(tmp_path, monkeypatch, capsys, small_corp
         ([str(blank)], "is empty"),
         ([str(tmp_path / "missing.txt")], "does not exist"),
         ([str(small_corpus)], "line 1 has no field 'text'"),
-        ([str(small_corpus), "--field", "body", "--kind", "sentencepiece"],
+        ([str(small_corpus), "--text-field", "body", "--kind", "sentencepiece"],
          "unknown tokenizer kind 'sentencepiece'"),
     ]
     for args, message in cases:
@@ -123,7 +123,7 @@ def test_bad_inputs_are_one_error_line(tmp_path, monkeypatch, capsys, small_corp
 def test_sizes_are_bounded_before_training(tmp_path, monkeypatch, capsys, small_corpus, args,
                                            flag):
     code, _, err = run_main(monkeypatch, capsys, "tokenizer", "train", str(small_corpus),
-                            "--field", "body", "-o", str(tmp_path / "out"), "--no-progress",
+                            "--text-field", "body", "-o", str(tmp_path / "out"), "--no-progress",
                             *args)
     assert code == 1, err
     assert flag in err and "Traceback" not in err and len(err.strip().splitlines()) == 1

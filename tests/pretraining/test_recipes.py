@@ -207,5 +207,5 @@ def test_cli_show_and_errors(tmp_path):
     assert json.loads(listed.output)["phases"][0]["name"] == "ramp-up"
     bad = runner.invoke(app, ["pretrain", "--recipe", "nope", "--show"])
     assert bad.exit_code == 1 and "is not a recipe: use one of" in bad.output
-    both = runner.invoke(app, ["pretrain", "--recipe", "bert", "--resume", str(tmp_path)])
+    both = runner.invoke(app, ["pretrain", "--recipe", "bert", "--resume", "--run-dir", str(tmp_path)])
     assert both.exit_code == 1 and "drop --recipe" in both.output

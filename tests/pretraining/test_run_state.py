@@ -201,10 +201,10 @@ def test_override_flag_on_the_cli(corpus_file, tmp_path, monkeypatch, capsys):
             code = done.code
         return code, capsys.readouterr()
 
-    code, out = cli("--resume", str(run_dir), "--override", "lr=0.1")
+    code, out = cli("--resume", "--run-dir", str(run_dir), "--override", "lr=0.1")
     assert code == 1 and "--lr" in out.err and "Traceback" not in out.err
     assert len(out.err.strip().splitlines()) == 1
-    code, out = cli("--resume", str(run_dir), "--override", "halt_after=1", "--override",
+    code, out = cli("--resume", "--run-dir", str(run_dir), "--override", "halt_after=1", "--override",
                     "eval_every=0", "--json", "--no-progress")
     assert code == 0, out.err
     assert json.loads(out.out)["steps"] == 3

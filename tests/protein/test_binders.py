@@ -48,14 +48,14 @@ def test_bad_binder_arguments(esm_mlm):
 
 
 def test_binders_command(esm_dir, tmp_path):
-    result = CliRunner().invoke(app, ["protein", "binders", str(esm_dir), "--target", TARGET,
+    result = CliRunner().invoke(app, ["protein", "binders", str(esm_dir), TARGET,
                                       "--length", "4", "-n", "2", "--seed", "1", "--json",
                                       "--device", "cpu"])
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert len(rows) == 2 and all(len(r["sequence"]) == 4 for r in rows)
     out = tmp_path / "binders.csv"
-    result = CliRunner().invoke(app, ["protein", "binders", str(esm_dir), "--target", TARGET,
+    result = CliRunner().invoke(app, ["protein", "binders", str(esm_dir), TARGET,
                                       "--length", "4", "-n", "2", "--seed", "1", "-o",
                                       str(out), "--device", "cpu"])
     assert result.exit_code == 0, result.output

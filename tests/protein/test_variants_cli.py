@@ -33,8 +33,8 @@ def test_scores_are_written_next_to_the_input_rows(esm_dir, esm_mlm, tmp_path):
                  "A27C,0.3\nI29V,-0.2\nK31R,0.0\n")
     fasta = _write(tmp_path / "wt.fasta", f">wt some protein\n{SEQUENCE[:20]}\n{SEQUENCE[20:]}\n")
     out = tmp_path / "out.csv"
-    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", fasta, "--dms", dms,
-                      "--offset", "24", "-o", str(out), "--target-col", "fitness",
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", fasta, dms,
+                      "--offset", "24", "-o", str(out), "--target-field", "fitness",
                       "--device", "cpu", "--bootstrap", "100"])
     assert result.exit_code == 0, result.output
     rows = list(csv.DictReader(out.open()))
@@ -71,8 +71,7 @@ def test_published_esm1v_scores_reproduce_their_spearman(shared_data, monkeypatc
 
     monkeypatch.setattr(mlmkit.MLM, "variant_effects", published_scores)
     result = _invoke(["protein", "variants", str(esm_dir), "--sequence",
-                      str(shared_data / "protein" / "BLAT_ECOLX_wildtype.fasta"), "--dms",
-                      str(path), "--offset", "24", "--target-col", "fitness_2500", "--json",
+                      str(shared_data / "protein" / "BLAT_ECOLX_wildtype.fasta"), str(path), "--offset", "24", "--target-field", "fitness_2500", "--json",
                       "--device", "cpu", "--bootstrap", "200"])
     assert result.exit_code == 0, result.output
     line = json.loads(result.stdout)
@@ -93,8 +92,7 @@ def test_published_esm1v_scores_reproduce_their_spearman(shared_data, monkeypatc
 ])
 def test_bad_dms_files_are_one_line_naming_the_row(esm_dir, tmp_path, dms, message):
     path = _write(tmp_path / "dms.csv", dms)
-    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", SEQUENCE, "--dms",
-                      path, "--offset", "24", "--target-col", "fitness", "--device", "cpu"])
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", SEQUENCE, path, "--offset", "24", "--target-field", "fitness", "--device", "cpu"])
     assert result.exit_code == 1
     assert message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
@@ -109,7 +107,7 @@ def test_bad_dms_files_are_one_line_naming_the_row(esm_dir, tmp_path, dms, messa
 def test_bad_fasta_files_are_one_line(esm_dir, tmp_path, fasta, message):
     path = _write(tmp_path / "wt.fasta", fasta)
     dms = _write(tmp_path / "dms.csv", "mutant\nK2A\n")
-    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", path, "--dms", dms,
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", path, dms,
                       "-o", str(tmp_path / "out.csv"), "--device", "cpu"])
     assert result.exit_code == 1
     assert message in result.stderr, result.stderr

@@ -50,16 +50,16 @@ def test_input_errors_name_the_line(tmp_path):
 
 
 def test_read_texts_errors_speak_json_and_explain_field_on_plain_text(tmp_path):
-    """A null text was 'holds a NoneType'; --field on a plain text file blamed the file for
-    not being JSONL without saying that --field asked for it."""
+    """A null text was 'holds a NoneType'; --text-field on a plain text file blamed the file for
+    not being JSONL without saying that --text-field asked for it."""
     path = tmp_path / "texts.jsonl"
     path.write_text('{"text": "ok"}\n{"text": null}\n', encoding="utf-8")
     with pytest.raises(MlmkitError, match=r"line 2: field 'text' holds null, not a string"):
         list(read_texts(path))
     plain = tmp_path / "texts.txt"
     plain.write_text("A plain line.\n", encoding="utf-8")
-    with pytest.raises(MlmkitError, match=r"line 1: invalid JSON .*; --field 'text' reads "
-                                          r"JSONL .* leave --field out"):
+    with pytest.raises(MlmkitError, match=r"line 1: invalid JSON .*; --text-field 'text' reads "
+                                          r"JSONL .* leave --text-field out"):
         list(read_texts(plain, field="text"))
 
 
