@@ -61,7 +61,7 @@ def test_crows_command_prints_scores_and_writes_csv_and_report(saved_tiny_mlm, c
                                                                 tmp_path):
     pairs, report = tmp_path / "pairs.csv", tmp_path / "crows.md"
     result = CliRunner().invoke(app, [
-        "bias", "crows", str(saved_tiny_mlm("bert")), "--data", str(crows_csv),
+        "bias", "crows", str(saved_tiny_mlm("bert")), str(crows_csv),
         "--pairs-csv", str(pairs), "--bootstrap", "50", "-o", str(report), "--device", "cpu",
     ])
     assert result.exit_code == 0, result.output
@@ -84,7 +84,7 @@ def test_crows_command_prints_scores_and_writes_csv_and_report(saved_tiny_mlm, c
 
 def test_crows_command_json_and_stdin(saved_tiny_mlm, crows_csv):
     result = CliRunner().invoke(app, [
-        "bias", "crows", str(saved_tiny_mlm("bert")), "--data", "-", "--json",
+        "bias", "crows", str(saved_tiny_mlm("bert")), "-", "--json",
         "--bootstrap", "0", "--device", "cpu", "--threads", "1",
     ], input=crows_csv.read_text())
     assert result.exit_code == 0, result.output
@@ -98,7 +98,7 @@ def test_crows_command_json_and_stdin(saved_tiny_mlm, crows_csv):
 
 def test_aula_command_runs(saved_tiny_mlm, crows_csv):
     result = CliRunner().invoke(app, [
-        "bias", "crows", str(saved_tiny_mlm("bert")), "--data", str(crows_csv),
+        "bias", "crows", str(saved_tiny_mlm("bert")), str(crows_csv),
         "--measure", "aula", "--bootstrap", "0", "--device", "cpu",
     ])
     assert result.exit_code == 0, result.output
@@ -108,7 +108,7 @@ def test_aula_command_runs(saved_tiny_mlm, crows_csv):
 def test_stereoset_command_and_html_report(saved_tiny_mlm, tmp_path):
     report = tmp_path / "stereoset.html"
     result = CliRunner().invoke(app, [
-        "bias", "stereoset", str(saved_tiny_mlm("bert")), "--data", str(FIXTURE),
+        "bias", "stereoset", str(saved_tiny_mlm("bert")), str(FIXTURE),
         "--bootstrap", "40", "-o", str(report), "--device", "cpu",
     ])
     assert result.exit_code == 0, result.output
@@ -149,8 +149,7 @@ def test_compare_reports_both_models_and_the_paired_difference(tiny_mlm, crows_c
 
 def test_compare_command_compares_two_different_models(saved_tiny_mlm, tmp_path):
     bert, roberta = str(saved_tiny_mlm("bert")), str(saved_tiny_mlm("roberta"))
-    base = ["bias", "compare", bert, roberta, "--benchmark", "stereoset", "--data",
-            str(FIXTURE), "--bootstrap", "200", "--device", "cpu"]
+    base = ["bias", "compare", bert, roberta, "--benchmark", "stereoset", str(FIXTURE), "--bootstrap", "200", "--device", "cpu"]
     runner = CliRunner()
     result = runner.invoke(app, [*base, "--json"])
     assert result.exit_code == 0, result.output
@@ -231,8 +230,7 @@ def test_aul_honours_precision(tiny_mlm, crows_csv):
     (["--device", "cuda:7"], "cuda:7"),
 ])
 def test_bad_options_fail_before_work_with_one_line(crows_csv, tmp_path, flags, message):
-    result = CliRunner().invoke(app, ["bias", "crows", str(tmp_path / "no-model"), "--data",
-                                      str(crows_csv), *flags])
+    result = CliRunner().invoke(app, ["bias", "crows", str(tmp_path / "no-model"), str(crows_csv), *flags])
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith("error: ") and message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
@@ -244,9 +242,9 @@ def test_bad_data_files_are_one_line_errors(tmp_path):
     empty = tmp_path / "dev.json"
     empty.write_text("")
     for args, message in (
-        (["crows", "m", "--data", str(binary)], "line 2"),
-        (["stereoset", "m", "--data", str(empty)], "is empty"),
-        (["stereoset", "m", "--data", str(tmp_path / "missing.json")], "does not exist"),
+        (["crows", "m", str(binary)], "line 2"),
+        (["stereoset", "m", str(empty)], "is empty"),
+        (["stereoset", "m", str(tmp_path / "missing.json")], "does not exist"),
     ):
         result = CliRunner().invoke(app, ["bias", *args])
         assert result.exit_code == 1, result.output
@@ -254,7 +252,7 @@ def test_bad_data_files_are_one_line_errors(tmp_path):
 
 
 def test_an_output_equal_to_the_input_is_refused(crows_csv):
-    result = CliRunner().invoke(app, ["bias", "crows", "m", "--data", str(crows_csv),
+    result = CliRunner().invoke(app, ["bias", "crows", "m", str(crows_csv),
                                       "--pairs-csv", str(crows_csv)])
     assert result.exit_code == 1 and "is also an input" in result.stderr
     assert crows_csv.read_text().startswith(HEADER)
@@ -276,7 +274,7 @@ def test_cli_error_is_one_line_with_exit_code_1(tmp_path, monkeypatch, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text(HEADER.replace("bias_type", "kind") + "\n0,a,b,stereo,age,[],a0,[]\n")
     monkeypatch.setattr(sys, "argv", ["mlmkit", "bias", "crows", "no-such-model-needed",
-                                      "--data", str(bad)])
+                                      str(bad)])
     with pytest.raises(SystemExit) as done:
         main()
     assert done.value.code == 1

@@ -20,7 +20,7 @@ runner = CliRunner()
 
 def test_eval_sts_json_equals_the_library(saved_tiny_mlm, shared_data):
     model, data = str(saved_tiny_mlm("bert")), shared_data / "stsb" / "validation.tsv"
-    result = runner.invoke(app, ["eval", "sts", model, "--data", str(data), "--limit", "50",
+    result = runner.invoke(app, ["eval", "sts", model, str(data), "--limit", "50",
                                  "--pooling", "cls", "--json"])
     assert result.exit_code == 0, result.output
     got = json.loads(result.stdout)
@@ -48,7 +48,6 @@ def test_eval_retrieval_table_and_run_file(saved_tiny_mlm, shared_data, tmp_path
 def test_eval_sts_bad_data_is_one_line(saved_tiny_mlm, tmp_path):
     data = tmp_path / "pairs.jsonl"
     data.write_text(json.dumps({"sentence1": "a", "sentence2": "b"}) + "\n")
-    result = runner.invoke(app, ["eval", "sts", str(saved_tiny_mlm("bert")), "--data",
-                                 str(data)])
+    result = runner.invoke(app, ["eval", "sts", str(saved_tiny_mlm("bert")), str(data)])
     assert result.exit_code == 1
     assert "has no 'score' field" in result.output

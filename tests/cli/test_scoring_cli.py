@@ -183,13 +183,11 @@ def test_rescore_and_blimp_commands(saved_tiny_mlm, tmp_path, shared_data):
     assert to_stdout.exit_code == 0, to_stdout.output
     assert json.loads(to_stdout.stdout)["u2"]["hyp_1"]["text"] == TEXTS[3]
     out = tmp_path / "blimp.json"
-    result = CliRunner().invoke(app, ["eval", "blimp", model, "--data",
-                                      str(shared_data / "blimp"), "--limit", "2", "--paradigm",
+    result = CliRunner().invoke(app, ["eval", "blimp", model, str(shared_data / "blimp"), "--limit", "2", "--paradigm",
                                       "passive_1", "-o", str(out)])
     assert result.exit_code == 0, result.output
     assert "passive_1" in result.stdout and json.loads(out.read_text())["n_pairs"] == 2
-    as_json = CliRunner().invoke(app, ["eval", "blimp", model, "--data",
-                                       str(shared_data / "blimp"), "--limit", "2",
+    as_json = CliRunner().invoke(app, ["eval", "blimp", model, str(shared_data / "blimp"), "--limit", "2",
                                        "--paradigm", "passive_1", "--json"])
     assert json.loads(as_json.stdout) == json.loads(out.read_text())
 
@@ -215,11 +213,11 @@ def test_rescore_and_blimp_refuse_an_output_equal_to_an_input(saved_tiny_mlm, tm
         _one_line_error(result, "also an input")
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text(json.dumps({"sentence_good": "A cat.", "sentence_bad": "A cats."}) + "\n")
-    result = CliRunner().invoke(app, ["eval", "blimp", model, "--data", str(pairs), "-o",
+    result = CliRunner().invoke(app, ["eval", "blimp", model, str(pairs), "-o",
                                       str(pairs)])
     _one_line_error(result, "also an input")
     assert nbest.read_bytes() == before
-    result = CliRunner().invoke(app, ["eval", "blimp", model, "--data", str(pairs), "--limit",
+    result = CliRunner().invoke(app, ["eval", "blimp", model, str(pairs), "--limit",
                                       "0"])
     _one_line_error(result, "limit")
 

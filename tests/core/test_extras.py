@@ -125,12 +125,10 @@ def test_a_bias_report_without_matplotlib_fails_before_any_work(monkeypatch, tmp
     absent(monkeypatch, "matplotlib")
     data = tmp_path / "crows.csv"
     data.write_text("sent_more,sent_less\n")
-    result = CliRunner().invoke(app, ["bias", "crows", str(tmp_path / "no-model"), "--data",
-                                      str(data), "-o", str(tmp_path / "report.html")])
+    result = CliRunner().invoke(app, ["bias", "crows", str(tmp_path / "no-model"), str(data), "-o", str(tmp_path / "report.html")])
     line = one_line_error(result, "plots", "matplotlib")
     assert "a bias report (--output .html or .md)" in line
-    json_out = CliRunner().invoke(app, ["bias", "crows", str(tmp_path / "no-model"), "--data",
-                                        str(data), "-o", str(tmp_path / "report.json")])
+    json_out = CliRunner().invoke(app, ["bias", "crows", str(tmp_path / "no-model"), str(data), "-o", str(tmp_path / "report.json")])
     assert "matplotlib" not in json_out.output  # a JSON result draws nothing
 
 
