@@ -360,7 +360,7 @@ def test_docs_cli_md_lists_every_command():
                          ids=["rich-table", "json"])
 def test_a_reader_that_went_away_is_exit_0_and_silent(args, cli_files):
     """`mlmkit ... | head -1`: the reader closes the pipe; the command stops quietly with 0
-    (typer and rich each made it a silent exit 1, against the status table of CLI.md §4)."""
+    (typer and rich each made it a silent exit 1, against the status table of CLI.md §5)."""
     read_end, write_end = os.pipe()
     os.close(read_end)  # every write to standard output now fails with EPIPE
     try:
