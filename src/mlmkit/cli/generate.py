@@ -130,7 +130,8 @@ def generate_command(
                                      "per line (a blank line is the empty prompt); - reads "
                                      "standard input."),
     length: int = typer.Option(64, help="Tokens to generate."),
-    fix: list[str] = typer.Option([], "--fix", help="POSITION=TEXT: fix generated tokens."),
+    fix: list[str] = typer.Option([], "--fix", help="Fix the token at POSITION (0: the "
+                                  "first generated one) to TEXT; repeatable."),
     *, sampling: Sampling, show: bool = SHOW,
     trace: str = TRACE, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
     encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,

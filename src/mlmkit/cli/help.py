@@ -30,7 +30,8 @@ ARGUMENT_NAMES = {"input_file": "INPUT", "texts": "TEXT", "models": "MODEL", "ru
 WORDS = {"output": "FILE", "file": "FILE", "csv": "FILE", "trace": "FILE", "best": "FILE",
          "run": "FILE", "refs": "FILE", "relations": "FILE", "config": "FILE",
          "dir": "DIR", "stats": "DIR", "field": "NAME", "key": "KEY", "text": "TEXT",
-         "device": "DEVICE", "tokenizer": "DIR", "data": "PATH", "corpus": "PATH"}
+         "device": "DEVICE", "tokenizer": "DIR", "data": "PATH", "corpus": "PATH",
+         "precision": "auto|fp32|bf16", "verbalizer": "JSON", "fix": "POSITION=TEXT"}
 """The metavariable of a text value, by the last word of its flag (`--run-dir` -> DIR)."""
 
 EXAMPLES = re.compile(r"^\s*(\[bold\])?Examples?\b")
