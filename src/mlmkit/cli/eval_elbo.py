@@ -16,7 +16,7 @@ from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import warn
 from mlmkit.core.records import check_input_file, display_name, read_texts
 from mlmkit.core.results import dumps
-from mlmkit.errors import InvalidData
+from mlmkit.errors import InvalidArgument, InvalidData
 
 SHORT_HELP = "The masked-diffusion ELBO per text: nats/token and a perplexity bound."
 EXAMPLE = """
@@ -25,13 +25,18 @@ Examples:
   mlmkit eval elbo ./tiny-bert texts.txt --samples 128
 
   mlmkit eval elbo ./tiny-bert - --json < texts.txt
+
+  mlmkit eval elbo ./tiny-bert --text "Return the number of items." --samples 16
 """
 
 
 def elbo_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    file: str = typer.Argument(..., help="Text file, one text per line (blank lines skipped; "
-                               "JSONL/TSV/CSV: the text field); - reads standard input."),
+    file: str = typer.Argument(None, help="Text file, one text per line (blank lines "
+                               "skipped; JSONL/TSV/CSV: the text field); - reads standard "
+                               "input."),
+    text: list[str] = typer.Option([], "--text", help="This text instead of a file "
+                                   "(repeatable: one row each, in order)."),
     samples: int = typer.Option(128, help="Monte-Carlo samples per text."),
     method: str = typer.Option("count", help="count (LLaDA: over the number of masks) or "
                                "time (MDLM: over t); both stratified."),
@@ -47,12 +52,20 @@ def elbo_command(
         checks.choice("method", method, METHODS)
         checks.choice("parameterization", parameterization, PARAMETERIZATIONS)
         checks.count("seed", runtime.seed, 0, 2**63 - 1)
-        check_input_file(file, "texts file")
-        check_output_path(output, inputs=[file])
-        lines = list(read_texts(file, encoding=encoding, errors=encoding_errors))
+        if text and file is not None:
+            raise InvalidArgument(f"give --text or a texts file ({file!r}), not both")
+        if not text and file is None:
+            raise InvalidArgument('give a file of texts (- for standard input) or --text '
+                                  '"a sentence"')
+        inputs = [file] if file is not None else []
+        if file is not None:
+            check_input_file(file, "texts file")
+        check_output_path(output, inputs=inputs)
+        lines = list(enumerate(text, start=1)) if text else list(
+            read_texts(file, encoding=encoding, errors=encoding_errors))
         numbered = [(number, text) for number, text in lines if text.strip()]
         if not numbered:
-            raise InvalidData(f"{display_name(file)} has no text ("
+            raise InvalidData(f"{display_name(file) if file else '--text'} has no text ("
                               f"{'every line is blank' if lines else 'it is empty'}): write one "
                               "text per line")
         mlm = mlmkit.load(model, **runtime.load_keywords())
@@ -60,8 +73,9 @@ def elbo_command(
                            parameterization=parameterization, seed=runtime.seed)
         skipped = len(lines) - len(numbered)
         if skipped:
-            warn(f"{skipped} blank line(s) of {display_name(file)} skipped")
-        with open_output(output, inputs=[file]) as handle:
+            where = display_name(file) if file else "--text"
+            warn(f"{skipped} blank line(s) of {where} skipped")
+        with open_output(output, inputs=inputs) as handle:
             if as_json:
                 for (number, _), result in zip(numbered, results, strict=True):
                     handle.write(dumps(dict(result.to_dict(), line=number)) + "\n")
