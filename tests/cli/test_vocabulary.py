@@ -219,6 +219,21 @@ def test_an_old_flag_still_works_end_to_end_with_one_line(saved_tiny_mlm, texts)
     assert "'mlmkit score --field' is deprecated: use --text-field" in old.stderr
 
 
+def test_format_forces_how_the_input_is_read(saved_tiny_mlm, tmp_path):
+    model = str(saved_tiny_mlm("bert"))
+    named_txt = tmp_path / "texts.txt"  # JSON lines under a name that says plain text
+    named_txt.write_text("".join(json.dumps({"text": t}) + "\n" for t in TEXTS))
+    literal = _invoke(["score", model, "--text", TEXTS[0], "--text", TEXTS[1]])
+    as_named = _invoke(["score", model, str(named_txt)])
+    forced = _invoke(["score", model, str(named_txt), "--format", "jsonl"])
+    assert forced.exit_code == 0, forced.output
+    assert forced.stdout == literal.stdout != as_named.stdout
+    piped = _invoke(["score", model, "-", "--format", "jsonl"], input=named_txt.read_text())
+    assert piped.stdout == literal.stdout
+    bad = _invoke(["score", model, str(named_txt), "--format", "xml"])
+    assert bad.exit_code == 1 and "text, jsonl, tsv, csv" in bad.stderr
+
+
 def test_every_spelling_of_a_metric_scores_the_same(saved_tiny_mlm):
     model = str(saved_tiny_mlm("bert"))
     outputs = {spelling: _invoke(["score", model, "--text", TEXTS[0], "--metric", spelling])

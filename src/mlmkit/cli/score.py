@@ -19,9 +19,10 @@ from mlmkit.cli.options import (
     field_option,
     trusting,
 )
+from mlmkit.core import checks
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status, warn
-from mlmkit.core.records import check_input_file
+from mlmkit.core.records import TEXT_FORMATS, check_input_file
 from mlmkit.core.results import dumps
 from mlmkit.errors import InvalidArgument
 from mlmkit.options import as_keywords
@@ -68,6 +69,10 @@ def score_command(
                                    "(repeatable: one record each, in order)."),
     text_field: str = typer.Option(None, "--text-field", help="JSONL/TSV/CSV input: the "
                                    "field holding the text (default: text)."),
+    input_format: str = typer.Option(None, "--format", metavar="text|jsonl|tsv|csv",
+                                     help="The input's format (default: from its name: "
+                                     ".jsonl, .tsv, .csv, else text; JSONL with "
+                                     "--text-field)."),
     skip_unk: bool = SKIP_UNK,
     chunk_texts: int = typer.Option(2048, "--chunk-texts", help="Texts read and written per "
                                     "chunk (the unit a killed run resumes from)."),
@@ -88,6 +93,8 @@ def score_command(
         scoring = dataclasses.replace(scoring, unk="skip" if skip_unk else "score")
         mlmkit.scoring.text_scores.check_score_options(scoring.metric, scoring.unk,
                                                        scoring.stride, runtime.batch_tokens)
+        if input_format is not None:
+            checks.choice("format", input_format, TEXT_FORMATS)
         if text:
             _score_texts(model, text, input_file, scoring, output, runtime,
                          allow_untrained_head, as_json)
@@ -105,7 +112,8 @@ def score_command(
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 summary = mlmkit.scoring.score_file(
-                    mlm, input_file, output, field=text_field, **as_keywords(scoring),
+                    mlm, input_file, output, field=text_field, format=input_format,
+                    **as_keywords(scoring),
                     chunk_texts=chunk_texts, resume=resume, encoding=encoding,
                     encoding_errors=encoding_errors, batch_tokens=runtime.batch_tokens,
                     group=group, shard=shard,

@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from mlmkit.core.checks import choice
 from mlmkit.errors import InvalidArgument, InvalidData, PathError
 
 STDIN = "-"
@@ -184,10 +185,11 @@ def delimiter_of(path) -> str | None:
 
 
 def read_table(path, encoding: str = "utf-8", errors: str = "strict",
-               what: str = "records") -> Iterator[tuple[int, dict]]:
+               what: str = "records", delimiter: str | None = None) -> Iterator[tuple[int, dict]]:
     """(line number, row as a dict) of a JSONL, TSV or CSV file (a header row names the
-    columns of TSV/CSV; quoted fields may hold delimiters and newlines)."""
-    delimiter = delimiter_of(path)
+    columns of TSV/CSV; quoted fields may hold delimiters and newlines). `delimiter`: the
+    TSV/CSV delimiter when the file's name does not say it."""
+    delimiter = delimiter or delimiter_of(path)
     if delimiter is None:
         yield from read_json_objects(path, encoding, errors, what)
         return
@@ -224,21 +226,30 @@ def delimited_rows(path, delimiter: str, encoding: str = "utf-8", errors: str = 
         raise InvalidData(f"{display_name(path)} line {reader.line_num}: {error}") from error
 
 
+TEXT_FORMATS = ("text", "jsonl", "tsv", "csv")
+"""The formats of a file of texts (`--format`); without one, the file's name says it."""
+
+
 def read_texts(path, field: str | None = None, encoding: str = "utf-8",
-               errors: str = "strict") -> Iterator[tuple[int, str]]:
+               errors: str = "strict", format: str | None = None) -> Iterator[tuple[int, str]]:
     """(line number, text) per input line, blank lines included (as '').
 
     Plain text: each line is a text. JSONL (by suffix, or whenever `field` is given for a
     non-TSV/CSV input): the `field` of each object (default 'text'). TSV/CSV: the `field`
-    column (default 'text').
+    column (default 'text'). `format` (one of TEXT_FORMATS) overrides what the name says,
+    e.g. for standard input or a file named .txt that holds JSON lines.
     """
-    delimiter = delimiter_of(path)
-    if delimiter is None and not is_jsonl(path) and field is None:
+    if format is not None:
+        choice("format", format, TEXT_FORMATS)
+    delimiter = {"tsv": "\t", "csv": ","}.get(format) if format else delimiter_of(path)
+    if format == "text" or (format is None and delimiter is None and not is_jsonl(path)
+                            and field is None):
         yield from read_lines(path, encoding, errors)
         return
     name = field or "text"
     if delimiter is not None:
-        for number, row in read_table(path, encoding, errors, what="text"):
+        for number, row in read_table(path, encoding, errors, what="text",
+                                      delimiter=delimiter):
             yield number, text_field(path, number, row, name)
         return
     for number, line in decoded_lines(path, encoding, errors):
@@ -248,11 +259,11 @@ def read_texts(path, field: str | None = None, encoding: str = "utf-8",
         try:
             row = parse_json_line(path, number, line, "text")
         except InvalidData as error:
-            if is_jsonl(path):
+            if is_jsonl(path) or format == "jsonl":
                 raise
-            raise InvalidData(f"{error}; --text-field {name!r} reads JSONL (or TSV/CSV) input: for "
-                              "a plain text file, one text per line, leave --text-field out") \
-                from None
+            raise InvalidData(f"{error}; --text-field {name!r} reads JSONL (or TSV/CSV) "
+                              "input: for a plain text file, one text per line, leave "
+                              "--text-field out") from None
         yield number, text_field(path, number, row, name)
 
 

@@ -82,9 +82,9 @@ class FileSummary(Result):
 
 
 def read_texts(path, field: str | None = None, encoding: str = "utf-8",
-               errors: str = "strict"):
+               errors: str = "strict", format: str | None = None):
     """(line number, text) per input line (`mlmkit.core.records.read_texts`)."""
-    return _read_texts(path, field, encoding, errors)
+    return _read_texts(path, field, encoding, errors, format)
 
 
 def count_lines(path) -> int:
@@ -204,6 +204,7 @@ def score_file(
     progress: bool | None = None,
     group=None,
     shard: tuple[int, int] | str | None = None,
+    format: str | None = None,
 ) -> FileSummary:
     """Score every line of `input_path` (`-`: standard input) into `output_path` (JSONL;
     `-`: standard output), streaming by chunks of `chunk_texts` lines.
@@ -213,7 +214,8 @@ def score_file(
     starts over. `group`: the torchrun process group (`mlmkit.engine.process_group.init`):
     each rank scores every world-th line, rank 0 merges. `shard`: (I, N) or "I/N": score
     only every N-th piece of `chunk_texts` lines, from piece I (see the module). The other
-    keywords are those of `mlmkit.score` and the runtime options (docs/API.md).
+    keywords are those of `mlmkit.score` and the runtime options (docs/API.md). `format`:
+    text, jsonl, tsv or csv, for an input whose name does not say it (standard input).
     """
     check_score_options(metric, unk, stride, batch_tokens)
     chunk_texts = checks.count("chunk_texts", chunk_texts, 1)
@@ -243,6 +245,8 @@ def score_file(
             settings = {**options, "field": field, "chunk_texts": chunk_texts,
                         "encoding": encoding, "encoding_errors": encoding_errors,
                         "device": mlm.device.type}
+            if format is not None:  # the runs of earlier releases keep their keys
+                settings["format"] = format
             run_key = fingerprint(input_path, mlm, settings)  # the same for every shard
             partial = partial_path(output, fingerprint(input_path, mlm, {
                 **settings, "shard": list(shard)}) if shard is not None else run_key)
@@ -302,8 +306,8 @@ def score_file(
                       enabled=progress if rank == 0 else False) as bar:
             bar.update(skip)
             chunk: list[tuple[int, str]] = []
-            for index, (number, text) in enumerate(read_texts(input_path, field, encoding,
-                                                              encoding_errors)):
+            texts = read_texts(input_path, field, encoding, encoding_errors, format)
+            for index, (number, text) in enumerate(texts):
                 n_lines = index + 1
                 blank = not text.strip()
                 blank_lines += blank
