@@ -93,7 +93,7 @@ def option_metavar(option) -> str:
         return ""
     descriptor = option.type_descriptor
     if descriptor.choices is not None:
-        return "|".join(dict.fromkeys(dashed(str(c)) for c in descriptor.choices))
+        return "|".join(dict.fromkeys(str(c).replace("_", "-") for c in descriptor.choices))
     kind = _bare(descriptor.annotation)
     if kind is int:
         return "N"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from typing import Literal
 
 import typer
 
@@ -18,6 +19,9 @@ PROTEIN_HELP = ("Protein masked LMs (ESM-2): zero-shot variant effects of DMS fi
                 "design.")
 VARIANTS_HELP = "Score every mutant of a DMS file zero-shot; Spearman against measured fitness."
 STRATEGIES = ("masked-marginals", "wt-marginals", "mutant-marginals", "pll")
+Strategy = Literal["masked-marginals", "wt-marginals", "mutant-marginals", "pll"]
+Sampler = Literal["ancestral", "confidence", "random"]
+Reveal = Literal["count", "threshold", "factor", "entropy-bound"]
 EXAMPLE = """
 Examples:
 
@@ -38,8 +42,8 @@ def variants_command(
                                      "mutations (A42G; multi-mutants A42G:V50L)."),
     offset: int = typer.Option(1, "--offset", help="The number of the sequence's first "
                                "residue in the mutations."),
-    strategy: str = typer.Option("masked-marginals", "--strategy",
-                                 help=f"One of {', '.join(STRATEGIES)}."),
+    strategy: Strategy = typer.Option("masked-marginals", "--strategy",
+                                      help=f"One of {', '.join(STRATEGIES)}."),
     output: str = typer.Option(None, "-o", "--output", help="Write the rows with a score "
                                "column here (- for standard output)."),
     score_col: str = typer.Option("score", "--score-field", help="Name of the added column."),
@@ -114,14 +118,14 @@ def binders_command(
                                  "letters or a FASTA file of one record."),
     length: int = typer.Option(..., "--length", help="Residues of each binder."),
     n: int = typer.Option(8, "-n", "--n", help="Binders to design."),
-    terminus: str = typer.Option("C", "--terminus", help="Where the binder goes: C (after "
-                                 "the target) or N (before it)."),
-    sampler: str = typer.Option("confidence", "--sampler", help="The unmasking sampler (as "
-                                "in mlmkit infill)."),
+    terminus: Literal["C", "N"] = typer.Option("C", "--terminus", help="Where the binder "
+                                               "goes: C (after the target) or N (before it)."),
+    sampler: Sampler = typer.Option("confidence", "--sampler", help="The unmasking sampler "
+                                    "(as in mlmkit infill)."),
     steps: int = typer.Option(None, "--steps", help="Unmasking steps (default: one residue "
                               "per step)."),
-    reveal: str = typer.Option("count", "--reveal", help="How many residues each step "
-                               "reveals (count, threshold, factor, entropy-bound)."),
+    reveal: Reveal = typer.Option("count", "--reveal", help="How many residues each step "
+                                  "reveals (count, threshold, factor, entropy-bound)."),
     temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
     top_k: int = typer.Option(None, "--top-k", help="Sample among the k likeliest residues."),
     output: str = typer.Option(None, "-o", "--output", help="Write the binders as CSV here "
