@@ -17,8 +17,6 @@ import typing
 from typer import rich_utils
 from typer.core import TyperArgument
 
-from mlmkit.cli.vocabulary import dashed
-
 NO_TERMINAL_WIDTH = 120
 """Columns of help read without a terminal (a pager, a file, a log): wide enough for a flag
 and its help on one line, where rich would assume 80."""
