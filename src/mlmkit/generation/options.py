@@ -58,6 +58,10 @@ class SamplerOptions(Sampling):
         if self.block_length is not None:
             self._whole("block_length", checks.count("block_length", self.block_length, 1))
         checks.non_negative("cfg_scale", self.cfg_scale)
+        for field in fields_of(Sampling):  # each number's range (the flags' and the schema's)
+            value = getattr(self, field.name)
+            if "range" in field.metadata and value is not None:
+                checks.within(field.name, value, *field.metadata["range"])
         self._whole("seed", checks.count("seed", self.seed, 0, 2**63 - 1))
         if self.top_k is not None:
             self._whole("top_k", checks.count("top_k", self.top_k, 1))
