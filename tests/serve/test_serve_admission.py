@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 import mlmkit
 from mlmkit.serve import ServeConfig, create_app
+from mlmkit.serve.routes import unmask
 from mlmkit.serve.worker import ModelWorker, Work
 
 
@@ -269,3 +270,63 @@ def test_the_cheapest_work_goes_first_even_behind_works_of_its_own_kind():
 
     asyncio.run(main())
     assert order[0] == ["busy"] and "small" in order[1], order
+
+
+def test_a_stream_whose_client_does_not_read_ends_at_its_deadline(tiny_mlm, monkeypatch):
+    """The client takes the response's start, then never reads again: the stream's writes
+    are bounded by the request's deadline, so the response ends (the connection closes)
+    instead of waiting on the client for as long as it keeps the socket open."""
+    monkeypatch.setattr(unmask, "WRITE_GRACE", 0.2)
+    app = create_app({"bert": tiny_mlm("bert")}, ServeConfig(threads=1, max_steps=400,
+                                                             timeout=1.0))
+    body = b'{"prompt": "Open", "length": 120, "steps": 120, "stream": true}'
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": "/v1/generate", "raw_path":
+             b"/v1/generate", "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json"),
+                         (b"content-length", str(len(body)).encode())],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+
+    async def main():
+        sent, never = [], asyncio.Event()
+        received = False
+
+        async def receive():
+            nonlocal received
+            if not received:
+                received = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await never.wait()
+
+        async def send(message):
+            sent.append(message)
+            if message["type"] == "http.response.body":
+                await never.wait()  # a client that stopped reading
+
+        async with app.router.lifespan_context(app):
+            began = time.monotonic()
+            await asyncio.wait_for(app(scope, receive, send), 20)
+            return sent, time.monotonic() - began
+
+    sent, seconds = asyncio.run(main())
+    assert sent[0]["status"] == 200
+    assert all(m.get("more_body", True) for m in sent[1:])  # ended unfinished
+    assert seconds < 1.0 + 0.2 + 2.0, seconds
+
+
+def test_compare_is_admitted_on_every_model_or_none(tiny_mlm):
+    """A compare whose second model's queue is full is a 429, and the first model does no
+    work for it (each model was admitted alone, and the first ran a request refused)."""
+    app = create_app({"bert": tiny_mlm("bert"), "roberta": tiny_mlm("roberta")},
+                     ServeConfig(threads=1, max_queued_tokens=400))
+    server = app.state.server
+    with TestClient(app) as c:
+        server.workers["roberta"].queued_cost = 390  # a full queue, as a burst leaves it
+        response = c.post("/v1/compare", json={"text": "Open the file for reading."})
+        server.workers["roberta"].queued_cost = 0
+        assert response.status_code == 429, response.text
+        assert "'roberta'" in response.json()["error"]["message"]
+        assert server.workers["bert"].calls == 0 and server.workers["bert"].queued_cost == 0
+        assert server.admitted == 0
+        assert c.post("/v1/compare", json={"text": "Open the file for reading."}
+                      ).status_code == 200

@@ -17,6 +17,9 @@ client went away or timed out is dropped before its next batch.
 If a gathered call fails with an mlmkit error, each of its works runs again alone, so the
 error reaches the request that caused it and nobody else.
 
+When the line empties after a run, the worker returns malloc's free pages to the system
+(`mlmkit.serve.memory`), so the server's memory comes back down after a burst.
+
 A call already running when every one of its requests is given up (timed out, or the client
 gone) stops at its next `check()` (generate and infill check at every unmasking step), so
 the model is free for the next request instead of finishing work nobody waits for.
@@ -33,6 +36,7 @@ from dataclasses import dataclass, field
 
 from mlmkit.errors import MlmkitError
 from mlmkit.serve.adapters import Cancelled
+from mlmkit.serve.memory import release_free_memory
 
 
 @dataclass(eq=False)
@@ -180,8 +184,11 @@ class ModelWorker:
         return parts
 
     async def _loop(self) -> None:
-        backlog = False
+        backlog = ran = False
         while True:
+            if ran and not self.waiting:  # the end of a burst: its memory goes back
+                await self.in_thread(release_free_memory)
+                ran = False
             while not self.waiting:
                 self.wake.clear()
                 await self.wake.wait()
@@ -191,6 +198,7 @@ class ModelWorker:
             if self.waiting:
                 parts = self._next_batch()
                 await self._run(parts)
+                ran = True
                 for w, _, _ in parts:  # the next turn comes after everyone waiting now
                     if w in self.waiting:
                         self.waiting.remove(w)
