@@ -294,7 +294,8 @@ async def _overload(server: Server, texts: list[str], clients: int, seconds: flo
 
 def overload_run(model: Path, flags: list[str], texts: list[str], clients: int,
                  seconds: float) -> None:
-    admission = ["--max-batch-tokens", "4096", "--max-queued-tokens", "131072"]
+    admission = ["--max-batch-tokens", "4096", "--max-queued-tokens", "131072",
+                 "--max-concurrent-requests", "16"]
     server = Server(model, *flags, *admission)
     try:
         asyncio.run(_unloaded(server.url, texts, 2.0))  # warm-up

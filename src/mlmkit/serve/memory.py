@@ -2,9 +2,10 @@
 
 The model's batches allocate and free large tensors; glibc's malloc keeps the freed pages in
 its arenas (and raises its mmap threshold after large frees, so later large tensors come from
-those arenas too), so a server's resident memory stayed at its burst's peak (440 MB -> 1.1 GB
-after an overload run, on a tiny model). `malloc_trim` returns the free pages of every arena;
-elsewhere (macOS, musl) there is nothing to call and nothing is done.
+those arenas too), so a server's resident memory stayed at its burst's peak long after the
+burst: a replica sized for its idle memory was killed by the next one. `malloc_trim` returns
+the free pages of every arena; elsewhere (macOS, musl) there is nothing to call and nothing
+is done.
 """
 
 from __future__ import annotations
