@@ -5,6 +5,8 @@ cost that interleave a small request with a big one (tiny models, in-process).""
 from __future__ import annotations
 
 import asyncio
+import sys
+import threading
 import time
 
 import httpx
@@ -12,7 +14,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 import mlmkit
-from mlmkit.serve import ServeConfig, create_app
+from mlmkit.serve import ServeConfig, create_app, memory
+from mlmkit.serve import worker as worker_module
 from mlmkit.serve.routes import unmask
 from mlmkit.serve.worker import ModelWorker, Work
 
@@ -330,3 +333,21 @@ def test_compare_is_admitted_on_every_model_or_none(tiny_mlm):
         assert server.admitted == 0
         assert c.post("/v1/compare", json={"text": "Open the file for reading."}
                       ).status_code == 200
+
+
+def test_the_worker_gives_memory_back_when_its_line_empties(monkeypatch):
+    """After a burst the freed pages go back to the system (the RSS stayed at the burst's
+    peak): once per emptied line, on the model's thread, not after every batch."""
+    trims = []
+    monkeypatch.setattr(worker_module, "release_free_memory",
+                        lambda: trims.append(threading.current_thread().name))
+
+    async def main():
+        worker = ModelWorker("m", True, 0, 100, max_batch_tokens=1)
+        await asyncio.gather(worker.submit(Work("k", ["a", "b", "c"], lambda items: items)))
+        await asyncio.sleep(0.05)
+        await worker.stop()
+
+    asyncio.run(main())
+    assert len(trims) == 1 and trims[0].startswith("mlmkit-serve-m"), trims
+    assert memory.release_free_memory() is (sys.platform == "linux")
