@@ -337,15 +337,20 @@ def test_compare_is_admitted_on_every_model_or_none(tiny_mlm):
 
 def test_the_worker_gives_memory_back_when_its_line_empties(monkeypatch):
     """After a burst the freed pages go back to the system (the RSS stayed at the burst's
-    peak): once per emptied line, on the model's thread, not after every batch."""
+    peak): once the line has stayed empty a while, on the model's thread; not between the
+    batches of a burst, nor between requests that follow each other closely."""
     trims = []
     monkeypatch.setattr(worker_module, "release_free_memory",
                         lambda: trims.append(threading.current_thread().name))
+    monkeypatch.setattr(worker_module, "TRIM_AFTER_IDLE_S", 0.3)
 
     async def main():
         worker = ModelWorker("m", True, 0, 100, max_batch_tokens=1)
-        await asyncio.gather(worker.submit(Work("k", ["a", "b", "c"], lambda items: items)))
-        await asyncio.sleep(0.05)
+        for _ in range(3):  # a burst of three requests, 0.05 s apart
+            await worker.submit(Work("k", ["a", "b", "c"], lambda items: items))
+            await asyncio.sleep(0.05)
+        assert trims == []
+        await asyncio.sleep(0.6)
         await worker.stop()
 
     asyncio.run(main())

@@ -122,7 +122,7 @@ def test_every_float_field_is_bounded(app):
 
 
 def test_a_float_out_of_range_is_a_422_naming_the_field(app, client):
-    for field, value in (("cfg_scale", 1e300), ("temperature", 1e6), ("top_p", 1.5),
+    for field, value in (("cfg_scale", 1e300), ("temperature", 1e7), ("top_p", 1.5),
                          ("temperature", -0.5), ("entropy_bound", 1e9)):
         body = {**base_body("/v1/generate", post_routes(app)["/v1/generate"]), field: value}
         response = client.post("/v1/generate", json=body)

@@ -58,10 +58,6 @@ class SamplerOptions(Sampling):
         if self.block_length is not None:
             self._whole("block_length", checks.count("block_length", self.block_length, 1))
         checks.non_negative("cfg_scale", self.cfg_scale)
-        for field in fields_of(Sampling):  # each number's range (the flags' and the schema's)
-            value = getattr(self, field.name)
-            if "range" in field.metadata and value is not None:
-                checks.within(field.name, value, *field.metadata["range"])
         self._whole("seed", checks.count("seed", self.seed, 0, 2**63 - 1))
         if self.top_k is not None:
             self._whole("top_k", checks.count("top_k", self.top_k, 1))
@@ -69,6 +65,11 @@ class SamplerOptions(Sampling):
             raise checks.InvalidArgument(f"cache={self.cache!r} must be True or False")
         self.choice  # noqa: B018 (validates temperature, top-k and top-p)
         self._check_policies()
+        # last: the checks above say what is wrong more precisely (an open end, "≥ 0")
+        for field in fields_of(Sampling):  # each float's range (the request schema's too)
+            value = getattr(self, field.name)
+            if "range" in field.metadata and value is not None:
+                checks.within(field.name, value, *field.metadata["range"])
 
     def _whole(self, name: str, value: int) -> None:
         object.__setattr__(self, name, value)

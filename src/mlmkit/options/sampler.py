@@ -2,9 +2,9 @@
 
 `mlmkit.generation.options.SamplerOptions` adds the checks and the plan to these fields; the
 `generate` and `infill` functions take them as keywords, the commands as flags, the server's
-generate and infill requests as JSON fields. Every float has a `range` (low, high): past it
-a temperature or a guidance weight makes the logits overflow (a cfg_scale of 1e300 gave
-empty text), so `SamplerOptions` (the flags' and the keywords' check) and the request schema
+generate and infill requests as JSON fields. Every float has a `range` (low, high): past it a
+guidance weight makes the logits overflow (a cfg_scale of 1e300 gave empty text), and no
+number is left unbounded, so `SamplerOptions` (the flags' and the keywords' check) and the request schema
 (a 422 naming the field) refuse it.
 """
 
@@ -31,8 +31,8 @@ class Sampling:
     confidence: Literal["prob", "margin", "entropy"] = option(
         "prob", "Confidence sampler: prob, margin or entropy.", panel=SAMPLING)
     temperature: float = option(
-        1.0, "0 to 100: 0 = argmax; 1 = the model's distribution; higher is flatter.",
-        panel=SAMPLING, range=(0.0, 100.0))
+        1.0, "0 to 1e6: 0 = argmax; 1 = the model's distribution; higher is flatter.",
+        panel=SAMPLING, range=(0.0, 1e6))
     top_k: int | None = option(None, "Sample among the k likeliest tokens.", panel=SAMPLING)
     top_p: float | None = option(None, "Nucleus sampling mass, in (0, 1].", panel=SAMPLING,
                                range=(0.0, 1.0))
