@@ -2,10 +2,10 @@
 
 `mlmkit.generation.options.SamplerOptions` adds the checks and the plan to these fields; the
 `generate` and `infill` functions take them as keywords, the commands as flags, the server's
-generate and infill requests as JSON fields. Every float has a `range` (low, high): past it a
-guidance weight makes the logits overflow (a cfg_scale of 1e300 gave empty text), and no
-number is left unbounded, so `SamplerOptions` (the flags' and the keywords' check) and the request schema
-(a 422 naming the field) refuse it.
+generate and infill requests as JSON fields. Every float has a `range` (low, high): past it
+a guidance weight makes the logits overflow (a cfg_scale of 1e300 gave empty text), and no
+number is left unbounded, so `SamplerOptions` (the flags' and the keywords' check) and the
+request schema (a 422 naming the field) refuse a value outside it.
 """
 
 from __future__ import annotations
@@ -52,9 +52,11 @@ class Sampling:
         "(every prediction above tau, ≥ 1; Fast-dLLM), factor (Fast-dLLM's factor rule) or "
         "entropy-bound (EB-sampler). Adaptive ones need --sampler confidence.", panel=FAST)
     threshold: float | None = option(
-        None, "tau in (0, 1] of --reveal threshold (default 0.9).", panel=FAST, range=(0.0, 1.0))
+        None, "tau in (0, 1] of --reveal threshold (default 0.9).", panel=FAST,
+        range=(0.0, 1.0))
     factor: float | None = option(
-        None, "f in (0, 1,000] of --reveal factor (default 1.0).", panel=FAST, range=(0.0, 1000.0))
+        None, "f in (0, 1,000] of --reveal factor (default 1.0).", panel=FAST,
+        range=(0.0, 1000.0))
     entropy_bound: float | None = option(
         None, "gamma in [0, 1,000] (nats) of --reveal entropy-bound (default 0.1).",
         panel=FAST, range=(0.0, 1000.0))
