@@ -10,25 +10,13 @@ is done.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
-
-
-@functools.cache
-def _malloc_trim():
-    name = ctypes.util.find_library("c")
-    try:
-        return getattr(ctypes.CDLL(name), "malloc_trim", None) if name else None
-    except OSError:
-        return None
+from mlmkit.core.libc import glibc
 
 
 def release_free_memory() -> bool:
-    """Return malloc's free pages to the system; False where the C library has no
-    `malloc_trim` (not glibc)."""
-    trim = _malloc_trim()
-    if trim is None:
+    """Return malloc's free pages to the system; False where the C library is not glibc."""
+    libc = glibc()
+    if libc is None:
         return False
-    trim(0)
+    libc.malloc_trim(0)
     return True
