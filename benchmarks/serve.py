@@ -15,13 +15,23 @@ measured here at the servers' threads).
 Then the batched server is held under 50 concurrent clients for a minute (score and fill
 mixed): errors (must be 0), requests/s and latency percentiles.
 
+Last, the overload run: a fresh batched server with a bounded queue (`--max-queued-tokens`)
+under 64 clients for 30 s, one in four sending an expensive request (64 sentences to score:
+about a batch of model work), the others a cheap one (a one-text fill), each client sending
+its next request as soon as it has an answer (far past the sustainable rate) and, on a 429,
+waiting the Retry-After it was given. Printed: p50/p99 latency of each class against the
+cheap requests' unloaded p99 (one client, before the burst), the share of each class answered
+429, the 5xx count (must be 0), and the server's resident memory before, at its peak and
+10 s after the burst.
+
 The load generator shares the 2 cores with the server, so it is made cheap, the same for both
 servers: one asyncio process of raw HTTP/1.1 keep-alive connections on asyncio streams (no
 HTTP library), its own CPU per request printed beside the servers' (about 0.1-0.5 ms, where
 httpx cost more per request than the server's own HTTP layer).
 
     .venv/bin/python benchmarks/serve.py [--preset tiny] [--requests 256] [--clients 32]
-        [--load-clients 50] [--load-seconds 60] [--threads 1] [--device cpu]
+        [--load-clients 50] [--load-seconds 60] [--overload-clients 64]
+        [--overload-seconds 30] [--overload-only] [--threads 1] [--device cpu]
 """
 
 from __future__ import annotations
@@ -94,6 +104,11 @@ class Server:
         fields = Path(path).read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
+    def rss_mb(self) -> float:
+        """The server process's resident memory, in MB (Linux /proc)."""
+        status = Path(f"/proc/{self.process.pid}/status").read_text()
+        return int(re.search(r"VmRSS:\s+(\d+)", status)[1]) / 1024
+
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=120)
@@ -132,9 +147,13 @@ class Connection:
         head = await self.reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
         status = int(lines[0].split()[1])
-        length = next(int(line.split(":", 1)[1]) for line in lines
-                      if line.lower().startswith("content-length:"))
-        return status, json.loads(await self.reader.readexactly(length))
+        headers = dict(line.lower().split(":", 1) for line in lines[1:] if ":" in line)
+        self.retry_after = float(headers.get("retry-after", 0))
+        answer = json.loads(await self.reader.readexactly(int(headers["content-length"])))
+        if headers.get("connection", "").strip() == "close":  # an early 4xx closes
+            self.close()
+            self.reader = self.writer = None
+        return status, answer
 
     def close(self) -> None:
         if self.writer is not None:
@@ -212,6 +231,100 @@ async def _hold(url: str, texts: list[str], clients: int, seconds: float):
     return np.array(latencies), errors, elapsed, statuses
 
 
+CHEAP, EXPENSIVE = "cheap (1-text fill)", "expensive (64-text score)"
+
+
+def _overload_request(kind: str, texts: list[str], n: int) -> tuple[str, dict]:
+    if kind == CHEAP:
+        return "/v1/fill", {"texts": [masked(texts[n % len(texts)])], "top_k": 5}
+    chosen = [texts[(n + i) % len(texts)] for i in range(64)]
+    return "/v1/score", {"texts": chosen}
+
+
+async def _unloaded(url: str, texts: list[str], seconds: float) -> np.ndarray:
+    """Latencies of cheap requests from one client, nothing else running."""
+    connection, latencies, n = Connection(url), [], 0
+    stop_at = time.perf_counter() + seconds
+    while time.perf_counter() < stop_at:
+        path, body = _overload_request(CHEAP, texts, n)
+        began = time.perf_counter()
+        status, answer = await connection.request("POST", path, body)
+        if status != 200:
+            raise SystemExit(f"{path} answered {status}: {answer}")
+        latencies.append(time.perf_counter() - began)
+        n += 1
+    connection.close()
+    return np.array(latencies)
+
+
+async def _overload(server: Server, texts: list[str], clients: int, seconds: float):
+    """`clients` closed-loop clients (one in four expensive) for `seconds`: per class, the
+    latencies of the answered requests and the statuses; and the server's peak RSS."""
+    latencies = {CHEAP: [], EXPENSIVE: []}
+    statuses = {CHEAP: {}, EXPENSIVE: {}}
+    peak = server.rss_mb()
+    stop_at = time.perf_counter() + seconds
+
+    async def client(k: int):
+        kind, connection, n = EXPENSIVE if k % 4 == 0 else CHEAP, Connection(server.url), k
+        while time.perf_counter() < stop_at:
+            path, body = _overload_request(kind, texts, n)
+            n += clients
+            began = time.perf_counter()
+            try:
+                status, _ = await connection.request("POST", path, body)
+            except (OSError, asyncio.IncompleteReadError, ValueError) as error:
+                status, connection = type(error).__name__, Connection(server.url)
+            statuses[kind][status] = statuses[kind].get(status, 0) + 1
+            if status == 200:
+                latencies[kind].append(time.perf_counter() - began)
+            elif status == 429:
+                await asyncio.sleep(connection.retry_after)
+        connection.close()
+
+    async def watch_memory():
+        nonlocal peak
+        while time.perf_counter() < stop_at:
+            peak = max(peak, server.rss_mb())
+            await asyncio.sleep(0.25)
+
+    await asyncio.gather(watch_memory(), *(client(k) for k in range(clients)))
+    return {k: np.array(v) for k, v in latencies.items()}, statuses, peak
+
+
+def overload_run(model: Path, flags: list[str], texts: list[str], clients: int,
+                 seconds: float) -> None:
+    admission = ["--max-batch-tokens", "4096", "--max-queued-tokens", "131072",
+                 "--max-concurrent-requests", "16"]
+    server = Server(model, *flags, *admission)
+    try:
+        asyncio.run(_unloaded(server.url, texts, 2.0))  # warm-up
+        unloaded = asyncio.run(_unloaded(server.url, texts, 10.0))
+        rss_before = server.rss_mb()
+        latencies, statuses, peak = asyncio.run(_overload(server, texts, clients, seconds))
+        time.sleep(10.0)
+        rss_after = server.rss_mb()
+    finally:
+        code = server.stop()
+    base_p99 = float(np.percentile(unloaded, 99)) * 1000
+    print(f"overload: {clients} clients for {seconds:.0f} s (1 in 4 expensive), server "
+          f"{' '.join(admission)}; cheap requests unloaded (1 client): p50 "
+          f"{float(np.percentile(unloaded, 50)) * 1000:.0f} ms, p99 {base_p99:.0f} ms")
+    errors = 0
+    for kind in (CHEAP, EXPENSIVE):
+        answered, counts = latencies[kind], statuses[kind]
+        sent = sum(counts.values())
+        errors += sum(v for s, v in counts.items() if isinstance(s, str) or s >= 500)
+        p50, p99 = ((float(np.percentile(answered, q)) * 1000 if len(answered) else float("nan"))
+                    for q in (50, 99))
+        print(f"  {kind:<26} {sent} sent, {len(answered)} answered: p50 {p50:.0f} ms, p99 "
+              f"{p99:.0f} ms ({p99 / base_p99:.1f}x the unloaded cheap p99); 429 "
+              f"{100 * counts.get(429, 0) / max(sent, 1):.1f}%; statuses {counts}")
+    print(f"  5xx or failed connections: {errors}; server RSS {rss_before:.0f} MB before, "
+          f"{peak:.0f} MB at the peak, {rss_after:.0f} MB 10 s after "
+          f"({100 * (rss_after - rss_before) / rss_before:+.1f}%); SIGTERM exit {code}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="tiny")
@@ -220,6 +333,11 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--load-clients", type=int, default=50)
     parser.add_argument("--load-seconds", type=float, default=60.0)
+    parser.add_argument("--overload-clients", type=int, default=64)
+    parser.add_argument("--overload-seconds", type=float, default=30.0)
+    parser.add_argument("--overload-only", action="store_true",
+                        help="Run only the overload run (skip the batching comparison and the "
+                             "load).")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
@@ -233,6 +351,9 @@ def main() -> None:
           f"({words:.1f} words on average), {args.clients} concurrent clients; "
           f"load average {os.getloadavg()[0]:.2f}")
 
+    if args.overload_only:
+        overload_run(model, flags, texts, args.overload_clients, args.overload_seconds)
+        return
     measured, server_cpu, loop_cpu = {}, {}, {}
     for name, extra in (("batched", []), ("unbatched", ["--no-batching"])):
         server = Server(model, *flags, *extra)
@@ -293,6 +414,9 @@ def main() -> None:
               f"{len(latencies)} requests, {errors} errors, {len(latencies) / elapsed:.1f} "
               f"requests/s; latency p50 {p50:.0f} ms, p90 {p90:.0f} ms, p99 {p99:.0f} ms, "
               f"max {latencies.max() * 1000:.0f} ms; statuses {statuses}; SIGTERM exit {code}")
+
+    if args.overload_seconds > 0:
+        overload_run(model, flags, texts, args.overload_clients, args.overload_seconds)
 
 
 if __name__ == "__main__":

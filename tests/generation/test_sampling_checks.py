@@ -145,3 +145,25 @@ def test_infill_json_reports_the_ranking_calls(saved_tiny_mlm):
                                    "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout)["cost"]["scoring_calls"] >= 1
+
+
+# A guidance weight past its range made the logits overflow (cfg_scale=1e300
+# returned empty text, with no word of why); no float of the sampler is unbounded.
+@pytest.mark.parametrize(("kwargs", "needle"), [
+    ({"cfg_scale": 1e300}, "cfg_scale=1e+300 (--cfg-scale) must be between 0 and 100"),
+    ({"temperature": 1e7}, "temperature=10000000.0 (--temperature) must be between 0 and "
+                           "1e+06"),
+    ({"reveal": "factor", "factor": 1e9}, "factor=1000000000.0 (--factor) must be between 0 "
+                                          "and 1,000"),
+])
+def test_a_float_past_its_range_is_refused_before_any_call(tiny_mlm, calls, kwargs, needle):
+    with pytest.raises(InvalidArgument, match=re.escape(needle)):
+        generate(tiny_mlm("bert"), "Return the", length=4, **kwargs)
+    assert calls.n == 0
+
+
+def test_cli_refuses_a_guidance_weight_past_its_range(saved_tiny_mlm):
+    out = CliRunner().invoke(app, ["generate", str(saved_tiny_mlm("bert")), "--length", "4",
+                                   "--cfg-scale", "1e300"])
+    assert out.exit_code == 1
+    assert "must be between 0 and 100" in out.stderr and "Traceback" not in out.output

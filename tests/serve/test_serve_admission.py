@@ -5,6 +5,7 @@ cost that interleave a small request with a big one (tiny models, in-process).""
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 import httpx
@@ -12,7 +13,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 import mlmkit
-from mlmkit.serve import ServeConfig, create_app
+from mlmkit.core.libc import glibc
+from mlmkit.serve import ServeConfig, create_app, memory
+from mlmkit.serve import worker as worker_module
+from mlmkit.serve.routes import unmask
 from mlmkit.serve.worker import ModelWorker, Work
 
 
@@ -269,3 +273,86 @@ def test_the_cheapest_work_goes_first_even_behind_works_of_its_own_kind():
 
     asyncio.run(main())
     assert order[0] == ["busy"] and "small" in order[1], order
+
+
+def test_a_stream_whose_client_does_not_read_ends_at_its_deadline(tiny_mlm, monkeypatch):
+    """The client takes the response's start, then never reads again: the stream's writes
+    are bounded by the request's deadline, so the response ends (the connection closes)
+    instead of waiting on the client for as long as it keeps the socket open."""
+    monkeypatch.setattr(unmask, "WRITE_GRACE", 0.2)
+    app = create_app({"bert": tiny_mlm("bert")}, ServeConfig(threads=1, max_steps=400,
+                                                             timeout=1.0))
+    body = b'{"prompt": "Open", "length": 120, "steps": 120, "stream": true}'
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": "/v1/generate", "raw_path":
+             b"/v1/generate", "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json"),
+                         (b"content-length", str(len(body)).encode())],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+
+    async def main():
+        sent, never = [], asyncio.Event()
+        received = False
+
+        async def receive():
+            nonlocal received
+            if not received:
+                received = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            await never.wait()
+
+        async def send(message):
+            sent.append(message)
+            if message["type"] == "http.response.body":
+                await never.wait()  # a client that stopped reading
+
+        async with app.router.lifespan_context(app):
+            began = time.monotonic()
+            await asyncio.wait_for(app(scope, receive, send), 20)
+            return sent, time.monotonic() - began
+
+    sent, seconds = asyncio.run(main())
+    assert sent[0]["status"] == 200
+    assert all(m.get("more_body", True) for m in sent[1:])  # ended unfinished
+    assert seconds < 1.0 + 0.2 + 2.0, seconds
+
+
+def test_compare_is_admitted_on_every_model_or_none(tiny_mlm):
+    """A compare whose second model's queue is full is a 429, and the first model does no
+    work for it (each model was admitted alone, and the first ran a request refused)."""
+    app = create_app({"bert": tiny_mlm("bert"), "roberta": tiny_mlm("roberta")},
+                     ServeConfig(threads=1, max_queued_tokens=400))
+    server = app.state.server
+    with TestClient(app) as c:
+        server.workers["roberta"].queued_cost = 390  # a full queue, as a burst leaves it
+        response = c.post("/v1/compare", json={"text": "Open the file for reading."})
+        server.workers["roberta"].queued_cost = 0
+        assert response.status_code == 429, response.text
+        assert "'roberta'" in response.json()["error"]["message"]
+        assert server.workers["bert"].calls == 0 and server.workers["bert"].queued_cost == 0
+        assert server.admitted == 0
+        assert c.post("/v1/compare", json={"text": "Open the file for reading."}
+                      ).status_code == 200
+
+
+def test_the_worker_gives_memory_back_when_its_line_empties(monkeypatch):
+    """After a burst the freed pages go back to the system (the RSS stayed at the burst's
+    peak): once the line has stayed empty a while, on the model's thread; not between the
+    batches of a burst, nor between requests that follow each other closely."""
+    trims = []
+    monkeypatch.setattr(worker_module, "release_free_memory",
+                        lambda: trims.append(threading.current_thread().name))
+    monkeypatch.setattr(worker_module, "TRIM_AFTER_IDLE_S", 0.3)
+
+    async def main():
+        worker = ModelWorker("m", True, 0, 100, max_batch_tokens=1)
+        for _ in range(3):  # a burst of three requests, 0.05 s apart
+            await worker.submit(Work("k", ["a", "b", "c"], lambda items: items))
+            await asyncio.sleep(0.05)
+        assert trims == []
+        await asyncio.sleep(0.6)
+        await worker.stop()
+
+    asyncio.run(main())
+    assert len(trims) == 1 and trims[0].startswith("mlmkit-serve-m"), trims
+    assert memory.release_free_memory() is (glibc() is not None)

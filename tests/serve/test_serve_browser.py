@@ -403,8 +403,22 @@ def test_copy_as_code_follows_the_tab_shown(page):
                 "score": ("mlmkit.score(mlm,", "/v1/score"),
                 "unmask": ("mlmkit.infill(mlm,", "/v1/infill"),  # the tab's last run
                 "compare": ("scores = {name: mlmkit.score(", "/v1/compare")}
+    # each tab runs its own request first: the test holds alone, not only after the others
+    inputs = {"fill": "Return the [MASK] of items.", "score": "Open the file for reading.",
+              "unmask": "Open the [MASK:2] file.", "compare": "Open the file for reading."}
+    for tab, text in inputs.items():
+        page.click(f"#tab-{tab}")
+        if tab == "unmask":
+            page.select_option("#unmask-task", "infill")
+        page.fill(f"#{tab}-input", text)
+        page.click(f"#{tab}-run")
+        page.wait_for_function("s => document.querySelector('#code-python').innerText"
+                               ".includes(s)", arg=expected[tab][0])
+        page.wait_for_function("() => !document.querySelector('#error')?.textContent")
     for tab in ("score", "fill", "compare", "unmask", "score"):
         page.click(f"#tab-{tab}")
         python, route = expected[tab]
         assert python in page.inner_text("#code-python"), tab
         assert f"{route} -H" in page.inner_text("#code-curl"), tab
+    page.click("#tab-unmask")
+    page.select_option("#unmask-task", "generate")

@@ -52,6 +52,15 @@ def non_negative(name: str, value):
     return value
 
 
+def within(name: str, value, low: float, high: float):
+    """A finite number in [low, high]: the range past which a weight makes logits overflow."""
+    _number(name, value)
+    if not low <= value <= high:
+        raise InvalidArgument(f"{name}={_shown(value)} ({_flag(name)}) must be between {low:g} "
+                              f"and {high:,g}")
+    return value
+
+
 def count(name: str, value, minimum: int = 1, maximum: int | None = None):
     """A whole number in [minimum, maximum] (steps, sizes, top-k, ...)."""
     _number(name, value, int)

@@ -65,6 +65,11 @@ class SamplerOptions(Sampling):
             raise checks.InvalidArgument(f"cache={self.cache!r} must be True or False")
         self.choice  # noqa: B018 (validates temperature, top-k and top-p)
         self._check_policies()
+        # last: the checks above say what is wrong more precisely (an open end, "≥ 0")
+        for field in fields_of(Sampling):  # each float's range (the request schema's too)
+            value = getattr(self, field.name)
+            if "range" in field.metadata and value is not None:
+                checks.within(field.name, value, *field.metadata["range"])
 
     def _whole(self, name: str, value: int) -> None:
         object.__setattr__(self, name, value)

@@ -1,11 +1,12 @@
 """Request bodies of the API: strict types, unknown fields refused, no NaN or Infinity.
 
 The task options come from their dataclasses (`mlmkit.options`: `Scoring`, `Sampling`), so a
-field added there is a request field here, with its type, default and help. Ranges and
-choices are checked by the library functions themselves (their `InvalidArgument` becomes a
-400 naming the field, as a bad sampler does), and the server's bounds by `mlmkit.serve.app`;
-these models only fix the shapes, so the OpenAPI schema documents every field (a choice
-lists the library's options as its enum).
+field added there is a request field here, with its type, default, help and range. Choices
+and the finer checks (an open end of a range, one option needing another) are the library
+functions' own (their `InvalidArgument` becomes a 400 naming the field, as a bad sampler
+does), and the server's bounds are `mlmkit.serve.server`'s; these models fix the shapes and
+every number's range (no float field is left unbounded), so the OpenAPI schema documents
+every field (a choice lists the library's options as its enum).
 """
 
 from __future__ import annotations
@@ -64,10 +65,15 @@ class EmbeddingsRequest(Body):
 def option_fields(cls) -> dict:
     """The fields of an options dataclass as pydantic fields: its type, default and help. A
     Literal is a string whose choices the schema lists (as `choice` does): the library's own
-    check refuses another, with its message."""
+    check refuses another, with its message. A number's `range` (or `min` and `max`) is the
+    field's: a value outside it is a 422 naming the field, before any work."""
     types, result = types_of(cls), {}
     for field in fields_of(cls):
         kind, extra = types[field.name], {}
+        low, high = field.metadata.get("range", (field.metadata.get("min"),
+                                                 field.metadata.get("max")))
+        bounds = {"ge": low, "le": high}
+        extra.update({k: v for k, v in bounds.items() if v is not None})
         literal = next((k for k in (kind, *typing.get_args(kind))
                         if typing.get_origin(k) is typing.Literal), None)
         if literal is not None:

@@ -191,6 +191,18 @@ class Server:
         finally:
             self.admitted -= 1
 
+    async def answer_each(self, request: Request, works: list[tuple[str, Work]]) -> list:
+        """One request's works on several models (compare), admitted all or none: a model
+        whose queue is full refuses the request (429) before any other model works on it."""
+        for name, work in works:
+            self.admit(name, work)
+        self.admitted += len(works)
+        try:
+            return await self.wait(request, asyncio.gather(
+                *(self.workers[name].submit(work) for name, work in works)))
+        finally:
+            self.admitted -= len(works)
+
     async def wait(self, request: Request, future: asyncio.Future):
         """The result of a submitted work; its future cancelled on timeout or hang-up."""
         # Woken by whichever comes first: the result, the client hanging up (the server's

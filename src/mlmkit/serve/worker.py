@@ -17,6 +17,11 @@ client went away or timed out is dropped before its next batch.
 If a gathered call fails with an mlmkit error, each of its works runs again alone, so the
 error reaches the request that caused it and nobody else.
 
+When the line has stayed empty for `TRIM_AFTER_IDLE_S` after a run, the worker returns
+malloc's free pages to the system (`mlmkit.serve.memory`), so the server's memory comes back
+down after a burst (not between the batches of a steady load, which would fault the pages
+in again).
+
 A call already running when every one of its requests is given up (timed out, or the client
 gone) stops at its next `check()` (generate and infill check at every unmasking step), so
 the model is free for the next request instead of finishing work nobody waits for.
@@ -33,6 +38,10 @@ from dataclasses import dataclass, field
 
 from mlmkit.errors import MlmkitError
 from mlmkit.serve.adapters import Cancelled
+from mlmkit.serve.memory import release_free_memory
+
+TRIM_AFTER_IDLE_S = 0.5
+"""Seconds the line stays empty after a run before freed memory is given back."""
 
 
 @dataclass(eq=False)
@@ -180,17 +189,25 @@ class ModelWorker:
         return parts
 
     async def _loop(self) -> None:
-        backlog = False
+        backlog = ran = False
         while True:
             while not self.waiting:
                 self.wake.clear()
-                await self.wake.wait()
+                if not ran:
+                    await self.wake.wait()
+                    continue
+                try:
+                    await asyncio.wait_for(self.wake.wait(), TRIM_AFTER_IDLE_S)
+                except asyncio.TimeoutError:  # the end of a burst: its memory goes back
+                    await self.in_thread(release_free_memory)
+                    ran = False
             if self.batching and self.window > 0 and not backlog:
                 await asyncio.sleep(self.window)  # company for a request that found us idle
             self._drop_given_up()
             if self.waiting:
                 parts = self._next_batch()
                 await self._run(parts)
+                ran = True
                 for w, _, _ in parts:  # the next turn comes after everyone waiting now
                     if w in self.waiting:
                         self.waiting.remove(w)

@@ -8,14 +8,13 @@ runtime (torchrun) replaces `Runtime` by one with the same methods.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
-import platform
 from dataclasses import dataclass
 
 import torch
 
 from mlmkit.core.devices import autocast, available_cores, prepare, resolve_threads
+from mlmkit.core.libc import glibc as _glibc
 
 
 @dataclass
@@ -108,17 +107,6 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -3, -4
 # (DEFAULT_MMAP_THRESHOLD_MAX) from the heap, larger ones mapped; the heap top trimmed
 # beyond twice that
 _SETTLED = {_M_MMAP_THRESHOLD: 32 << 20, _M_TRIM_THRESHOLD: 64 << 20, _M_MMAP_MAX: 65536}
-
-
-def _glibc():
-    """glibc's C library (for mallopt / malloc_trim), or None on another libc or OS."""
-    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
-        return None
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-        return libc if hasattr(libc, "mallopt") and hasattr(libc, "malloc_trim") else None
-    except OSError:
-        return None
 
 
 @contextlib.contextmanager

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
@@ -71,9 +69,9 @@ async def compare(body: CompareRequest, request: Request):
     costs = {name: score_costs(server.check_tokens(name, texts, "text", True),
                                int(server.models[name].max_length)) for name in names}
     key = ("score", body.metric, True, True, body.unk, 0, body.stride)
-    pairs = await asyncio.gather(*(server.answer(request, n, Work(
+    pairs = await server.answer_each(request, [(n, Work(
         key, [(texts[0], None, "text")], server.score_run(n, *key[1:]), costs[n]))
-        for n in names))
+        for n in names])
     results = [p[0][0] for p in pairs]
     return {"text": body.text, "models": names, "results": results,
             "words": word_differences(names, results)}

@@ -65,6 +65,39 @@ STREAM_EVENTS = 64
 """Steps a stream holds for a client that does not read them; past it the generation stops
 (the model is not held for a client that has stopped reading)."""
 
+WRITE_GRACE = 2.0
+"""Seconds a stream's write may take past the request's deadline (its last event, the result
+or the timeout, is written then)."""
+
+
+class StreamWithDeadline(StreamingResponse):
+    """A stream whose every write must go out by the request's deadline (plus WRITE_GRACE):
+    a client that stops reading blocks the server's writes once the sockets' buffers are
+    full, and held the connection and this response for as long as it kept the socket open.
+    Past the deadline the stream ends, unfinished (uvicorn closes the connection)."""
+
+    def __init__(self, content, *, deadline: float, **kwargs):
+        super().__init__(content, **kwargs)
+        self.deadline = deadline
+
+    async def stream_response(self, send) -> None:
+        async def timed_send(message) -> None:
+            left = max(0.0, self.deadline - time.monotonic()) + WRITE_GRACE
+            try:
+                await asyncio.wait_for(send(message), left)
+            except asyncio.TimeoutError:
+                raise _Stalled from None
+
+        try:
+            await super().stream_response(timed_send)
+        except _Stalled:
+            log.warning("a stream's client stopped reading: the stream ended at its deadline")
+            await self.body_iterator.aclose()
+
+
+class _Stalled(Exception):
+    """A stream's write did not go out by its deadline."""
+
 
 async def unmask(request: Request, body, name: str, inputs: list[str], what: str,
                  call, costs: list[int]):
@@ -149,8 +182,8 @@ async def unmask(request: Request, body, name: str, inputs: list[str], what: str
             stream.cancelled.set()
             future.cancel()
 
-    return StreamingResponse(body_stream(), media_type="text/event-stream",
-                             headers={"Cache-Control": "no-cache"})
+    return StreamWithDeadline(body_stream(), deadline=deadline, media_type="text/event-stream",
+                              headers={"Cache-Control": "no-cache"})
 
 
 def check_sampler(server, body) -> None:
