@@ -138,7 +138,7 @@ def finetune(
     `mlmkit.finetuning.predict` and `evaluate_classifier`.
     """
     if epochs == 0:  # training nothing would only evaluate a random head
-        raise InvalidArgument("epochs=0 (--epochs 0) trains nothing: to evaluate a fine-tuned "
+        raise InvalidArgument("epochs=0 (--epochs) trains nothing: to evaluate a fine-tuned "
                               "classifier use mlmkit.finetuning.evaluate_classifier (mlmkit eval "
                               "classify MODEL --task ...), to predict with it "
                               "mlmkit.finetuning.predict (mlmkit predict MODEL FILE)")

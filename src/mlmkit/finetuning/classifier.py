@@ -254,11 +254,15 @@ def _check_folder(path: Path, shown: str) -> None:
     if not path.exists():
         raise PathError(f"model path {shown!r} does not exist: pass the folder of a "
                         "fine-tuned classifier (mlmkit finetune writes RUN_DIR/best)")
+    if (path / "best" / "config.json").is_file():
+        raise ModelError(f"{shown!r} is a fine-tuning run: pass its model, {shown}/best")
+    seeds = sorted(path.glob("seed-*/best/config.json"))
+    if seeds:
+        raise ModelError(f"{shown!r} is a fine-tuning run of several seeds: pass one seed's "
+                         f"model, e.g. {seeds[0].parent}")
     if not path.is_dir() or not (path / "config.json").is_file():
         raise ModelError(f"{shown!r} is not a saved model folder (no config.json): pass the "
                          "folder of a fine-tuned classifier, e.g. runs/finetune/sst2/best")
-    if (path / "best" / "config.json").is_file():
-        raise ModelError(f"{shown!r} is a fine-tuning run: pass its model, {shown}/best")
     if (path / "adapter_config.json").is_file():
         raise ModelError(f"{shown!r} holds a LoRA adapter, not a whole classifier: fine-tune "
                          "with --merge-lora to save one, or load it with peft")

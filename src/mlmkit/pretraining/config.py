@@ -25,6 +25,7 @@ STUDIED, BUDGET, EVALUATION, RUNTIME = "what is studied", "budget", "evaluation"
 PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 where the device runs it natively
 MASK_STREAMS = ("row", "counter")  # mlmkit.masking.seeding: the two random streams of masks
 MAX_VOCAB_SIZE = 2**20  # the tokenizers trainer aborts the process far above this
+MIN_VOCAB_SIZE = 64  # the smallest vocabulary a trained tokenizer is given
 MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 8192  # 8: [CLS] [SEP] and a few tokens
 MAX_BATCH = 2**20
 MAX_COUNT = 10**15  # steps, tokens, cadences: far beyond any run, but finite
@@ -61,8 +62,8 @@ class PretrainConfig:
                                           "given: wordpiece, bpe or unigram; protein: ESM's "
                                           "amino-acid alphabet (nothing trained)")
     vocab_size: int = _f(8192, "vocabulary of the tokenizer trained when none is given "
-                               "(at most: a small corpus yields fewer; the run's config.yaml "
-                               "records the size of the tokenizer it used)")
+                               "(rounded up to a multiple of 64); the run's config.yaml "
+                               "records the size of the tokenizer it used, given or trained")
     corpus: str = _f("python-docs", "corpus: python-docs, a text/jsonl/parquet file or folder, "
                                     "or a local HF dataset", multiple=True,
                      metavar="SOURCE[:WEIGHT]")
@@ -227,7 +228,8 @@ class PretrainConfig:
         # what is studied
         if self.dropout is not None:
             checks.probability("dropout", self.dropout)
-        self.vocab_size = checks.count("vocab_size", self.vocab_size, 64, MAX_VOCAB_SIZE)
+        self.vocab_size = checks.count("vocab_size", self.vocab_size, MIN_VOCAB_SIZE,
+                                       MAX_VOCAB_SIZE)
         checks.probability("validation_share", self.validation_share)
         self.seq_len = checks.count("seq_len", self.seq_len, MIN_SEQ_LEN, MAX_SEQ_LEN)
         checks.probability("label_smoothing", self.label_smoothing)

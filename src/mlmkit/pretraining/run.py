@@ -30,7 +30,7 @@ from mlmkit.models import load_mlm
 from mlmkit.models.preset_table import parse_preset
 from mlmkit.models.unpadded import check_unpadded_family, check_unpadded_model
 from mlmkit.pretraining.budget import Budget
-from mlmkit.pretraining.config import PretrainConfig
+from mlmkit.pretraining.config import MAX_VOCAB_SIZE, MIN_VOCAB_SIZE, PretrainConfig
 from mlmkit.pretraining.data import (
     build_data,
     eval_blocks,
@@ -508,12 +508,11 @@ def prepare_run(config: PretrainConfig | None, resume: str | Path | None,
 
 
 def recorded_vocabulary(config: PretrainConfig, tokenizer) -> PretrainConfig:
-    """The config with `vocab_size` the size of the tokenizer the run trained (a small
-    corpus yields fewer tokens than asked), so config.yaml records what was used."""
-    trained = config.tokenizer is None and config.init is None \
-        and config.tokenizer_kind != "protein"
+    """The config with `vocab_size` the size of the tokenizer the run uses (a --tokenizer or
+    --init one, or the one it trained, rounded up to a multiple of 64), so that config.yaml
+    records what was used. A protein alphabet (fewer than 64 symbols) leaves it as given."""
     size = len(tokenizer)
-    if not trained or size == config.vocab_size or size < 64:
+    if size == config.vocab_size or not MIN_VOCAB_SIZE <= size <= MAX_VOCAB_SIZE:
         return config
     return config.replace(vocab_size=size)
 
