@@ -153,3 +153,23 @@ def test_cli_finetune_keeps_the_model_then_predict_and_eval_classify_use_it(
 
     wrong = runner.invoke(app, ["predict", str(saved_tiny_mlm("bert")), "texts.txt"])
     assert wrong.exit_code == 1 and "not a fine-tuned classifier" in wrong.stderr
+
+
+def test_a_prompt_fine_tuned_model_predicts_and_evaluates(tiny_mlm, sst, tmp_path):
+    """--method prompt saves a masked LM with prompt.json: predict and eval classify score
+    its label words at the mask, and reproduce the accuracy finetune reported."""
+    tok = tiny_mlm("bert").tokenizer
+    found = [w for w in ("the", "and", "of", "to", "is", "in")
+             if len(tok(" " + w, add_special_tokens=False)["input_ids"]) == 1]
+    result = mlmkit.finetune(tiny_mlm("bert"), "sst2", method="prompt", epochs=1,
+                             verbalizer={"negative": found[0], "positive": found[1]},
+                             train=sst / "train.tsv", validation=sst / "validation.tsv",
+                             run_dir=tmp_path / "prompt", **RUNTIME)
+    best = tmp_path / "prompt" / "best"
+    assert (best / "prompt.json").is_file()
+    one = predict(best, "a gripping and funny film", **RUNTIME)
+    assert one.label in ("negative", "positive")
+    assert sum(one.probabilities.values()) == pytest.approx(1.0)
+    evaluation = evaluate_classifier(best, sst / "validation.tsv", task="sst2", **RUNTIME)
+    assert evaluation.metrics["accuracy"] == pytest.approx(result.metrics["accuracy"])
+    assert "mlmkit predict" in (tmp_path / "prompt" / "README.md").read_text()

@@ -52,7 +52,7 @@ def finetune_command(
     for run in result.runs:
         if run.best_dir:
             print(f"best model (epoch {run.best_epoch}): {run.best_dir}")
-    if result.runs and result.runs[0].best_dir and result.method == "head" \
+    if result.runs and result.runs[0].best_dir \
             and not (result.runs[0].lora and not training.merge_lora):
         best = result.runs[0].best_dir
         status(f"use it: mlmkit predict {best} TEXTS.txt; mlmkit eval classify {best} "

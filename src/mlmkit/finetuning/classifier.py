@@ -1,7 +1,8 @@
 """A fine-tuned classifier, used after `finetune`: predictions and the task's metrics.
 
 `finetune` saves its best epoch as an `AutoModelForSequenceClassification` folder whose
-config names the labels; `load_classifier(path)` binds that folder to a runtime once
+config names the labels (with --method prompt: a masked LM with `prompt.json`, the cloze
+template and one word per label, whose logits at the mask are the class scores); `load_classifier(path)` binds that folder to a runtime once
 (device, precision, threads, token budget), and its methods are the features:
 
     clf = load_classifier("runs/finetune/sst2/best")
@@ -31,13 +32,15 @@ from mlmkit.core.results import Result
 from mlmkit.errors import InvalidArgument, ModelError, PathError
 from mlmkit.finetuning.data import Split, label_index, read_split
 from mlmkit.finetuning.data import limit as sample_rows
-from mlmkit.finetuning.encode import collate, encode_pairs, eval_batches
+from mlmkit.finetuning.encode import PromptEncoder, collate, encode_pairs, eval_batches
+from mlmkit.finetuning.methods import prompt_logits
 from mlmkit.finetuning.metrics import compute
 from mlmkit.finetuning.tasks import Task, get_task
-from mlmkit.models.load import model_max_length
+from mlmkit.models.load import load_mlm, model_max_length
 
 DEFAULT_MAX_LENGTH = 128  # finetune's default: the same cut as the metrics it reported
 DEFAULT_BATCH_TOKENS = 16384
+PROMPT_FILE = "prompt.json"  # what finetune --method prompt saves beside its masked LM
 
 
 @dataclass
@@ -84,6 +87,7 @@ class Classifier:
     precision: str
     batch_tokens: int = DEFAULT_BATCH_TOKENS
     labels: list[str] | None = field(default=None)  # None: a regression model
+    prompt: PromptEncoder | None = None  # --method prompt: the cloze template and its words
 
     @property
     def regression(self) -> bool:
@@ -94,7 +98,12 @@ class Classifier:
         """([n, labels] probabilities, or [n] values for regression; inputs cut)."""
         count("max_length", max_length, 4, 1_000_000)
         cut = min(max_length, model_max_length(self.model, self.tokenizer))
-        encoded = encode_pairs(self.tokenizer, texts, np.zeros(len(texts), np.int64), cut)
+        no_labels = np.zeros(len(texts), np.int64)
+        if self.prompt is not None:
+            encoded = self.prompt.encode(texts, no_labels, cut)
+            word_ids = torch.tensor(self.prompt.word_ids, device=self.device)
+        else:
+            encoded = encode_pairs(self.tokenizer, texts, no_labels, cut)
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         width = 1 if self.regression else len(self.labels)
         out = np.empty((len(texts), width), dtype=np.float64)
@@ -103,8 +112,11 @@ class Classifier:
             for index in eval_batches(encoded.lengths, self.batch_tokens):
                 batch = collate(encoded, index, pad, self.device)
                 with autocast(self.precision, self.device):
-                    logits = self.model(input_ids=batch["input_ids"],
-                                        attention_mask=batch["attention_mask"]).logits
+                    if self.prompt is not None:  # the label words' logits at the mask
+                        logits = prompt_logits(self.model, batch, word_ids)
+                    else:
+                        logits = self.model(input_ids=batch["input_ids"],
+                                            attention_mask=batch["attention_mask"]).logits
                 logits = logits.double()
                 out[index] = (logits if self.regression else logits.softmax(-1)).cpu().numpy()
                 bar.advance(len(index))
@@ -202,6 +214,9 @@ def load_classifier(model, *, device=None, precision: str = "auto",
     path = Path(model).expanduser()
     _check_folder(path, str(model))
     target, resolved = prepare(device, precision, threads, task="inference")
+    if (path / PROMPT_FILE).is_file():
+        return _prompt_classifier(path, str(model), target, resolved,
+                                  batch_tokens or DEFAULT_BATCH_TOKENS, trust_remote_code)
     try:
         net = AutoModelForSequenceClassification.from_pretrained(
             str(path), trust_remote_code=bool(trust_remote_code))
@@ -218,6 +233,30 @@ def load_classifier(model, *, device=None, precision: str = "auto",
     return Classifier(model=net, tokenizer=tokenizer, name=str(model), device=target,
                       precision=resolved, batch_tokens=batch_tokens or DEFAULT_BATCH_TOKENS,
                       labels=labels)
+
+
+def _prompt_classifier(path: Path, shown: str, target, precision: str, batch_tokens: int,
+                       trust_remote_code) -> Classifier:
+    """A model fine-tuned with --method prompt: its masked LM, and the template and label
+    words of its prompt.json, each word found again from its token id."""
+    try:
+        saved = json.loads((path / PROMPT_FILE).read_text(encoding="utf-8"))
+        template, labels, word_ids = saved["template"], list(saved["labels"]), saved["word_ids"]
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ModelError(f"{shown!r}: its {PROMPT_FILE} cannot be read ({error}); re-run "
+                         "mlmkit finetune --method prompt") from error
+    mlm = load_mlm(path, device=target, trust_remote_code=trust_remote_code)
+    tokenizer = mlm.tokenizer
+    words = {label: [tokenizer.decode([word]).strip()]
+             for label, word in zip(labels, word_ids, strict=True)}
+    pairs = "{text1}" in template
+    encoder = PromptEncoder(tokenizer, template, words, labels, 2 if pairs else 1)
+    if encoder.word_ids != list(word_ids):
+        raise ModelError(f"{shown!r}: the label words of {PROMPT_FILE} do not tokenize back to "
+                         "their ids with the saved tokenizer; re-save the run's model")
+    return Classifier(model=mlm.model.eval(), tokenizer=tokenizer, name=shown, device=target,
+                      precision=precision, batch_tokens=batch_tokens, labels=labels,
+                      prompt=encoder)
 
 
 def predict(model, texts, *, max_length: int = DEFAULT_MAX_LENGTH,
@@ -266,10 +305,8 @@ def _check_folder(path: Path, shown: str) -> None:
     if (path / "adapter_config.json").is_file():
         raise ModelError(f"{shown!r} holds a LoRA adapter, not a whole classifier: fine-tune "
                          "with --merge-lora to save one, or load it with peft")
-    if (path / "prompt.json").is_file():
-        raise ModelError(f"{shown!r} was fine-tuned with --method prompt: it classifies "
-                         "through its MLM head; use mlmkit probe classify with its template "
-                         "and verbalizer (prompt.json)")
+    if (path / PROMPT_FILE).is_file():
+        return  # --method prompt: a masked LM with its template and label words
     config = AutoConfig.from_pretrained(str(path))
     architectures = config.architectures or []
     if not any(name.endswith("ForSequenceClassification") for name in architectures):

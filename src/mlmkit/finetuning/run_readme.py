@@ -27,7 +27,8 @@ def finetune_readme(run_dir: Path, task: str, method: str, seeds: list[int],
         model = ("the classifier of the best epoch "
                  "(`AutoModelForSequenceClassification.from_pretrained`) with its tokenizer; "
                  "its config names the labels (`id2label`)")
-    use = "" if method == "prompt" or (lora and not merged) else f"""
+    auto = "AutoModelForMaskedLM" if method == "prompt" else "AutoModelForSequenceClassification"
+    use = "" if lora and not merged else f"""
 ## Use the classifier
 
 ```bash
@@ -37,11 +38,11 @@ mlmkit eval classify {best} --task {task} --data test.tsv   # the task's metrics
 
 ```python
 import mlmkit
-from transformers import AutoModelForSequenceClassification, AutoTokenizer
+from transformers import {auto}, AutoTokenizer
 
-predictions = mlmkit.finetuning.predict("{best}", ["a first text", "a second one"])
-model = AutoModelForSequenceClassification.from_pretrained("{best}")
+predictions = mlmkit.predict("{best}", ["a first text", "a second one"])
 tokenizer = AutoTokenizer.from_pretrained("{best}")
+model = {auto}.from_pretrained("{best}")
 ```
 """
     return f"""# Fine-tuning run `{Path(run).name}`
