@@ -82,6 +82,11 @@ def test_classifier_refusals_name_the_right_fix(fine_tuned, saved_tiny_mlm, sst,
         evaluate_classifier(run_dir / "best", sst / "validation.tsv", **RUNTIME)
     with pytest.raises(InvalidArgument, match=r"texts\[0\]"):
         predict(run_dir / "best", [3], **RUNTIME)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{not json")
+    with pytest.raises(ModelError, match=r"cannot read the config"):
+        predict(broken, "text", **RUNTIME)
 
 
 def test_zero_epochs_points_to_eval_classify(tiny_mlm, sst):

@@ -307,7 +307,12 @@ def _check_folder(path: Path, shown: str) -> None:
                          "with --merge-lora to save one, or load it with peft")
     if (path / PROMPT_FILE).is_file():
         return  # --method prompt: a masked LM with its template and label words
-    config = AutoConfig.from_pretrained(str(path))
+    try:
+        config = AutoConfig.from_pretrained(str(path))
+    except (OSError, ValueError) as error:
+        text = " ".join(str(error).split())[:200]
+        raise ModelError(f"cannot read the config of {shown!r} ({text}): pass the folder of "
+                         "a fine-tuned classifier, e.g. runs/finetune/sst2/best") from error
     architectures = config.architectures or []
     if not any(name.endswith("ForSequenceClassification") for name in architectures):
         kind = ", ".join(architectures) or config.model_type
