@@ -106,7 +106,8 @@ def _pretrain(values, config_path, resume, restart, override, show, as_json) -> 
             _print_examples(out, result)
     if result.final_dir is not None:
         status(f"model saved to {result.final_dir} (load it with "
-               "AutoModelForMaskedLM.from_pretrained or mlmkit.load)")
+               "AutoModelForMaskedLM.from_pretrained or mlmkit.load; "
+               f"{Path(result.run_dir) / 'README.md'} says what each file of the run is)")
         if (Path(result.final_dir) / "discriminator" / "config.json").exists():
             status(f"ELECTRA discriminator saved to {result.final_dir}/discriminator (load "
                    "it with ElectraForPreTraining.from_pretrained)")

@@ -32,9 +32,9 @@ STATIC = Path(str(resources.files("mlmkit.serve") / "static"))
 def load_models(specs: list[str], *, device=None, precision="auto", threads=None,
                 batch_tokens=None, trust_remote_code=None,
                 allow_untrained_head: bool = False) -> dict:
-    """`name=path` or `path` (named by its run for a run's model folder, `runs/x/final` ->
-    `x`, else by its last part; `mlmkit.core.run_layout.model_name`) -> loaded `MLM`s, each loaded once.
-    `allow_untrained_head`: accept checkpoints whose MLM head is random, as `mlmkit score
+    """`name=path` or `path` -> loaded `MLM`s, each loaded once. A path is named by its run
+    when it is a run's model folder (`runs/x/final` -> `x`), else by its last part
+    (`mlmkit.core.run_layout.model_name`). `allow_untrained_head`: accept checkpoints whose MLM head is random, as `mlmkit score
     --allow-untrained-head` does (their scores are noise)."""
 
     if not specs:
