@@ -60,6 +60,14 @@ def test_config_records_the_tokenizer_the_run_used(run, tmp_path, small_corpus,
         len(wordpiece_tokenizer)
 
 
+def test_config_yaml_says_what_auto_resolved_to_and_loads_back(run):
+    text = (Path(run.run_dir) / "config.yaml").read_text()
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    assert any("device cpu" in line and "precision fp32" in line and "1 CPU thread(s)" in line
+               for line in header)
+    assert load_config(Path(run.run_dir) / "config.yaml").threads == 1  # comments only
+
+
 def test_step_folders_match_the_states_kept_and_hold_their_step(run):
     run_dir = Path(run.run_dir)
     states = sorted(int(p.name[6:14]) for p in list_states(run_dir))

@@ -77,7 +77,7 @@ from mlmkit.training.metrics_log import MetricsLog
 from mlmkit.training.objective import Objective
 from mlmkit.training.objectives import OBJECTIVES, build_objective
 from mlmkit.training.optimizer import build_optimizer
-from mlmkit.training.runtime import Runtime
+from mlmkit.training.runtime import Runtime, threads_chosen_by_load
 from mlmkit.training.schedule import Schedule
 
 DEFAULT_RUN_DIR = Path("runs/pretrain")
@@ -368,12 +368,25 @@ class Run:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         remove_leftovers(self.run_dir)  # what killed saves left behind
         save_run_tokenizer(self.tokenizer, self.run_dir)  # resume loads this one
-        atomic_write_text(self.run_dir / "config.yaml", self.config.to_yaml())
+        atomic_write_text(self.run_dir / "config.yaml", self.config_record())
         write_run_readme(self.run_dir, self.config)
         self.plots = plots_installed()  # without them: one warning, metrics.jsonl only
         self.log = MetricsLog(self.run_dir, self.history,
                               resume_step=self.state.step if self.resumed else None,
                               tensorboard=self.plots)
+
+    def config_record(self) -> str:
+        """config.yaml: the config (which `--config` accepts back), under comments that say
+        what `auto` and the defaults resolved to on this machine."""
+        runtime = self.runtime
+        threads = (f", {torch.get_num_threads()} CPU thread(s)"
+                   + (" (the usable cores less those the load average said were busy)"
+                      if threads_chosen_by_load(self.config.threads) else "")
+                   if runtime.device.type == "cpu" else "")
+        return (f"# the config of this run (mlmkit pretrain --config accepts it back)\n"
+                f"# resolved here: device {runtime.device}, precision {runtime.precision}"
+                f"{threads}, {runtime.world_size} process(es); tokenizer of "
+                f"{len(self.tokenizer):,} tokens\n" + self.config.to_yaml())
 
     def save(self, with_model_dir: bool = False) -> None:
         """Save the training state (and a step-N model folder)."""
