@@ -26,7 +26,7 @@ objective `{config.objective}`, corpus `{config.corpus}`).
 
 | path | what it is |
 | --- | --- |
-| `config.yaml` | the run's settings, as used (the tokenizer's real vocabulary size included); a record: `--config` starts a new run from it |
+| `config.yaml` | the run's settings, as used (the tokenizer's real vocabulary size included; its first lines say the device, precision and threads `auto` resolved to); a record: `--config` starts a new run from it |
 | `tokenizer/` | the run's tokenizer, stored once (the step folders have none of their own) |
 | `metrics.jsonl` | one JSON record per log line: `split` "train" (loss, lr, tokens/s, ...) or "eval" (held-out loss, accuracy, pseudo-perplexity) |
 | `summary.json` | how the run ended: status, steps, tokens, speed, last evaluation, `final_dir` |
