@@ -48,6 +48,9 @@ model = {auto}.from_pretrained("{best}")
     return f"""# Fine-tuning run `{Path(run).name}`
 
 Task `{task}`, method `{method}`{", LoRA" if lora else ""}, fine-tuned by `mlmkit finetune`.
+
+The commands below name the run as it was given (`{run}`): run them from the folder the
+run was started in, or put this folder's path in its place.
 {several}
 ## Files
 

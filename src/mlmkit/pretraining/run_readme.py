@@ -22,6 +22,9 @@ def run_readme(run_dir: Path, config) -> str:
 A masked language model pretrained by `mlmkit pretrain` (model `{config.init or config.model}`,
 objective `{config.objective}`, corpus `{config.corpus}`).
 
+The commands below name the run as it was given (`{run}`): run them from the folder the
+run was started in, or put this folder's path in its place.
+
 ## Files
 
 | path | what it is |
