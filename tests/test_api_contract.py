@@ -37,7 +37,10 @@ SUBPACKAGES = ["bias", "core", "corpus", "engine", "errors", "generation", "mask
 PUBLIC_FUNCTIONS = ["score", "fill", "fill_mask", "generate", "infill", "elbo", "rescore",
                     "load_mlm", "build_mlm", "as_mlm", "pretrain", "cloze_classify",
                     "rank_statements", "knowledge_probe", "audit", "train_tokenizer",
-                    "model_info", "finetune", "evaluate_suite", "compare_suites"]
+                    "model_info", "finetune", "evaluate_suite", "compare_suites", "predict",
+                    "evaluate_classifier", "load_classifier"]
+# Entry points that take a fine-tuned classifier (not a masked LM) first.
+CLASSIFIER_ENTRY_POINTS = ["predict", "evaluate_classifier"]
 
 
 def entry_point(name: str):
@@ -313,3 +316,22 @@ def test_a_training_runs_thread_count_ends_with_the_run(wordpiece_tokenizer, cor
     mlmkit.pretrain(config)
     assert at_the_end == [2]
     assert torch.get_num_threads() == 1 and devices._asked_threads is None
+
+
+@pytest.mark.parametrize("name", CLASSIFIER_ENTRY_POINTS)
+def test_classifier_entry_points_follow_the_contract(name):
+    parameters = inspect.signature(entry_point(name)).parameters
+    assert list(parameters)[0] == "model"
+    for keyword, default in RUNTIME_DEFAULTS.items():
+        assert parameters[keyword].default == default, (name, keyword)
+        assert parameters[keyword].kind is inspect.Parameter.KEYWORD_ONLY
+    assert parameters["device"].default in (None, "auto")
+
+
+def test_classifier_entry_points_run_and_return_results(tiny_mlm, data_files, tmp_path):
+    run = mlmkit.finetune(tiny_mlm("bert"), "mine", train=data_files["table"], text_cols="text",
+                          epochs=1, seed=0, run_dir=tmp_path / "run", **RUNTIME)
+    best = run.runs[0].best_dir
+    _check_result(mlmkit.predict(best, ["Return item 1."], **RUNTIME))
+    _check_result(mlmkit.evaluate_classifier(best, data_files["table"], text_cols="text",
+                                             **RUNTIME))

@@ -63,6 +63,10 @@ _FUNCTIONS = {
     "pretrain": "mlmkit.evaluation.training",
     "PretrainConfig": "mlmkit.pretraining",
     "finetune": "mlmkit.finetuning",
+    # a fine-tuned classifier: predictions and metrics
+    "predict": "mlmkit.finetuning",
+    "evaluate_classifier": "mlmkit.finetuning",
+    "load_classifier": "mlmkit.finetuning",
     # downstream evaluation
     "evaluate_suite": "mlmkit.evaluation", "compare_suites": "mlmkit.evaluation",
 }

@@ -202,6 +202,8 @@ def _argv_missing_input(name, f):
         "eval retrieval": [m, "--corpus", missing, "--queries", missing, "--qrels", missing],
         "eval suite": [m, "--parts", "pppl", "--texts", missing],
         "eval compare": [m, missing],
+        "eval classify": [m, "--task", "sst2", "--data", missing],
+        "predict": [m, missing],
         "finetune": [m, "--task", "mine", "--text-field", "text", "--train", missing],
         "mask stats": [missing, m, "-o", str(f["dir"] / "stats")],
         "mask preview": [m, "Return the value.", "--policy", "pmi", "--stats", missing],
@@ -272,6 +274,7 @@ def _valid_inputs(folder: Path) -> dict[str, str]:
             "eval retrieval": texts,
             "probe classify": classify, "probe rank": rank, "probe facts": facts,
             "serve": texts, "eval suite": texts, "eval compare": suite, "finetune": classify,
+            "predict": texts, "eval classify": classify,
             "protein variants": dms, "protein binders": target}
 
 

@@ -233,14 +233,18 @@ def test_tiny_run_learns_and_saves_a_plain_hf_model(reference_run, tokenizer_pat
     assert list((run / "tensorboard").glob("events.*"))
     from mlmkit.pretraining.config import load_config
 
-    # config.yaml holds the run's config, field for field (and loads back with --config)
-    assert load_config(run / "config.yaml") == tiny_config(run, tokenizer_path, eval_every=6)
+    # config.yaml holds the run's config, field for field (and loads back with --config),
+    # the vocabulary being the given tokenizer's
+    assert load_config(run / "config.yaml") == tiny_config(run, tokenizer_path, eval_every=6,
+                                                           vocab_size=len(tokenizer))
     from mlmkit.models import LoadedMLM
-    from mlmkit.pretraining.examples import fill_mask_examples
+    from mlmkit.pretraining.examples import FillExample, fill_mask_examples
 
-    examples = fill_mask_examples(LoadedMLM(model, tokenizer), count=2, top_k=3)
+    examples = fill_mask_examples(LoadedMLM(model, tokenizer),
+                                  [FillExample("Return the {mask} of the list.", "length"),
+                                   FillExample("Open the {mask}.", "file")], top_k=3)
     assert len(examples) == 2 and all(len(c) == 3 and tokenizer.mask_token in t
-                                      for t, c in examples)
+                                      for t, _, c in examples)
 
 
 def test_resume_after_halt_is_bit_identical(reference_run, tmp_path, tokenizer_path):

@@ -563,3 +563,23 @@ def test_serve_takes_allow_untrained_head_as_score_does(tiny_mlm, tmp_path):
     assert answer.status_code == 200
     expected = mlmkit.score(loaded["d"], [TEXTS[0]])[0].to_dict()
     assert answer.json()["results"][0]["pll"] == pytest.approx(expected["pll"], abs=1e-5)
+
+
+def test_a_runs_model_folder_is_served_under_the_runs_name(tiny_mlm, tmp_path):
+    """runs/NAME/final is served as NAME, not as "final" (every pretraining run's model
+    was "final")."""
+    from mlmkit.serve.app import _as_models, load_models
+
+    mlm = tiny_mlm("bert")
+    run = tmp_path / "runs" / "shakespeare"
+    for folder in ("final", "step-20"):
+        mlm.model.save_pretrained(run / folder)
+        mlm.tokenizer.save_pretrained(run / folder)
+    (run / "config.yaml").write_text("model: tiny\n")
+    other = tmp_path / "plain"
+    mlm.model.save_pretrained(other)
+    mlm.tokenizer.save_pretrained(other)
+    loaded = load_models([str(run / "final"), str(run / "step-20"), str(other)], device="cpu",
+                         threads=1)
+    assert list(loaded) == ["shakespeare", "shakespeare-step-20", "plain"]
+    assert list(_as_models([str(run / "final")], ServeConfig(threads=1))) == ["shakespeare"]

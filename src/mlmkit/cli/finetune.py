@@ -9,6 +9,7 @@ import typer
 
 import mlmkit
 from mlmkit.cli.options import JSON, Runtime, command, trusting
+from mlmkit.core.progress import status
 from mlmkit.core.results import dumps
 from mlmkit.options import as_keywords
 from mlmkit.options.finetuning import FinetuneData, Finetuning
@@ -30,9 +31,16 @@ def finetune_command(
     *, data: FinetuneData, training: Finetuning, runtime: Runtime, as_json: bool = JSON,
 ) -> None:
     """Fine-tune a masked LM on a task: a classification (or regression) head, or a cloze prompt
-    through the MLM head; few-shot over seeds; LoRA. Evaluates each epoch, keeps the best."""
+    through the MLM head; few-shot over seeds; LoRA. Evaluates each epoch, keeps the best in
+    --run-dir (default runs/finetune/TASK, or TASK-2, ... when taken): use it with mlmkit
+    predict and mlmkit eval classify."""
+    keywords = as_keywords(data)
+    if keywords["run_dir"] is None:  # keep the work: runs/finetune/<task> (or -2, -3, ...)
+        keywords["run_dir"] = str(mlmkit.finetuning.default_run_dir(
+            mlmkit.finetuning.get_task(data.task, data.text_cols, data.label_col,
+                                       data.regression).name, resume=data.resume))
     with trusting(runtime.trust_remote_code):
-        result = mlmkit.finetuning.finetune(model, **as_keywords(data), **as_keywords(training),
+        result = mlmkit.finetuning.finetune(model, **keywords, **as_keywords(training),
                                            **runtime.run_keywords())
     if as_json:
         print(dumps(result), flush=True)
@@ -44,6 +52,11 @@ def finetune_command(
     for run in result.runs:
         if run.best_dir:
             print(f"best model (epoch {run.best_epoch}): {run.best_dir}")
+    if result.runs and result.runs[0].best_dir \
+            and not (result.runs[0].lora and not training.merge_lora):
+        best = result.runs[0].best_dir
+        status(f"use it: mlmkit predict {best} TEXTS.txt; mlmkit eval classify {best} "
+               f"--task {result.task} --data FILE (the run's README.md says more)")
         if run.status != "finished":
             print(f"interrupted at step {run.steps}: continue with --resume --run-dir "
                   f"{run.run_dir}")

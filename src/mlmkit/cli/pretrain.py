@@ -22,7 +22,9 @@ DEFAULT_RUN_DIR = "runs/pretrain"  # mlmkit.pretraining.run's (that module loads
 
 HELP = """Pretrain a masked LM on a corpus and save it in Hugging Face format.
 
-With no arguments: a mini ModernBERT on the built-in python-docs corpus, sized for the machine (1,000 steps, about 5 minutes on 2 CPU cores with native bf16; on a CPU without bf16 at most 10 minutes of training, under 15 minutes in all), then evaluation, the saved model in runs/pretrain/final and a few fill-mask examples. Status lines and the progress bar go to standard error; the summary (or --json) to standard output.
+With no arguments: a mini ModernBERT on the built-in python-docs corpus, sized for the machine (1,000 steps, about 5 minutes on 2 CPU cores with native bf16; on a CPU without bf16 at most 10 minutes of training, under 15 minutes in all), then evaluation, the saved model in runs/pretrain/final and a few fill-mask examples. Status lines and the progress bar go to standard error (without a terminal, a plain progress line every --progress-every seconds instead of the bar); the summary (or --json) to standard output. The run directory's README.md says what each file is, how to resume and how to load the model.
+
+Threads on a CPU: --threads N, else $MLMKIT_THREADS, else the cores this process may use less those the 1-minute load average says other processes keep busy (at least 1): threads that wait on busy cores slow every step. The first status line states the count.
 
 [bold]Examples[/]
 
@@ -107,7 +109,8 @@ def _pretrain(values, config_path, resume, restart, override, show, as_json) -> 
             _print_examples(out, result)
     if result.final_dir is not None:
         status(f"model saved to {result.final_dir} (load it with "
-               "AutoModelForMaskedLM.from_pretrained or mlmkit.load)")
+               "AutoModelForMaskedLM.from_pretrained or mlmkit.load; "
+               f"{Path(result.run_dir) / 'README.md'} says what each file of the run is)")
         if (Path(result.final_dir) / "discriminator" / "config.json").exists():
             status(f"ELECTRA discriminator saved to {result.final_dir}/discriminator (load "
                    "it with ElectraForPreTraining.from_pretrained)")
@@ -125,6 +128,10 @@ def _summary_table(result):
     for key in ("status", "model", "objective", "steps", "tokens", "train_seconds",
                 "tokens_per_s", "final_dir"):
         value = summary.get(key)
+        if value is None:  # a stopped run has no final model; a zero-second run no rate
+            if key != "final_dir":
+                continue
+            value = f"none yet: the run stopped ({summary.get('stop_reason')}); resume it"
         if isinstance(value, float):
             value = f"{value:,.1f}"
         elif isinstance(value, int):
@@ -137,16 +144,16 @@ def _summary_table(result):
 
 
 def _print_examples(console, result) -> None:
-    from mlmkit.pretraining.examples import fill_mask_examples  # not loaded by mlmkit.pretraining
+    from mlmkit.pretraining.examples import FillExample, fill_mask_examples  # not at --help
 
-    count = load_config(Path(result.run_dir) / "config.yaml").fill_mask_examples
-    if count <= 0:
+    examples = [FillExample(**e) for e in result.summary.get("fill_mask_examples") or []]
+    if not examples:
         return
     mlm = mlmkit.load_mlm(Path(result.final_dir), device="cpu")
-    console.print("fill-mask examples", markup=False)
-    for text, candidates in fill_mask_examples(mlm, count):
+    console.print("fill-mask examples (held-out sentences, one word masked)", markup=False)
+    for text, answer, candidates in fill_mask_examples(mlm, examples):
         shown = ", ".join(f"{token!r} {p:.2f}" for token, p in candidates)
-        console.print(f"  {text}  →  {shown}", markup=False)
+        console.print(f"  {text}  →  {shown}  (the word: {answer!r})", markup=False)
 
 
 def register(app: typer.Typer) -> None:

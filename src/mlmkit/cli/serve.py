@@ -31,7 +31,9 @@ Then open http://127.0.0.1:8000/ (the playground), or:
 
 def serve_command(
     models: list[str] = typer.Argument(..., help="Models to serve: directories or hub names, "
-                                       "NAME=PATH to name them (default name: the last part "
+                                       "NAME=PATH to name them (default name: the run's name "
+                                       "for a run's final/, best/ or step-N/ folder, e.g. "
+                                       "runs/pretrain/final -> pretrain; else the last part "
                                        "of the path)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind. Anything but "
                              "loopback needs --api-key."),

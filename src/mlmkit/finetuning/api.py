@@ -16,6 +16,7 @@ from mlmkit.errors import InvalidArgument
 from mlmkit.finetuning.data import few_shot, limit, load_task_data
 from mlmkit.finetuning.lora import LoraOptions
 from mlmkit.finetuning.methods import check_method
+from mlmkit.finetuning.run_readme import write_finetune_readme
 from mlmkit.finetuning.tasks import get_task
 from mlmkit.finetuning.trainer import Recipe, RunResult, fine_tune_run
 from mlmkit.models import as_mlm
@@ -136,12 +137,20 @@ def finetune(
     evaluation batches. `lora=True` trains LoRA adapters (`lora_rank`, `lora_alpha`,
     `lora_targets`) through peft, saved as an adapter or merged (`merge_lora`).
     `run_dir` keeps the best epoch's model in `run_dir/best`, `metrics.json` (with the
-    truncation counts) and checkpoints for `resume=True` (several seeds: `run_dir/seed-N`).
-    `tokenizer` (a folder or hub name) is the model's tokenizer when its folder has none.
+    truncation counts), checkpoints for `resume=True` (several seeds: `run_dir/seed-N`) and
+    a README.md that says how to use them; without it nothing is written (`mlmkit finetune`
+    defaults to `runs/finetune/<task>`). The saved classifier is used with
+    `mlmkit.finetuning.predict` and `evaluate_classifier`. `tokenizer` (a folder or hub
+    name) is the model's tokenizer when its folder has none.
     """
     text_field = renamed_keyword("finetune", "text_cols", text_cols, "text_field", text_field)
     label_field = renamed_keyword("finetune", "label_col", label_col, "label_field",
                                   label_field)
+    if epochs == 0:  # training nothing would only evaluate a random head
+        raise InvalidArgument("epochs=0 (--epochs) trains nothing: to evaluate a fine-tuned "
+                              "classifier use mlmkit.finetuning.evaluate_classifier (mlmkit eval "
+                              "classify MODEL --task ...), to predict with it "
+                              "mlmkit.finetuning.predict (mlmkit predict MODEL FILE)")
     if resume and run_dir is None:
         raise InvalidArgument("resume=True (--resume) needs the run_dir (--run-dir) to resume")
     spec = get_task(task, text_field, label_field, regression)
@@ -205,6 +214,9 @@ def finetune(
                                   progress=progress, say=say))
         if runs[-1].status != "finished":
             break
+    if run_dir is not None:
+        write_finetune_readme(Path(run_dir), task=spec.name, method=method, seeds=seed_list,
+                              lora=lora, merged=merge_lora)
     # a seed stopped before its first evaluation has no metrics: the mean is over the others
     metrics, std = _mean_std([r.metrics for r in runs if r.metrics])
     tests = [r.test_metrics for r in runs if r.test_metrics is not None]

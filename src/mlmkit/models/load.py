@@ -14,6 +14,7 @@ from transformers.utils import logging as hf_logging
 
 from mlmkit.core.devices import resolve_device, resolve_precision, set_threads
 from mlmkit.core.hub import hub_offline, hub_unreachable, offline_now
+from mlmkit.core.run_layout import shared_tokenizer_dir
 from mlmkit.errors import InvalidArgument, ModelError, PathError
 from mlmkit.models.adapters import SUPPORTED_ARCHITECTURES
 
@@ -202,6 +203,10 @@ def _load_tokenizer(name: str, path: Path, config, trust_remote_code: bool = Fal
         name = _tokenizer_path(tokenizer)
         path = Path(name)
     elif path.is_dir() and not any((path / f).is_file() for f in TOKENIZER_FILES):
+        # a run's step-N/ folder: the run stores its tokenizer once, beside the steps
+        shared = shared_tokenizer_dir(path)
+        if shared is not None:
+            return _load_tokenizer(str(shared), shared, config, trust_remote_code)
         raise ModelError(f"{name!r} has no tokenizer files ({', '.join(TOKENIZER_FILES[:3])}, "
                          "...): save the tokenizer next to the model "
                          "(tokenizer.save_pretrained(dir)) or name its folder with "

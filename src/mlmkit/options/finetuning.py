@@ -71,6 +71,9 @@ class FinetuneData:
     label_field: str | None = option(None, "The label column (field) (default: label).")
     regression: bool | None = option(None, "A custom task's kind (default: classification).",
                                      flag="--regression/--classification")
-    run_dir: str | None = option(None, "Where the best model (best/), metrics.json and "
-                                 "checkpoints go.")
-    resume: bool = option(False, "Continue the run in --run-dir.", flag="--resume")
+    run_dir: str | None = option(None, "Where the best model (best/), metrics.json, "
+                                 "checkpoints and a README.md go (mlmkit finetune: default "
+                                 "runs/finetune/TASK, or TASK-2, ... when that holds a run; "
+                                 "the Python function writes nothing without it).")
+    resume: bool = option(False, "Continue the run in --run-dir (default "
+                          "runs/finetune/TASK).", flag="--resume")

@@ -25,6 +25,7 @@ STUDIED, BUDGET, EVALUATION, RUNTIME = "what is studied", "budget", "evaluation"
 PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 where the device runs it natively
 MASK_STREAMS = ("row", "counter")  # mlmkit.masking.seeding: the two random streams of masks
 MAX_VOCAB_SIZE = 2**20  # the tokenizers trainer aborts the process far above this
+MIN_VOCAB_SIZE = 64  # the smallest vocabulary a trained tokenizer is given
 MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 8192  # 8: [CLS] [SEP] and a few tokens
 MAX_BATCH = 2**20
 MAX_COUNT = 10**15  # steps, tokens, cadences: far beyond any run, but finite
@@ -60,7 +61,9 @@ class PretrainConfig:
     tokenizer_kind: str = _f("wordpiece", "kind of tokenizer trained when --tokenizer is not "
                                           "given: wordpiece, bpe or unigram; protein: ESM's "
                                           "amino-acid alphabet (nothing trained)")
-    vocab_size: int = _f(8192, "vocabulary of the tokenizer trained when none is given")
+    vocab_size: int = _f(8192, "vocabulary of the tokenizer trained when none is given "
+                               "(rounded up to a multiple of 64); the run's config.yaml "
+                               "records the size of the tokenizer it used, given or trained")
     corpus: str = _f("python-docs", "corpus: python-docs, a text/jsonl/parquet file or folder, "
                                     "or a local HF dataset", multiple=True,
                      metavar="SOURCE[:WEIGHT]")
@@ -169,7 +172,11 @@ class PretrainConfig:
     activation_checkpointing: bool = _f(False, "recompute each layer's activations in the "
                                                "backward pass: less memory, ~1/3 more compute",
                                         RUNTIME)
-    threads: int | None = _f(None, "CPU threads for torch (default: torch's choice)", RUNTIME)
+    threads: int | None = _f(None, "CPU threads for torch (default: $MLMKIT_THREADS, else "
+                                   "the usable cores less those the 1-minute load average "
+                                   "says other processes keep busy, at least 1: threads "
+                                   "waiting on busy cores slow every step; the run's first "
+                                   "status line says the count)", RUNTIME)
     batch_tokens: int | None = _f(None, "largest micro-batch in tokens (a memory bound): when "
                                         "a step's blocks exceed it, --grad-accum is raised "
                                         "until each micro-step fits; the step, and so the "
@@ -179,6 +186,9 @@ class PretrainConfig:
                                       "process, as on SIGTERM; resume later with --resume",
                                 RUNTIME)
     progress: bool = _f(True, "show progress bars", RUNTIME)
+    progress_every: float = _f(30.0, "when standard error is not a terminal (a log file, a "
+                                     "batch job): a plain progress line every N seconds "
+                                     "(step, loss, tokens/s, time left); 0: none", RUNTIME)
     fill_mask_examples: int = _f(4, "fill-mask examples printed at the end", RUNTIME)
 
     def __post_init__(self):
@@ -219,7 +229,8 @@ class PretrainConfig:
         # what is studied
         if self.dropout is not None:
             checks.probability("dropout", self.dropout)
-        self.vocab_size = checks.count("vocab_size", self.vocab_size, 64, MAX_VOCAB_SIZE)
+        self.vocab_size = checks.count("vocab_size", self.vocab_size, MIN_VOCAB_SIZE,
+                                       MAX_VOCAB_SIZE)
         checks.probability("validation_share", self.validation_share)
         self.seq_len = checks.count("seq_len", self.seq_len, MIN_SEQ_LEN, MAX_SEQ_LEN)
         checks.probability("label_smoothing", self.label_smoothing)
@@ -270,6 +281,7 @@ class PretrainConfig:
         if self.halt_after is not None:
             self.halt_after = checks.count("halt_after", self.halt_after, 1, MAX_COUNT)
         self.fill_mask_examples = checks.count("fill_mask_examples", self.fill_mask_examples, 0, 1000)
+        self.progress_every = float(checks.non_negative("progress_every", self.progress_every))
         self._validate_positions()
         if self.phases is not None:  # checked now: a bad phase would fail mid-run
             check_config_phases(self)

@@ -13,7 +13,7 @@ import os
 import re
 import shutil
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +22,7 @@ import torch.distributed as dist
 from transformers import AutoTokenizer
 
 from mlmkit.core.cache import cache_dir
+from mlmkit.core.run_layout import shared_tokenizer_dir
 from mlmkit.core.staging import remove_leftovers, staging_dir
 from mlmkit.corpus import read_corpus
 from mlmkit.corpus.mixture import MixedBlocks, MixedShards, mixture_weights, parse_corpus_spec
@@ -31,6 +32,7 @@ from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_co
 from mlmkit.errors import InvalidArgument, MlmkitError, PathError
 from mlmkit.models.load import complete_special_tokens  # <bos>/<eos> only: mmBERT's
 from mlmkit.models.preset_table import PRESET_POSITIONS
+from mlmkit.pretraining.examples import FillExample, pick_examples
 from mlmkit.protein.alphabet import protein_tokenizer
 from mlmkit.tokenizer import train_tokenizer
 from mlmkit.training.objective import Prepared
@@ -48,6 +50,7 @@ class PretrainData:
     sentences: list[list[int]]
     train_shards: TokenShards
     validation_shards: TokenShards | None
+    examples: list[FillExample] = field(default_factory=list)  # closing fill-mask examples
 
     def describe(self) -> str:
         val = self.validation_shards
@@ -92,6 +95,8 @@ def corpus_documents(corpus: str, split: str, field: str = "text",
 def resolve_tokenizer(config, show_progress: bool = True):
     """The run's tokenizer: --init's, --tokenizer, or one trained on the corpus (cached)."""
     source = config.init or config.tokenizer
+    if config.init is not None and config.tokenizer is None:
+        source = str(shared_tokenizer_dir(config.init) or source)  # a run's step-N/ folder
     if source is not None and config.init is None:
         path = Path(source).expanduser()
         if path.is_file():
@@ -198,8 +203,11 @@ def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
         validation = PackedBlocks(val_shards, config.seq_len, **pack)
         sentences = validation_sentences(val_docs(), tokenizer, config.pppl_sentences,
                                          min(config.seq_len - 2, 64), config.seed)
+    examples = (pick_examples(val_docs(), tokenizer, config.fill_mask_examples, config.seed)
+                if val_shards is not None else [])
     return PretrainData(train=train, validation=validation, sentences=sentences,
-                        train_shards=train_shards, validation_shards=val_shards)
+                        train_shards=train_shards, validation_shards=val_shards,
+                        examples=examples)
 
 
 # ---- weighted corpus mixtures: --corpus a.txt:0.7 --corpus b.txt:0.3

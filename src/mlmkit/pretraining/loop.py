@@ -24,7 +24,7 @@ from mlmkit.pretraining.hooks import EvaluationHook
 from mlmkit.pretraining.plots import plot_history
 from mlmkit.pretraining.progress import TrainProgress
 from mlmkit.pretraining.run import Run, build_run
-from mlmkit.training.runtime import Runtime, retained_heap
+from mlmkit.training.runtime import Runtime, retained_heap, threads_chosen_by_load
 from mlmkit.training.signals import StopOnSignal
 
 
@@ -64,14 +64,18 @@ def pretrain(config: PretrainConfig | None = None, *, resume: str | Path | None 
         run = build_run(config, resume=resume, overrides=overrides, runtime=runtime,
                         restart=restart, evaluation=evaluation)
         run.open_directory()
-        with StopOnSignal() as stop, TrainProgress(run.config.progress and run.is_main) as bar, \
+        with StopOnSignal() as stop, TrainProgress(run.config.progress and run.is_main,
+                                                   every=run.config.progress_every) as bar, \
                 _closing(run), retained_heap(run.runtime.device):
             bar.print(f"data: {run.data.describe()}")
             bar.print(f"model: {run.config.init or run.config.model}, "
                       f"{sum(p.numel() for p in run.parameters) / 1e6:.2f}M parameters; "
                       f"{run.objective.describe()}; budget {run.budget.describe()}")
+            chosen = (" (the usable cores less those the load average says are busy; "
+                      "--threads N to choose)" if run.runtime.device.type == "cpu"
+                      and threads_chosen_by_load(run.config.threads) else "")
             bar.print(f"runtime: {run.runtime.device}, {run.runtime.precision}, "
-                      f"{torch.get_num_threads()} thread(s)")
+                      f"{torch.get_num_threads()} thread(s){chosen}")
             if run.resumed:
                 bar.print(f"resuming at step {run.state.step}")
             stop_reason = train(run, stop, bar, evaluation)
@@ -99,6 +103,8 @@ def _train_steps(run: Run, stop: StopOnSignal, bar: TrainProgress,
         if step % config.log_every == 0:
             record = run.train_record()
             bar.update(run.progress(), step, record.get("loss"), record["tokens_per_s"])
+        else:  # the loss of the last log line; without a terminal, a line every N seconds
+            bar.update(run.progress(), step)
         if run.runtime.any(bool(stop.requested)):  # all processes stop on the same step
             return stop.requested or "signal to another process"  # no evaluation first
         if config.eval_every and step % config.eval_every == 0:
@@ -174,4 +180,6 @@ def _summary(run: Run, last_eval: dict, stop_reason: str | None,
         "final_dir": str(final_dir) if final_dir else None,
         "resume_with": None if not stop_reason else f"mlmkit pretrain --resume --run-dir {run.run_dir}",
         "model": config.init or config.model,
+        # held-out sentences with a word masked: what `mlmkit pretrain` shows at the end
+        "fill_mask_examples": [e.to_dict() for e in run.data.examples],
     }

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from mlmkit.core.progress import status, warn
+from mlmkit.core.run_layout import step_folder_name
 from mlmkit.core.staging import write_text as atomic_write_text  # fsynced, umask
 from mlmkit.corpus.packing import BlockOrder
 from mlmkit.errors import InvalidArgument, MlmkitError, RunError
@@ -29,7 +30,7 @@ from mlmkit.models import load_mlm
 from mlmkit.models.preset_table import parse_preset
 from mlmkit.models.unpadded import check_unpadded_family, check_unpadded_model
 from mlmkit.pretraining.budget import Budget
-from mlmkit.pretraining.config import PretrainConfig
+from mlmkit.pretraining.config import MAX_VOCAB_SIZE, MIN_VOCAB_SIZE, PretrainConfig
 from mlmkit.pretraining.data import (
     build_data,
     eval_blocks,
@@ -43,10 +44,12 @@ from mlmkit.pretraining.hooks import EvaluationHook
 from mlmkit.pretraining.phases import attach_phases
 from mlmkit.pretraining.plots import plots_installed
 from mlmkit.pretraining.prefetch import BatchProducer, can_prefetch
+from mlmkit.pretraining.run_readme import write_run_readme
 from mlmkit.pretraining.run_state import (
     check_fingerprints,
     check_finite,
     clear_run,
+    drop_tokenizer_files,
     fingerprints,
     resume_config,
     run_tokenizer,
@@ -74,7 +77,7 @@ from mlmkit.training.metrics_log import MetricsLog
 from mlmkit.training.objective import Objective
 from mlmkit.training.objectives import OBJECTIVES, build_objective
 from mlmkit.training.optimizer import build_optimizer
-from mlmkit.training.runtime import Runtime
+from mlmkit.training.runtime import Runtime, threads_chosen_by_load
 from mlmkit.training.schedule import Schedule
 
 DEFAULT_RUN_DIR = Path("runs/pretrain")
@@ -365,11 +368,25 @@ class Run:
         self.run_dir.mkdir(parents=True, exist_ok=True)
         remove_leftovers(self.run_dir)  # what killed saves left behind
         save_run_tokenizer(self.tokenizer, self.run_dir)  # resume loads this one
-        atomic_write_text(self.run_dir / "config.yaml", self.config.to_yaml())
+        atomic_write_text(self.run_dir / "config.yaml", self.config_record())
+        write_run_readme(self.run_dir, self.config)
         self.plots = plots_installed()  # without them: one warning, metrics.jsonl only
         self.log = MetricsLog(self.run_dir, self.history,
                               resume_step=self.state.step if self.resumed else None,
                               tensorboard=self.plots)
+
+    def config_record(self) -> str:
+        """config.yaml: the config (which `--config` accepts back), under comments that say
+        what `auto` and the defaults resolved to on this machine."""
+        runtime = self.runtime
+        threads = (f", {torch.get_num_threads()} CPU thread(s)"
+                   + (" (the usable cores less those the load average said were busy)"
+                      if threads_chosen_by_load(self.config.threads) else "")
+                   if runtime.device.type == "cpu" else "")
+        return (f"# the config of this run (mlmkit pretrain --config accepts it back)\n"
+                f"# resolved here: device {runtime.device}, precision {runtime.precision}"
+                f"{threads}, {runtime.world_size} process(es); tokenizer of "
+                f"{len(self.tokenizer):,} tokens\n" + self.config.to_yaml())
 
     def save(self, with_model_dir: bool = False) -> None:
         """Save the training state (and a step-N model folder)."""
@@ -381,8 +398,15 @@ class Run:
                    keep=self.config.keep_checkpoints)
         self.last_saved = self.state.step
         if with_model_dir:
-            save_model_dir(self.objective.save_pretrained, self.run_dir / f"step-{self.state.step}")
-            prune_step_dirs(self.run_dir, self.config.keep_checkpoints)
+            save_model_dir(self.save_step_model,
+                           self.run_dir / step_folder_name(self.state.step))
+        prune_step_dirs(self.run_dir, self.config.keep_checkpoints)
+
+    def save_step_model(self, directory: Path) -> None:
+        """The model of this step in Hugging Face format, without the tokenizer: the run
+        stores it once, in RUN/tokenizer/ (`mlmkit.load` finds it from a step folder)."""
+        self.objective.save_pretrained(directory)
+        drop_tokenizer_files(directory, self.run_dir)
 
     def keep_stable_state(self) -> bool:
         """WSD: at the first step of the decay, keep the state as the end of the stable
@@ -496,6 +520,16 @@ def prepare_run(config: PretrainConfig | None, resume: str | Path | None,
     return config, run_dir, state
 
 
+def recorded_vocabulary(config: PretrainConfig, tokenizer) -> PretrainConfig:
+    """The config with `vocab_size` the size of the tokenizer the run uses (a --tokenizer or
+    --init one, or the one it trained, rounded up to a multiple of 64), so that config.yaml
+    records what was used. A protein alphabet (fewer than 64 symbols) leaves it as given."""
+    size = len(tokenizer)
+    if size == config.vocab_size or not MIN_VOCAB_SIZE <= size <= MAX_VOCAB_SIZE:
+        return config
+    return config.replace(vocab_size=size)
+
+
 def check_flex_attention(config: PretrainConfig, device) -> None:
     """--flex-attention: unpadded rows, a device with FlexAttention's backward pass, and
     no attention dropout (transformers' FlexAttention path has none)."""
@@ -586,6 +620,8 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
     # a resumed run reads the tokenizer it stored (older runs: resolved as they were)
     tokenizer = (run_tokenizer(run_dir) if saved is not None else None) or \
         resolve_tokenizer(config, show_progress=show)
+    if saved is None:
+        config = recorded_vocabulary(config, tokenizer)
     data = build_data(config, tokenizer, show_progress=show)
     if saved is not None:
         check_fingerprints(saved, fingerprints(tokenizer, data), config, run_dir)

@@ -23,6 +23,7 @@ import yaml
 from transformers import AutoTokenizer
 
 from mlmkit.core.progress import warn
+from mlmkit.core.run_layout import RUN_TOKENIZER_DIR
 from mlmkit.core.yaml_values import load_yaml
 from mlmkit.corpus.shards import tokenizer_fingerprint
 from mlmkit.errors import InvalidArgument, MlmkitError, PathError, RunError
@@ -32,10 +33,10 @@ from mlmkit.training.checkpoint import save_model_dir
 
 logger = logging.getLogger(__name__)
 
-TOKENIZER_DIR = "tokenizer"
+TOKENIZER_DIR = RUN_TOKENIZER_DIR
 # What a run directory holds (removed by --restart); anything else there is the user's.
 RUN_FILES = ("checkpoints", "final", "wsd-stable", TOKENIZER_DIR, "metrics.jsonl",
-             "tensorboard", "plots", "summary.json", "config.yaml")
+             "tensorboard", "plots", "summary.json", "config.yaml", "README.md")
 RESUMABLE = tuple(f.name for f in fields(PretrainConfig)
                   if f.metadata["group"] != STUDIED and f.name != "run_dir")
 
@@ -129,6 +130,16 @@ def save_run_tokenizer(tokenizer, run_dir: Path) -> None:
     folder = Path(run_dir) / TOKENIZER_DIR
     if not (folder / "tokenizer_config.json").is_file():
         save_model_dir(lambda directory: save_tokenizer(tokenizer, directory), folder)
+
+
+def drop_tokenizer_files(model_dir: Path, run_dir: Path) -> None:
+    """Remove from a step's model folder the files of the run's tokenizer (those that
+    RUN/tokenizer/ holds): the run keeps one copy, not one per step."""
+    stored = Path(run_dir) / TOKENIZER_DIR
+    if not (stored / "tokenizer_config.json").is_file():  # nothing to point at: keep them
+        return
+    for path in stored.iterdir():
+        (Path(model_dir) / path.name).unlink(missing_ok=True)
 
 
 def fingerprints(tokenizer, data) -> dict:

@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 
 import mlmkit
 from mlmkit import __version__
+from mlmkit.core.run_layout import model_name
 from mlmkit.errors import InvalidArgument
 from mlmkit.options.serving import ServeConfig, is_loopback
 from mlmkit.serve.adapters import Cancelled
@@ -31,10 +32,11 @@ STATIC = Path(str(resources.files("mlmkit.serve") / "static"))
 def load_models(specs: list[str], *, device=None, precision="auto", threads=None,
                 batch_tokens=None, trust_remote_code=None,
                 allow_untrained_head: bool = False, tokenizer=None) -> dict:
-    """`name=path` or `path` (named by its last part) -> loaded `MLM`s, each loaded once.
-    `allow_untrained_head`: accept checkpoints whose MLM head is random, as `mlmkit score
-    --allow-untrained-head` does (their scores are noise). `tokenizer`: the tokenizer of
-    models saved without one (`--tokenizer DIR`)."""
+    """`name=path` or `path` -> loaded `MLM`s, each loaded once. A path is named by its run
+    when it is a run's model folder (`runs/x/final` -> `x`), else by its last part
+    (`mlmkit.core.run_layout.model_name`). `allow_untrained_head`: accept checkpoints whose
+    MLM head is random, as `mlmkit score --allow-untrained-head` does (their scores are
+    noise). `tokenizer`: the tokenizer of models saved without one (`--tokenizer DIR`)."""
 
     if not specs:
         raise InvalidArgument("no model given: pass one or more model directories or names")
@@ -42,7 +44,7 @@ def load_models(specs: list[str], *, device=None, precision="auto", threads=None
     for spec in specs:
         name, _, path = spec.partition("=") if "=" in spec and not Path(spec).exists() \
             else ("", "", spec)
-        name = name or Path(path.rstrip("/")).name or path
+        name = name or model_name(path)
         if name in models:
             raise InvalidArgument(f"two models are named {name!r}: name them, e.g. "
                                   f"a={path} b=OTHER")
@@ -70,10 +72,10 @@ def _as_models(models, config: ServeConfig) -> dict:
         out = {}
         for m in models:
             mlm = bind(m)
-            out[Path(str(mlm.name)).name or f"model{len(out)}"] = mlm
+            out[model_name(str(mlm.name)) or f"model{len(out)}"] = mlm
         return out
     mlm = bind(models)
-    return {Path(str(mlm.name)).name or "model": mlm}
+    return {model_name(str(mlm.name)) or "model": mlm}
 
 
 def create_app(models, config: ServeConfig | None = None, *, host: str | None = None) -> FastAPI:

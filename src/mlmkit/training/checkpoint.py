@@ -149,7 +149,11 @@ def save_model_dir(save_pretrained, target: str | Path) -> Path:
 
 
 def prune_step_dirs(run_dir: str | Path, keep: int) -> None:
-    """Keep only the newest `keep` step-N model folders."""
-    found = [p for p in Path(run_dir).glob("step-*") if p.name[5:].isdigit()]
-    for old in sorted(found, key=lambda p: int(p.name[5:]), reverse=True)[keep:]:
-        shutil.rmtree(old, ignore_errors=True)
+    """Keep the step-N model folders of the training states kept (at most the newest
+    `keep`): each step folder left beside checkpoints/ has its state-N there."""
+    kept = {int(_STATE.match(p.name).group(1)) for p in list_states(run_dir)}
+    found = sorted((p for p in Path(run_dir).glob("step-*") if p.name[5:].isdigit()),
+                   key=lambda p: int(p.name[5:]), reverse=True)
+    for number, old in enumerate(found):
+        if number >= keep or int(old.name[5:]) not in kept:
+            shutil.rmtree(old, ignore_errors=True)

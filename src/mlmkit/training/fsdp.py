@@ -253,10 +253,10 @@ def save_run(run, with_model_dir: bool) -> None:
     if with_model_dir:
         with run.runtime.exporting(run.objective):
             if run.is_main:
-                save_model_dir(run.objective.save_pretrained,
-                               run.run_dir / f"step-{run.state.step}")
-                prune_step_dirs(run.run_dir, run.config.keep_checkpoints)
-        run.runtime.barrier()
+                save_model_dir(run.save_step_model, run.run_dir / f"step-{run.state.step}")
+    if run.is_main:
+        prune_step_dirs(run.run_dir, run.config.keep_checkpoints)
+    run.runtime.barrier()
 
 
 def export_final(run, save) -> Path | None:

@@ -88,6 +88,11 @@ def training_threads(threads: int | None = None) -> int | None:
     return max(1, cores - busy)
 
 
+def threads_chosen_by_load(threads: int | None = None) -> bool:
+    """Whether `training_threads` picks the count from the load average (no count given)."""
+    return threads is None and not os.environ.get("MLMKIT_THREADS", "").strip()
+
+
 def build_runtime(device: str = "auto", precision: str = "auto",
                   threads: int | None = None) -> Runtime:
     """The single-process runtime: device, precision and threads from the one resolver
