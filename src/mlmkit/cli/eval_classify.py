@@ -59,7 +59,7 @@ def classify_command(
         check_output_path(output, inputs=[data] if data else [])
         runtime.seed_everything()
         result = mlmkit.finetuning.evaluate_classifier(
-            model, data, task=task, text_cols=text_field, label_col=label_field,
+            model, data, task=task, text_field=text_field, label_field=label_field,
             dataset=dataset, split=split, offline=offline, limit=limit,
             max_length=max_length, device=runtime.device, precision=runtime.precision,
             threads=runtime.threads, batch_tokens=runtime.batch_tokens)

@@ -37,7 +37,7 @@ def finetune_command(
     keywords = as_keywords(data)
     if keywords["run_dir"] is None:  # keep the work: runs/finetune/<task> (or -2, -3, ...)
         keywords["run_dir"] = str(mlmkit.finetuning.default_run_dir(
-            mlmkit.finetuning.get_task(data.task, data.text_cols, data.label_col,
+            mlmkit.finetuning.get_task(data.task, data.text_field, data.label_field,
                                        data.regression).name, resume=data.resume))
     with trusting(runtime.trust_remote_code):
         result = mlmkit.finetuning.finetune(model, **keywords, **as_keywords(training),

@@ -139,15 +139,15 @@ class Classifier:
                        for p in values]
         return results[0] if single else results
 
-    def evaluate(self, data=None, *, task: str | None = None, text_cols=None,
-                 label_col: str | None = None, dataset: str | None = None,
+    def evaluate(self, data=None, *, task: str | None = None, text_field=None,
+                 label_field: str | None = None, dataset: str | None = None,
                  split: str = "validation", offline: bool = False, limit: int | None = None,
                  max_length: int = DEFAULT_MAX_LENGTH,
                  progress: bool | None = None) -> ClassifierEvaluation:
         """The task's metrics on `data` (a JSONL/TSV/CSV file with the task's text and label
         columns) or on `split` of `dataset` (a Hugging Face datasets name, NAME[:CONFIG];
         default: the task's own dataset)."""
-        spec = self._task(task, text_cols, label_col)
+        spec = self._task(task, text_field, label_field)
         if limit is not None:
             count("limit", limit, 1)
         if data is None and dataset is None:
@@ -179,14 +179,14 @@ class Classifier:
             metrics=compute(spec.metrics, predictions, chosen.labels), truncated=truncated,
             labels=self.labels, confusion=confusion)
 
-    def _task(self, task: str | None, text_cols, label_col) -> Task:
+    def _task(self, task: str | None, text_field, label_field) -> Task:
         """The task to evaluate: named (its metrics, columns, labels) or one of your own
-        (`text_cols`), whose labels are the classifier's."""
-        if task is None and not text_cols:
+        (`text_field`), whose labels are the classifier's."""
+        if task is None and not text_field:
             raise InvalidArgument("name the task (task='sst2', --task) or the text columns "
-                                  "of your own (text_cols, --text-field)")
-        spec = get_task(task or "custom", text_cols, label_col,
-                        self.regression if task is None or text_cols else None)
+                                  "of your own (text_field, --text-field)")
+        spec = get_task(task or "custom", text_field, label_field,
+                        self.regression if task is None or text_field else None)
         if spec.regression != self.regression:
             kind = "a regression" if self.regression else "a classification"
             raise InvalidArgument(f"task {spec.name} does not match {self.name!r}, which is "
@@ -271,8 +271,8 @@ def predict(model, texts, *, max_length: int = DEFAULT_MAX_LENGTH,
     return clf.predict(texts, max_length=max_length, progress=progress)
 
 
-def evaluate_classifier(model, data=None, *, task: str | None = None, text_cols=None,
-                        label_col: str | None = None, dataset: str | None = None,
+def evaluate_classifier(model, data=None, *, task: str | None = None, text_field=None,
+                        label_field: str | None = None, dataset: str | None = None,
                         split: str = "validation", offline: bool = False,
                         limit: int | None = None, max_length: int = DEFAULT_MAX_LENGTH,
                         batch_tokens: int | None = None, precision: str = "auto",
@@ -283,7 +283,7 @@ def evaluate_classifier(model, data=None, *, task: str | None = None, text_cols=
     `Classifier.evaluate`."""
     clf = load_classifier(model, device=device, precision=precision, threads=threads,
                           batch_tokens=batch_tokens)
-    return clf.evaluate(data, task=task, text_cols=text_cols, label_col=label_col,
+    return clf.evaluate(data, task=task, text_field=text_field, label_field=label_field,
                         dataset=dataset, split=split, offline=offline, limit=limit,
                         max_length=max_length, progress=progress)
 
