@@ -63,6 +63,7 @@ _FUNCTIONS = {
     "pretrain": "mlmkit.evaluation.training",
     "PretrainConfig": "mlmkit.pretraining",
     "finetune": "mlmkit.finetuning",
+    "train_embeddings": "mlmkit.finetuning",
     # downstream evaluation
     "evaluate_suite": "mlmkit.evaluation", "compare_suites": "mlmkit.evaluation",
 }

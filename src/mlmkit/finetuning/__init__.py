@@ -1,16 +1,20 @@
 """Fine-tuning: a classification head or a cloze prompt (PET / LM-BFF), few-shot over seeds,
 LoRA adapters; the GLUE tasks with their official metrics, AG News, any table.
 
-`mlmkit.finetune(model, task, ...)` (`mlmkit.finetuning.finetune`) is the entry point.
+`mlmkit.finetune(model, task, ...)` (`mlmkit.finetuning.finetune`) is the entry point;
+`mlmkit.train_embeddings(model, train, ...)` trains a sentence encoder (contrastive losses,
+saved as a sentence-transformers folder).
 """
 
 from __future__ import annotations
 
 from mlmkit.finetuning.api import FinetuneResult, finetune
+from mlmkit.finetuning.embedding_api import train_embeddings
+from mlmkit.finetuning.embedding_run import EmbeddingTrainResult
 from mlmkit.finetuning.metrics import METRICS
 from mlmkit.finetuning.tasks import TASKS, Task, get_task
 from mlmkit.finetuning.trainer import Recipe, RunResult
 
-__all__ = ["METRICS", "TASKS", "FinetuneResult", "Recipe", "RunResult", "Task", "finetune",
-           "get_task"]
+__all__ = ["METRICS", "TASKS", "EmbeddingTrainResult", "FinetuneResult", "Recipe", "RunResult",
+           "Task", "finetune", "get_task", "train_embeddings"]
 
