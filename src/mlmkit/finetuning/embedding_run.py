@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from safetensors.torch import load_file
+from transformers.utils import logging as hf_logging
 
 from mlmkit.core.checks import choice, count, non_negative, positive, probability
 from mlmkit.core.correlation import pearson, spearman
@@ -275,6 +276,7 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
         return load((model, tokenizer), allow_untrained_head=True)
 
     def save_model(target: Path) -> None:
+        hf_logging.disable_progress_bar()  # one bar per saved shard clutters the training's
         save_st_directory(bound(), target, pooling=recipe.pooling, normalize=recipe.normalize)
 
     def save() -> None:
