@@ -49,6 +49,7 @@ from mlmkit.options.embedding import TRAINING_LOSSES
 from mlmkit.training import checkpoint
 from mlmkit.training.objectives.mlm import set_dropout
 from mlmkit.training.optimizer import build_optimizer
+from mlmkit.training.runtime import retained_heap
 from mlmkit.training.signals import StopOnSignal
 
 TRAIN_BATCH_TOKENS = 8192  # a forward group's padded tokens (a memory bound, not a result)
@@ -299,8 +300,8 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
         return {"spearman": spearman(similarity, gold), "pearson": pearson(similarity, gold)}
 
     status, stop_reason, steps_here = "finished", None, 0
-    with StopOnSignal() as stop, Progress(f"training embeddings ({recipe.loss})", total,
-                                           "steps", enabled=progress) as bar:
+    with StopOnSignal() as stop, retained_heap(encoder.device), Progress(
+            f"training embeddings ({recipe.loss})", total, "steps", enabled=progress) as bar:
         bar.update(step)
         while epoch < recipe.epochs:
             batches = _batches(len(train), recipe.batch_size, recipe.seed, epoch)
