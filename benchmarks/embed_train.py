@@ -109,9 +109,8 @@ def worker(args) -> None:
         loop = seconds
         folder = str(out / "st-model")
         model.save(folder)
-    from mlmkit.evaluation.sts import evaluate_sts
-
     import mlmkit
+    from mlmkit.evaluation.sts import evaluate_sts
 
     sts = evaluate_sts(mlmkit.load(folder, device="cpu", threads=args.threads),
                        STSB / "validation.tsv", pooling="mean")
