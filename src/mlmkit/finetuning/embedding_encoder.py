@@ -29,7 +29,7 @@ from mlmkit.embeddings.pooling import pool, pool_segments
 from mlmkit.models.unpadded import UNPADDED_MODEL_TYPES, unpadded_hidden
 
 SLACK = 1.25  # a group's padded tokens may exceed its real tokens by a quarter
-PACK_TOKENS = 256  # a packed row's length: attention costs its square, passes cost overhead
+PACK_TOKENS = 64  # a packed row's length (or the longest text): attention costs its square
 
 
 def length_groups(lengths: np.ndarray, max_tokens: int) -> list[np.ndarray]:
