@@ -183,3 +183,25 @@ def test_the_command_line_reports_errors_in_one_line(saved_tiny_mlm, data):
     done = runner.invoke(app, ["embed", "train", "-h"])
     assert done.exit_code == 0 and "mlmkit embed train ./tiny-bert" in done.output
     assert "--matryoshka-dims" in done.output and "--text-field" in done.output
+
+
+def test_each_option_is_a_flag_with_its_help():
+    import typer
+
+    from mlmkit.cli.embed_train import embed_train_command
+    from mlmkit.cli.options import SHARED, command
+    from mlmkit.options import default_of, fields_of
+    from mlmkit.options.embedding import EmbeddingTraining
+
+    group = typer.Typer()
+    command(group, "train", embed_train_command)
+    command(group, "other", lambda: None)  # a group of two keeps "train" as a subcommand
+    train = typer.main.get_command(group).commands["train"]
+    options = {opt: param for param in train.params for opt in param.opts}
+    for field in fields_of(EmbeddingTraining):
+        if field.name in SHARED:
+            continue
+        flag = field.metadata.get("flag") or "--" + field.name.replace("_", "-")
+        assert flag in options, f"mlmkit embed train lacks {flag}"
+        assert options[flag].help == field.metadata["help"]
+        assert options[flag].default == default_of(field)

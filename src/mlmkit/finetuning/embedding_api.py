@@ -19,6 +19,8 @@ from mlmkit.finetuning.embedding_run import (
 from mlmkit.mlm import load
 from mlmkit.training.runtime import training_threads
 
+DEFAULT_BATCH_SIZE = 32
+
 
 def train_embeddings(
     model,
@@ -31,7 +33,7 @@ def train_embeddings(
     scale: float = 20.0,
     epochs: int = 1,
     lr: float = 5e-5,
-    batch_size: int = 32,
+    batch_size: int | None = None,
     max_length: int = 128,
     warmup: float = 0.1,
     weight_decay: float = 0.01,
@@ -62,7 +64,8 @@ def train_embeddings(
     two dropout draws; needs `dropout` > 0 where the model has none). `text_field`: the
     text columns, comma-separated; `score_field`: cosent's score column.
     `matryoshka_dims` ("256,128,64" or a list): the loss summed over these prefixes.
-    `pooling` and `normalize` are saved with the model. `validation`: STS pairs scored
+    `batch_size` (default 32): examples per optimizer step, the in-batch negatives of
+    mnrl and simcse. `pooling` and `normalize` are saved with the model. `validation`: STS pairs scored
     each epoch (Spearman of the cosine, the best epoch kept). `run_dir` keeps the best
     epoch as a sentence-transformers folder (`run_dir/best`, which
     `SentenceTransformer(dir)` and `mlmkit.load(dir)` load), metrics.json and checkpoints
@@ -80,7 +83,9 @@ def train_embeddings(
                               "trains on unscored texts: leave it out")
     recipe = EmbeddingRecipe(loss=loss, pooling=pooling, normalize=normalize,
                              matryoshka_dims=parse_dims(matryoshka_dims), scale=scale,
-                             epochs=epochs, lr=lr, batch_size=batch_size, max_length=max_length,
+                             epochs=epochs, lr=lr,
+                             batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
+                             max_length=max_length,
                              warmup=warmup, weight_decay=weight_decay, dropout=dropout, seed=seed)
     if isinstance(train, Examples):
         examples = train

@@ -52,8 +52,9 @@ class EmbeddingTraining:
     scale: float = option(20.0, "The similarity scale (1 / temperature) of the loss.")
     epochs: int = option(1, "Passes over the training examples.")
     lr: float = option(5e-5, "Peak learning rate (AdamW, linear warm-up and decay).")
-    batch_size: int = option(
-        32, "Examples per optimizer step (for mnrl and simcse: the in-batch negatives).")
+    batch_size: int | None = option(
+        None, "Examples per optimizer step (default 32; for mnrl and simcse: the in-batch "
+        "negatives).")
     max_length: int = option(
         128, "Longest text in tokens; longer ones are truncated and counted in metrics.json.")
     warmup: float = option(0.1, "Share of the steps of linear warm-up.")
