@@ -132,8 +132,9 @@ class EmbeddingTrainResult(Result):
 
     @property
     def model(self) -> MLM | None:
-        """The trained model (its best epoch), bound like `mlmkit.load`'s; embed with the
-        run's pooling (the saved folder in `model_dir` carries it)."""
+        """The trained model (its best epoch; a stopped run's weights at the stop), bound like
+        `mlmkit.load`'s; embed with the run's pooling (the folder in `model_dir` carries
+        it)."""
         return self._model
 
     def summary(self) -> str:
