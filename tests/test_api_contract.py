@@ -23,9 +23,10 @@ import mlmkit
 # The entry points that run a model, by their name in mlmkit.__all__.
 MODEL_ENTRY_POINTS = ["score", "rescore", "evaluate_pairs", "fill_mask", "generate", "infill",
                       "elbo", "cloze_classify", "rank_statements", "knowledge_probe", "audit",
-                      "finetune", "evaluate_suite"]
+                      "finetune", "train_embeddings", "evaluate_suite"]
 # Those whose result depends on random draws take `seed` too.
-RANDOM_ENTRY_POINTS = {"generate", "infill", "elbo", "audit", "finetune", "evaluate_suite"}
+RANDOM_ENTRY_POINTS = {"generate", "infill", "elbo", "audit", "finetune", "train_embeddings",
+                       "evaluate_suite"}
 # The runtime keywords of every model-taking entry point and their contract defaults
 # (device: None or "auto"; the others exactly these).
 RUNTIME_DEFAULTS = {"batch_tokens": None, "precision": "auto", "threads": None,
@@ -37,7 +38,7 @@ SUBPACKAGES = ["bias", "core", "corpus", "engine", "errors", "generation", "mask
 PUBLIC_FUNCTIONS = ["score", "fill", "fill_mask", "generate", "infill", "elbo", "rescore",
                     "load_mlm", "build_mlm", "as_mlm", "pretrain", "cloze_classify",
                     "rank_statements", "knowledge_probe", "audit", "train_tokenizer",
-                    "model_info", "finetune", "evaluate_suite", "compare_suites", "predict",
+                    "model_info", "finetune", "train_embeddings", "evaluate_suite", "compare_suites", "predict",
                     "evaluate_classifier", "load_classifier"]
 # Entry points that take a fine-tuned classifier (not a masked LM) first.
 CLASSIFIER_ENTRY_POINTS = ["predict", "evaluate_classifier"]
@@ -242,6 +243,9 @@ def _call(name, mlm, files, shared_data):
     if name == "finetune":
         return mlmkit.finetune(mlm, "mine", train=files["table"], text_field="text", epochs=1,
                                seed=0, **RUNTIME)
+    if name == "train_embeddings":
+        return mlmkit.train_embeddings(mlm, files["table"], loss="simcse", text_field="text",
+                                       dropout=0.1, batch_size=4, seed=0, **RUNTIME)
     if name == "evaluate_suite":
         return mlmkit.evaluate_suite(mlm, None, parts="pppl", texts=files["table"], seed=0,
                                      **RUNTIME)

@@ -67,6 +67,7 @@ _FUNCTIONS = {
     "predict": "mlmkit.finetuning",
     "evaluate_classifier": "mlmkit.finetuning",
     "load_classifier": "mlmkit.finetuning",
+    "train_embeddings": "mlmkit.finetuning",
     # downstream evaluation
     "evaluate_suite": "mlmkit.evaluation", "compare_suites": "mlmkit.evaluation",
 }

@@ -95,8 +95,8 @@ class MLM(LoadedMLM):
 
     Made by `mlmkit.load`. Methods: `score`, `rescore`, `evaluate_pairs`, `fill`,
     `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`, `embed`,
-    `embed_sparse`, `variant_effects`, `design_binders`; each takes the
-    task's options only. `.model` and `.tokenizer` are the transformers objects.
+    `embed_sparse`, `variant_effects`, `design_binders`, and `train_embeddings` (a trained
+    copy); each takes the task's options only. `.model` and `.tokenizer` are the transformers objects.
     """
 
     score = _feature("score")
@@ -114,6 +114,23 @@ class MLM(LoadedMLM):
     embed_sparse = _feature("embed_sparse")
     variant_effects = _feature("variant_effects")
     design_binders = _feature("design_binders")
+
+    def train_embeddings(self, train, **options):
+        """Fine-tune this model into a sentence encoder: `mlmkit.train_embeddings(self,
+        train, **options)` (its docstring lists the options). Training sits on a floor above
+        the bound model, so the method reaches it through the lazy `mlmkit` facade; the
+        model keeps its device, and the trained copy comes back in the result (`.model`)."""
+        import mlmkit  # the lazy facade: mlmkit.finetuning is a floor above this one
+
+        given = [key for key in RUNTIME_KEYWORDS if key in options]
+        if given:
+            raise InvalidArgument(f"MLM.train_embeddings() takes task options only: "
+                                  f"{given[0]}= is the model's, set once with "
+                                  f"mlmkit.load(model, {given[0]}=...)")
+        options.setdefault("batch_tokens", self.batch_tokens)
+        return mlmkit.train_embeddings(self, train, device=str(self.device),
+                                       precision=self.precision, threads=self.threads,
+                                       **options)
 
     head_allowed: bool = False
     """Whether the caller accepted a random MLM head (`allow_untrained_head=True`); without

@@ -17,6 +17,7 @@ from mlmkit.cli import app
 from mlmkit.cli.options import SEED, Given, command
 from mlmkit.errors import InvalidArgument
 from mlmkit.options import build, default_of, fields_of, option, types_of
+from mlmkit.options.embedding import EmbeddingTraining
 from mlmkit.options.finetuning import Finetuning
 from mlmkit.options.sampler import Sampling
 from mlmkit.options.scoring import Scoring
@@ -32,10 +33,10 @@ def _choices(cls, name):
 
 @pytest.mark.parametrize("function,cls", [
     ("generate", Sampling), ("infill", Sampling), ("finetune", Finetuning),
-    ("score", Scoring)])
+    ("score", Scoring), ("train_embeddings", EmbeddingTraining)])
 def test_library_keywords_are_the_fields_with_their_defaults(function, cls):
     package = {"generate": "generation", "infill": "generation", "finetune": "finetuning",
-               "score": "scoring"}[function]
+               "score": "scoring", "train_embeddings": "finetuning"}[function]
     parameters = inspect.signature(getattr(getattr(mlmkit, package), function)).parameters
     for field in fields_of(cls):
         assert field.name in parameters, f"mlmkit.{function} lacks {field.name}"

@@ -105,3 +105,32 @@ def test_a_sentence_transformers_folder_is_served(tiny_mlm, tmp_path):
                                                    "normalize": False}).json()
     got = np.array([d["embedding"] for d in body["data"]])
     assert np.abs(got - mlmkit.embed(tiny_mlm("bert"), TEXTS, pooling="cls")).max() < 1e-5
+
+
+def test_embed_sparse_gives_the_library_vectors(client, models):
+    response = client.post("/v1/embed_sparse", json={"input": TEXTS, "model": "roberta",
+                                                     "top_k": 8})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["object"] == "list" and body["model"] == "roberta"
+    expected = mlmkit.embed_sparse(models["roberta"], TEXTS, top_k=8)
+    for row, vector in zip(body["data"], expected, strict=True):
+        assert row["object"] == "sparse_embedding"
+        assert row["token_ids"] == vector.token_ids and row["tokens"] == vector.tokens
+        assert np.allclose(row["weights"], vector.weights, atol=1e-6)
+        assert len(row["weights"]) <= 8
+    tokens = sum(len(ids) for ids in models["roberta"].tokenizer(TEXTS)["input_ids"])
+    assert body["usage"] == {"prompt_tokens": tokens, "total_tokens": tokens}
+
+
+@pytest.mark.parametrize(("body", "status", "words"), [
+    ({"input": []}, 400, "empty list"),
+    ({"input": "a", "top_k": 0}, 400, "top_k"),
+    ({"input": "a", "model": "nope"}, 404, "not served"),
+    ({"input": "a", "pooling": "mean"}, 422, ""),
+    ({"input": ["word"] * 9}, 413, "max-texts"),
+])
+def test_bad_sparse_requests_are_4xx(client, body, status, words):
+    response = client.post("/v1/embed_sparse", json=body)
+    assert response.status_code == status, response.text
+    assert words in response.text

@@ -6,9 +6,19 @@ import json
 import time
 
 import typer
+from typer.core import TyperCommand
 
 import mlmkit
-from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, OUTPUT, Runtime, command, trusting
+from mlmkit.cli import embed_train
+from mlmkit.cli.options import (
+    ENCODING,
+    ENCODING_ERRORS,
+    JSON,
+    OUTPUT,
+    Runtime,
+    command,
+    trusting,
+)
 from mlmkit.core import checks
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
@@ -34,8 +44,11 @@ Examples:
 
   mlmkit embed ./tiny-bert sentences.txt --sparse --top-k 32 -o splade.jsonl
 
+  mlmkit embed train ./tiny-bert ../shared/data/stsb/train.tsv --loss cosent --run-dir runs/stsb
+
 Each line of the input is one text (a blank line is the empty text, so line i of the input
-is row i of the output); JSONL, TSV and CSV inputs give the --text-field column.
+is row i of the output); JSONL, TSV and CSV inputs give the --text-field column. 'mlmkit
+embed train' trains an embedding model (see 'mlmkit embed train -h').
 """
 
 
@@ -110,6 +123,22 @@ def embed_command(
                    f"dimensions, {summary['texts_per_second']:,.1f} texts/s)")
 
 
+class EmbedCommand(TyperCommand):
+    """`mlmkit embed MODEL INPUT` and `mlmkit embed train MODEL TRAIN` under one name: the
+    first argument `train` selects the training command."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        if args and args[0] == "train":
+            train_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
+                                    context_settings={"help_option_names": ["-h", "--help"]})
+            command(train_app, "train", embed_train.embed_train_command,
+                    short_help=embed_train.SHORT_HELP, epilog=embed_train.EXAMPLE)
+            train = typer.main.get_command(train_app)
+            return train.make_context(f"{info_name} train", list(args[1:]), parent=parent,
+                                      **extra)
+        return super().make_context(info_name, args, parent=parent, **extra)
+
+
 def register(app: typer.Typer) -> None:
     command(app, "embed", embed_command, short_help=SHORT_HELP,
-            help=SHORT_HELP + "\n\n" + DESCRIPTION + "\n" + EXAMPLE)
+            help=SHORT_HELP + "\n\n" + DESCRIPTION + "\n" + EXAMPLE, cls=EmbedCommand)

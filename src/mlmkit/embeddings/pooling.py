@@ -47,3 +47,27 @@ def check_pooling(pooling: str) -> str:
 def pool(hidden: torch.Tensor, mask: torch.Tensor, pooling: str) -> torch.Tensor:
     """float32 [b, d]: the rows of `hidden` [b, L, d] pooled over the tokens `mask` covers."""
     return POOLING_FUNCTIONS[check_pooling(pooling)](hidden.float(), mask)
+
+
+def pool_segments(hidden: torch.Tensor, segment: torch.Tensor, offset: torch.Tensor,
+                  count: int, pooling: str) -> torch.Tensor:
+    """float32 [count, d]: the pooling of texts packed together. `hidden` [n, d] holds the
+    tokens of every text one after the other; `segment` [n] says whose token each is (-1:
+    padding) and `offset` [n] its position in its text (from 0). Equal to `pool` of each
+    text on its own."""
+    check_pooling(pooling)
+    keep = segment >= 0
+    hidden, segment, offset = hidden[keep].float(), segment[keep], offset[keep]
+    width = hidden.shape[1]
+    if pooling == "cls":
+        return hidden.new_zeros(count, width).index_copy(0, segment[offset == 0],
+                                                         hidden[offset == 0])
+    if pooling == "max":
+        index = segment[:, None].expand(-1, width)
+        return hidden.new_full((count, width), -1e9).scatter_reduce(
+            0, index, hidden, reduce="amax", include_self=False)
+    weights = (offset + 1).to(hidden.dtype) if pooling == "weighted-mean" else \
+        torch.ones_like(segment, dtype=hidden.dtype)
+    sums = hidden.new_zeros(count, width).index_add(0, segment, hidden * weights[:, None])
+    totals = hidden.new_zeros(count).index_add(0, segment, weights)
+    return sums / totals.clamp(min=1e-9)[:, None]

@@ -9,7 +9,10 @@ Parts (each can be chosen with `parts=`):
 - `elbo`: the masked-diffusion bound (nats/token), for models pretrained with diffusion;
 - `facts`: a LAMA-style knowledge probe (P@1), when a facts file is given;
 - `variants`: zero-shot variant effects (masked marginals) of deep mutational scans,
-  Spearman's ρ against measured fitness per scan, when a scans file is given.
+  Spearman's ρ against measured fitness per scan, when a scans file is given;
+- `sts`: STS-B validation, Spearman's ρ of the cosine of the two sentences' vectors
+  (`mlmkit.embed`: a sentence-transformers folder's pooling, else mean) with the gold
+  scores; named with `parts=` (an embedding model's number, not a masked LM's).
 
 Every part keeps its per-item outcomes (`items`), so `eval compare` can put bootstrap
 intervals on each number and test differences between models on the same items.
@@ -37,6 +40,8 @@ from mlmkit.core.progress import status, warn
 from mlmkit.core.records import read_table, read_texts
 from mlmkit.core.results import Result
 from mlmkit.corpus.python_docs import python_docs
+from mlmkit.embeddings import embed
+from mlmkit.embeddings.pairs import cosine_rows, read_sts_pairs
 from mlmkit.errors import InvalidArgument, InvalidData, MissingExtra, PathError
 from mlmkit.extras import require
 from mlmkit.finetuning import finetune
@@ -49,16 +54,18 @@ from mlmkit.protein.dms import check_mutations, numbers, read_scan
 from mlmkit.scoring import read_pairs, score
 from mlmkit.scoring.text_scores import NO_TOKEN_WARNING
 
-PARTS = ("blimp", "pppl", "cloze", "fewshot", "sst2", "agnews", "elbo", "facts", "variants")
-DEFAULT_PARTS = tuple(p for p in PARTS if p not in ("elbo", "facts", "variants"))
+PARTS = ("blimp", "pppl", "cloze", "fewshot", "sst2", "agnews", "elbo", "facts", "variants",
+         "sts")
+DEFAULT_PARTS = tuple(p for p in PARTS if p not in ("elbo", "facts", "variants", "sts"))
 """The parts run when none are named (elbo needs a diffusion model, facts a facts file,
-variants a scans file)."""
+variants a scans file; sts scores an embedding model)."""
 # Sizes: (quick, full). None = everything.
 SIZES = {
     "blimp_per_paradigm": (6, None), "pppl_texts": (30, 200), "cloze_rows": (300, None),
     "fewshot_eval": (300, 1000), "sst2_train": (2000, None), "sst2_eval": (400, None),
     "sst2_epochs": (1, 3), "agnews_train": (1000, None), "agnews_eval": (300, None),
     "agnews_epochs": (1, 3), "elbo_texts": (20, 100), "elbo_samples": (16, 128),
+    "sts_pairs": (500, None),
 }
 CLOZE_TEMPLATE = "{text} It was [MASK] ."
 VERBALIZERS = ({"negative": "terrible", "positive": "great"},
@@ -102,7 +109,7 @@ def format_value(name: str, value) -> str:
 
 
 def is_percent(name: str) -> bool:
-    return not (name.startswith(("pppl", "elbo", "variants")) or name.endswith("_std"))
+    return not (name.startswith(("pppl", "elbo", "variants", "sts")) or name.endswith("_std"))
 
 
 def _key(parts) -> str:
@@ -150,12 +157,12 @@ def check_suite_data(data, chosen: list[str], flag: str = "--data",
     """The data folder (None: the default) after checking it holds what the chosen parts
     read; the errors name `flag`."""
     if data is not None and not (Path(data).is_dir() and any(
-            (Path(data) / name).is_dir() for name in ("blimp", "sst2", "agnews"))):
-        raise PathError(f"data {str(data)!r} ({flag}) is not a folder holding blimp/, sst2/ "
-                        "or agnews/: pass the shared data sets' folder")
+            (Path(data) / name).is_dir() for name in ("blimp", "sst2", "agnews", "stsb"))):
+        raise PathError(f"data {str(data)!r} ({flag}) is not a folder holding blimp/, sst2/, "
+                        "agnews/ or stsb/: pass the shared data sets' folder")
     data = Path(DEFAULT_DATA if data is None else data)
     needs = {"blimp": "blimp", "cloze": "sst2", "fewshot": "sst2", "sst2": "sst2",
-             "agnews": "agnews"}
+             "agnews": "agnews", "sts": "stsb"}
     for part in chosen:
         if part in needs and not (data / needs[part]).is_dir():
             raise PathError(f"data {str(data)!r} ({flag}) has no {needs[part]}/ folder for the "
@@ -462,9 +469,20 @@ def _variants(mlm, result, *, variants, runtime, **_):
                               "key": _key([scan.name, *scan.mutations])}
 
 
+def _sts(mlm, result, *, data, quick, runtime, **_):
+    firsts, seconds, gold = read_sts_pairs(data / "stsb" / "validation.tsv",
+                                           limit=_size("sts_pairs", quick))
+    vectors = embed(mlm, firsts + seconds, **runtime)
+    similarity = cosine_rows(vectors[:len(firsts)], vectors[len(firsts):])
+    result.metrics["sts_spearman"] = spearman(similarity, gold)
+    result.items["sts_spearman"] = {"kind": "spearman", "values": similarity.tolist(),
+                                    "weights": gold.tolist(),
+                                    "key": _key(list(zip(firsts, seconds, strict=True)))}
+
+
 RUNNERS = {"blimp": _blimp, "pppl": _pppl, "cloze": _cloze, "fewshot": _fewshot,
            "sst2": _sst2, "agnews": _agnews, "elbo": _elbo, "facts": _facts,
-           "variants": _variants}
+           "variants": _variants, "sts": _sts}
 
 
 def write_suite(result: SuiteResult, output_dir) -> Path:

@@ -28,3 +28,52 @@ class Embedding:
         None, "Text put before every input (e.g. 'query: '), as sentence-transformers' "
         "prompt.")
     layers: int = option(4, "last-k-layers pooling: how many of the last layers to average.")
+
+
+TRAINING_LOSSES = ("mnrl", "cosent", "simcse")
+
+
+@dataclass(frozen=True)
+class EmbeddingTraining:
+    """How a masked LM is trained into a sentence encoder (each field is a flag of
+    `mlmkit embed train` and a keyword of `mlmkit.train_embeddings`)."""
+
+    loss: Literal["mnrl", "cosent", "simcse"] = option(
+        "mnrl", "mnrl: in-batch negatives on (anchor, positive[, negative...]) rows; cosent: "
+        "scored pairs (STS-B: sentence1, sentence2, score); simcse: single texts, each its own "
+        "positive through two dropout draws (unsupervised).")
+    pooling: Literal["mean", "cls", "max", "weighted-mean"] = option(
+        "mean", "How token vectors become one (saved in the sentence-transformers folder).")
+    normalize: bool = option(
+        False, "Save the model with a Normalize module (unit-length vectors).")
+    matryoshka_dims: str | None = option(
+        None, "Matryoshka: the loss summed over these nested prefixes of the vector, "
+        "comma-separated (e.g. 256,128,64), so a vector cut to its first N dimensions works.")
+    scale: float = option(20.0, "The similarity scale (1 / temperature) of the loss.")
+    epochs: int = option(1, "Passes over the training examples.")
+    lr: float = option(5e-5, "Peak learning rate (AdamW, linear warm-up and decay).")
+    batch_size: int | None = option(
+        None, "Examples per optimizer step (default 32; for mnrl and simcse: the in-batch "
+        "negatives).")
+    max_length: int = option(
+        128, "Longest text in tokens; longer ones are truncated and counted in metrics.json.")
+    warmup: float = option(0.1, "Share of the steps of linear warm-up.")
+    weight_decay: float = option(0.01, "AdamW weight decay.")
+    dropout: float | None = option(
+        None, "Dropout while training (default: the model's own; simcse needs it above 0).")
+    score_field: str = option("score", "cosent: the column holding each pair's score.")
+    text_field: str | None = option(
+        None, "The text columns, comma-separated (default: anchor,positive,negative*... if "
+        "present, else sentence1,sentence2; simcse: text, or one text a line).")
+    validation: str | None = option(
+        None, "STS pairs (sentence1, sentence2, score) scored each epoch (Spearman of the "
+        "cosine); the best epoch is kept.")
+    train_limit: int | None = option(None, "Use at most the first N training examples.")
+    run_dir: str | None = option(
+        None, "Where the model (best/, a sentence-transformers folder), metrics.json and the "
+        "checkpoints go.")
+    resume: bool = option(False, "Continue the run in --run-dir.", flag="--resume")
+    save_every: int = option(
+        0, "Also save the training state every N steps (always: each epoch's end and on "
+        "Ctrl-C).")
+    halt_after: int | None = option(None, "Stop (resumably) after N steps.")

@@ -62,6 +62,14 @@ class EmbeddingsRequest(Body):
     prompt: str | None = Field(None, description="Text put before every input.")
 
 
+
+class EmbedSparseRequest(Body):
+    """SPLADE vectors of texts: the heaviest vocabulary entries of each (mlmkit.embed_sparse)."""
+
+    input: Texts = Field(description="A text or a list of texts.")
+    model: str | None = Field(None, description="A served model (default: the first).")
+    top_k: int = Field(64, description="Vocabulary entries kept per text, heaviest first.")
+
 def option_fields(cls) -> dict:
     """The fields of an options dataclass as pydantic fields: its type, default and help. A
     Literal is a string whose choices the schema lists (as `choice` does): the library's own

@@ -1,0 +1,105 @@
+"""`mlmkit.train_embeddings(model, train, ...)`: contrastive fine-tuning of a masked LM into a
+sentence encoder, saved as a sentence-transformers folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mlmkit.core.checks import count
+from mlmkit.core.devices import prepare
+from mlmkit.core.progress import status
+from mlmkit.embeddings.pairs import Examples, read_examples, read_sts_pairs
+from mlmkit.errors import InvalidArgument
+from mlmkit.finetuning.embedding_run import (
+    EmbeddingRecipe,
+    EmbeddingTrainResult,
+    parse_dims,
+    train_embedding_run,
+)
+from mlmkit.mlm import load
+from mlmkit.training.runtime import training_threads
+
+DEFAULT_BATCH_SIZE = 32
+
+
+def train_embeddings(
+    model,
+    train,
+    *,
+    loss: str = "mnrl",
+    pooling: str = "mean",
+    normalize: bool = False,
+    matryoshka_dims=None,
+    scale: float = 20.0,
+    epochs: int = 1,
+    lr: float = 5e-5,
+    batch_size: int | None = None,
+    max_length: int = 128,
+    warmup: float = 0.1,
+    weight_decay: float = 0.01,
+    dropout: float | None = None,
+    score_field: str = "score",
+    text_field: str | None = None,
+    validation=None,
+    train_limit: int | None = None,
+    run_dir: str | Path | None = None,
+    resume: bool = False,
+    save_every: int = 0,
+    halt_after: int | None = None,
+    batch_tokens: int | None = None,
+    precision: str = "auto",
+    device=None,
+    threads: int | None = None,
+    seed: int = 0,
+    progress: bool | None = None,
+) -> EmbeddingTrainResult:
+    """Fine-tune `model` (a masked LM, or a sentence-transformers folder) into a sentence
+    encoder on `train`, with the loss of sentence-transformers of the same name.
+
+    `train`: a JSONL/TSV/CSV file (or a plain text file, one text a line, for simcse), or
+    `mlmkit.embeddings.pairs.Examples`. `loss`: "mnrl" (MultipleNegativesRankingLoss:
+    (anchor, positive[, negative, ...]) rows, every other text of the batch a negative),
+    "cosent" (CoSENT: (sentence1, sentence2, score) pairs; only the order of the scores
+    counts) or "simcse" (unsupervised SimCSE: single texts, each its own positive through
+    two dropout draws; needs `dropout` > 0 where the model has none). `text_field`: the
+    text columns, comma-separated; `score_field`: cosent's score column.
+    `matryoshka_dims` ("256,128,64" or a list): the loss summed over these prefixes.
+    `batch_size` (default 32): examples per optimizer step, the in-batch negatives of
+    mnrl and simcse. `pooling` and `normalize` are saved with the model. `validation`: STS pairs scored
+    each epoch (Spearman of the cosine, the best epoch kept). `run_dir` keeps the best
+    epoch as a sentence-transformers folder (`run_dir/best`, which
+    `SentenceTransformer(dir)` and `mlmkit.load(dir)` load), metrics.json and checkpoints
+    for `resume=True`. `batch_tokens` bounds a forward pass's padded tokens (memory only).
+    """
+    if resume and run_dir is None:
+        raise InvalidArgument("resume=True (--resume) needs the run_dir (--run-dir) to resume")
+    count("save_every", save_every, 0)
+    for name, value in (("train_limit", train_limit), ("halt_after", halt_after),
+                        ("batch_tokens", batch_tokens)):
+        if value is not None:
+            count(name, value, 1)
+    if score_field != "score" and loss != "cosent":
+        raise InvalidArgument(f"score_field (--score-field) is the cosent loss's; loss={loss!r} "
+                              "trains on unscored texts: leave it out")
+    recipe = EmbeddingRecipe(loss=loss, pooling=pooling, normalize=normalize,
+                             matryoshka_dims=parse_dims(matryoshka_dims), scale=scale,
+                             epochs=epochs, lr=lr,
+                             batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
+                             max_length=max_length,
+                             warmup=warmup, weight_decay=weight_decay, dropout=dropout, seed=seed)
+    if isinstance(train, Examples):
+        examples = train
+    else:
+        examples = read_examples(train, text_field=text_field, single=loss == "simcse",
+                                 score_field=score_field if loss == "cosent" else None)
+    if train_limit is not None and train_limit < len(examples):
+        examples = examples.subset(range(train_limit))
+    pairs = read_sts_pairs(validation) if validation is not None else None
+    target, precision = prepare(device, precision, training_threads(threads), task="training")
+    mlm = load(model, device=str(target), allow_untrained_head=True)
+    recipe.check(int(mlm.model.config.hidden_size))
+    return train_embedding_run(mlm, examples, recipe, precision=precision, validation=pairs,
+                               run_dir=run_dir, resume=resume, save_every=save_every,
+                               halt_after=halt_after, batch_tokens=batch_tokens,
+                               progress=progress,
+                               say=status if progress is not False else None)
