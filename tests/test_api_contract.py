@@ -333,9 +333,9 @@ def test_classifier_entry_points_follow_the_contract(name):
 
 
 def test_classifier_entry_points_run_and_return_results(tiny_mlm, data_files, tmp_path):
-    run = mlmkit.finetune(tiny_mlm("bert"), "mine", train=data_files["table"], text_cols="text",
+    run = mlmkit.finetune(tiny_mlm("bert"), "mine", train=data_files["table"], text_field="text",
                           epochs=1, seed=0, run_dir=tmp_path / "run", **RUNTIME)
     best = run.runs[0].best_dir
     _check_result(mlmkit.predict(best, ["Return item 1."], **RUNTIME))
-    _check_result(mlmkit.evaluate_classifier(best, data_files["table"], text_cols="text",
+    _check_result(mlmkit.evaluate_classifier(best, data_files["table"], text_field="text",
                                              **RUNTIME))

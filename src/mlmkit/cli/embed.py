@@ -6,7 +6,6 @@ import json
 import time
 
 import typer
-from typer.core import TyperCommand
 
 import mlmkit
 from mlmkit.cli import embed_train
@@ -15,6 +14,7 @@ from mlmkit.cli.options import (
     ENCODING_ERRORS,
     JSON,
     OUTPUT,
+    Command,
     Runtime,
     command,
     trusting,
@@ -123,7 +123,7 @@ def embed_command(
                    f"dimensions, {summary['texts_per_second']:,.1f} texts/s)")
 
 
-class EmbedCommand(TyperCommand):
+class EmbedCommand(Command):
     """`mlmkit embed MODEL INPUT` and `mlmkit embed train MODEL TRAIN` under one name: the
     first argument `train` selects the training command."""
 

@@ -51,6 +51,7 @@ def train_embeddings(
     device=None,
     threads: int | None = None,
     seed: int = 0,
+    tokenizer=None,
     progress: bool | None = None,
 ) -> EmbeddingTrainResult:
     """Fine-tune `model` (a masked LM, or a sentence-transformers folder) into a sentence
@@ -70,6 +71,7 @@ def train_embeddings(
     epoch as a sentence-transformers folder (`run_dir/best`, which
     `SentenceTransformer(dir)` and `mlmkit.load(dir)` load), metrics.json and checkpoints
     for `resume=True`. `batch_tokens` bounds a forward pass's padded tokens (memory only).
+    `tokenizer` (a folder or hub name) is the model's tokenizer when its folder has none.
     """
     if resume and run_dir is None:
         raise InvalidArgument("resume=True (--resume) needs the run_dir (--run-dir) to resume")
@@ -96,7 +98,7 @@ def train_embeddings(
         examples = examples.subset(range(train_limit))
     pairs = read_sts_pairs(validation) if validation is not None else None
     target, precision = prepare(device, precision, training_threads(threads), task="training")
-    mlm = load(model, device=str(target), allow_untrained_head=True)
+    mlm = load(model, tokenizer=tokenizer, device=str(target), allow_untrained_head=True)
     recipe.check(int(mlm.model.config.hidden_size))
     return train_embedding_run(mlm, examples, recipe, precision=precision, validation=pairs,
                                run_dir=run_dir, resume=resume, save_every=save_every,
