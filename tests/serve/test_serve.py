@@ -84,6 +84,17 @@ def test_fill_equals_python(client, models, mode):
     assert got["results"] == [r.to_dict() for r in expected]
 
 
+def test_fill_targets_equal_python_and_a_bad_target_is_a_4xx(client, models):
+    texts = ["Return the [MASK] of items."]
+    got = post(client, "/v1/fill", {"texts": texts, "targets": ["list", "file"], "top_k": 5})
+    expected = mlmkit.fill_mask(models["bert"], texts, targets=["list", "file"], top_k=5)
+    assert got["results"] == [r.to_dict() for r in expected]
+    assert len(got["results"][0]["masks"][0]["candidates"]) == 2
+    assert "sequence" in got["results"][0]["masks"][0]["candidates"][0]
+    bad = client.post("/v1/fill", json={"texts": texts, "targets": ["list", "zqxjkvw"]})
+    assert 400 <= bad.status_code < 500 and "zqxjkvw" in bad.text
+
+
 def test_generate_infill_classify_equal_python(client, models):
     options = {"length": 5, "steps": 3, "seed": 7, "temperature": 0.5}
     got = post(client, "/v1/generate", {"prompt": ["Return the", "Open"], **options})

@@ -238,12 +238,12 @@ class Server:
 
         return call
 
-    def fill_run(self, name: str, top_k, mode):
+    def fill_run(self, name: str, top_k, mode, targets=None):
         mlm = self.models[name]
 
         def call(texts):
             return [r.to_dict() for r in mlm.fill(texts, top_k=top_k, mode=mode,
-                                                  progress=False)]
+                                                  targets=targets, progress=False)]
 
         return call
 
