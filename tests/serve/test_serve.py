@@ -61,6 +61,16 @@ def test_score_equals_python(client, models):
     assert got["results"][0]["tokens"][0]["start"] == 0  # character offsets are there
 
 
+def test_score_reduction_equals_python(client, models):
+    got = post(client, "/v1/score", {"texts": TEXTS, "reduction": "mean"})
+    expected = mlmkit.score(models["bert"], TEXTS, reduction="mean")
+    assert got["results"] == [r.to_dict() for r in expected]
+    assert got["results"][0]["score"] == pytest.approx(
+        expected[0].pll / expected[0].n_tokens)
+    assert client.post("/v1/score", json={"texts": TEXTS, "reduction": "max"}).status_code \
+        in (400, 422)
+
+
 def test_score_alternatives_follow_the_scored_tokens(client, models):
     got = post(client, "/v1/score", {"texts": TEXTS[0], "per_token": True, "alternatives": 3})
     tokens, alternatives = got["results"][0]["tokens"], got["alternatives"][0]

@@ -81,7 +81,8 @@ def score_command(
     with trusting(runtime.trust_remote_code):
         scoring = dataclasses.replace(scoring, unk="skip" if skip_unk else "score")
         mlmkit.scoring.text_scores.check_score_options(scoring.metric, scoring.unk,
-                                                       scoring.stride, runtime.batch_tokens)
+                                                       scoring.stride, runtime.batch_tokens,
+                                                       scoring.reduction)
         check_input_file(input_file)
         check_output_path(output, inputs=[input_file])
         runtime.seed_everything()

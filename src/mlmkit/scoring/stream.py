@@ -192,6 +192,7 @@ def score_file(
     per_word: bool = False,
     unk: str = "score",
     stride: int = 1,
+    reduction: str = "sum",
     chunk_texts: int = 2048,
     resume: bool = True,
     encoding: str = "utf-8",
@@ -214,7 +215,7 @@ def score_file(
     only every N-th piece of `chunk_texts` lines, from piece I (see the module). The other
     keywords are those of `mlmkit.score` and the runtime options (docs/API.md).
     """
-    check_score_options(metric, unk, stride, batch_tokens)
+    check_score_options(metric, unk, stride, batch_tokens, reduction)
     chunk_texts = checks.count("chunk_texts", chunk_texts, 1)
     check_input_file(input_path)
     to_stdout = str(output_path) == "-"
@@ -231,7 +232,8 @@ def score_file(
                         "process (not under torchrun): run one job per shard")
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     options = dict(metric=metric, per_token=per_token, per_word=per_word, unk=unk,
-                   stride=stride, batch_tokens=batch_tokens, precision=precision)
+                   stride=stride, reduction=reduction, batch_tokens=batch_tokens,
+                   precision=precision)
     began = time.perf_counter()
     output = None if to_stdout else Path(output_path).expanduser()
     resumable = output is not None and world == 1 and str(input_path) != STDIN
@@ -271,7 +273,8 @@ def score_file(
         unscored[0] += len(nothing)
         unscored[1] = unscored[1] or min(nothing, default=None)
         held.append("".join(_record(n, by_line.get(n) or TextScore(
-            text=text, pll=None, n_tokens=0, n_words=0, metric=metric)) for n, text in chunk))
+            text=text, pll=None, n_tokens=0, n_words=0, metric=metric,
+            reduction=reduction)) for n, text in chunk))
         seen_text = seen_text or bool(live)
         if seen_text:  # an input of blank lines only is an error: nothing is written for it
             out.write("".join(held))

@@ -213,7 +213,8 @@ class Server:
 
     # --- the library calls ----------------------------------------------------------------------
 
-    def score_run(self, name: str, metric, per_token, per_word, unk, alternatives, stride):
+    def score_run(self, name: str, metric, per_token, per_word, unk, alternatives, stride,
+                  reduction="sum"):
         """The score call over (text, span or None, what the request calls the text)
         inputs: requests with and without spans share one call (a None span is the whole
         text, as in `mlmkit.score`)."""
@@ -229,7 +230,8 @@ class Server:
                 i, message = gap
                 raise InvalidArgument(message.replace("of a text", f"of {items[i][2]}", 1))
             results = mlm.score(texts, metric=metric, per_token=per_token, per_word=per_word,
-                                spans=spans, unk=unk, stride=stride, progress=False)
+                                spans=spans, unk=unk, stride=stride, reduction=reduction,
+                                progress=False)
             alts = token_alternatives(mlm, texts, alternatives, unk, metric=metric,
                                       stride=stride, spans=spans, batch_tokens=mlm.batch_tokens,
                                       precision=mlm.precision) \
