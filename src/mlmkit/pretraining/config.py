@@ -177,6 +177,9 @@ class PretrainConfig:
     halt_after: int | None = _f(None, "stop (saving state) after this many steps of this "
                                       "process, as on SIGTERM; resume later with --resume",
                                 RUNTIME)
+    time_bound: str | None = _f(None, "warn after the first steps when the estimated time to "
+                                      "finish (printed then) is longer than this, e.g. 8h",
+                                RUNTIME)
     progress: bool = _f(True, "show progress bars", RUNTIME)
     fill_mask_examples: int = _f(4, "fill-mask examples printed at the end", RUNTIME)
 
@@ -254,6 +257,11 @@ class PretrainConfig:
         if self.time is not None and parse_duration(self.time) <= 0:
             raise InvalidArgument(f"--time {self.time!r} must be a positive duration, "
                                   "e.g. 90s, 10m or 2h")
+        if self.time_bound is not None:
+            _text("time_bound", self.time_bound)
+            if parse_duration(self.time_bound, "--time-bound") <= 0:
+                raise InvalidArgument(f"--time-bound {self.time_bound!r} must be a positive "
+                                      "duration, e.g. 30m or 8h")
         if self.warmup >= 1 and not float(self.warmup).is_integer():
             raise InvalidArgument(f"--warmup {self.warmup!r}: use a share of the budget "
                                   "(< 1) or a whole number of steps (≥ 1)")
@@ -413,10 +421,11 @@ def load_config(path: str | Path, **overrides) -> PretrainConfig:
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr)?\s*$")
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str, flag_name: str = "--time") -> float:
     """Seconds in `90`, `90s`, `10m`, `1.5h`."""
     match = _DURATION.match(str(text))
     if not match:
-        raise InvalidArgument(f"--time {text!r} is not a duration: use e.g. 90s, 10m or 2h")
+        raise InvalidArgument(f"{flag_name} {text!r} is not a duration: use e.g. 90s, 10m or "
+                              "2h")
     value, unit = float(match.group(1)), (match.group(2) or "s")[0]
     return value * {"s": 1, "m": 60, "h": 3600}[unit]
