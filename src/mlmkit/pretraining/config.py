@@ -138,8 +138,9 @@ class PretrainConfig:
     eval_suite: str | None = _f(None, "also run the evaluation suite at each evaluation: quick, "
                                       "full, or parts (e.g. blimp,cloze); into metrics.jsonl "
                                       "and plots/suite.png", EVALUATION)
-    suite_data: str = _f("../shared/data", "folder of the suite's data (blimp/, sst2/, agnews/)",
-                         EVALUATION)
+    suite_data: str | None = _f(None, "folder of the suite's data (blimp/, sst2/, agnews/); "
+                                      "default: $MLMKIT_DATA, else ~/.cache/mlmkit/data "
+                                      "('mlmkit data fetch NAME' fills it)", EVALUATION)
     # -- end of evaluation suite
     save_every: int = _f(100, "save training state and step-N every N steps (0: only at the "
                               "end and on SIGINT/SIGTERM)", EVALUATION)
