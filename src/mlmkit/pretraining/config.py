@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from mlmkit.core import checks
-from mlmkit.core.yaml_values import dump_yaml, load_yaml
+from mlmkit.core.yaml_values import NotFinite, dump_yaml, load_yaml
 from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
 from mlmkit.models.preset_table import PRESET_POSITIONS, init_positions, parse_preset
 from mlmkit.pretraining.phase_specs import check_config_phases
@@ -412,6 +412,8 @@ def load_config(path: str | Path, **overrides) -> PretrainConfig:
                           f"{error.start}): save it as UTF-8") from error
     except OSError as error:
         raise PathError(f"config file {str(path)!r} cannot be read: {error.strerror}") from error
+    except NotFinite as error:
+        raise InvalidArgument(f"config file {str(path)!r}: {error}") from None
     except yaml.YAMLError as error:
         raise MlmkitError(f"config file {str(path)!r} is not valid YAML: {error}") from error
     if not isinstance(values, dict):
