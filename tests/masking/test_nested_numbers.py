@@ -55,3 +55,17 @@ def test_mask_preview_with_a_nan_in_its_policy_stops_at_once(saved_tiny_mlm):
 def test_an_override_with_a_nan_names_it():
     with pytest.raises(MlmkitError, match=r"--override 'lr=\.nan': lr must be a finite number"):
         parse_overrides(["lr=.nan"])
+
+
+def test_a_config_file_or_phases_flag_with_a_nan_names_its_path(tmp_path):
+    from mlmkit.cli import app as cli
+
+    config = tmp_path / "c.yaml"
+    config.write_text("steps: 10\nmasking: {rate: {name: beta, a: .nan, b: 2.0}}\n")
+    result = CliRunner().invoke(cli, ["pretrain", "--config", str(config)])
+    assert result.exit_code == 1
+    assert "masking.rate.a is nan: give a finite number" in result.stderr
+    result = CliRunner().invoke(cli, ["pretrain", "--steps", "3", "--phases",
+                                      "[{steps: 3, lr: {start: .nan}}]"])
+    assert result.exit_code == 1
+    assert "--phases: phases[0].lr.start is nan: give a finite number" in result.stderr
