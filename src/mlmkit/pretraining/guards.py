@@ -94,42 +94,50 @@ def available_memory(device: torch.device) -> int | None:
         return None
 
 
-def activation_bytes_per_token(model_config, seq_len: int, bytes_per_value: int) -> float:
+def activation_bytes_per_token(model_config, seq_len: int, bytes_per_value: int,
+                               checkpointed: bool = False) -> float:
     """Activations kept for the backward pass, per token: per layer about 17 hidden-sized
     values and 2.5 attention scores per head and key (Korthikanti et al. 2022, without
-    recomputation), plus the input embeddings."""
+    recomputation), plus the input embeddings; with activation checkpointing, each layer's
+    input and one layer's full set."""
     hidden = getattr(model_config, "hidden_size", None) or getattr(model_config, "dim", 256)
     layers = (getattr(model_config, "num_hidden_layers", None)
               or getattr(model_config, "n_layers", 4))
     heads = (getattr(model_config, "num_attention_heads", None)
              or getattr(model_config, "n_heads", 4))
     per_layer = 17 * hidden + 2.5 * heads * seq_len
+    if checkpointed:
+        return bytes_per_value * (layers * hidden + per_layer + 2 * hidden)
     return bytes_per_value * (layers * per_layer + 2 * hidden)
 
 
 def step_memory(config, model_configs, parameters: int, micro_rows: int, step_rows: int,
-                precision: str) -> dict[str, float]:
-    """The estimated bytes of one training step, by part (`model_configs`: the configs of
-    the models trained together, e.g. ELECTRA's generator and discriminator)."""
+                precision: str, shards: int = 1) -> dict[str, float]:
+    """The estimated bytes of one training step on one process, by part (`model_configs`:
+    the configs of the models trained together, e.g. ELECTRA's generator and discriminator;
+    `shards`: the processes FSDP spreads the weights and optimizer state over)."""
     value = 2 if precision == "bf16" else 4
-    per_token = sum(activation_bytes_per_token(c, config.seq_len, value)
+    per_token = sum(activation_bytes_per_token(c, config.seq_len, value,
+                                               config.activation_checkpointing)
                     for c in model_configs)
     return {
         "batch": step_rows * config.seq_len * ROW_TENSOR_BYTES,
-        "weights": parameters * 16,  # fp32 weights, gradients and two AdamW moments
+        # fp32 weights, gradients and two AdamW moments
+        "weights": parameters * 16 / shards,
         "activations": micro_rows * config.seq_len * per_token,
     }
 
 
 def check_step_memory(config, model_configs, parameters: int, micro_rows: int,
                       step_rows: int, precision: str, device: torch.device,
-                      available: int | None = None) -> None:
+                      available: int | None = None, shards: int = 1) -> None:
     """Refuse a step whose estimated memory exceeds what `device` has available, naming
     the part that does not fit and the flag that shrinks it."""
     available = available_memory(device) if available is None else available
     if available is None:
         return
-    parts = step_memory(config, model_configs, parameters, micro_rows, step_rows, precision)
+    parts = step_memory(config, model_configs, parameters, micro_rows, step_rows, precision,
+                        shards)
     needed = sum(parts.values())
     if needed <= available:
         return

@@ -617,7 +617,7 @@ def check_sizes(config: PretrainConfig, runtime: Runtime, data, objective,
         sum(p.numel() for m in modules for p in m.parameters()),
         micro_rows=config.batch_size // config.grad_accum // runtime.world_size,
         step_rows=config.batch_size // runtime.world_size, precision=runtime.precision,
-        device=runtime.device)
+        device=runtime.device, shards=runtime.world_size if config.parallel == "fsdp" else 1)
 
 
 def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None = None,
