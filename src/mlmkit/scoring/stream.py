@@ -60,7 +60,9 @@ try:
 except ImportError:  # no advisory locks on this platform
     fcntl = None
 
-FORMAT_VERSION = 1  # bump when the record layout changes: old partial files are not resumed
+# bump when the record layout changes: old partial files are not resumed (2: the records
+# hold score and reduction)
+FORMAT_VERSION = 2
 
 
 @dataclass
