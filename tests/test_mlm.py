@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import mlmkit
-from mlmkit.errors import InvalidArgument
+from mlmkit.errors import InvalidArgument, UnknownOption
 
 TEXTS = ["The cat sat on the mat.", "A dog barked at the moon tonight.", "Hello world"]
 
@@ -157,3 +157,19 @@ def test_a_checkpoint_without_its_head_embeds_but_refuses_the_head_features(tiny
     with pytest.raises(mlmkit.errors.ModelError, match="no trained MLM head"):
         mlm.score(TEXTS)
     assert mlmkit.load(folder, allow_untrained_head=True).score(TEXTS)[0].pll is not None
+
+
+@pytest.mark.parametrize("keyword", ["batch_size", "batch_rows"])
+def test_a_row_batch_keyword_names_batch_tokens_before_any_load(tiny_mlm, keyword):
+    with pytest.raises(UnknownOption, match=r"score\(\) got an unexpected keyword argument "
+                                            rf"'{keyword}': .*pass batch_tokens=N") as caught:
+        mlmkit.score("no/such/model", ["Hello."], **{keyword: 32})  # refused before loading
+    assert isinstance(caught.value, TypeError)
+    with pytest.raises(UnknownOption, match=r"MLM\.score\(\).*batch_tokens=N"):
+        mlmkit.load(tiny_mlm("bert")).score(["Hello."], **{keyword: 32})
+
+
+def test_a_misspelt_option_names_the_close_one(tiny_mlm):
+    with pytest.raises(TypeError, match=r"fill\(\) got an unexpected keyword argument "
+                                        r"'topk': did you mean top_k\?"):
+        mlmkit.load(tiny_mlm("bert")).fill("A [MASK].", topk=3)

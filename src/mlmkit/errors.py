@@ -16,6 +16,11 @@ class InvalidArgument(MlmkitError):
     """An argument or flag has a value outside its range or not among its choices."""
 
 
+class UnknownOption(InvalidArgument, TypeError):
+    """A keyword a function does not take: a `TypeError` as Python's own, whose message
+    also names the close options (`batch_size=` points at `batch_tokens`)."""
+
+
 class InvalidData(MlmkitError):
     """An input file or record is malformed: the message names the file and line."""
 
@@ -43,5 +48,5 @@ class PathError(MlmkitError, OSError):
     __str__ = ValueError.__str__  # OSError's str() would format errno fields
 
 
-__all__ = ["MlmkitError", "InvalidArgument", "InvalidData", "ModelError", "DeviceError",
+__all__ = ["MlmkitError", "InvalidArgument", "UnknownOption", "InvalidData", "ModelError", "DeviceError",
            "RunError", "MissingExtra", "PathError"]

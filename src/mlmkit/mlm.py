@@ -16,6 +16,7 @@ pipeline or a sentence-transformers model does) — the caller's module moves wi
 
 from __future__ import annotations
 
+import difflib
 import inspect
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -24,7 +25,7 @@ import mlmkit.generation as generation
 from mlmkit import bias, embeddings, probe, protein, scoring
 from mlmkit.embeddings.st_directory import is_st_directory
 from mlmkit.engine.batching import check_budget
-from mlmkit.errors import InvalidArgument, ModelError
+from mlmkit.errors import InvalidArgument, ModelError, UnknownOption
 from mlmkit.models.load import LoadedMLM, prepare_mlm
 
 # Keywords that belong to `load`, not to a feature call: set once for the model.
@@ -54,6 +55,32 @@ FEATURES = {
 }
 
 
+# Keywords other libraries use for a batch of rows or texts: mlmkit's budget is in tokens.
+ROW_BATCH_KEYWORDS = ("batch_size", "batch_rows", "per_device_batch_size", "bs")
+
+
+def _check_options(name: str, task, options: dict) -> None:
+    """An unknown keyword of a feature call, refused in one line naming the close ones
+    before any model loads (Python's bare TypeError came after the load and named nothing;
+    `batch_size=`, the habit of other libraries, is pointed at `batch_tokens`)."""
+    parameters = inspect.signature(task).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    known = [key for key in parameters if key not in RUNTIME_KEYWORDS][1:]
+    for key in options:
+        if key in parameters:
+            continue
+        unexpected = f"{name}() got an unexpected keyword argument {key!r}"
+        if key in ROW_BATCH_KEYWORDS:
+            raise UnknownOption(f"{unexpected}: batches are cut by padded tokens, not rows; "
+                                "pass batch_tokens=N (e.g. 8192), or leave it None to size "
+                                "it for the model and memory")
+        close = difflib.get_close_matches(key, known, n=3)
+        hint = f"did you mean {' or '.join(close)}?" if close else \
+            f"its options are {', '.join(known)}"
+        raise UnknownOption(f"{unexpected}: {hint}")
+
+
 def _task_parameters(task) -> list[inspect.Parameter]:
     """The task function's parameters after the model, less the runtime keywords."""
     params = list(inspect.signature(task).parameters.values())[1:]
@@ -78,6 +105,7 @@ def _feature(name: str):
             key = given[0]
             raise InvalidArgument(f"MLM.{name}() takes task options only: {key}= is the "
                                   f"model's, set once with mlmkit.load(model, {key}=...)")
+        _check_options(f"MLM.{name}", task, options)
         if takes_budget and options.get("batch_tokens") is None:
             options["batch_tokens"] = self.batch_tokens
         return task(self, *args, **options)
@@ -195,6 +223,7 @@ def _free_function(name: str, method_name: str, **load_options):
 
     def function(model, *args, tokenizer=None, device=None, precision="auto", threads=None,
                  batch_tokens=None, trust_remote_code=None, **options):
+        _check_options(name, task, options)
         mlm = load(model, tokenizer=tokenizer, device=device, precision=precision,
                    threads=threads, batch_tokens=batch_tokens,
                    trust_remote_code=trust_remote_code, **load_options)

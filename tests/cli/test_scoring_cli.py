@@ -269,3 +269,17 @@ def test_a_stride_past_the_window_is_one_line_not_a_traceback(saved_tiny_mlm, tm
                                       "--stride", "100000", "-o", str(tmp_path / "out.jsonl")])
     line = _one_line_error(result, "stride=100000 (--stride)", "use a stride of at most")
     assert line.startswith("error: stride=100000")
+
+
+def test_score_reduction_mean_in_the_records(saved_tiny_mlm, texts_file, tmp_path):
+    out = tmp_path / "mean.jsonl"
+    path = str(saved_tiny_mlm("bert"))
+    result = CliRunner().invoke(app, ["score", path, str(texts_file), "--reduction", "mean",
+                                      "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    records = _records(out)
+    assert [r["reduction"] for r in records] == ["mean"] * len(TEXTS)
+    scored = [r for r in records if r["pll"] is not None]
+    assert scored and all(abs(r["score"] - r["pll"] / r["n_tokens"]) < 1e-9 for r in scored)
+    bad = CliRunner().invoke(app, ["score", path, str(texts_file), "--reduction", "max"])
+    assert bad.exit_code in (1, 2) and "max" in bad.stderr

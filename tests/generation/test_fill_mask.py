@@ -252,3 +252,71 @@ def test_a_wordpiece_continuation_is_not_glued_to_the_word_before(tiny_mlm, mode
     assert result.masks[0].candidates[0].token == "##" + word  # as FillMaskPipeline's token_str
     assert result.filled == f"Return A {word} of the values and {word}."  # the text as written
     assert result.to_dict()["masks"][0]["candidates"][0]["token_id"] == piece
+
+
+# --- targets and the sequence of each candidate (FillMaskPipeline's) ---
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_targets_equal_the_pipeline_targets(tiny_mlm, family):
+    from transformers import pipeline
+
+    mlm = tiny_mlm(family)
+    tok = mlm.tokenizer
+    space = " " if family == "roberta" else ""  # a byte-level BPE word is " list" (Ġlist)
+    words = [space + w for w in ("list", "value", "object", "module", "the")]
+    words = [w for w in words if len(tok(w, add_special_tokens=False)["input_ids"]) == 1]
+    assert len(words) >= 3
+    fill = pipeline("fill-mask", model=mlm.model, tokenizer=tok, device="cpu")
+    own = SINGLE.replace("[MASK]", tok.mask_token)
+    expected = fill(own, targets=words, top_k=10)
+    result = fill_mask(mlm, SINGLE, top_k=10, targets=words)
+    candidates = result.masks[0].candidates
+    assert len(candidates) == len(words)  # top_k is at most the number of targets
+    assert [c.token_id for c in candidates] == [r["token"] for r in expected]
+    torch.testing.assert_close(torch.tensor([c.score for c in candidates]),
+                               torch.tensor([r["score"] for r in expected]),
+                               atol=1e-6, rtol=1e-5)
+    assert {c.token_id for c in candidates} == {
+        tok(w, add_special_tokens=False)["input_ids"][0] for w in words}
+    assert fill_mask(mlm, SINGLE, top_k=2, targets=words).masks[0].candidates == candidates[:2]
+
+
+def test_each_candidate_carries_its_filled_sequence(tiny_mlm):
+    result = fill_mask(tiny_mlm("bert"), MULTI, top_k=2)
+    first, second = result.masks[0].candidates[0], result.masks[1].candidates[1]
+    assert first.sequence == MULTI.replace("[MASK]", first.token.removeprefix("##"), 1)
+    assert second.sequence == ("The [MASK] returns a list of "
+                               f"{second.token.removeprefix('##')} for the <mask> object.")
+    assert result.to_dict()["masks"][0]["candidates"][0]["sequence"] == first.sequence
+
+
+def test_joint_mode_takes_targets_too(tiny_mlm):
+    result = fill_mask(tiny_mlm("bert"), MULTI, top_k=5, targets=["list", "value"], mode="joint")
+    assert all(len(m.candidates) == 2 for m in result.masks)
+    assert result.filled.split()[1] in ("list", "value")
+
+
+def test_a_target_of_several_tokens_is_refused(tiny_mlm):
+    with pytest.raises(MlmkitError, match=r"target 'zqxjkvw' is \d+ tokens .* give whole tokens"):
+        fill_mask(tiny_mlm("bert"), SINGLE, targets=["list", "zqxjkvw"])
+    with pytest.raises(MlmkitError, match="non-empty list of words"):
+        fill_mask(tiny_mlm("bert"), SINGLE, targets=[])
+
+
+def test_cli_fill_targets_and_the_file_hint(saved_tiny_mlm, tmp_path, monkeypatch):
+    from mlmkit.cli import app
+
+    path = str(saved_tiny_mlm("bert"))
+    runner = CliRunner()
+    out = runner.invoke(app, ["fill", path, SINGLE, "--targets", "list,value", "--targets",
+                              "object", "--json"])
+    assert out.exit_code == 0, out.output
+    tokens = [c["token"] for c in json.loads(out.stdout)["masks"][0]["candidates"]]
+    assert sorted(tokens) == ["list", "object", "value"]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "masked.txt").write_text(f"{SINGLE}\n", encoding="utf-8")
+    out = runner.invoke(app, ["fill", path, "masked.txt"])
+    assert out.exit_code == 1
+    assert "'masked.txt' is a file, taken here as a text to fill (it has no mask): read " \
+           "inputs from it with --file masked.txt" in out.stderr

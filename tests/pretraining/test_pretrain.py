@@ -737,3 +737,31 @@ def test_a_run_leaves_the_process_tf32_flags_as_it_found_them(tmp_path, tokenize
         assert not torch.backends.cudnn.allow_tf32
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = before
+
+
+def test_a_sigterm_inside_a_step_drops_it_and_saves_the_last_finished_one(
+        reference_run, tmp_path, tokenizer_path, monkeypatch):
+    """The first SIGTERM does not wait for a long step to end: it stops inside it, the step
+    is undone (data position, random state, metrics), the state of the step before is saved
+    and the resumed run is the uninterrupted one, bit for bit."""
+    from mlmkit.training.objectives.mlm import MLMObjective
+
+    loss, calls = MLMObjective.loss, []
+
+    def loss_then_signal(self, tensors, totals):
+        calls.append(1)
+        if len(calls) == 6:  # inside step 6 (one micro-batch per step)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.5)  # a long step: the handler interrupts it
+            raise AssertionError("the signal did not stop the step")  # pragma: no cover
+        return loss(self, tensors, totals)
+
+    monkeypatch.setattr(MLMObjective, "loss", loss_then_signal)
+    run_dir = tmp_path / "run"
+    stopped = pretrain(tiny_config(run_dir, tokenizer_path, eval_every=6))
+    assert stopped.interrupted and stopped.summary["stop_reason"] == "SIGTERM"
+    assert stopped.summary["steps"] == 5  # the step under way was dropped
+    monkeypatch.setattr(MLMObjective, "loss", loss)
+    resumed = pretrain(resume=run_dir)
+    assert resumed.summary["steps"] == 12
+    assert_same_weights(run_dir, reference_run.run_dir)

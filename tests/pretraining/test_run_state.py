@@ -282,10 +282,10 @@ def test_signal_stops_without_evaluation_or_plots(corpus_file, tmp_path, monkeyp
     steps = {"n": 0}
     run_step = loop.Run.step
 
-    def step(self):
-        run_step(self)
+    def step(self, stop=None):
+        run_step(self, stop)
         steps["n"] += 1
-        if steps["n"] == 3:
+        if steps["n"] == 3:  # between steps: the step ends, then the run stops
             os.kill(os.getpid(), signal.SIGTERM)
 
     monkeypatch.setattr(loop, "StopOnSignal", SignalAtStep3)

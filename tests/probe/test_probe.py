@@ -509,3 +509,40 @@ def test_word_normalization_divides_by_the_scored_words(tiny_mlm):
         enc = mlm.tokenizer(text)
         n_words = len({w for w in enc.word_ids() if w is not None})
         assert value == pytest.approx(brute_pll(mlm, text)[0] / n_words, abs=1e-4)
+
+
+@pytest.mark.parametrize("name, content", [
+    ("reviews.tsv", "idx\tsentence\tlabel\n0\tA great film.\tpos\n1\tA dull one.\tneg\n"),
+    ("reviews.csv", 'idx,sentence,label\n0,A great film.,pos\n1,"A dull one, sadly.",neg\n'),
+    ("reviews.jsonl", '{"sentence": "A great film.", "label": "pos"}\n'
+                      '{"sentence": "A dull one.", "label": "neg"}\n'),
+])
+def test_texts_to_classify_from_json_lines_tsv_or_csv(tmp_path, name, content):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    texts, gold = read_labelled_texts(path, text_field="sentence")
+    assert texts[0] == "A great film." and texts[1].startswith("A dull one")
+    assert gold == ["pos", "neg"]
+
+
+def test_a_table_without_labels_or_its_text_column(tmp_path):
+    unlabelled = tmp_path / "unlabelled.tsv"
+    unlabelled.write_text("sentence\tlabel\nA great film.\t\nA dull one.\t\n", encoding="utf-8")
+    assert read_labelled_texts(unlabelled, text_field="sentence") == (
+        ["A great film.", "A dull one."], None)
+    with pytest.raises(MlmkitError, match=r"line 2: no column 'text' \(the columns are "
+                                          r"\['sentence', 'label'\]\); name the text and label "
+                                          r"fields with --text-field"):
+        read_labelled_texts(unlabelled)
+
+
+def test_cli_classify_reads_a_tsv_with_its_text_field(saved_tiny_mlm, tmp_path):
+    data = tmp_path / "reviews.tsv"
+    data.write_text("sentence\tgold\nA great film.\tpos\nA dull one.\tneg\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["probe", "classify", str(saved_tiny_mlm("bert")),
+                                      str(data), "--text-field", "sentence", "--label-field",
+                                      "gold", "--verbalizer", '{"pos": ["good"], "neg": ["bad"]}',
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.stdout)
+    assert payload["n"] == 2 and payload["accuracy"] is not None

@@ -175,3 +175,14 @@ def test_documented_differences(sharp_model, tmp_path):
     assert [s for s, _ in theirs][0] == "<s>" and [s for s, _ in theirs][-1] == "</s>"
     np.testing.assert_allclose([t.logprob for t in ours.tokens], [v for _, v in theirs[1:-1]],
                                atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("reduction", ["sum", "mean"])
+def test_reduction_equals_minicons_sequence_score(sharp_model, reduction):
+    path = sharp_model("bert")
+    scorer = _minicons(path)
+    ours = mlmkit.score(str(path), TEXTS[:4], reduction=reduction, progress=False)
+    reduce = (lambda x: x.sum(0).item()) if reduction == "sum" else (lambda x: x.mean(0).item())
+    theirs = scorer.sequence_score(TEXTS[:4], reduction=reduce, PLL_metric="original")
+    np.testing.assert_allclose([o.score for o in ours], theirs, atol=ATOL * 40, rtol=0)
+    assert all(o.reduction == reduction for o in ours)

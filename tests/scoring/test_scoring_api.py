@@ -195,3 +195,17 @@ def test_a_pair_with_no_token_to_score_is_named_by_pair(tiny_mlm):
     assert messages and messages[0].startswith(
         "1 pair(s) with a sentence with no token to score (first: pairs[1] (unk))"), messages
     assert result.by_paradigm["unk"]["accuracy"] == 0.0
+
+
+def test_reduction_mean_is_the_pll_per_scored_token(tiny_mlm):
+    mlm = mlmkit.load(tiny_mlm("bert"))
+    summed = mlm.score(TEXTS)
+    mean = mlm.score(TEXTS, reduction="mean")
+    for s, m in zip(summed, mean, strict=True):
+        assert s.score == s.pll and m.pll == s.pll  # the PLL stays the sum either way
+        assert m.score == pytest.approx(s.pll / s.n_tokens, abs=1e-12)
+        assert m.to_dict()["score"] == m.score and m.to_dict()["reduction"] == "mean"
+    assert mlmkit.score(mlm, "", reduction="mean").score is None
+    with pytest.raises(MlmkitError, match=r"reduction='max' \(--reduction\) is not known: "
+                                          "use one of sum, mean"):
+        mlmkit.score(mlm, TEXTS, reduction="max")

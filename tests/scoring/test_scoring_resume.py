@@ -108,7 +108,7 @@ def _fake_partial(out, corpus, mlm, lines: int, reference: bytes):
     from mlmkit.scoring.stream import fingerprint, partial_path
 
     settings = dict(metric="pll", per_token=False, per_word=False, unk="score", stride=1,
-                    batch_tokens=None, precision="fp32", field=None, chunk_texts=CHUNK,
+                    reduction="sum", batch_tokens=None, precision="fp32", field=None, chunk_texts=CHUNK,
                     encoding="utf-8", encoding_errors="strict", device="cpu")
     path = partial_path(out, fingerprint(corpus, mlm, settings))
     kept = b"".join(reference.splitlines(keepends=True)[:lines])

@@ -61,6 +61,16 @@ def test_score_equals_python(client, models):
     assert got["results"][0]["tokens"][0]["start"] == 0  # character offsets are there
 
 
+def test_score_reduction_equals_python(client, models):
+    got = post(client, "/v1/score", {"texts": TEXTS, "reduction": "mean"})
+    expected = mlmkit.score(models["bert"], TEXTS, reduction="mean")
+    assert got["results"] == [r.to_dict() for r in expected]
+    assert got["results"][0]["score"] == pytest.approx(
+        expected[0].pll / expected[0].n_tokens)
+    assert client.post("/v1/score", json={"texts": TEXTS, "reduction": "max"}).status_code \
+        in (400, 422)
+
+
 def test_score_alternatives_follow_the_scored_tokens(client, models):
     got = post(client, "/v1/score", {"texts": TEXTS[0], "per_token": True, "alternatives": 3})
     tokens, alternatives = got["results"][0]["tokens"], got["alternatives"][0]
@@ -82,6 +92,17 @@ def test_fill_equals_python(client, models, mode):
                                     "model": "roberta"})
     expected = mlmkit.fill_mask(models["roberta"], texts, top_k=3, mode=mode)
     assert got["results"] == [r.to_dict() for r in expected]
+
+
+def test_fill_targets_equal_python_and_a_bad_target_is_a_4xx(client, models):
+    texts = ["Return the [MASK] of items."]
+    got = post(client, "/v1/fill", {"texts": texts, "targets": ["list", "file"], "top_k": 5})
+    expected = mlmkit.fill_mask(models["bert"], texts, targets=["list", "file"], top_k=5)
+    assert got["results"] == [r.to_dict() for r in expected]
+    assert len(got["results"][0]["masks"][0]["candidates"]) == 2
+    assert "sequence" in got["results"][0]["masks"][0]["candidates"][0]
+    bad = client.post("/v1/fill", json={"texts": texts, "targets": ["list", "zqxjkvw"]})
+    assert 400 <= bad.status_code < 500 and "zqxjkvw" in bad.text
 
 
 def test_generate_infill_classify_equal_python(client, models):

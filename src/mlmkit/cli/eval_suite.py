@@ -64,7 +64,7 @@ def compare_command(
                                      "directories or models (the suite runs on those)."),
     data: str = typer.Option(None, "--data", help="Folder holding blimp/, sst2/ and agnews/ "
                              "(for runs and models without a suite.json; default: "
-                             "../shared/data)."),
+                             "$MLMKIT_DATA, else ~/.cache/mlmkit/data)."),
     quick: bool = typer.Option(False, "--quick", help="Quick suites for runs and models."),
     parts: str = typer.Option(None, "--parts", help="Parts of the suites to run (see eval "
                               "suite)."),

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import warnings
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -25,6 +27,8 @@ Examples:
   mlmkit fill ./tiny-bert "The capital of France is [MASK]." --top-k 5
 
   mlmkit fill ./tiny-bert "A [MASK] of the [MASK] module." --joint --json
+
+  mlmkit fill ./tiny-bert "The [MASK] sat on the mat." --targets cat,dog
 
   mlmkit fill ./tiny-bert --file - --json < inputs.txt > predictions.jsonl
 """
@@ -50,6 +54,16 @@ def _table(result, joint: bool):
     return table
 
 
+def _hint_file_given_as_text(texts: list[str], spellings) -> None:
+    """A text without a mask that names a file (`mlmkit fill MODEL masked.txt`) is a file
+    meant as input: say so before the model loads, not "the input has no mask"."""
+    pattern = re.compile("|".join(re.escape(s) for s in spellings))
+    for text in texts:
+        if not pattern.search(text) and "\n" not in text and Path(text).is_file():
+            raise InvalidArgument(f"{text!r} is a file, taken here as a text to fill (it has "
+                                  f"no mask): read inputs from it with --file {text}")
+
+
 def fill_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     texts: list[str] = typer.Argument(None, help="Texts with [MASK] or <mask> (either spelling "
@@ -60,11 +74,14 @@ def fill_command(
     top_k: int = typer.Option(5, "--top-k", help="Candidates per mask."),
     joint: bool = typer.Option(False, "--joint", help="Fill masks one at a time, most confident "
                                                       "first, each seeing the ones filled."),
+    targets: list[str] = typer.Option(None, "--targets", metavar="WORDS",
+                                      help="Only these tokens as candidates (comma-separated "
+                                      "or repeated), scored over the whole vocabulary."),
     *, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
     encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,
 ) -> None:
     with trusting(runtime.trust_remote_code):
-        from mlmkit.generation.fill_mask import read_fill_inputs
+        from mlmkit.generation.fill_mask import MASK_SPELLINGS, read_fill_inputs
 
         checks.count("top_k", top_k, 1)
         if file is not None and texts:
@@ -72,6 +89,8 @@ def fill_command(
         if file is None and not texts:
             raise InvalidArgument('give a text with a mask, e.g. "The capital of France is '
                                   '[MASK].", or --file with one per line')
+        if file is None:
+            _hint_file_given_as_text(texts, MASK_SPELLINGS)
         inputs = [file] if file is not None else []
         if file is not None:
             check_input_file(file, "inputs file")
@@ -84,7 +103,9 @@ def fill_command(
                 if file is not None else list(texts)
         for warning in caught:
             warn(str(warning.message))
-        results = mlm.fill(items, top_k=top_k, mode="joint" if joint else "independent")
+        words = [w.strip() for item in targets or [] for w in item.split(",") if w.strip()]
+        results = mlm.fill(items, top_k=top_k, mode="joint" if joint else "independent",
+                           targets=words or None)
         with open_output(output, inputs=inputs) as handle:
             if as_json:
                 for result in results:

@@ -101,16 +101,19 @@ def _emit(payload: dict, as_json: bool, output: str, inputs: list) -> bool:
             short_help="Zero-shot classification with a cloze prompt and a verbalizer.")
 def classify_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    data: str = typer.Argument(..., help="JSONL of texts, optionally with gold labels "
-                               "(- for standard input)."),
+    data: str = typer.Argument(..., help="JSON lines, or a TSV/CSV with a header, of texts "
+                               "optionally with gold labels (- for standard input: JSON "
+                               "lines)."),
     template: str = typer.Option("{text} It was [MASK].",
                                  help="Cloze template with {text} and one [MASK] / <mask>."),
     verbalizer: str = typer.Option(None, help="JSON object (or a .json file) label -> words; "
                                    "default: positive great/good, negative terrible/bad."),
     aggregate: str = typer.Option("logsumexp", help="Label score from its words: logsumexp, "
                                   "mean or max."),
-    text_field: str = typer.Option("text", "--text-field", help="Field holding the text."),
-    label_field: str = typer.Option("label", "--label-field", help="Field of the gold label."),
+    text_field: str = typer.Option("text", "--text-field", help="Field (JSON lines) or "
+                                   "column (TSV/CSV) holding the text."),
+    label_field: str = typer.Option("label", "--label-field", help="Field or column of the "
+                                    "gold label."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
     *, as_json: bool = JSON, runtime: Runtime,
 ) -> None:

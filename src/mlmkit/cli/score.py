@@ -92,7 +92,8 @@ def score_command(
     with trusting(runtime.trust_remote_code):
         scoring = dataclasses.replace(scoring, unk="skip" if skip_unk else "score")
         mlmkit.scoring.text_scores.check_score_options(scoring.metric, scoring.unk,
-                                                       scoring.stride, runtime.batch_tokens)
+                                                       scoring.stride, runtime.batch_tokens,
+                                                       scoring.reduction)
         if input_format is not None:
             checks.choice("format", input_format, TEXT_FORMATS)
         if text:

@@ -11,8 +11,10 @@ import codecs
 import csv
 import gzip
 import io
+import itertools
 import json
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -201,14 +203,35 @@ def read_table(path, encoding: str = "utf-8", errors: str = "strict",
         yield number, dict(zip(header, row, strict=True))
 
 
+def delimiter_in_header(path, header_line: str, delimiter: str) -> str:
+    """The delimiter a TSV/CSV file really uses, from its header line: a `.csv` whose header
+    holds tabs and no comma is read as TSV (and a `.tsv` of commas as CSV), with a warning.
+    Tab-separated files named `.csv` are common; read by their name, every row was one
+    column and the error pointed at the column flags, not at the delimiter."""
+    other = "," if delimiter == "\t" else "\t"
+    if delimiter in header_line or other not in header_line:
+        return delimiter
+    names = {"\t": "tab", ",": "comma"}
+    warnings.warn(f"{display_name(path)}: its header is {names[other]}-separated, not "
+                  f"{names[delimiter]}-separated as its name says: read with {names[other]}s "
+                  f"(name it .{'tsv' if other == chr(9) else 'csv'} to silence this)",
+                  stacklevel=3)
+    return other
+
+
 def delimited_rows(path, delimiter: str, encoding: str = "utf-8", errors: str = "strict"):
     """The header of a TSV/CSV file (nothing for an empty file), then (line number, row) of
     each non-empty row. Quoted fields may hold delimiters and newlines, and may be long (a
     document); a row whose field count differs from the header's, or broken quoting, is an
-    InvalidData naming the file and line."""
+    InvalidData naming the file and line. The delimiter is the one the header line uses
+    when it is not the one the name says (`delimiter_in_header`)."""
     csv.field_size_limit(2**31 - 1)  # documents are long; the default stops at 128 KiB
     lines = (line for _, line in decoded_lines(path, encoding, errors))
-    reader = csv.reader(lines, delimiter=delimiter)
+    first = next(lines, None)
+    if first is None:
+        return
+    delimiter = delimiter_in_header(path, first, delimiter)
+    reader = csv.reader(itertools.chain([first], lines), delimiter=delimiter)
     try:
         header = next(reader, None)
         if header is None:

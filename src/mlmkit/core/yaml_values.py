@@ -6,10 +6,16 @@ number"; and a key given twice keeps its last value silently (`lr: 1e-3` ... `lr
 `load_yaml` reads `1e-3`, `5E-4`, `1e5` as floats (as YAML 1.2 and JSON do) and refuses a
 duplicate key with a `yaml.YAMLError` naming the key and its line, which the callers'
 "is not valid YAML" messages already carry.
+
+It also refuses a NaN or an infinity anywhere in the document (`.nan`, `.inf`): no option
+of mlmkit means one, and a NaN slips through every range check written as `x <= 0` (a
+Beta rate's `a: .nan` made the masking sampler loop forever). Every nested number is then
+finite before any field's own range check runs, as a flag's value is.
 """
 
 from __future__ import annotations
 
+import math
 import re
 
 import yaml
@@ -17,6 +23,10 @@ import yaml
 
 class DuplicateKey(yaml.YAMLError):
     """A mapping gives a key twice (YAML keeps the last value silently)."""
+
+
+class NotFinite(yaml.YAMLError):
+    """A number in the document is a NaN or an infinity."""
 
 
 class _Loader(yaml.SafeLoader):
@@ -55,6 +65,20 @@ def dump_yaml(values) -> str:
     return yaml.dump(values, Dumper=_Dumper, sort_keys=False)
 
 
+def _check_finite(value, where: str) -> None:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise NotFinite(f"{where or 'the value'} is {value!r}: give a finite number")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_finite(item, f"{where}[{index}]")
+
+
 def load_yaml(text: str):
-    """`yaml.safe_load(text)`, with exponent floats and duplicate keys refused."""
-    return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+    """`yaml.safe_load(text)`, with exponent floats and duplicate keys refused, and every
+    number finite (a `NotFinite` names the key path, e.g. `rate.a`)."""
+    values = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader subclass)
+    _check_finite(values, "")
+    return values

@@ -43,6 +43,7 @@ from mlmkit.corpus.python_docs import python_docs
 from mlmkit.embeddings import embed
 from mlmkit.embeddings.pairs import cosine_rows, read_sts_pairs
 from mlmkit.errors import InvalidArgument, InvalidData, MissingExtra, PathError
+from mlmkit.evaluation.suite_data import default_data_dir, missing_data
 from mlmkit.extras import require
 from mlmkit.finetuning import finetune
 from mlmkit.generation import elbo
@@ -154,20 +155,20 @@ def _known_verbalizer(tokenizer) -> dict:
 
 def check_suite_data(data, chosen: list[str], flag: str = "--data",
                      parts_flag: str = "--parts") -> Path:
-    """The data folder (None: the default) after checking it holds what the chosen parts
-    read; the errors name `flag`."""
+    """The data folder (None: `default_data_dir()`, $MLMKIT_DATA) after checking it holds
+    what the chosen parts read; the errors name `flag` and say how to get the data."""
     if data is not None and not (Path(data).is_dir() and any(
             (Path(data) / name).is_dir() for name in ("blimp", "sst2", "agnews", "stsb"))):
         raise PathError(f"data {str(data)!r} ({flag}) is not a folder holding blimp/, sst2/, "
-                        "agnews/ or stsb/: pass the shared data sets' folder")
-    data = Path(DEFAULT_DATA if data is None else data)
+                        "agnews/ or stsb/: pass the folder of the suite's data sets (mlmkit data "
+                        "fetch NAME --data-dir DIR writes one)")
+    default = data is None
+    data = default_data_dir() if default else Path(data)
     needs = {"blimp": "blimp", "cloze": "sst2", "fewshot": "sst2", "sst2": "sst2",
              "agnews": "agnews", "sts": "stsb"}
     for part in chosen:
         if part in needs and not (data / needs[part]).is_dir():
-            raise PathError(f"data {str(data)!r} ({flag}) has no {needs[part]}/ folder for the "
-                            f"{part} part: point {flag} at the shared data sets, or leave "
-                            f"{part} out ({parts_flag})")
+            raise PathError(missing_data(needs[part], data, part, flag, parts_flag, default))
     return data
 
 
@@ -180,9 +181,6 @@ def is_diffusion(model) -> bool:
         return (yaml.safe_load(path.read_text()) or {}).get("objective") == "diffusion"
     except yaml.YAMLError:
         return False
-
-
-DEFAULT_DATA = "../shared/data"
 
 
 def evaluate_suite(

@@ -41,6 +41,9 @@ class Candidate(Result):
     token_id: int
     score: float
     """Probability (softmax over the vocabulary at this mask)."""
+    sequence: str
+    """The text as written with this mask replaced by this token's text (the other masks
+    left as written), as FillMaskPipeline's `sequence`."""
 
 
 @dataclass
@@ -135,21 +138,61 @@ def _encode(tokenizer, texts: list[str], max_length: int) -> list[list[int]]:
     return encoded
 
 
+def target_ids(tokenizer, targets) -> list[int] | None:
+    """The token ids of `targets` (words the candidates are restricted to), as
+    FillMaskPipeline finds them: a token of the vocabulary as written, else the word's one
+    token (a RoBERTa `cat` is its `Ġcat`). A word of several tokens is refused rather than
+    cut to its first (the pipeline's silent choice)."""
+    if targets is None:
+        return None
+    if isinstance(targets, str):
+        targets = [targets]
+    targets = list(targets)
+    if not targets or not all(isinstance(t, str) and t.strip() for t in targets):
+        raise InvalidArgument("targets must be a non-empty list of words (e.g. "
+                              "['cat', 'dog']), or None for the whole vocabulary")
+    vocabulary = tokenizer.get_vocab()
+    if len(targets) > len(vocabulary):
+        raise InvalidArgument(f"{len(targets):,} targets for a vocabulary of "
+                              f"{len(vocabulary):,}: give at most one per token")
+    ids = []
+    for target in targets:
+        if target in vocabulary:
+            ids.append(vocabulary[target])
+            continue
+        pieces = tokenizer(target, add_special_tokens=False, verbose=False)["input_ids"]
+        if len(pieces) != 1:
+            shown = tokenizer.convert_ids_to_tokens(pieces)
+            raise InvalidArgument(f"target {target!r} is {len(pieces)} tokens {shown}, not one "
+                                  "token of the model's vocabulary: give whole tokens "
+                                  "(a mask predicts one token)")
+        ids.append(pieces[0])
+    return list(dict.fromkeys(ids))
+
+
 def _log_probs(model, input_ids, attention_mask, positions):
     """The primitive (looked up at call time, so a test can watch it)."""
     return masked_log_probs(model, input_ids, attention_mask, positions)
 
 
-def _independent(batch, log_probs, top_k, mask_id):
+def _top(log_probs, top_k, targets):
+    """The top_k (log-probs, token ids) of each row, among `targets` when given."""
+    if targets is None:
+        return log_probs.topk(top_k, dim=-1)
+    top_lp, columns = log_probs[:, targets].topk(top_k, dim=-1)
+    return top_lp, targets[columns]
+
+
+def _independent(batch, log_probs, top_k, mask_id, targets=None):
     """Per row: (candidate ids [m, k], log-probs [m, k], steps [m]) at its m masks, from the
     one pass `run_jobs` made at the mask positions."""
-    top_lp, top_ids = log_probs.topk(top_k, dim=-1)
+    top_lp, top_ids = _top(log_probs, top_k, targets)
     counts = torch.bincount(batch.row_of_position, minlength=batch.rows).tolist()
     return [(i.cpu(), lp.cpu(), torch.zeros(len(i), dtype=torch.long))
             for i, lp in zip(top_ids.split(counts), top_lp.split(counts), strict=True)]
 
 
-def _joint(batch, _, top_k, mask_id):
+def _joint(batch, _, top_k, mask_id, targets=None):
     """Fill the most confident remaining mask of each row per step, conditioned on the rest;
     per row: (candidate ids [m, k], log-probs [m, k], the step each mask was filled)."""
     ids = batch.input_ids.clone()
@@ -164,14 +207,14 @@ def _joint(batch, _, top_k, mask_id):
         sub_remaining = remaining[rows]
         log_probs = _log_probs(batch.model, ids[rows], batch.attention_mask[rows],
                                sub_remaining)
-        best = log_probs.max(dim=-1).values
+        best = (log_probs if targets is None else log_probs[:, targets]).max(dim=-1).values
         confidence = torch.full(sub_remaining.shape, -math.inf, device=ids.device)
         confidence[sub_remaining] = best
         cols = confidence.argmax(dim=1)
         row_of_position = torch.full(sub_remaining.shape, -1, dtype=torch.long, device=ids.device)
         row_of_position[sub_remaining] = torch.arange(len(log_probs), device=ids.device)
         picked = log_probs[row_of_position[torch.arange(len(rows), device=ids.device), cols]]
-        top_lp, top_ids = picked.topk(top_k, dim=-1)
+        top_lp, top_ids = _top(picked, top_k, targets)
         cand_ids[rows, cols], cand_lp[rows, cols] = top_ids, top_lp
         ids[rows, cols] = top_ids[:, 0]
         remaining[rows, cols] = False
@@ -193,6 +236,7 @@ def fill_mask(
     *,
     top_k: int = 5,
     mode: str = "independent",
+    targets: Sequence[str] | None = None,
     batch_tokens: int | None = None,
     precision: str = "auto",
     device=None,
@@ -207,7 +251,10 @@ def fill_mask(
     `tokenizer=`). `mode="independent"` predicts every mask from the input as given (as
     FillMaskPipeline); `mode="joint"` fills masks one at a time, most confident first,
     each conditioned on the masks already filled (its candidates are the distribution at
-    the step the mask was filled). One text gives a `FillResult`, a list a list.
+    the step the mask was filled). `targets` (words, as FillMaskPipeline's) restricts the
+    candidates to those tokens, scored by their probability over the whole vocabulary
+    (`top_k` is then at most their number). Each candidate carries its `sequence`, the
+    text with that token at its mask. One text gives a `FillResult`, a list a list.
     `batch_tokens`: padded tokens per batch (default: sized for the model); `progress`: a
     bar on stderr (None: when stderr is a terminal). `batch_size` is deprecated (ignored
     in favour of the token budget, with a warning).
@@ -231,13 +278,17 @@ def fill_mask(
     vocab = net.get_output_embeddings().weight.shape[0] if net.get_output_embeddings() is not None \
         else net.config.vocab_size
     top_k = checks.count("top_k", top_k, 1, vocab)
+    wanted = target_ids(tok, targets)
+    if wanted is not None:
+        top_k = min(top_k, len(wanted))
+        wanted = torch.tensor(wanted, dtype=torch.long, device=mlm.device)
     if not texts:
         return []
     encoded = _encode(tok, texts, mlm.max_length)
     mask_id = tok.mask_token_id
     jobs = [(ids, [c for c, t in enumerate(ids) if t == mask_id]) for ids in encoded]
     run = _independent if mode == "independent" else _joint
-    per_row = run_jobs(mlm, jobs, lambda batch, out: run(batch, out, top_k, mask_id),
+    per_row = run_jobs(mlm, jobs, lambda batch, out: run(batch, out, top_k, mask_id, wanted),
                        batch_tokens=budget, precision=precision, progress=progress,
                        description="fill-mask", unit="texts",
                        call=_log_probs if mode == "independent" else None)
@@ -251,13 +302,24 @@ def _result(tok, text, mode, positions, ids_k, lp_k, steps):
     scores = lp_k.exp().tolist()
     unique = sorted({t for row in ids_k for t in row})
     names = dict(zip(unique, tok.batch_decode([[t] for t in unique]), strict=True))
+    pattern = mask_pattern(tok)
+    pieces, spellings = pattern.split(text), pattern.findall(text)
+    surfaces = {t: surface(tok, t) for t in unique}
+
+    def sequence(n: int, token_id: int) -> str:
+        """The text with mask n replaced by the token's text, the others as written."""
+        parts = [pieces[0]]
+        for m, spelling in enumerate(spellings):
+            parts += [surfaces[token_id] if m == n else spelling, pieces[m + 1]]
+        return "".join(parts)
+
     masks = [
         MaskFill(index=n, position=p, step=int(steps[n]),
-                 candidates=[Candidate(names[t], t, s)
+                 candidates=[Candidate(names[t], t, s, sequence(n, t))
                              for t, s in zip(ids_k[n], scores[n], strict=True)])
         for n, p in enumerate(positions)
     ]
-    words = iter([surface(tok, row[0]) for row in ids_k])
-    filled = mask_pattern(tok).sub(lambda _: next(words), text)
+    words = iter([surfaces[row[0]] for row in ids_k])
+    filled = pattern.sub(lambda _: next(words), text)
     return FillResult(text=text, mode=mode, masks=masks, filled=filled,
                       log_prob=float(lp_k[:, 0].sum()) if len(ids_k) else 0.0)

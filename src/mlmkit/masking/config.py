@@ -21,7 +21,7 @@ import mlmkit.masking.counts  # noqa: F401  (registers the count modes)
 import mlmkit.masking.rates  # noqa: F401
 import mlmkit.masking.units  # noqa: F401
 import mlmkit.masking.weights  # noqa: F401
-from mlmkit.core.yaml_values import load_yaml
+from mlmkit.core.yaml_values import NotFinite, load_yaml
 from mlmkit.errors import MlmkitError
 from mlmkit.masking.corruption import Corruption
 from mlmkit.masking.policy import MaskingPolicy
@@ -169,6 +169,8 @@ def parse_masking_option(value, flag_name: str = "--masking"):
         return text
     try:
         parsed = load_yaml(text)
+    except NotFinite as error:
+        raise MlmkitError(f"{flag_name} {value!r}: {error}") from None
     except yaml.YAMLError as error:
         problem = str(error).replace("\n", " ")
         raise MlmkitError(f"{flag_name} {value!r} is not valid YAML/JSON: {problem}") from None

@@ -174,8 +174,8 @@ class BetaRate(Rate):
 
     def __init__(self, a=2.0, b=2.0, total_steps=None, **_):
         self.a, self.b = float(a), float(b)
-        if self.a <= 0 or self.b <= 0:
-            raise MlmkitError(f"beta rate: a={a} and b={b} must be positive")
+        if not (0 < self.a < math.inf and 0 < self.b < math.inf):
+            raise MlmkitError(f"beta rate: a={a} and b={b} must be positive and finite")
 
     def value(self, step: int) -> float:
         return self.a / (self.a + self.b)

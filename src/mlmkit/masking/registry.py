@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import math
+
 from mlmkit.errors import MlmkitError
 
 
 def normalise_name(name: str) -> str:
     """`Whole-Word` and `whole_word` name the same component."""
     return str(name).strip().lower().replace("-", "_")
+
+
+def _check_finite(value, where: str) -> None:
+    """A component's parameter, or any number inside it, is finite: a NaN passes every
+    range check written as `x <= 0` (a Beta rate with a NaN made its sampler loop forever),
+    so the registry refuses it for every component before its own range checks."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    for item in values:
+        if isinstance(item, float) and not math.isfinite(item):
+            raise MlmkitError(f"{where}={value!r} must be finite: give a number")
 
 
 class Registry:
@@ -43,6 +55,8 @@ class Registry:
             raise MlmkitError(
                 f"masking {self.kind} {name!r} has no parameter(s) {unknown}: "
                 f"its parameters are {sorted(allowed) or 'none'}")
+        for key, value in params.items():
+            _check_finite(value, f"masking {self.kind} {name!r}: {key}")
         return cls(**{**allowed, **context, **params})
 
 

@@ -13,7 +13,8 @@ class Suite:
     """Which parts of the suite run, on which data (each field is a flag of `eval suite`)."""
 
     data: str | None = option(None, "Folder holding blimp/, sst2/ and agnews/ (default: "
-                              "../shared/data).", flag="--data")
+                              "$MLMKIT_DATA, else ~/.cache/mlmkit/data; 'mlmkit data fetch "
+                              "NAME' fills it).", flag="--data")
     quick: bool = option(False, "Sub-sample every part (minutes on CPU).", flag="--quick")
     parts: str | None = option(None, "Comma-separated parts: blimp, pppl, cloze, fewshot, "
                                "sst2, agnews, elbo, facts, variants (default: all that apply).")

@@ -22,3 +22,6 @@ class Scoring:
         "score", "[UNK] tokens: score (masked and scored as minicons does, counted in n_unk) "
         "or skip (left out of the PLL, as mlmkit 0.1).", cli=False)
     stride: int = option(1, "Long texts: windows start at multiples of this.")
+    reduction: Literal["sum", "mean"] = option(
+        "sum", "Each text's score from its tokens' log-probabilities: sum (the PLL) or mean "
+        "(per scored token), as minicons' reduction.")

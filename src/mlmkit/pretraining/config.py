@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from mlmkit.core import checks
-from mlmkit.core.yaml_values import dump_yaml, load_yaml
+from mlmkit.core.yaml_values import NotFinite, dump_yaml, load_yaml
 from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
 from mlmkit.models.preset_table import PRESET_POSITIONS, init_positions, parse_preset
 from mlmkit.pretraining.phase_specs import check_config_phases
@@ -142,8 +142,9 @@ class PretrainConfig:
     eval_suite: str | None = _f(None, "also run the evaluation suite at each evaluation: quick, "
                                       "full, or parts (e.g. blimp,cloze); into metrics.jsonl "
                                       "and plots/suite.png", EVALUATION)
-    suite_data: str = _f("../shared/data", "folder of the suite's data (blimp/, sst2/, agnews/)",
-                         EVALUATION)
+    suite_data: str | None = _f(None, "folder of the suite's data (blimp/, sst2/, agnews/); "
+                                      "default: $MLMKIT_DATA, else ~/.cache/mlmkit/data "
+                                      "('mlmkit data fetch NAME' fills it)", EVALUATION)
     # -- end of evaluation suite
     save_every: int = _f(100, "save training state and step-N every N steps (0: only at the "
                               "end and on SIGINT/SIGTERM)", EVALUATION)
@@ -184,6 +185,9 @@ class PretrainConfig:
     log_every: int = _f(10, "log training metrics every N steps", RUNTIME)
     halt_after: int | None = _f(None, "stop (saving state) after this many steps of this "
                                       "process, as on SIGTERM; resume later with --resume",
+                                RUNTIME)
+    time_bound: str | None = _f(None, "warn after the first steps when the estimated time to "
+                                      "finish (printed then) is longer than this, e.g. 8h",
                                 RUNTIME)
     progress: bool = _f(True, "show progress bars", RUNTIME)
     progress_every: float = _f(30.0, "when standard error is not a terminal (a log file, a "
@@ -266,6 +270,11 @@ class PretrainConfig:
         if self.time is not None and parse_duration(self.time) <= 0:
             raise InvalidArgument(f"--time {self.time!r} must be a positive duration, "
                                   "e.g. 90s, 10m or 2h")
+        if self.time_bound is not None:
+            _text("time_bound", self.time_bound)
+            if parse_duration(self.time_bound, "--time-bound") <= 0:
+                raise InvalidArgument(f"--time-bound {self.time_bound!r} must be a positive "
+                                      "duration, e.g. 30m or 8h")
         if self.warmup >= 1 and not float(self.warmup).is_integer():
             raise InvalidArgument(f"--warmup {self.warmup!r}: use a share of the budget "
                                   "(< 1) or a whole number of steps (≥ 1)")
@@ -416,6 +425,8 @@ def load_config(path: str | Path, **overrides) -> PretrainConfig:
                           f"{error.start}): save it as UTF-8") from error
     except OSError as error:
         raise PathError(f"config file {str(path)!r} cannot be read: {error.strerror}") from error
+    except NotFinite as error:
+        raise InvalidArgument(f"config file {str(path)!r}: {error}") from None
     except yaml.YAMLError as error:
         raise MlmkitError(f"config file {str(path)!r} is not valid YAML: {error}") from error
     if not isinstance(values, dict):
@@ -426,10 +437,11 @@ def load_config(path: str | Path, **overrides) -> PretrainConfig:
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr)?\s*$")
 
 
-def parse_duration(text: str) -> float:
+def parse_duration(text: str, flag_name: str = "--time") -> float:
     """Seconds in `90`, `90s`, `10m`, `1.5h`."""
     match = _DURATION.match(str(text))
     if not match:
-        raise InvalidArgument(f"--time {text!r} is not a duration: use e.g. 90s, 10m or 2h")
+        raise InvalidArgument(f"{flag_name} {text!r} is not a duration: use e.g. 90s, 10m or "
+                              "2h")
     value, unit = float(match.group(1)), (match.group(2) or "s")[0]
     return value * {"s": 1, "m": 60, "h": 3600}[unit]

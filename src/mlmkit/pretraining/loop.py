@@ -17,15 +17,17 @@ from pathlib import Path
 import torch
 
 from mlmkit.core.devices import run_settings_kept
+from mlmkit.core.progress import warn
 from mlmkit.core.results import Result
 from mlmkit.core.staging import write_text as atomic_write_text  # fsynced, umask
-from mlmkit.pretraining.config import PretrainConfig
+from mlmkit.pretraining.config import PretrainConfig, parse_duration
+from mlmkit.pretraining.guards import eta_lines
 from mlmkit.pretraining.hooks import EvaluationHook
 from mlmkit.pretraining.plots import plot_history
 from mlmkit.pretraining.progress import TrainProgress
 from mlmkit.pretraining.run import Run, build_run
 from mlmkit.training.runtime import Runtime, retained_heap, threads_chosen_by_load
-from mlmkit.training.signals import StopOnSignal
+from mlmkit.training.signals import StepInterrupted, StopOnSignal
 
 
 @dataclass
@@ -95,11 +97,16 @@ def train(run: Run, stop: StopOnSignal, bar: TrainProgress,
 def _train_steps(run: Run, stop: StopOnSignal, bar: TrainProgress,
                  evaluation: EvaluationHook | None) -> str | None:
     config, steps_here = run.config, 0
+    clock = FinishEstimate(run, bar)
     while not run.done():
         run.keep_stable_state()  # WSD: the state an extension continues from
-        run.step()
+        try:
+            run.step(stop)
+        except StepInterrupted:  # a signal inside a long step: it was undone
+            return stop.requested
         steps_here += 1
         step = run.state.step
+        clock.after_step(steps_here)
         if step % config.log_every == 0:
             record = run.train_record()
             bar.update(run.progress(), step, record.get("loss"), record["tokens_per_s"])
@@ -117,6 +124,35 @@ def _train_steps(run: Run, stop: StopOnSignal, bar: TrainProgress,
             return "halt_after"
     bar.update(run.progress(), run.state.step)
     return None
+
+
+class FinishEstimate:
+    """After the first steps (10, or fewer when they took 30 s), the time to finish at the
+    speed measured so far: a status line, and a warning when it passes --time-bound."""
+
+    STEPS, SECONDS = 10, 30.0
+
+    def __init__(self, run: Run, bar: TrainProgress):
+        self.run, self.bar = run, bar
+        self.start = (run.progress(), run.state.elapsed)
+        self.said = False
+
+    def after_step(self, steps_here: int) -> None:
+        if self.said or self.run.done():
+            return
+        progress, elapsed = self.run.progress(), self.run.state.elapsed
+        spent = elapsed - self.start[1]
+        if steps_here < self.STEPS and (steps_here < 2 or spent < self.SECONDS):
+            return
+        self.said = True
+        config = self.run.config
+        bound = parse_duration(config.time_bound) if config.time_bound else None
+        line, warning = eta_lines(progress - self.start[0], spent, bound, steps_here,
+                                  left=1.0 - progress)
+        if line:
+            self.bar.print(line)
+        if warning and self.run.is_main:
+            warn(warning)
 
 
 def finish(run: Run, stop_reason: str | None) -> PretrainResult:

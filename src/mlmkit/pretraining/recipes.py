@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from mlmkit.core.yaml_values import load_yaml
+from mlmkit.core.yaml_values import NotFinite, load_yaml
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.preset_table import parse_preset
 from mlmkit.models.presets import check_family
@@ -104,6 +104,8 @@ def recipe_from_flags(overrides: dict, show: bool, config_path, resume) -> dict 
     if isinstance(text, str):
         try:
             overrides["phases"] = load_yaml(text)
+        except NotFinite as error:
+            raise InvalidArgument(f"--phases: phases{error}") from None
         except yaml.YAMLError as error:
             raise InvalidArgument(f"--phases is not YAML: {' '.join(str(error).split())}"
                                   ) from error

@@ -40,6 +40,7 @@ from mlmkit.pretraining.data import (
     resolve_tokenizer,
 )
 from mlmkit.pretraining.extension import STABLE_DIR, continuation
+from mlmkit.pretraining.guards import batch_repeats_warning, check_step_memory, tiny_lr_warning
 from mlmkit.pretraining.hooks import EvaluationHook
 from mlmkit.pretraining.phases import attach_phases
 from mlmkit.pretraining.plots import plots_installed
@@ -79,6 +80,7 @@ from mlmkit.training.objectives import OBJECTIVES, build_objective
 from mlmkit.training.optimizer import build_optimizer
 from mlmkit.training.runtime import Runtime, threads_chosen_by_load
 from mlmkit.training.schedule import Schedule
+from mlmkit.training.signals import StepInterrupted, StopOnSignal
 
 DEFAULT_RUN_DIR = Path("runs/pretrain")
 
@@ -197,16 +199,56 @@ class Run:
                                  else piece)
 
     # ---- one optimizer step
-    def step(self) -> None:
+    def interruptible(self) -> bool:
+        """Whether a signal may drop a step under way (`StopOnSignal.abortable`): one
+        process (the others would wait in a collective) building its batches in the step
+        (a prefetching thread has moved on to later ones)."""
+        return self.runtime.world_size == 1 and not self.config.prefetch
+
+    def step(self, stop: StopOnSignal | None = None) -> None:
         """Train on the next global batch: corrupt it, forward and backward this process's
-        micro-batches (losses divided by the step's totals), clip, update."""
-        config, runtime, state = self.config, self.runtime, self.state
+        micro-batches (losses divided by the step's totals), clip, update.
+
+        With `stop` (and `interruptible()`), a first signal during the batch or the forward
+        and backward passes raises `StepInterrupted` at once, with the step undone (data
+        position, random state, metrics, gradients): the state is that of the last
+        finished step, which the loop then saves."""
+        state = self.state
         started = time.perf_counter()
         if self.phases is not None:  # the phase of this step: its data, θ, rate
             self.phases.enter(state.step)
         self.last_lr = lr = self.learning_rate()
         for group in self.optimizer.param_groups:
             group["lr"] = lr
+        if stop is None or not self.interruptible():
+            n_tokens, waited = self._forward_backward()
+        else:
+            before = self._step_snapshot()
+            try:
+                with stop.abortable():
+                    n_tokens, waited = self._forward_backward()
+            except StepInterrupted:
+                self._undo_step(before)
+                raise
+        self._update(started, n_tokens, waited)
+
+    def _step_snapshot(self) -> dict:
+        """What the abortable part of a step moves: cheap to copy (two counters, the RNG
+        state, the metric sums)."""
+        return {"order": self.order.state_dict(), "rng": _rng_state(self.runtime),
+                "window": dict(self.window.sums), "data_seconds": self.data_seconds}
+
+    def _undo_step(self, before: dict) -> None:
+        self.order.load_state_dict(before["order"])
+        _set_rng_state(before["rng"], self.runtime)
+        self.window.sums = before["window"]
+        self.data_seconds = before["data_seconds"]
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _forward_backward(self) -> tuple[int, float]:
+        """Read and corrupt this step's batch, forward and backward each micro-batch;
+        (the step's tokens, the seconds spent building or waiting for the batch)."""
+        config, runtime, state = self.config, self.runtime, self.state
         # this rank reads, masks and collates only its rows (train/data.py: prepare_rows)
         batch_size = self.batch_size()  # --batch-size, or smaller in a batch warm-up
         indices = self.order.next_indices(batch_size)
@@ -230,6 +272,11 @@ class Run:
                     out = self.objective.loss(tensors, totals)
                 out.loss.backward()
             self.window.add(out.metrics)
+        return n_tokens, waited
+
+    def _update(self, started: float, n_tokens: int, waited: float) -> None:
+        """Clip, check and apply the gradients; count the step."""
+        config, runtime, state = self.config, self.runtime, self.state
         # the gradient norm (the same on every process after DDP's all-reduce) is checked
         # every step: a NaN/inf loss or gradient stops the run before the update
         norm = torch.nn.utils.clip_grad_norm_(self.parameters,
@@ -589,6 +636,24 @@ def check_config(config: PretrainConfig, world_size: int,
             raise InvalidArgument(f"--masking: {error}") from error
 
 
+def check_sizes(config: PretrainConfig, runtime: Runtime, data, objective,
+                schedule: Schedule) -> None:
+    """The batch against the data and the memory, and the schedule against the budget,
+    before the first step (`mlmkit.pretraining.guards`)."""
+    warnings_ = [batch_repeats_warning(config.batch_size, len(data.train), config.seq_len),
+                 tiny_lr_warning(config, schedule)]
+    if runtime.is_main:
+        for line in filter(None, warnings_):
+            warn(line)
+    modules = list(objective.modules.values())
+    check_step_memory(
+        config, [m.config for m in modules if hasattr(m, "config")],
+        sum(p.numel() for m in modules for p in m.parameters()),
+        micro_rows=config.batch_size // config.grad_accum // runtime.world_size,
+        step_rows=config.batch_size // runtime.world_size, precision=runtime.precision,
+        device=runtime.device, shards=runtime.world_size if config.parallel == "fsdp" else 1)
+
+
 def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None = None,
               overrides: dict | None = None, runtime: Runtime | None = None,
               restart: bool = False, evaluation: EvaluationHook | None = None) -> Run:
@@ -632,6 +697,7 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
         enable_activation_checkpointing(objective)
     if config.compile:
         objective.compile()
+    check_sizes(config, runtime, data, objective, schedule)
     runtime.wrap_objective(objective)  # DDP around the objective's loss (distributed only)
     optimizer = build_optimizer(objective.modules, lr=config.lr,
                                 weight_decay=config.weight_decay,

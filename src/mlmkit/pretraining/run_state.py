@@ -24,7 +24,7 @@ from transformers import AutoTokenizer
 
 from mlmkit.core.progress import warn
 from mlmkit.core.run_layout import RUN_TOKENIZER_DIR
-from mlmkit.core.yaml_values import load_yaml
+from mlmkit.core.yaml_values import NotFinite, load_yaml
 from mlmkit.corpus.shards import tokenizer_fingerprint
 from mlmkit.errors import InvalidArgument, MlmkitError, PathError, RunError
 from mlmkit.pretraining.config import STUDIED, PretrainConfig, flag, from_dict, load_config
@@ -58,6 +58,9 @@ def parse_overrides(items: list[str] | None) -> dict:
                                   f"fields that may change on resume: {', '.join(RESUMABLE)}")
         try:
             values[key] = load_yaml(text) if text.strip() else None
+        except NotFinite:
+            raise InvalidArgument(f"--override {item!r}: {key} must be a finite number") \
+                from None
         except yaml.YAMLError as error:
             raise InvalidArgument(f"--override {item!r}: the value is not valid YAML") \
                 from error

@@ -50,6 +50,16 @@ class TextScore(Result):
     words: list[WordScore] | None = None
     n_unk: int = 0
     """[UNK] tokens in the scored part of the text (scored, or skipped with `unk="skip"`)."""
+    reduction: str = "sum"
+    """How `score` reduces the tokens' log-probabilities: "sum" (the PLL) or "mean"."""
+
+    @property
+    def score(self) -> float | None:
+        """The text's score under `reduction`: the PLL (sum), or the PLL per scored token
+        (mean, minicons' `reduction=lambda x: x.mean(0)`)."""
+        if self.pll is None or self.reduction == "sum":
+            return self.pll
+        return self.pll / self.n_tokens if self.n_tokens else None
 
     @property
     def pppl(self) -> float | None:
@@ -67,7 +77,8 @@ class TextScore(Result):
 
     def to_dict(self) -> dict:
         """A JSON-ready dict (token and word lists only when they were asked for)."""
-        out = {"text": self.text, "pll": self.pll, "pppl": self.pppl,
+        out = {"text": self.text, "score": self.score, "reduction": self.reduction,
+               "pll": self.pll, "pppl": self.pppl,
                "pppl_word": self.pppl_word, "n_tokens": self.n_tokens,
                "n_words": self.n_words, "n_unk": self.n_unk, "metric": self.metric}
         if self.tokens is not None:

@@ -60,7 +60,9 @@ try:
 except ImportError:  # no advisory locks on this platform
     fcntl = None
 
-FORMAT_VERSION = 1  # bump when the record layout changes: old partial files are not resumed
+# bump when the record layout changes: old partial files are not resumed (2: the records
+# hold score and reduction)
+FORMAT_VERSION = 2
 
 
 @dataclass
@@ -193,6 +195,7 @@ def score_file(
     per_word: bool = False,
     unk: str = "score",
     stride: int = 1,
+    reduction: str = "sum",
     chunk_texts: int = 2048,
     resume: bool = True,
     encoding: str = "utf-8",
@@ -217,7 +220,7 @@ def score_file(
     keywords are those of `mlmkit.score` and the runtime options (docs/API.md). `format`:
     text, jsonl, tsv or csv, for an input whose name does not say it (standard input).
     """
-    check_score_options(metric, unk, stride, batch_tokens)
+    check_score_options(metric, unk, stride, batch_tokens, reduction)
     chunk_texts = checks.count("chunk_texts", chunk_texts, 1)
     check_input_file(input_path)
     to_stdout = str(output_path) == "-"
@@ -234,7 +237,8 @@ def score_file(
                         "process (not under torchrun): run one job per shard")
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     options = dict(metric=metric, per_token=per_token, per_word=per_word, unk=unk,
-                   stride=stride, batch_tokens=batch_tokens, precision=precision)
+                   stride=stride, reduction=reduction, batch_tokens=batch_tokens,
+                   precision=precision)
     began = time.perf_counter()
     output = None if to_stdout else Path(output_path).expanduser()
     resumable = output is not None and world == 1 and str(input_path) != STDIN
@@ -276,7 +280,8 @@ def score_file(
         unscored[0] += len(nothing)
         unscored[1] = unscored[1] or min(nothing, default=None)
         held.append("".join(score_record(n, by_line.get(n) or TextScore(
-            text=text, pll=None, n_tokens=0, n_words=0, metric=metric)) for n, text in chunk))
+            text=text, pll=None, n_tokens=0, n_words=0, metric=metric,
+            reduction=reduction)) for n, text in chunk))
         seen_text = seen_text or bool(live)
         if seen_text:  # an input of blank lines only is an error: nothing is written for it
             out.write("".join(held))

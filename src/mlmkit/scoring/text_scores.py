@@ -47,9 +47,14 @@ def _tokens(tokenizer, encoded: EncodedText, positions: list[int], values: np.nd
     return out
 
 
-def check_score_options(metric: str, unk: str, stride, batch_tokens) -> None:
+REDUCTIONS = ("sum", "mean")
+
+
+def check_score_options(metric: str, unk: str, stride, batch_tokens,
+                        reduction: str = "sum") -> None:
     """The checks every scoring entry point runs before any work (InvalidArgument)."""
     checks.choice("metric", metric, METRICS)
+    checks.choice("reduction", reduction, REDUCTIONS)
     checks.choice("unk", unk, UNK_MODES)
     checks.count("stride", stride, 1)
     check_budget(batch_tokens)
@@ -104,6 +109,7 @@ def score(
     spans: list[tuple[int, int] | None] | None = None,
     unk: str = "score",
     stride: int = 1,
+    reduction: str = "sum",
     batch_tokens: int | None = None,
     precision: str = "auto",
     device: str | None = None,
@@ -117,7 +123,9 @@ def score(
     character range (start, end) to score, the rest being context (conditional scoring),
     or None for the whole text. `unk`: "score" masks and scores [UNK] tokens like any other
     (as minicons and Salazar et al.; `n_unk` counts them), "skip" leaves them out of the
-    PLL (mlmkit ≤ 0.1). Texts longer than the model's maximum length are scored with
+    PLL (mlmkit ≤ 0.1). `reduction`: each result's `score` is the sum of its tokens'
+    log-probabilities ("sum", the PLL) or their mean ("mean", per scored token), as
+    minicons' `reduction`; `pll` is the sum either way. Texts longer than the model's maximum length are scored with
     sliding windows (`stride`); empty or whitespace-only texts, and texts with no token to
     score (a span holding no whole token; only [UNK] tokens with unk="skip"), get
     `pll=None` and a warning. `batch_tokens`, `precision` (auto = fp32), `device`, `threads`, `progress`:
@@ -136,7 +144,7 @@ def score(
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise InvalidArgument(f"texts[{i}] is a {type(text).__name__}, not a string")
-    check_score_options(metric, unk, stride, batch_tokens)
+    check_score_options(metric, unk, stride, batch_tokens, reduction)
     _check_spans(spans, texts)
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     tokenizer = mlm.tokenizer
@@ -160,7 +168,8 @@ def score(
         unk=unk,
     )
     results: list[TextScore] = [
-        TextScore(text=t, pll=None, n_tokens=0, n_words=0, metric=metric) for t in texts
+        TextScore(text=t, pll=None, n_tokens=0, n_words=0, metric=metric, reduction=reduction)
+        for t in texts
     ]
     for i, e, positions, v, unknown in zip(live, encoded, targets, values, n_unk, strict=True):
         if not positions:  # a PLL of 0.0 would rank first among real scores (log p ≤ 0)
@@ -177,7 +186,7 @@ def score(
             n_words=n_words, metric=metric,
             tokens=_tokens(tokenizer, e, positions, v) if per_token else None,
             words=_words(texts[i], e, positions, v) if per_word else None,
-            n_unk=unknown,
+            n_unk=unknown, reduction=reduction,
         )
     return results[0] if single else results
 

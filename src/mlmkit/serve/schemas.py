@@ -39,6 +39,9 @@ class FillRequest(Body):
     model: str | None = Field(None, description="A served model (default: the first).")
     top_k: int = 5
     mode: str = choice(MODES)
+    targets: list[str] | None = Field(None, description="Only these tokens as candidates "
+                                      "(words, as FillMaskPipeline's targets), scored over "
+                                      "the whole vocabulary.")
 
 
 class EmbeddingsRequest(Body):

@@ -225,7 +225,8 @@ class Server:
 
     # --- the library calls ----------------------------------------------------------------------
 
-    def score_run(self, name: str, metric, per_token, per_word, unk, alternatives, stride):
+    def score_run(self, name: str, metric, per_token, per_word, unk, alternatives, stride,
+                  reduction="sum"):
         """The score call over (text, span or None, what the request calls the text)
         inputs: requests with and without spans share one call (a None span is the whole
         text, as in `mlmkit.score`)."""
@@ -241,7 +242,8 @@ class Server:
                 i, message = gap
                 raise InvalidArgument(message.replace("of a text", f"of {items[i][2]}", 1))
             results = mlm.score(texts, metric=metric, per_token=per_token, per_word=per_word,
-                                spans=spans, unk=unk, stride=stride, progress=False)
+                                spans=spans, unk=unk, stride=stride, reduction=reduction,
+                                progress=False)
             alts = token_alternatives(mlm, texts, alternatives, unk, metric=metric,
                                       stride=stride, spans=spans, batch_tokens=mlm.batch_tokens,
                                       precision=mlm.precision) \
@@ -250,12 +252,12 @@ class Server:
 
         return call
 
-    def fill_run(self, name: str, top_k, mode):
+    def fill_run(self, name: str, top_k, mode, targets=None):
         mlm = self.models[name]
 
         def call(texts):
             return [r.to_dict() for r in mlm.fill(texts, top_k=top_k, mode=mode,
-                                                  progress=False)]
+                                                  targets=targets, progress=False)]
 
         return call
 

@@ -35,11 +35,12 @@ async def score(body: ScoreRequest, request: Request):
     if body.alternatives and not body.per_token:
         raise HTTPError(400, "InvalidArgument", "alternatives needs per_token: true (they "
                         "are listed per scored token)")
-    check_score_options(body.metric, body.unk, body.stride, None)  # the library's checks
+    check_score_options(body.metric, body.unk, body.stride, None,  # the library's checks
+                        body.reduction)
     check_spans(body.spans, texts)
     lengths = server.check_tokens(name, texts, "texts", isinstance(body.texts, str))
     key = ("score", body.metric, body.per_token, body.per_word, body.unk, body.alternatives,
-           body.stride)
+           body.stride, body.reduction)
     spans = [None] * len(texts) if body.spans is None else \
         [None if s is None else tuple(s) for s in body.spans]
     what = ["texts" if isinstance(body.texts, str) else f"texts[{i}]"
@@ -68,7 +69,7 @@ async def compare(body: CompareRequest, request: Request):
     check_score_options(body.metric, body.unk, body.stride, None)
     costs = {name: score_costs(server.check_tokens(name, texts, "text", True),
                                int(server.models[name].max_length)) for name in names}
-    key = ("score", body.metric, True, True, body.unk, 0, body.stride)
+    key = ("score", body.metric, True, True, body.unk, 0, body.stride, "sum")
     pairs = await server.answer_each(request, [(n, Work(
         key, [(texts[0], None, "text")], server.score_run(n, *key[1:]), costs[n]))
         for n in names])

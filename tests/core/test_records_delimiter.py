@@ -1,0 +1,45 @@
+"""A TSV/CSV file whose content uses the other delimiter than its name says is read by its
+content, with a warning that names the fix (the common case: a tab-separated `.csv`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlmkit.core.records import read_table, read_texts
+
+
+@pytest.mark.parametrize("name, content, other", [
+    ("t.csv", "sentence\tlabel\nA good film.\t1\nA bad one, sadly.\t0\n", "tab"),
+    ("t.tsv", "sentence,label\nA good film.,1\n\"A bad one, sadly.\",0\n", "comma"),
+])
+def test_the_header_decides_the_delimiter(tmp_path, name, content, other):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8")
+    with pytest.warns(UserWarning, match=rf"its header is {other}-separated.*name it \."):
+        rows = [row for _, row in read_table(path)]
+    assert rows == [{"sentence": "A good film.", "label": "1"},
+                    {"sentence": "A bad one, sadly.", "label": "0"}]
+    with pytest.warns(UserWarning):
+        assert [t for _, t in read_texts(path, "sentence")][1] == "A bad one, sadly."
+
+
+def test_a_file_that_matches_its_name_is_read_without_a_warning(tmp_path, recwarn):
+    path = tmp_path / "t.csv"
+    path.write_text('text,label\n"tabs\there, too",1\n', encoding="utf-8")
+    assert [row for _, row in read_table(path)] == [{"text": "tabs\there, too", "label": "1"}]
+    single = tmp_path / "one.csv"
+    single.write_text("text\nno delimiter at all\n", encoding="utf-8")
+    assert [row for _, row in read_table(single)] == [{"text": "no delimiter at all"}]
+    assert not recwarn.list
+
+
+def test_finetune_reads_a_tab_separated_csv(tmp_path):
+    from mlmkit.finetuning.data import read_split
+    from mlmkit.finetuning.tasks import get_task
+
+    path = tmp_path / "train.csv"
+    path.write_text("sentence\tlabel\nA good film.\t1\nA bad film.\t0\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match="tab-separated"):
+        texts, labels, _ = read_split(get_task("sst2"), "train", path=path)
+    assert texts == [("A good film.",), ("A bad film.",)]
+    assert [value for value, _ in labels] == ["1", "0"]
