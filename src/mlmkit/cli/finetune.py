@@ -30,7 +30,8 @@ def finetune_command(
     *, data: FinetuneData, training: Finetuning, runtime: Runtime, as_json: bool = JSON,
 ) -> None:
     """Fine-tune a masked LM on a task: a classification (or regression) head, or a cloze prompt
-    through the MLM head; few-shot over seeds; LoRA. Evaluates each epoch, keeps the best."""
+    through the MLM head; few-shot over seeds; LoRA. Keeps the last epoch (--select best:
+    the best on the validation split)."""
     with trusting(runtime.trust_remote_code):
         result = mlmkit.finetuning.finetune(model, **as_keywords(data), **as_keywords(training),
                                            **runtime.run_keywords())
