@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -39,7 +38,10 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SST2 = ROOT.parent / "shared" / "data" / "sst2"
 DEMO_MODEL = ROOT / "runs" / "pretrain" / "final"
-SIDES = ("mlmkit", "Trainer", "Trainer, group_by_length")
+# --sides names → the rows' labels; "mlmkit-bucket" (length-bucketed batches) on request
+SIDES = {"mlmkit": "mlmkit", "trainer": "Trainer", "trainer-by-length": "Trainer, group_by_length",
+         "mlmkit-bucket": "mlmkit, bucket"}
+DEFAULT_SIDES = "mlmkit,trainer,trainer-by-length"
 
 
 def write_rows(path: Path, source: Path, count: int, seed: int) -> Path:
@@ -63,13 +65,13 @@ def tiny_model(folder: Path, train_file: Path) -> Path:
     return folder / "model"
 
 
-def run_mlmkit(model_dir, train, test, args, seed) -> dict:
+def run_mlmkit(model_dir, train, test, args, seed, bucket: bool = False) -> dict:
     import mlmkit
 
     result = mlmkit.finetune(str(model_dir), "sst2", train=train, test=test, epochs=args.epochs,
                              lr=args.lr, batch_size=16, max_length=128, warmup=0.1,
                              weight_decay=0.01, seed=seed, device="cpu", precision="fp32",
-                             threads=args.threads, progress=False)
+                             threads=args.threads, progress=False, bucket=bucket)
     run = result.runs[0]
     return {"accuracy": run.test_metrics["accuracy"], "examples_per_s": run.examples_per_s,
             "train_seconds": run.train_seconds,
@@ -145,13 +147,24 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lr", type=float, default=4e-5)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--sides", default=DEFAULT_SIDES, help="comma-separated, from "
+                        f"{', '.join(SIDES)}; the first is compared with the others")
     parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
+    names = [name.strip() for name in args.sides.split(",")]
+    unknown = [name for name in names if name not in SIDES]
+    if unknown or len(names) < 2:
+        parser.error(f"--sides {args.sides!r}: name two or more of {', '.join(SIDES)}")
+    sides = [SIDES[name] for name in names]
+    runners = {"mlmkit": lambda *a: run_mlmkit(*a),
+               "mlmkit, bucket": lambda *a: run_mlmkit(*a, bucket=True),
+               "Trainer": lambda *a: run_trainer(*a, group_by_length=False),
+               "Trainer, group_by_length": lambda *a: run_trainer(*a, group_by_length=True)}
     from mlmkit.core.devices import set_threads
 
     args.threads = set_threads(args.threads)
     load = os.getloadavg()[0]
-    rows = {side: [] for side in SIDES}
+    rows = {side: [] for side in sides}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         test = write_rows(folder / "test.tsv", SST2 / "validation.tsv", args.test, 0)
@@ -164,37 +177,33 @@ def main() -> None:
         for seed in range(args.seeds):
             train = write_rows(folder / f"train-{seed}.tsv", SST2 / "train.tsv", args.train,
                                1000 + seed)
-            rows["mlmkit"].append(run_mlmkit(model_dir, train, test, args, seed))
-            rows["Trainer"].append(run_trainer(model_dir, train, test, args, seed, False))
-            rows["Trainer, group_by_length"].append(run_trainer(model_dir, train, test, args,
-                                                                seed, True))
+            for side in sides:
+                rows[side].append(runners[side](model_dir, train, test, args, seed))
             print(f"seed {seed}: " + ", ".join(
                 f"{side} {100 * rows[side][-1]['accuracy']:.2f}% "
-                f"({rows[side][-1]['examples_per_s']:.1f} ex/s)" for side in SIDES),
+                f"({rows[side][-1]['examples_per_s']:.1f} ex/s)" for side in sides),
                 flush=True)
     print(f"\nSST-2, {model_dir.name if args.model else 'make demo model'} ({model_dir}), "
           f"{args.train} training rows × {args.epochs} epochs per seed, {args.test} held-out "
           f"rows, {args.seeds} seeds, lr {args.lr:g}, batch 16, fp32, {args.threads} "
           f"thread(s); load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the "
           "end")
-    print(f"{'':26} {'accuracy mean':>13} {'std':>6} {'examples/s':>10} {'vs Trainer':>10} "
-          f"{'vs by length':>12}")
-    speed = {side: float(np.mean([r["examples_per_s"] for r in rows[side]])) for side in SIDES}
-    for side in SIDES:
+    speed = {side: float(np.mean([r["examples_per_s"] for r in rows[side]])) for side in sides}
+    print(f"{'':26} {'accuracy mean':>13} {'std':>6} {'examples/s':>10} "
+          + " ".join(f"{'vs ' + s:>12}" for s in sides[1:]))
+    for side in sides:
         accuracy = 100 * np.array([r["accuracy"] for r in rows[side]])
         std = accuracy.std(ddof=1) if len(accuracy) > 1 else 0.0
         print(f"{side:26} {accuracy.mean():12.2f}% {std:6.2f} {speed[side]:10.1f} "
-              f"{speed[side] / speed['Trainer']:9.2f}× "
-              f"{speed[side] / speed['Trainer, group_by_length']:11.2f}×")
-    correct = {side: np.array([r["correct"] for r in rows[side]]) for side in SIDES}
-    for baseline in SIDES[1:]:
-        mean, low, high = difference_interval(correct["mlmkit"], correct[baseline])
-        print(f"mlmkit − {baseline}: {100 * mean:+.2f} points, 95% bootstrap interval "
+              + " ".join(f"{speed[side] / speed[s]:11.2f}×" for s in sides[1:]))
+    correct = {side: np.array([r["correct"] for r in rows[side]]) for side in sides}
+    for baseline in sides[1:]:
+        mean, low, high = difference_interval(correct[sides[0]], correct[baseline])
+        print(f"{sides[0]} − {baseline}: {100 * mean:+.2f} points, 95% bootstrap interval "
               f"[{100 * low:+.2f}, {100 * high:+.2f}] (seeds and held-out rows resampled)")
     if args.json:
         Path(args.json).write_text(json.dumps(
-            {"args": vars(args), "rows": {side: [{k: v for k, v in r.items() if k != "correct"}
-                                                 for r in rows[side]] for side in SIDES}},
+            {"args": vars(args), "rows": rows},
             indent=1))
 
 
