@@ -246,7 +246,8 @@ def _state_config(recipe: Recipe, data: TaskData) -> dict:
     # what the rows hold, not only where they came from: a file edited in place between a
     # stop and a resume changes them under the same name and count
     out["train_content"] = _digest(data.train)
-    out["validation_content"] = _digest(data.validation) if data.validation else None
+    out["validation_content"] = (_digest(data.validation) if data.validation is not None
+                                 else None)
     return json.loads(json.dumps(out, default=str))
 
 
