@@ -38,9 +38,10 @@ import torch  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 SST2 = ROOT.parent / "shared" / "data" / "sst2"
 DEMO_MODEL = ROOT / "runs" / "pretrain" / "final"
-# --sides names → the rows' labels; "mlmkit-bucket" (length-bucketed batches) on request
+# --sides names → the rows' labels; on request: "mlmkit-bucket" (length-bucketed batches),
+# "mlmkit-auto" (precision "auto": bf16 autocast where the hardware multiplies bf16 natively)
 SIDES = {"mlmkit": "mlmkit", "trainer": "Trainer", "trainer-by-length": "Trainer, group_by_length",
-         "mlmkit-bucket": "mlmkit, bucket"}
+         "mlmkit-bucket": "mlmkit, bucket", "mlmkit-auto": "mlmkit, precision auto"}
 DEFAULT_SIDES = "mlmkit,trainer,trainer-by-length"
 
 
@@ -65,12 +66,13 @@ def tiny_model(folder: Path, train_file: Path) -> Path:
     return folder / "model"
 
 
-def run_mlmkit(model_dir, train, test, args, seed, bucket: bool = False) -> dict:
+def run_mlmkit(model_dir, train, test, args, seed, bucket: bool = False,
+               precision: str = "fp32") -> dict:
     import mlmkit
 
     result = mlmkit.finetune(str(model_dir), "sst2", train=train, test=test, epochs=args.epochs,
                              lr=args.lr, batch_size=16, max_length=128, warmup=0.1,
-                             weight_decay=0.01, seed=seed, device="cpu", precision="fp32",
+                             weight_decay=0.01, seed=seed, device="cpu", precision=precision,
                              threads=args.threads, progress=False, bucket=bucket)
     run = result.runs[0]
     return {"accuracy": run.test_metrics["accuracy"], "examples_per_s": run.examples_per_s,
@@ -158,6 +160,7 @@ def main() -> None:
     sides = [SIDES[name] for name in names]
     runners = {"mlmkit": lambda *a: run_mlmkit(*a),
                "mlmkit, bucket": lambda *a: run_mlmkit(*a, bucket=True),
+               "mlmkit, precision auto": lambda *a: run_mlmkit(*a, precision="auto"),
                "Trainer": lambda *a: run_trainer(*a, group_by_length=False),
                "Trainer, group_by_length": lambda *a: run_trainer(*a, group_by_length=True)}
     from mlmkit.core.devices import set_threads
