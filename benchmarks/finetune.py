@@ -188,8 +188,8 @@ def main() -> None:
                 flush=True)
     print(f"\nSST-2, {model_dir.name if args.model else 'make demo model'} ({model_dir}), "
           f"{args.train} training rows × {args.epochs} epochs per seed, {args.test} held-out "
-          f"rows, {args.seeds} seeds, lr {args.lr:g}, batch 16, fp32, {args.threads} "
-          f"thread(s); load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the "
+          f"rows, {args.seeds} seeds, lr {args.lr:g}, batch 16, fp32 (unless a side says "
+          f"otherwise), {args.threads} thread(s); load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the "
           "end")
     speed = {side: float(np.mean([r["examples_per_s"] for r in rows[side]])) for side in sides}
     print(f"{'':26} {'accuracy mean':>13} {'std':>6} {'examples/s':>10} "
