@@ -14,6 +14,9 @@ difference mlmkit − Trainer with a 95% bootstrap interval (seeds and held-out 
 resampled: the interval covers the seed-to-seed spread and the test set's finite size);
 training examples/s of each side (training steps only) and the ratios.
 
+`--sides` picks the rows: also `mlmkit-bucket` (length-bucketed batches) and `mlmkit-auto`
+(precision "auto": bf16 autocast where the hardware has it), each compared with the first.
+
 The model: `--model DIR`; by default the one `make demo` trains (runs/pretrain/final), else
 a tiny BERT with random weights is built and said (its accuracies are near chance).
 
