@@ -1,21 +1,27 @@
-"""Fine-tuning speed and accuracy: `mlmkit.finetune` vs the Hugging Face Trainer, in one run.
+"""Fine-tuning accuracy and speed over seeds: `mlmkit.finetune` vs the Hugging Face Trainer.
 
-The same saved model (a BERT of the `--preset` shape, random weights written once and loaded
-by both; no pretrained model is available offline), the same SST-2 training rows and validation rows (../shared/data/sst2), the same
-hyperparameters (mlmkit's defaults: batch 16, length 128, 10% linear warm-up, weight decay
-0.01, gradient clipping 1.0, AdamW; the learning rate `--lr`, 1e-3 by default since the model
-starts from random weights) and the same seed. The Trainer gets
-`DataCollatorWithPadding` (dynamic padding, its standard recipe for GLUE) and its default
-sampler; mlmkit uses its length-bucketed batches. Printed: training examples/s of each
-(training steps only, evaluation excluded, both timed the same way), the ratio, the
-validation accuracy each reaches, and mlmkit with LoRA (rank 8) beside full fine-tuning.
-A second Trainer row uses `train_sampling_strategy="group_by_length"` (its own bucketing) so the
-ratio is shown against the best Trainer setting too. The MFU of each row (benchmarks/flops.py:
-3× the forward of each training row's real tokens, 2× for LoRA's frozen weights, over a
-matmul peak measured in this run at the same threads, both in wall time) follows the table.
+Each seed draws its own sample of SST-2 training rows (../shared/data/sst2/train.tsv) and
+trains three ways on it, from the same pretrained model: mlmkit with its defaults, the
+Trainer with its defaults (random sampler, `DataCollatorWithPadding`), and the Trainer with
+`train_sampling_strategy="group_by_length"` (its length grouping, its fastest CPU setting).
+The hyper-parameters are the same on all three: 3 epochs, lr 4e-5, batch 16, max length 128,
+10% linear warm-up, weight decay 0.01 (the Trainer's clipping at 1.0 and AdamW are mlmkit's
+too), fp32. The model is scored on a fixed held-out sample of SST-2 validation rows that no
+side trains or selects on; the last epoch's model is scored on both sides.
 
-    python benchmarks/finetune.py                  # about 6 minutes on 2 busy CPU cores
-    python benchmarks/finetune.py --train 1000 --valid 300 --epochs 1    # a quick look
+Printed: each side's accuracy per seed, mean and standard deviation over seeds; the mean
+difference mlmkit − Trainer with a 95% bootstrap interval (seeds and held-out rows both
+resampled: the interval covers the seed-to-seed spread and the test set's finite size);
+training examples/s of each side (training steps only) and the ratios.
+
+`--sides` picks the rows: also `mlmkit-bucket` (length-bucketed batches) and `mlmkit-auto`
+(precision "auto": bf16 autocast where the hardware has it), each compared with the first.
+
+The model: `--model DIR`; by default the one `make demo` trains (runs/pretrain/final), else
+a tiny BERT with random weights is built and said (its accuracies are near chance).
+
+    python benchmarks/finetune.py --seeds 5                 # 2,000 rows: ~30 min, 2 cores
+    python benchmarks/finetune.py --seeds 2 --train 500     # a quick look
 """
 
 from __future__ import annotations
@@ -24,7 +30,6 @@ import argparse
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -33,53 +38,57 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-SST2 = Path(__file__).resolve().parents[2] / "shared" / "data" / "sst2"
+ROOT = Path(__file__).resolve().parents[1]
+SST2 = ROOT.parent / "shared" / "data" / "sst2"
+DEMO_MODEL = ROOT / "runs" / "pretrain" / "final"
+# --sides names → the rows' labels; on request: "mlmkit-bucket" (length-bucketed batches),
+# "mlmkit-auto" (precision "auto": bf16 autocast where the hardware multiplies bf16 natively)
+SIDES = {"mlmkit": "mlmkit", "trainer": "Trainer", "trainer-by-length": "Trainer, group_by_length",
+         "mlmkit-bucket": "mlmkit, bucket", "mlmkit-auto": "mlmkit, precision auto"}
+DEFAULT_SIDES = "mlmkit,trainer,trainer-by-length"
 
 
-def write_sample(folder: Path, n_train: int, n_valid: int) -> tuple[Path, Path]:
-    """The first rows of a seeded shuffle of each split, as TSV files both sides read."""
-    out = []
-    for name, count in (("train", n_train), ("validation", n_valid)):
-        lines = (SST2 / f"{name}.tsv").read_text().splitlines()
-        order = np.random.default_rng(0).permutation(len(lines) - 1)[:count] + 1
-        path = folder / f"{name}.tsv"
-        path.write_text("\n".join([lines[0], *(lines[i] for i in sorted(order))]) + "\n")
-        out.append(path)
-    return out[0], out[1]
+def write_rows(path: Path, source: Path, count: int, seed: int) -> Path:
+    """`count` rows of a seeded shuffle of `source` (a TSV with a header), in file order."""
+    lines = source.read_text().splitlines()
+    order = np.random.default_rng(seed).permutation(len(lines) - 1)[:count] + 1
+    path.write_text("\n".join([lines[0], *(lines[i] for i in sorted(order))]) + "\n")
+    return path
 
 
-def build_model(folder: Path, preset: str, train_file: Path) -> Path:
+def tiny_model(folder: Path, train_file: Path) -> Path:
     from mlmkit.models import build_mlm
     from mlmkit.tokenizer import train_tokenizer
 
     texts = [line.split("\t")[0] for line in train_file.read_text().splitlines()[1:]]
-    extra = (SST2 / "train.tsv").read_text().splitlines()[1:20001]
-    tok = train_tokenizer(texts + [line.split("\t")[0] for line in extra], folder / "tok",
-                          kind="wordpiece", vocab_size=8192, show_progress=False)
-    model = build_mlm(preset, tok, max_length=128, seed=0)
+    tok = train_tokenizer(texts, folder / "tok", kind="wordpiece", vocab_size=4096,
+                          show_progress=False)
+    model = build_mlm("bert-tiny", tok, max_length=128, seed=0)
     model.save_pretrained(folder / "model")
     tok.save_pretrained(folder / "model")
     return folder / "model"
 
 
-def run_mlmkit(model_dir, train, valid, args, **extra) -> dict:
+def run_mlmkit(model_dir, train, test, args, seed, bucket: bool = False,
+               precision: str = "fp32") -> dict:
     import mlmkit
 
-    started = time.perf_counter()
-    result = mlmkit.finetune(str(model_dir), "sst2", train=train, validation=valid,
-                             epochs=args.epochs, lr=args.lr, seed=args.seed, device="cpu",
-                             threads=args.threads, progress=False, **extra)
+    result = mlmkit.finetune(str(model_dir), "sst2", train=train, test=test, epochs=args.epochs,
+                             lr=args.lr, batch_size=16, max_length=128, warmup=0.1,
+                             weight_decay=0.01, seed=seed, device="cpu", precision=precision,
+                             threads=args.threads, progress=False, bucket=bucket)
     run = result.runs[0]
-    return {"examples_per_s": run.examples_per_s, "accuracy": run.history[-1]["accuracy"],
-            "best_accuracy": run.metrics["accuracy"], "train_seconds": run.train_seconds,
-            "wall_seconds": time.perf_counter() - started, "truncated": run.truncated}
+    return {"accuracy": run.test_metrics["accuracy"], "examples_per_s": run.examples_per_s,
+            "train_seconds": run.train_seconds,
+            "correct": (run._predictions == run._labels).tolist()}
 
 
-def run_trainer(model_dir, train, valid, args, group_by_length: bool = False) -> dict:
+def run_trainer(model_dir, train, test, args, seed, group_by_length: bool) -> dict:
     from transformers import (
         AutoModelForSequenceClassification,
         AutoTokenizer,
         DataCollatorWithPadding,
+        PrinterCallback,
         Trainer,
         TrainingArguments,
     )
@@ -91,95 +100,117 @@ def run_trainer(model_dir, train, valid, args, group_by_length: bool = False) ->
     def load(path):
         rows = [line.split("\t") for line in Path(path).read_text().splitlines()[1:]]
         enc = tok([r[0] for r in rows], truncation=True, max_length=128)
-        return [{"input_ids": ids, "attention_mask": mask, "labels": int(r[1])}
-                for ids, mask, r in zip(enc["input_ids"], enc["attention_mask"], rows,
-                                        strict=True)]
+        return [{**{k: enc[k][i] for k in enc}, "labels": int(r[1])}
+                for i, r in enumerate(rows)]
 
-    train_rows, valid_rows = load(train), load(valid)
-    started = time.perf_counter()
-    torch.manual_seed(args.seed)
+    train_rows, test_rows = load(train), load(test)
+    torch.manual_seed(seed)
     model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2)
     with tempfile.TemporaryDirectory() as out:
         targs = TrainingArguments(
             output_dir=out, per_device_train_batch_size=16, per_device_eval_batch_size=64,
             learning_rate=args.lr, num_train_epochs=args.epochs, warmup_steps=0.1,
-            weight_decay=0.01, max_grad_norm=1.0, lr_scheduler_type="linear",
-            seed=args.seed, eval_strategy="no", save_strategy="no", report_to=[],
-            logging_strategy="no", use_cpu=True, dataloader_num_workers=0,
+            weight_decay=0.01, seed=seed, eval_strategy="no", save_strategy="no",
+            report_to="none", logging_strategy="no", use_cpu=True, dataloader_num_workers=0,
             train_sampling_strategy="group_by_length" if group_by_length else "random",
             disable_tqdm=True)
         trainer = Trainer(model=model, args=targs, train_dataset=train_rows,
                           data_collator=DataCollatorWithPadding(tok))
+        trainer.remove_callback(PrinterCallback)
         metrics = trainer.train().metrics
-        predictions = trainer.predict(valid_rows)
-    accuracy = float(np.mean(predictions.predictions.argmax(-1) == predictions.label_ids))
-    return {"examples_per_s": len(train_rows) * args.epochs / metrics["train_runtime"],
-            "accuracy": accuracy, "train_seconds": metrics["train_runtime"],
-            "wall_seconds": time.perf_counter() - started}
+        predictions = trainer.predict(test_rows)
+    correct = predictions.predictions.argmax(-1) == predictions.label_ids
+    return {"accuracy": float(correct.mean()),
+            "examples_per_s": len(train_rows) * args.epochs / metrics["train_runtime"],
+            "train_seconds": metrics["train_runtime"], "correct": correct.tolist()}
 
 
-def example_flops(model_dir, train) -> tuple[float, float]:
-    """Mean training FLOPs of one training row (full fine-tuning, LoRA): its real tokens
-    (truncated at 128, no padding), a classifier read at [CLS] (benchmarks/flops.py)."""
-    from flops import classifier_train_flops
-    from transformers import AutoConfig, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    config = AutoConfig.from_pretrained(model_dir)
-    texts = [line.split("\t")[0] for line in Path(train).read_text().splitlines()[1:]]
-    lengths = [len(ids) for ids in tok(texts, truncation=True, max_length=128)["input_ids"]]
-    return tuple(classifier_train_flops(config, lengths, 2, frozen) / len(lengths)
-                 for frozen in (False, True))
+def difference_interval(a: np.ndarray, b: np.ndarray, n_boot: int = 4000,
+                        seed: int = 0) -> tuple[float, float, float]:
+    """Mean accuracy difference a − b over [seeds, rows] correctness arrays (paired), and its
+    95% bootstrap interval: seeds and held-out rows resampled together."""
+    rng = np.random.default_rng(seed)
+    n_seeds, n_rows = a.shape
+    diff = a.astype(np.float64) - b.astype(np.float64)
+    values = np.empty(n_boot)
+    for k in range(n_boot):
+        seeds = rng.integers(0, n_seeds, n_seeds)
+        rows = rng.integers(0, n_rows, n_rows)
+        values[k] = diff[seeds][:, rows].mean()
+    low, high = np.percentile(values, [2.5, 97.5])
+    return float(diff.mean()), float(low), float(high)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--preset", default="bert-tiny")
-    parser.add_argument("--lr", type=float, default=1e-3, help="both sides (the model starts "
-                        "from random weights: mlmkit's default 4e-5 suits pretrained ones)")
-    parser.add_argument("--train", type=int, default=6000, help="training rows")
-    parser.add_argument("--valid", type=int, default=1000, help="validation rows")
-    parser.add_argument("--epochs", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", default=None, help="a pretrained masked LM directory "
+                        "(default: the `make demo` model, runs/pretrain/final)")
+    parser.add_argument("--seeds", type=int, default=5, help="seeds (each its own sample)")
+    parser.add_argument("--train", type=int, default=2000, help="training rows per seed")
+    parser.add_argument("--test", type=int, default=1000, help="held-out rows (SST-2 "
+                        "validation, one fixed sample)")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=4e-5)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--sides", default=DEFAULT_SIDES, help="comma-separated, from "
+                        f"{', '.join(SIDES)}; the first is compared with the others")
     parser.add_argument("--json", default=None, help="also write the figures here")
     args = parser.parse_args()
+    names = [name.strip() for name in args.sides.split(",")]
+    unknown = [name for name in names if name not in SIDES]
+    if unknown or len(names) < 2:
+        parser.error(f"--sides {args.sides!r}: name two or more of {', '.join(SIDES)}")
+    sides = [SIDES[name] for name in names]
+    runners = {"mlmkit": lambda *a: run_mlmkit(*a),
+               "mlmkit, bucket": lambda *a: run_mlmkit(*a, bucket=True),
+               "mlmkit, precision auto": lambda *a: run_mlmkit(*a, precision="auto"),
+               "Trainer": lambda *a: run_trainer(*a, group_by_length=False),
+               "Trainer, group_by_length": lambda *a: run_trainer(*a, group_by_length=True)}
     from mlmkit.core.devices import set_threads
 
-    threads = set_threads(args.threads)
-    args.threads = threads
+    args.threads = set_threads(args.threads)
     load = os.getloadavg()[0]
-    rows = {}
+    rows = {side: [] for side in sides}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        train, valid = write_sample(folder, args.train, args.valid)
-        model_dir = build_model(folder, args.preset, train)
-        rows["mlmkit"] = run_mlmkit(model_dir, train, valid, args)
-        rows["HF Trainer"] = run_trainer(model_dir, train, valid, args)
-        rows["HF Trainer, by length"] = run_trainer(model_dir, train, valid, args, True)
-        rows["mlmkit --lora (r 8)"] = run_mlmkit(model_dir, train, valid, args, lora=True)
-        per_example = example_flops(model_dir, train)
-    from flops import matmul_peak, mfu_text
-
-    peak = matmul_peak(threads=threads)
-    base = rows["HF Trainer"]
-    print(f"SST-2, {args.preset}, lr {args.lr:g}, {args.train} training rows × {args.epochs} epochs, "
-          f"{args.valid} validation rows, {threads} thread(s), load average {load:.2f} at "
-          f"start, {os.getloadavg()[0]:.2f} at the end")
-    print(f"{'':30} {'examples/s':>10} {'vs Trainer':>10} {'accuracy':>9} {'train s':>8}")
-    for name, row in rows.items():
-        print(f"{name:30} {row['examples_per_s']:10.1f} "
-              f"{row['examples_per_s'] / base['examples_per_s']:9.2f}× "
-              f"{100 * row['accuracy']:8.2f}% {row['train_seconds']:8.1f}")
-    gap = 100 * (rows["mlmkit"]["accuracy"] - base["accuracy"])
-    print(f"mlmkit vs HF Trainer: {rows['mlmkit']['examples_per_s'] / base['examples_per_s']:.2f}×"
-          f" examples/s, accuracy {gap:+.2f} points (last epoch, same validation rows)")
-    shares = {name: row["examples_per_s"] * per_example[name.startswith("mlmkit --lora")]
-              / peak for name, row in rows.items()}
-    print(mfu_text(shares, peak))
+        test = write_rows(folder / "test.tsv", SST2 / "validation.tsv", args.test, 0)
+        model_dir = Path(args.model) if args.model else DEMO_MODEL
+        if not model_dir.is_dir():
+            print(f"{model_dir} does not exist (run `make demo`): a tiny BERT with random "
+                  "weights is used instead; its accuracies are near chance")
+            model_dir = tiny_model(folder, write_rows(folder / "tok.tsv", SST2 / "train.tsv",
+                                                      20000, 99))
+        for seed in range(args.seeds):
+            train = write_rows(folder / f"train-{seed}.tsv", SST2 / "train.tsv", args.train,
+                               1000 + seed)
+            for side in sides:
+                rows[side].append(runners[side](model_dir, train, test, args, seed))
+            print(f"seed {seed}: " + ", ".join(
+                f"{side} {100 * rows[side][-1]['accuracy']:.2f}% "
+                f"({rows[side][-1]['examples_per_s']:.1f} ex/s)" for side in sides),
+                flush=True)
+    print(f"\nSST-2, {model_dir.name if args.model else 'make demo model'} ({model_dir}), "
+          f"{args.train} training rows × {args.epochs} epochs per seed, {args.test} held-out "
+          f"rows, {args.seeds} seeds, lr {args.lr:g}, batch 16, fp32 (unless a side says "
+          f"otherwise), {args.threads} thread(s); load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the "
+          "end")
+    speed = {side: float(np.mean([r["examples_per_s"] for r in rows[side]])) for side in sides}
+    print(f"{'':26} {'accuracy mean':>13} {'std':>6} {'examples/s':>10} "
+          + " ".join(f"{'vs ' + s:>12}" for s in sides[1:]))
+    for side in sides:
+        accuracy = 100 * np.array([r["accuracy"] for r in rows[side]])
+        std = accuracy.std(ddof=1) if len(accuracy) > 1 else 0.0
+        print(f"{side:26} {accuracy.mean():12.2f}% {std:6.2f} {speed[side]:10.1f} "
+              + " ".join(f"{speed[side] / speed[s]:11.2f}×" for s in sides[1:]))
+    correct = {side: np.array([r["correct"] for r in rows[side]]) for side in sides}
+    for baseline in sides[1:]:
+        mean, low, high = difference_interval(correct[sides[0]], correct[baseline])
+        print(f"{sides[0]} − {baseline}: {100 * mean:+.2f} points, 95% bootstrap interval "
+              f"[{100 * low:+.2f}, {100 * high:+.2f}] (seeds and held-out rows resampled)")
     if args.json:
-        Path(args.json).write_text(json.dumps({"args": vars(args), "rows": rows, "mfu": shares,
-                                               "peak_flops": peak}, indent=1))
+        Path(args.json).write_text(json.dumps(
+            {"args": vars(args), "rows": rows},
+            indent=1))
 
 
 if __name__ == "__main__":

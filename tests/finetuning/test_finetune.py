@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -108,7 +109,7 @@ def test_head_run_keeps_the_best_epoch_and_counts_truncation(tiny_mlm, sst, tmp_
 
     result = mlmkit.finetune(tiny_mlm("bert"), "sst2", train=sst / "train.tsv",
                              validation=sst / "validation.tsv", epochs=2, max_length=12,
-                             lr=1e-3, run_dir=tmp_path / "run", **RUNTIME)
+                             lr=1e-3, run_dir=tmp_path / "run", select="best", **RUNTIME)
     run = result.runs[0]
     assert [r["epoch"] for r in run.history] == [1, 2]
     scores = [r["accuracy"] for r in run.history]
@@ -133,6 +134,50 @@ def test_head_run_keeps_the_best_epoch_and_counts_truncation(tiny_mlm, sst, tmp_
     assert np.mean(predicted == data.validation.labels) == pytest.approx(run.metrics["accuracy"])
     # the predictions kept for eval compare are the best epoch's (reused, not recomputed)
     assert np.mean(run._predictions == predicted) == 1.0
+
+
+def test_the_last_epoch_is_kept_and_a_test_split_leaves_train_whole(tiny_mlm, sst, tmp_path):
+    import mlmkit
+
+    common = dict(epochs=2, max_length=16, lr=1e-3, **RUNTIME)
+    result = mlmkit.finetune(tiny_mlm("bert"), "sst2", train=sst / "train.tsv",
+                             validation=sst / "validation.tsv", **common)
+    run = result.runs[0]
+    # every epoch's training loss; the validation split scores the last epoch only
+    assert [r["epoch"] for r in run.history] == [1, 2] and run.best_epoch == 2
+    assert "accuracy" not in run.history[0] and run.metrics == {
+        "accuracy": run.history[1]["accuracy"]}
+    # a test split scores the run: no validation split is carved, every row is trained on
+    tested = mlmkit.finetune(tiny_mlm("bert"), "sst2", train=sst / "train.tsv",
+                             test=sst / "validation.tsv", **common)
+    run = tested.runs[0]
+    assert run.examples == {"train": 96, "test": 40} and run.metrics == {}
+    assert 0 <= run.test_metrics["accuracy"] <= 1
+    assert "test accuracy" in tested.summary() and run.steps == 2 * 6
+    # nothing else to score: 10% is carved, as before
+    carved = mlmkit.finetune(tiny_mlm("bert"), "sst2", train=sst / "train.tsv", **common)
+    assert carved.runs[0].examples == {"train": 86, "validation": 10}
+    with pytest.raises(InvalidArgument, match="select"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", train=sst / "train.tsv", select="worst",
+                        **common)
+
+
+def test_pairs_carry_token_type_ids_to_models_that_read_them(tiny_mlm):
+    from mlmkit.finetuning.encode import collate, encode_pairs
+
+    tok = copy.deepcopy(tiny_mlm("bert").tokenizer)  # as BERT's on the hub: segments
+    tok.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
+    labels = np.array([0, 1])
+    enc = encode_pairs(tok, [("one two", "three"), ("four", "five six")], labels, 32,
+                       segments=True)
+    batch = collate(enc, np.array([0, 1]), tok.pad_token_id, "cpu")
+    first = batch["input_ids"][0].tolist()
+    seps = [i for i, t in enumerate(first) if t == tok.sep_token_id]
+    assert batch["token_type_ids"][0].tolist()[:seps[0] + 1] == [0] * (seps[0] + 1)
+    assert set(batch["token_type_ids"][0].tolist()[seps[0] + 1:seps[1] + 1]) == {1}
+    single = encode_pairs(tok, [("one two",)], labels[:1], 32, segments=True)
+    assert single.type_ids is None
+    assert encode_pairs(tok, [("a", "b")], labels[:1], 32).type_ids is None
 
 
 def test_kill_and_resume_is_exact(tiny_mlm, sst, tmp_path):

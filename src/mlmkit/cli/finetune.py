@@ -31,9 +31,9 @@ def finetune_command(
     *, data: FinetuneData, training: Finetuning, runtime: Runtime, as_json: bool = JSON,
 ) -> None:
     """Fine-tune a masked LM on a task: a classification (or regression) head, or a cloze prompt
-    through the MLM head; few-shot over seeds; LoRA. Evaluates each epoch, keeps the best in
-    --run-dir (default runs/finetune/TASK, or TASK-2, ... when taken): use it with mlmkit
-    predict and mlmkit eval classify."""
+    through the MLM head; few-shot over seeds; LoRA. Keeps the last epoch (--select best: the
+    best on the validation split) in --run-dir (default runs/finetune/TASK, or TASK-2, ...
+    when taken): use it with mlmkit predict and mlmkit eval classify."""
     keywords = as_keywords(data)
     if keywords["run_dir"] is None:  # keep the work: runs/finetune/<task> (or -2, -3, ...)
         keywords["run_dir"] = str(mlmkit.finetuning.default_run_dir(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmkit.core.checks import count
+from mlmkit.core.checks import choice, count
 from mlmkit.core.devices import prepare
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.progress import status
@@ -60,6 +60,8 @@ class FinetuneResult(Result):
         if stopped or scored < len(self.seeds):
             seeds = (f"mean of {scored} of {len(self.seeds)} seed(s)"
                      + (f"; seed {stopped[0]} was stopped" if stopped else ""))
+        if not parts and self.test_metrics:
+            parts = [f"test {name} {value:.4f}" for name, value in self.test_metrics.items()]
         return f"{self.task} ({self.method}{shots}, {seeds}): " + ", ".join(parts)
 
 
@@ -91,7 +93,8 @@ def finetune(
     max_length: int = 128,
     warmup: float = 0.1,
     weight_decay: float = 0.01,
-    bucket: bool = True,
+    bucket: bool = False,
+    select: str | None = None,
     shots: int | None = None,
     seeds: int = 1,
     template: str | None = None,
@@ -123,15 +126,21 @@ def finetune(
     name of your own with `text_field` (one or two columns) and `label_field` (`text_cols` and
     `label_col`, their previous names, still work, deprecated). Data: `train`,
     `validation`, `test` files (JSONL/TSV/CSV), else `dataset` (a Hugging Face datasets name,
-    `NAME[:CONFIG]`), else the task's own dataset; without a validation split one is carved
-    from train (10%, a fixed seed). `offline=True` reads datasets names and hub models from
+    `NAME[:CONFIG]`), else the task's own dataset; without a validation split, every training
+    row is trained on when a `test` split scores the run, and 10% of train is held out as the
+    validation split (a fixed seed) when nothing else would (or `select="best"` needs one).
+    `offline=True` reads datasets names and hub models from
     the local caches only (never the network; a name not cached is an error); without it
     `datasets` downloads what it needs, as usual.
     `method`: "head" (an AutoModelForSequenceClassification; classification or regression)
     or "prompt" (PET / LM-BFF: a cloze `template` and a `verbalizer` through the MLM head).
     Defaults follow the cramming GLUE recipe (lr 4e-5, batch 16, length 128, 3 epochs, 10%
-    warm-up); `shots=K` samples K examples per class under each of `seeds` seeds (few-shot
-    defaults: 20 epochs, lr 1e-4, batch 8; the last epoch is kept, as no large validation set
+    warm-up) with the Hugging Face Trainer's optimisation (AdamW, its decay groups and
+    schedule, clipping at 1.0) and the last epoch's model (`select="best"` evaluates each
+    epoch and keeps the best on the validation split); `bucket=True` trains on
+    length-bucketed batches (faster, less accurate on small data: docs/fine-tuning.md);
+    `shots=K` samples K examples per class under each of `seeds` seeds (few-shot
+    defaults: 20 epochs, lr 1e-4, batch 8; the last epoch is kept: no large validation set
     may pick it in a true few-shot setting) and reports the mean and standard deviation.
     `batch_size` is the optimizer's batch (examples per step); `batch_tokens` bounds the
     evaluation batches. `lora=True` trains LoRA adapters (`lora_rank`, `lora_alpha`,
@@ -168,6 +177,8 @@ def finetune(
     count("save_every", save_every, 0)
     if batch_tokens is not None:
         count("batch_tokens", batch_tokens, 1)
+    select = "last" if select is None else select
+    choice("select", select, ("last", "best"))
     defaults = dict(FEW_SHOT_DEFAULTS if shots else FULL_DEFAULTS)
     defaults.update({k: v for k, v in spec.overrides.items() if k in defaults})
     targets = lora_targets.split(",") if isinstance(lora_targets, str) else lora_targets
@@ -186,15 +197,17 @@ def finetune(
                     batch_size=defaults["batch_size"] if batch_size is None else batch_size,
                     max_length=max_length, warmup=warmup, weight_decay=weight_decay,
                     bucket=bucket, seed=seed, lora=lora_options, template=template,
-                    verbalizer=words, select="last" if shots else "best").check()
+                    verbalizer=words, select=select).check()
     check_method(method, spec.regression, None)
     target, precision = prepare(device, precision, threads, task="training")
     with hub_offline(offline):
         mlm = as_mlm(model, tokenizer, device=str(target))
         data = load_task_data(spec, train=train, validation=validation, test=test,
-                              dataset=dataset, offline=offline)
+                              dataset=dataset, offline=offline,
+                              carve_validation=test is None or select == "best")
     data.train = limit(data.train, train_limit)
-    data.validation = limit(data.validation, eval_limit)
+    if data.validation is not None:
+        data.validation = limit(data.validation, eval_limit)
     say = status if progress is not False else None
     runs = []
     seed_list = [seed + k for k in range(seeds)]

@@ -50,7 +50,7 @@ class TaskData:
     task: Task
     label_names: list[str] | None  # None for regression
     train: Split
-    validation: Split
+    validation: Split | None  # None: no validation split was given nor carved
     test: Split | None = None
 
 
@@ -195,8 +195,11 @@ def carve(split: Split, fraction: float = VALIDATION_FRACTION,
 
 
 def load_task_data(task: Task, *, train=None, validation=None, test=None,
-                   dataset: str | None = None, offline: bool = False) -> TaskData:
-    """Read and check the task's splits (files first, then `dataset`, then the task's own)."""
+                   dataset: str | None = None, offline: bool = False,
+                   carve_validation: bool = True) -> TaskData:
+    """Read and check the task's splits (files first, then `dataset`, then the task's own).
+    Without a validation split, `carve_validation` holds 10% of train out as one (a fixed
+    seed); otherwise the validation split is None and every training row is trained on."""
     if train is not None and dataset is not None:
         raise InvalidArgument(f"--train {str(train)!r} and --dataset {dataset!r} both name the "
                               "training data: give one (--dataset with --validation or --test "
@@ -219,8 +222,10 @@ def load_task_data(task: Task, *, train=None, validation=None, test=None,
                                         dataset=None if validation is not None else dataset,
                                         split=task.validation_split, offline=offline)
         valid_split = Split("validation", texts, label_index(task, raw, names), source)
-    else:
+    elif carve_validation:
         train_split, valid_split = carve(train_split)
+    else:
+        valid_split = None
     test_split = None
     if test is not None:
         texts, raw, source = read_split(task, "test", path=test)

@@ -21,13 +21,15 @@ BUCKET_BATCHES = 50  # a shuffled chunk of this many batches is sorted by length
 
 @dataclass
 class Encoded:
-    """Token ids of a split, with the mask position of each row (prompts only)."""
+    """Token ids of a split, with the mask position of each row (prompts only) and the
+    token type ids of sentence pairs (models that read segments only)."""
 
     ids: list[list[int]]
     lengths: np.ndarray
     labels: np.ndarray
     mask_at: np.ndarray | None
     truncated: int
+    type_ids: list[list[int]] | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -45,19 +47,21 @@ def quiet_tokenizer():
 
 
 def encode_pairs(tokenizer, texts: list[tuple[str, ...]], labels: np.ndarray,
-                 max_length: int) -> Encoded:
-    """Single texts or pairs, with the tokenizer's special tokens, truncated at `max_length`."""
+                 max_length: int, segments: bool = False) -> Encoded:
+    """Single texts or pairs, with the tokenizer's special tokens, truncated at `max_length`.
+    With `segments`, a pair keeps its token type ids (0 for the first text, 1 for the
+    second); a single text needs none (all 0, the model's default)."""
     first = [t[0] for t in texts]
     second = [t[1] for t in texts] if len(texts[0]) == 2 else None
     with quiet_tokenizer():
-        full = tokenizer(first, second, add_special_tokens=True)["input_ids"]
-        truncated = sum(len(row) > max_length for row in full)
+        full = tokenizer(first, second, add_special_tokens=True)
+        truncated = sum(len(row) > max_length for row in full["input_ids"])
         if truncated:
-            ids = tokenizer(first, second, truncation="longest_first",
-                            max_length=max_length)["input_ids"]
-        else:
-            ids = full
-    return Encoded(ids, np.fromiter(map(len, ids), np.int64, len(ids)), labels, None, truncated)
+            full = tokenizer(first, second, truncation="longest_first", max_length=max_length)
+    ids = full["input_ids"]
+    type_ids = full.get("token_type_ids") if segments and second is not None else None
+    return Encoded(ids, np.fromiter(map(len, ids), np.int64, len(ids)), labels, None, truncated,
+                   type_ids)
 
 
 class PromptEncoder:
@@ -198,6 +202,11 @@ def collate(encoded: Encoded, index: np.ndarray, pad_id: int, device) -> dict:
     batch = {"input_ids": torch.from_numpy(ids).to(device),
              "attention_mask": torch.from_numpy(mask).to(device),
              "labels": torch.from_numpy(encoded.labels[index]).to(device)}
+    if encoded.type_ids is not None:
+        types = np.zeros((len(index), longest), dtype=np.int64)
+        for row, i in enumerate(index):
+            types[row, :lengths[row]] = encoded.type_ids[i]
+        batch["token_type_ids"] = torch.from_numpy(types).to(device)
     if encoded.mask_at is not None:
         rows = torch.arange(len(index))
         batch["positions"] = torch.stack([rows, torch.from_numpy(encoded.mask_at[index])],

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import copy
+import inspect
 
 import torch
 from transformers import AutoModelForSequenceClassification
@@ -48,8 +49,20 @@ def build_classifier(mlm, label_names: list[str] | None, seed: int):
     return model.to(mlm.device)
 
 
+def takes_segments(model) -> bool:
+    """Whether the classifier reads token type ids (BERT's segments: which text of a pair a
+    token is from), as the Trainer passes them to a model whose forward takes them."""
+    return "token_type_ids" in inspect.signature(model.forward).parameters
+
+
+def _logits(model, batch) -> torch.Tensor:
+    extra = {"token_type_ids": batch["token_type_ids"]} if "token_type_ids" in batch else {}
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                 **extra).logits
+
+
 def head_loss(model, batch, regression: bool) -> torch.Tensor:
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    logits = _logits(model, batch)
     if regression:
         return torch.nn.functional.mse_loss(logits.squeeze(-1).float(), batch["labels"].float())
     return torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
@@ -57,7 +70,7 @@ def head_loss(model, batch, regression: bool) -> torch.Tensor:
 
 def head_outputs(model, batch, regression: bool) -> torch.Tensor:
     """Predicted class indices (or values) of a batch."""
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    logits = _logits(model, batch)
     return logits.squeeze(-1).float() if regression else logits.argmax(dim=-1)
 
 

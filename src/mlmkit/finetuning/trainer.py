@@ -1,10 +1,17 @@
 """One fine-tuning run, top to bottom:
 
     encode the splits once (truncations counted)
-    for each epoch: length-bucketed, dynamically padded batches in a seeded order;
-                    AdamW, linear warm-up and decay, gradient clipping at 1.0;
-                    evaluate on the validation split; keep the best epoch's model
-    restore the best epoch, evaluate on the test split if given, write metrics.json
+    for each epoch: dynamically padded batches in a seeded order (length-bucketed on request);
+                    AdamW, linear warm-up and decay, gradient clipping at 1.0
+    evaluate the last epoch's model (or, with select="best", each epoch's, keeping the best)
+    on the validation split, then on the test split if given; write metrics.json
+
+The optimisation is the Hugging Face Trainer's, step for step: the same AdamW (betas
+(0.9, 0.999), epsilon 1e-8, no decay on biases and normalisation weights), the same linear
+schedule (warm-up from 0 over ceil(warmup × steps) steps), the same clipping, the same
+number of steps. Given the same model, head and data order, the per-step losses are the
+Trainer's (tests/finetuning/test_trainer_parity.py); docs/fine-tuning.md lists the defaults
+that differ on purpose and why.
 
 With a run directory the training state (weights, optimizer, scheduler, RNG, position in
 the epoch, best so far) is saved every `save_every` steps, at each epoch's end and on
@@ -49,6 +56,9 @@ from mlmkit.training.checkpoint import save_model_dir
 from mlmkit.training.signals import StopOnSignal
 
 EVAL_BATCH_TOKENS = 16384
+ADAM_BETAS = (0.9, 0.999)  # torch's and the Trainer's defaults
+ADAM_EPS = 1e-8
+MAX_GRAD_NORM = 1.0
 
 
 @dataclass(frozen=True)
@@ -62,12 +72,12 @@ class Recipe:
     max_length: int = 128
     warmup: float = 0.1
     weight_decay: float = 0.01
-    bucket: bool = True
+    bucket: bool = False
     seed: int = 0
     lora: LoraOptions | None = None
     template: str | None = None
     verbalizer: dict | None = None
-    select: str = "best"  # best: evaluate each epoch, keep the best; last: the last epoch
+    select: str = "last"  # last: the last epoch's model; best: evaluate each epoch, keep the best
 
     def check(self) -> Recipe:
         count("epochs", self.epochs, 1, 10_000)
@@ -127,8 +137,9 @@ class Trainer:
         methods.check_method(recipe.method, regression, mlm)
         if recipe.method == "head":
             model = methods.build_classifier(mlm, data.label_names, recipe.seed)
+            segments = methods.takes_segments(model)
             self.encode = lambda split: encode_pairs(mlm.tokenizer, split.texts, split.labels,
-                                                     self.max_length)
+                                                     self.max_length, segments)
         else:
             torch.manual_seed(recipe.seed)
             model = copy.deepcopy(mlm.model)
@@ -165,20 +176,24 @@ class Trainer:
         return methods.prompt_outputs(self.model, batch, self.word_ids)
 
     def optimizer(self, total_steps: int):
+        """AdamW with decay on all but biases and normalisation weights, and the linear
+        schedule: warm-up from 0 over ceil(warmup × total_steps) steps, then decay to 0 at
+        the last step (the Trainer's `get_linear_schedule_with_warmup`)."""
+        decayed = decayed_parameters(self.model)
         decay, plain = [], []
         for name, parameter in self.model.named_parameters():
             if parameter.requires_grad:
-                (plain if parameter.ndim < 2 or "norm" in name.lower() else decay).append(
-                    parameter)
+                (decay if name in decayed else plain).append(parameter)
         optimizer = torch.optim.AdamW([{"params": decay, "weight_decay":
                                         self.recipe.weight_decay},
                                        {"params": plain, "weight_decay": 0.0}],
-                                      lr=self.recipe.lr, **_fused(self.device))
+                                      lr=self.recipe.lr, betas=ADAM_BETAS, eps=ADAM_EPS,
+                                      **_fused(self.device))
         warm = int(math.ceil(self.recipe.warmup * total_steps))
 
         def factor(step: int) -> float:
             if step < warm:
-                return (step + 1) / warm
+                return step / warm
             return max(0.0, (total_steps - step) / max(1, total_steps - warm))
 
         return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
@@ -203,6 +218,20 @@ class Trainer:
         return compute(self.task.metrics, predictions, labels), predictions
 
 
+def decayed_parameters(model) -> set[str]:
+    """Names of the parameters weight decay applies to: all but biases and the weights of
+    normalisation layers (decaying a LayerNorm's gain towards 0 would shrink the
+    activations it exists to rescale). The same set as the Trainer's."""
+    out = set()
+    for module_name, module in model.named_modules():
+        norm = isinstance(module, torch.nn.LayerNorm) or "norm" in type(module).__name__.lower()
+        for name, _ in module.named_parameters(recurse=False):
+            full = f"{module_name}.{name}" if module_name else name
+            if not norm and "bias" not in full.lower() and "norm" not in full.lower():
+                out.add(full)
+    return out
+
+
 def _fused(device) -> dict:
     """AdamW's fused kernel where torch has one for the device (CPU and CUDA): one pass
     over all parameters per step instead of a Python loop."""
@@ -217,7 +246,8 @@ def _state_config(recipe: Recipe, data: TaskData) -> dict:
     # what the rows hold, not only where they came from: a file edited in place between a
     # stop and a resume changes them under the same name and count
     out["train_content"] = _digest(data.train)
-    out["validation_content"] = _digest(data.validation)
+    out["validation_content"] = (_digest(data.validation) if data.validation is not None
+                                 else None)
     return json.loads(json.dumps(out, default=str))
 
 
@@ -233,16 +263,22 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                   run_dir: str | Path | None = None, resume: bool = False,
                   save_every: int = 0, halt_after: int | None = None,
                   merge_lora: bool = False, batch_tokens: int | None = None,
-                  progress: bool | None = None, say=None) -> RunResult:
-    """Train, evaluate each epoch, keep the best; see the module docstring."""
+                  progress: bool | None = None, say=None, on_step=None) -> RunResult:
+    """Train, evaluate, keep the last (or best) epoch; see the module docstring.
+    `on_step(step, loss)` is called after each optimizer step with its training loss."""
     recipe.check()
+    if recipe.select == "best" and data.validation is None:
+        raise InvalidArgument("select='best' (--select best) picks an epoch on the validation "
+                              "split: pass one (--validation), or keep the last epoch")
     say = say or (lambda message: None)
     batch_tokens = batch_tokens or EVAL_BATCH_TOKENS
     trainer = Trainer(mlm, data, recipe, device, precision)
     train_enc = trainer.encode(data.train)
-    valid_enc = trainer.encode(data.validation)
+    valid_enc = trainer.encode(data.validation) if data.validation is not None else None
     test_enc = trainer.encode(data.test) if data.test is not None else None
-    truncated = {"train": train_enc.truncated, "validation": valid_enc.truncated}
+    truncated = {"train": train_enc.truncated}
+    if valid_enc is not None:
+        truncated["validation"] = valid_enc.truncated
     if test_enc is not None:
         truncated["test"] = test_enc.truncated
     asked = recipe.max_length != Recipe.__dataclass_fields__["max_length"].default
@@ -303,8 +339,8 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
 
     def keep_best(metrics: dict, predictions) -> None:
         nonlocal best_state, best_predictions
-        score = _score(data.task, metrics)
-        if score > best["score"] or not best["metrics"]:
+        score = _score(data.task, metrics) if metrics else -math.inf
+        if recipe.select == "last" or score > best["score"] or not best["epoch"]:
             best.update(score=score, epoch=epoch + 1, metrics=metrics)
             best_predictions = predictions
             if run_path is not None:
@@ -329,11 +365,13 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                     raise RunError(f"the loss is {loss.item()} at step {step + 1}: lower --lr "
                                    "or use --precision fp32")
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(trainer.trainable, 1.0, foreach=True)
+                torch.nn.utils.clip_grad_norm_(trainer.trainable, MAX_GRAD_NORM, foreach=True)
                 optimizer.step()
                 schedule.step()
                 optimizer.zero_grad(set_to_none=True)
                 losses.append(loss.item())
+                if on_step is not None:
+                    on_step(step + 1, losses[-1])
                 step, position, steps_here = step + 1, position + 1, steps_here + 1
                 seen += len(batches[position - 1])
                 bar.update(step)
@@ -352,18 +390,19 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                     save()
                     started = time.perf_counter()
             elapsed += time.perf_counter() - started
-            if recipe.select == "last" and epoch + 1 < recipe.epochs:
-                epoch, position, losses = epoch + 1, 0, []
-                save()
-                continue
-            metrics, predictions = trainer.evaluate(valid_enc, batch_tokens)
+            last = epoch + 1 == recipe.epochs
+            metrics, predictions = {}, None
+            if valid_enc is not None and (recipe.select == "best" or last):
+                metrics, predictions = trainer.evaluate(valid_enc, batch_tokens)
             record = {"epoch": epoch + 1, "step": step,
                       "train_loss": float(np.mean(losses)) if losses else None, **metrics}
             history.append(record)
-            keep_best(metrics, predictions)
-            say(f"epoch {epoch + 1}/{recipe.epochs}: loss "
-                f"{record['train_loss'] if record['train_loss'] is not None else float('nan'):.4f}, "
-                + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()))
+            if last or (recipe.select == "best" and metrics):
+                keep_best(metrics, predictions)
+            loss_text = f"{record['train_loss']:.4f}" if record["train_loss"] is not None \
+                else "nan"
+            say(f"epoch {epoch + 1}/{recipe.epochs}: loss {loss_text}"
+                + "".join(f", {k} {v:.4f}" for k, v in metrics.items()))
             epoch, position, losses = epoch + 1, 0, []
             save()
     if best_state is not None:
@@ -375,11 +414,12 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
         test_metrics, predictions = trainer.evaluate(test_enc, batch_tokens)
     elif best_state is not None and best_predictions is not None:
         predictions = best_predictions  # the restored weights made them: no second pass
-    else:
+    elif valid_enc is not None:
         _, predictions = trainer.evaluate(valid_enc, batch_tokens)
+    scored = test_enc if test_enc is not None else valid_enc
     result = _result(trainer, data, recipe, best, history, truncated, step, elapsed, seen,
                      status, run_path, test_metrics, predictions,
-                     test_enc.labels if test_enc is not None else valid_enc.labels)
+                     scored.labels if scored is not None else None)
     if run_path is not None:
         write_text(run_path / "metrics.json", result.to_json(indent=1) + "\n")
         write_text(run_path / "metrics.jsonl",
@@ -395,7 +435,9 @@ def _result(trainer, data, recipe, best, history, truncated, step, elapsed, seen
         task=data.task.name, method=recipe.method, seed=recipe.seed, metrics=best["metrics"],
         best_epoch=best["epoch"], history=list(history), test_metrics=test_metrics,
         truncated=truncated,
-        examples={"train": len(data.train), "validation": len(data.validation),
+        examples={"train": len(data.train),
+                  **({"validation": len(data.validation)} if data.validation is not None
+                     else {}),
                   **({"test": len(data.test)} if data.test is not None else {})},
         steps=step, train_seconds=round(elapsed, 3),
         examples_per_s=seen / elapsed if elapsed > 0 else None, status=status,

@@ -25,7 +25,11 @@ class Finetuning:
         128, "Longest input in tokens; longer ones are truncated and counted in metrics.json.")
     warmup: float = option(0.1, "Share of the steps of linear warm-up.")
     weight_decay: float = option(0.01, "AdamW weight decay.")
-    bucket: bool = option(True, "Length-bucketed batches (less padding).")
+    bucket: bool = option(False, "Length-bucketed batches (less padding, faster; less "
+                          "accurate on small data).")
+    select: Literal["last", "best"] | None = option(
+        None, "The model kept: last (the last epoch's) or best (evaluate each epoch, keep "
+        "the best on the validation split).")
     shots: int | None = option(None, "Few-shot: K training examples per class.")
     seeds: int = option(1, "Runs with seeds seed..seed+N-1; mean ± std.")
     template: str | None = option(
@@ -59,9 +63,9 @@ class FinetuneData:
     task: str = option("sst2", "cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, agnews, or "
                        "a name of your own with --text-field.")
     train: str | None = option(None, "Training file (JSONL, TSV or CSV; - is standard input).")
-    validation: str | None = option(None, "Validation file (default: the dataset's, else 10% "
-                                    "of train carved with a fixed seed).")
-    test: str | None = option(None, "Test file: the best epoch is evaluated on it.")
+    validation: str | None = option(None, "Validation file (default: the dataset's; else, "
+                                    "without --test, 10% of train carved with a fixed seed).")
+    test: str | None = option(None, "Test file: the kept model is evaluated on it.")
     dataset: str | None = option(None, "A Hugging Face datasets name NAME[:CONFIG] "
                                  "(downloaded if needed; see --offline).")
     offline: bool = option(False, "Read --dataset names and hub models from the local Hugging "

@@ -1,0 +1,142 @@
+"""mlmkit's fine-tuning loop against transformers' Trainer, step for step.
+
+Both sides train the same classifier (the family's own ForSequenceClassification head, the
+weights mlmkit builds, saved and loaded by the Trainer) on the same rows in the same order
+with the same recipe: their per-step training losses must agree within 1e-5 for 50 steps.
+That pins down what the recipe is made of (AdamW's betas, epsilon and decay groups, the
+warm-up from 0 and the linear decay, the number of steps, gradient clipping, the padding, the
+loss, the segments of sentence pairs). Dropout is off: the Trainer's data loader draws from
+torch's generator between steps, so the two sides' dropout masks could not be the same draws.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from transformers import (
+    AutoModelForSequenceClassification,
+    DataCollatorWithPadding,
+    Trainer,
+    TrainingArguments,
+)
+from transformers.utils import logging as hf_logging
+
+from mlmkit.finetuning.data import Split, TaskData
+from mlmkit.finetuning.encode import train_batches
+from mlmkit.finetuning.methods import build_classifier
+from mlmkit.finetuning.tasks import get_task
+from mlmkit.finetuning.trainer import Recipe, decayed_parameters, fine_tune_run
+from mlmkit.models import LoadedMLM
+
+ROWS, BATCH, EPOCHS = 196, 8, 2  # 25 steps an epoch (the last batch of 4 rows): 50 steps
+RECIPE = Recipe(epochs=EPOCHS, lr=5e-4, batch_size=BATCH, max_length=32, warmup=0.1,
+                weight_decay=0.01, seed=3)
+
+
+def segmented(tokenizer):
+    """A copy of `tokenizer` that returns token type ids, as BERT's on the hub do."""
+    tokenizer = copy.deepcopy(tokenizer)
+    tokenizer.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]
+    return tokenizer
+
+
+@pytest.fixture(scope="module")
+def quiet_mlm(tiny_mlm) -> LoadedMLM:
+    """The tiny BERT with every dropout off (same weights), its tokenizer giving segments."""
+    source = tiny_mlm("bert")
+    config = copy.deepcopy(source.model.config)
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
+    config.classifier_dropout = 0.0
+    model = type(source.model)(config)
+    model.load_state_dict(source.model.state_dict())
+    return LoadedMLM(model=model.eval(), tokenizer=segmented(source.tokenizer),
+                     name="bert-tiny-quiet")
+
+
+def _rows(corpus_sample, pairs: bool) -> TaskData:
+    texts = [t for t in corpus_sample if 10 < len(t) < 400][:2 * ROWS]
+    if pairs:
+        rows = [(texts[2 * i], texts[2 * i + 1]) for i in range(ROWS)]
+    else:
+        rows = [(t,) for t in texts[:ROWS]]
+    labels = np.array([int(" the " in " ".join(r)) for r in rows], dtype=np.int64)
+    task = get_task("pairs", "a,b", "label") if pairs else get_task("sst2")
+    names = ["0", "1"] if pairs else list(task.labels)
+    return TaskData(task, names, Split("train", rows, labels, "memory"), None)
+
+
+class FixedOrderTrainer(Trainer):
+    """The Trainer, fed mlmkit's data order, recording the loss of each step."""
+
+    def __init__(self, *args, epoch_orders, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.epoch_orders, self.losses = epoch_orders, []
+
+    def _get_train_sampler(self, train_dataset=None):
+        return _EpochOrders(self.epoch_orders)
+
+    def training_step(self, model, inputs, num_items_in_batch=None):
+        loss = super().training_step(model, inputs, num_items_in_batch)
+        self.losses.append(loss.item())
+        return loss
+
+
+class _EpochOrders(torch.utils.data.Sampler):
+    def __init__(self, orders):
+        self.orders, self.epoch = orders, 0
+
+    def __len__(self):
+        return len(self.orders[0])
+
+    def __iter__(self):
+        order = self.orders[self.epoch]
+        self.epoch += 1
+        return iter(order.tolist())
+
+
+def _trainer_losses(mlm, data, tmp_path) -> list[float]:
+    hf_logging.set_verbosity_error()
+    start = tmp_path / "start"
+    build_classifier(mlm, data.label_names, RECIPE.seed).save_pretrained(start)
+    model = AutoModelForSequenceClassification.from_pretrained(start)
+    columns = list(zip(*data.train.texts, strict=True))
+    enc = mlm.tokenizer(*columns, truncation=True, max_length=RECIPE.max_length)
+    rows = [{**{k: enc[k][i] for k in enc}, "labels": int(data.train.labels[i])}
+            for i in range(len(data.train))]
+    lengths = np.array([len(ids) for ids in enc["input_ids"]])
+    orders = [np.concatenate(train_batches(lengths, BATCH, RECIPE.seed, epoch, bucket=False))
+              for epoch in range(EPOCHS)]
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "hf"), per_device_train_batch_size=BATCH,
+        learning_rate=RECIPE.lr, num_train_epochs=EPOCHS, warmup_steps=RECIPE.warmup,
+        weight_decay=RECIPE.weight_decay, seed=RECIPE.seed, use_cpu=True, report_to="none",
+        save_strategy="no", logging_strategy="no", eval_strategy="no",
+        dataloader_num_workers=0, disable_tqdm=True)
+    trainer = FixedOrderTrainer(model=model, args=args, train_dataset=rows,
+                                data_collator=DataCollatorWithPadding(mlm.tokenizer),
+                                epoch_orders=orders)
+    trainer.train()
+    assert trainer.args.max_grad_norm == 1.0 and trainer.args.adam_epsilon == 1e-8
+    return trainer.losses
+
+
+@pytest.mark.parametrize("pairs", [False, True], ids=["single", "pairs"])
+def test_per_step_losses_equal_the_trainer_s(quiet_mlm, corpus_sample, pairs, tmp_path):
+    data = _rows(corpus_sample, pairs)
+    ours = []
+    fine_tune_run(quiet_mlm, data, RECIPE, device=torch.device("cpu"), precision="fp32",
+                  on_step=lambda step, loss: ours.append(loss))
+    theirs = _trainer_losses(quiet_mlm, data, tmp_path)
+    assert len(ours) == len(theirs) == 50
+    assert len(set(np.round(ours, 3))) > 10  # the losses move: the test compares something
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5)
+
+
+def test_decay_groups_are_the_trainer_s(quiet_mlm, tmp_path):
+    model = build_classifier(quiet_mlm, ["a", "b"], 0)
+    args = TrainingArguments(output_dir=str(tmp_path), use_cpu=True, report_to="none")
+    assert decayed_parameters(model) == set(Trainer(model=model, args=args)
+                                            .get_decay_parameter_names(model))
