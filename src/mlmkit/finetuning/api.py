@@ -89,7 +89,8 @@ def finetune(
     max_length: int = 128,
     warmup: float = 0.1,
     weight_decay: float = 0.01,
-    bucket: bool = True,
+    bucket: bool | None = None,
+    packed: bool | None = None,
     shots: int | None = None,
     seeds: int = 1,
     template: str | None = None,
@@ -128,8 +129,12 @@ def finetune(
     defaults: 20 epochs, lr 1e-4, batch 8; the last epoch is kept, as no large validation set
     may pick it in a true few-shot setting) and reports the mean and standard deviation.
     `batch_size` is the optimizer's batch (examples per step); `batch_tokens` bounds the
-    evaluation batches. `lora=True` trains LoRA adapters (`lora_rank`, `lora_alpha`,
-    `lora_targets`) through peft, saved as an adapter or merged (`merge_lora`).
+    evaluation batches. `packed` (default: wherever the model has unpadded attention) packs
+    each batch's examples into rows without padding, each attending only to itself: the
+    same numbers as padded batches, faster; `bucket` (default: only for padded batches)
+    groups examples of similar length into a step (less padding, a different recipe).
+    `lora=True` trains LoRA adapters (`lora_rank`, `lora_alpha`, `lora_targets`) through
+    peft, saved as an adapter or merged (`merge_lora`).
     `run_dir` keeps the best epoch's model in `run_dir/best`, `metrics.json` (with the
     truncation counts) and checkpoints for `resume=True` (several seeds: `run_dir/seed-N`).
     """
@@ -193,7 +198,7 @@ def finetune(
                                   resume=resume and (seeds == 1 or _has_states(where)),
                                   save_every=save_every, halt_after=halt_after,
                                   merge_lora=merge_lora, batch_tokens=batch_tokens,
-                                  progress=progress, say=say))
+                                  progress=progress, say=say, packed=packed))
         if runs[-1].status != "finished":
             break
     # a seed stopped before its first evaluation has no metrics: the mean is over the others

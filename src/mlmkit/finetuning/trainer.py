@@ -20,7 +20,7 @@ import json
 import math
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -39,11 +39,18 @@ from mlmkit.finetuning.encode import (
     PromptEncoder,
     collate,
     encode_pairs,
-    eval_batches,
     train_batches,
 )
 from mlmkit.finetuning.lora import LoraOptions, add_lora, base_of, peft_module
 from mlmkit.finetuning.metrics import compute
+from mlmkit.finetuning.packing import (
+    collate_packed,
+    equal_length_batches,
+    packed_loss,
+    packed_outputs,
+    supports_packing,
+)
+from mlmkit.models.fast_modernbert import use_fast_layers
 from mlmkit.training import checkpoint
 from mlmkit.training.checkpoint import save_model_dir
 from mlmkit.training.signals import StopOnSignal
@@ -62,7 +69,7 @@ class Recipe:
     max_length: int = 128
     warmup: float = 0.1
     weight_decay: float = 0.01
-    bucket: bool = True
+    bucket: bool | None = None  # None: bucket padded batches only (packed ones need not)
     seed: int = 0
     lora: LoraOptions | None = None
     template: str | None = None
@@ -119,7 +126,8 @@ def _score(task, metrics: dict) -> float:
 class Trainer:
     """The state of one run (built by `fine_tune_run`)."""
 
-    def __init__(self, mlm, data: TaskData, recipe: Recipe, device, precision: str):
+    def __init__(self, mlm, data: TaskData, recipe: Recipe, device, precision: str,
+                 packed: bool | None = None):
         self.mlm, self.data, self.recipe = mlm, data, recipe
         self.task = data.task
         self.device, self.precision = device, precision
@@ -146,6 +154,11 @@ class Trainer:
         if recipe.lora is not None:
             model = add_lora(model, recipe.lora, recipe.method)
         self.model = model.to(device)
+        # -- speed (finetuning/packing.py): packed batches where the model has unpadded
+        # attention, ModernBERT's fast rotary/GeGLU layers; the same numbers either way
+        self.packed = _packing(self.model, recipe, packed)
+        use_fast_layers(self.model)
+        # -- end speed
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.pad_id = mlm.tokenizer.pad_token_id if mlm.tokenizer.pad_token_id is not None \
             else 0
@@ -154,12 +167,21 @@ class Trainer:
     def max_length(self) -> int:
         return min(self.recipe.max_length, self.mlm.max_length)
 
+    def collate(self, encoded, index):
+        if self.packed:
+            return collate_packed(encoded, index, self.pad_id, self.device)
+        return collate(encoded, index, self.pad_id, self.device)
+
     def loss(self, batch):
+        if self.packed:
+            return packed_loss(base_of(self.model), batch, self.task.regression)
         if self.recipe.method == "head":
             return methods.head_loss(self.model, batch, self.task.regression)
         return methods.prompt_loss(self.model, batch, self.word_ids)
 
     def outputs(self, batch):
+        if self.packed:
+            return packed_outputs(base_of(self.model), batch, self.task.regression)
         if self.recipe.method == "head":
             return methods.head_outputs(self.model, batch, self.task.regression)
         return methods.prompt_outputs(self.model, batch, self.word_ids)
@@ -188,8 +210,8 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()
         out = np.empty(len(encoded), dtype=np.float64)
-        for index in eval_batches(encoded.lengths, batch_tokens):
-            batch = collate(encoded, index, self.pad_id, self.device)
+        for index in equal_length_batches(encoded.lengths, batch_tokens):
+            batch = self.collate(encoded, index)
             with autocast(self.precision, self.device):
                 out[index] = self.outputs(batch).double().cpu().numpy()
         self.model.train(was_training)
@@ -201,6 +223,17 @@ class Trainer:
         if not self.task.regression:
             predictions = predictions.astype(np.int64)
         return compute(self.task.metrics, predictions, labels), predictions
+
+
+def _packing(model, recipe: Recipe, asked: bool | None) -> bool:
+    """Whether batches are packed: `asked` (None: wherever the model supports it)."""
+    able = recipe.method == "head" and supports_packing(base_of(model))
+    if asked and not able:
+        raise InvalidArgument(
+            f"packed=True (--packed): a {model.config.model_type!r} model with method "
+            f"{recipe.method!r} has no packed batches (head fine-tuning of ModernBERT-type "
+            "models only): drop --packed")
+    return able if asked is None else asked
 
 
 def _fused(device) -> dict:
@@ -233,12 +266,16 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                   run_dir: str | Path | None = None, resume: bool = False,
                   save_every: int = 0, halt_after: int | None = None,
                   merge_lora: bool = False, batch_tokens: int | None = None,
-                  progress: bool | None = None, say=None) -> RunResult:
-    """Train, evaluate each epoch, keep the best; see the module docstring."""
+                  progress: bool | None = None, say=None,
+                  packed: bool | None = None) -> RunResult:
+    """Train, evaluate each epoch, keep the best; see the module docstring. `packed`:
+    batches without padding (finetuning/packing.py; None: wherever the model has them)."""
     recipe.check()
     say = say or (lambda message: None)
     batch_tokens = batch_tokens or EVAL_BATCH_TOKENS
-    trainer = Trainer(mlm, data, recipe, device, precision)
+    trainer = Trainer(mlm, data, recipe, device, precision, packed)
+    if recipe.bucket is None:  # bucketing saves padding, and packed batches have none
+        recipe = replace(recipe, bucket=not trainer.packed)
     train_enc = trainer.encode(data.train)
     valid_enc = trainer.encode(data.validation)
     test_enc = trainer.encode(data.test) if data.test is not None else None
@@ -322,7 +359,7 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                                     recipe.bucket)
             started = time.perf_counter()
             while position < len(batches):
-                batch = collate(train_enc, batches[position], trainer.pad_id, device)
+                batch = trainer.collate(train_enc, batches[position])
                 with autocast(precision, device):
                     loss = trainer.loss(batch)
                 if not torch.isfinite(loss):

@@ -25,7 +25,13 @@ class Finetuning:
         128, "Longest input in tokens; longer ones are truncated and counted in metrics.json.")
     warmup: float = option(0.1, "Share of the steps of linear warm-up.")
     weight_decay: float = option(0.01, "AdamW weight decay.")
-    bucket: bool = option(True, "Length-bucketed batches (less padding).")
+    bucket: bool | None = option(
+        None, "Length-bucketed batches (less padding; changes which examples share a step). "
+        "Default: only when batches are padded.", flag="--bucket/--no-bucket")
+    packed: bool | None = option(
+        None, "Packed batches: no padding, attention within each example (head fine-tuning "
+        "of ModernBERT-type models). Default: wherever the model has them.",
+        flag="--packed/--padded")
     shots: int | None = option(None, "Few-shot: K training examples per class.")
     seeds: int = option(1, "Runs with seeds seed..seed+N-1; mean ± std.")
     template: str | None = option(
