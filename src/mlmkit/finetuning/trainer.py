@@ -173,14 +173,14 @@ class Trainer:
         return collate(encoded, index, self.pad_id, self.device)
 
     def loss(self, batch):
-        if self.packed:
+        if "documents" in batch:
             return packed_loss(base_of(self.model), batch, self.task.regression)
         if self.recipe.method == "head":
             return methods.head_loss(self.model, batch, self.task.regression)
         return methods.prompt_loss(self.model, batch, self.word_ids)
 
     def outputs(self, batch):
-        if self.packed:
+        if "documents" in batch:
             return packed_outputs(base_of(self.model), batch, self.task.regression)
         if self.recipe.method == "head":
             return methods.head_outputs(self.model, batch, self.task.regression)
@@ -210,8 +210,8 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()
         out = np.empty(len(encoded), dtype=np.float64)
-        for index in equal_length_batches(encoded.lengths, batch_tokens):
-            batch = self.collate(encoded, index)
+        for index in equal_length_batches(encoded.lengths, batch_tokens):  # most unpadded
+            batch = collate(encoded, index, self.pad_id, self.device)
             with autocast(self.precision, self.device):
                 out[index] = self.outputs(batch).double().cpu().numpy()
         self.model.train(was_training)

@@ -27,11 +27,10 @@ class Finetuning:
     weight_decay: float = option(0.01, "AdamW weight decay.")
     bucket: bool | None = option(
         None, "Length-bucketed batches (less padding; changes which examples share a step). "
-        "Default: only when batches are padded.", flag="--bucket/--no-bucket")
+        "Default: only when batches are padded.")
     packed: bool | None = option(
         None, "Packed batches: no padding, attention within each example (head fine-tuning "
-        "of ModernBERT-type models). Default: wherever the model has them.",
-        flag="--packed/--padded")
+        "of ModernBERT-type models). Default: wherever the model has them.")
     shots: int | None = option(None, "Few-shot: K training examples per class.")
     seeds: int = option(1, "Runs with seeds seed..seed+N-1; mean ± std.")
     template: str | None = option(
