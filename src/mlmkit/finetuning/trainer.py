@@ -1,7 +1,9 @@
 """One fine-tuning run, top to bottom:
 
     encode the splits once (truncations counted)
-    for each epoch: length-bucketed, dynamically padded batches in a seeded order;
+    for each epoch: batches in a seeded order, packed without padding where the model
+                    has unpadded attention (finetuning/packing.py), else padded and
+                    length-bucketed;
                     AdamW, linear warm-up and decay, gradient clipping at 1.0;
                     evaluate on the validation split; keep the best epoch's model
     restore the best epoch, evaluate on the test split if given, write metrics.json
