@@ -5,9 +5,9 @@ A padded batch of short texts is mostly padding unless it is bucketed by length,
 bucketing changes which examples share a step (it costs accuracy). Packed, a batch keeps
 its examples (any order, bucketed or not) and the encoder runs on their real tokens only:
 
-- the batch's sequences go into rows of at most `row_tokens` tokens (the longest first,
-  each into the emptiest row that holds it), so rows come out about equally full and the
-  attention of a row costs at most `row_tokens` keys per token, never the whole batch's;
+- the batch's sequences go into rows of `row_tokens` tokens (the longest first, each into
+  the emptiest row that holds it; as few rows as the tokens need), so the attention of a
+  row costs at most `row_tokens` keys per token, never the whole batch's;
 - the indexed mask (each token's sequence number in its row, 0 on padding) keeps attention
   within each sequence and restarts positions per sequence (`models.unpadded`);
 - each sequence is pooled as the classifier pools it (`classifier_pooling`: its first
@@ -33,7 +33,11 @@ from mlmkit.engine.batching import cut_batches
 from mlmkit.finetuning.encode import Encoded
 from mlmkit.models.unpadded import UNPADDED_MODEL_TYPES, unpadded_hidden
 
-ROW_TOKENS = 128  # the longest packed row: attention costs at most this many keys a token
+# Every packed row is this long (padded at its end; a longer sequence gets a row of its
+# own): attention costs at most this many keys a token, and the matrix products see a few
+# shapes only (1, 2, 3... rows), whose kernels a CPU library builds once and reuses; a new
+# shape every step (a width fitted to each batch) costs more than the padding saves.
+ROW_TOKENS = 128
 EVAL_MAX_ROWS = 512
 
 
@@ -70,12 +74,12 @@ def pack_rows(lengths: np.ndarray, row_tokens: int) -> tuple[np.ndarray, np.ndar
 def collate_packed(encoded: Encoded, index: np.ndarray, pad_id: int, device,
                    row_tokens: int = ROW_TOKENS) -> dict:
     """The rows `index` of `encoded` packed (`pack_rows`): input ids and the indexed mask
-    [rows, width] (width: the fullest row), the flat position of each sequence's first
+    [rows, row_tokens] (wider only for a longer sequence), the flat position of each sequence's first
     token and the sequence of each token (for pooling, in `index` order), and labels."""
     lengths = encoded.lengths[index]
     row, start, rows = pack_rows(lengths, row_tokens)
     ends = start + lengths
-    width = int(ends.max())
+    width = max(int(row_tokens), int(ends.max()))  # one width: see ROW_TOKENS
     ids = np.full((rows, width), pad_id, dtype=np.int64)
     documents = np.zeros((rows, width), dtype=np.int64)
     number = np.zeros(rows, dtype=np.int64)
