@@ -70,6 +70,7 @@ def test_packed_batches_give_the_padded_logits_loss_and_gradients(tiny_mlm, pool
     padded = collate(encoded, index, mlm.tokenizer.pad_token_id, device)
     packed = collate_packed(encoded, index, mlm.tokenizer.pad_token_id, device, row_tokens=64)
     assert packed["input_ids"].shape[0] > 1  # several rows: sequences meet other rows
+    assert packed["input_ids"].shape[1] == 64  # one width, whatever the batch
     assert packed["input_ids"].numel() < padded["input_ids"].numel()
 
     def run(loss_of, batch):
