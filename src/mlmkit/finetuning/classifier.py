@@ -32,9 +32,10 @@ from mlmkit.core.results import Result
 from mlmkit.errors import InvalidArgument, ModelError, PathError
 from mlmkit.finetuning.data import Split, label_index, read_split
 from mlmkit.finetuning.data import limit as sample_rows
-from mlmkit.finetuning.encode import PromptEncoder, collate, encode_pairs, eval_batches
+from mlmkit.finetuning.encode import PromptEncoder, collate, encode_pairs
 from mlmkit.finetuning.methods import prompt_logits
 from mlmkit.finetuning.metrics import compute
+from mlmkit.finetuning.packing import equal_length_batches
 from mlmkit.finetuning.tasks import Task, get_task
 from mlmkit.models.load import load_mlm, model_max_length
 
@@ -109,7 +110,7 @@ class Classifier:
         out = np.empty((len(texts), width), dtype=np.float64)
         with torch.inference_mode(), Progress(f"classifying with {self.name}", len(texts),
                                               "texts", enabled=progress) as bar:
-            for index in eval_batches(encoded.lengths, self.batch_tokens):
+            for index in equal_length_batches(encoded.lengths, self.batch_tokens):
                 batch = collate(encoded, index, pad, self.device)
                 with autocast(self.precision, self.device):
                     if self.prompt is not None:  # the label words' logits at the mask

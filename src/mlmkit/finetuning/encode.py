@@ -179,18 +179,6 @@ def train_batches(lengths: np.ndarray, batch_size: int, seed: int, epoch: int,
     return batches
 
 
-def eval_batches(lengths: np.ndarray, batch_tokens: int) -> list[np.ndarray]:
-    """Batches of rows sorted by length, each within `batch_tokens` padded tokens."""
-    order = np.argsort(-lengths, kind="stable")
-    batches, start = [], 0
-    while start < len(order):
-        longest = int(lengths[order[start]])
-        rows = max(1, batch_tokens // max(longest, 1))
-        batches.append(order[start:start + rows])
-        start += rows
-    return batches
-
-
 def collate(encoded: Encoded, index: np.ndarray, pad_id: int, device) -> dict:
     """Padded input ids, attention mask, labels (and mask positions) of rows `index`."""
     lengths = encoded.lengths[index]

@@ -1,7 +1,9 @@
 """One fine-tuning run, top to bottom:
 
     encode the splits once (truncations counted)
-    for each epoch: dynamically padded batches in a seeded order (length-bucketed on request);
+    for each epoch: batches in a seeded order, packed without padding where the model
+                    has unpadded attention (finetuning/packing.py), else padded to their
+                    longest row (length-bucketed on request);
                     AdamW, linear warm-up and decay, gradient clipping at 1.0
     evaluate the last epoch's model (or, with select="best", each epoch's, keeping the best)
     on the validation split, then on the test split if given; write metrics.json
@@ -46,11 +48,18 @@ from mlmkit.finetuning.encode import (
     PromptEncoder,
     collate,
     encode_pairs,
-    eval_batches,
     train_batches,
 )
 from mlmkit.finetuning.lora import LoraOptions, add_lora, base_of, peft_module
 from mlmkit.finetuning.metrics import compute
+from mlmkit.finetuning.packing import (
+    collate_packed,
+    equal_length_batches,
+    packed_loss,
+    packed_outputs,
+    supports_packing,
+)
+from mlmkit.models.fast_modernbert import use_fast_layers
 from mlmkit.training import checkpoint
 from mlmkit.training.checkpoint import save_model_dir
 from mlmkit.training.signals import StopOnSignal
@@ -129,7 +138,8 @@ def _score(task, metrics: dict) -> float:
 class Trainer:
     """The state of one run (built by `fine_tune_run`)."""
 
-    def __init__(self, mlm, data: TaskData, recipe: Recipe, device, precision: str):
+    def __init__(self, mlm, data: TaskData, recipe: Recipe, device, precision: str,
+                 packed: bool | None = None):
         self.mlm, self.data, self.recipe = mlm, data, recipe
         self.task = data.task
         self.device, self.precision = device, precision
@@ -157,6 +167,11 @@ class Trainer:
         if recipe.lora is not None:
             model = add_lora(model, recipe.lora, recipe.method)
         self.model = model.to(device)
+        # -- speed (finetuning/packing.py): packed batches where the model has unpadded
+        # attention, ModernBERT's fast rotary/GeGLU layers; the same numbers either way
+        self.packed = _packing(self.model, recipe, packed)
+        use_fast_layers(self.model)
+        # -- end speed
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.pad_id = mlm.tokenizer.pad_token_id if mlm.tokenizer.pad_token_id is not None \
             else 0
@@ -165,12 +180,21 @@ class Trainer:
     def max_length(self) -> int:
         return min(self.recipe.max_length, self.mlm.max_length)
 
+    def collate(self, encoded, index):
+        if self.packed:
+            return collate_packed(encoded, index, self.pad_id, self.device)
+        return collate(encoded, index, self.pad_id, self.device)
+
     def loss(self, batch):
+        if "documents" in batch:
+            return packed_loss(base_of(self.model), batch, self.task.regression)
         if self.recipe.method == "head":
             return methods.head_loss(self.model, batch, self.task.regression)
         return methods.prompt_loss(self.model, batch, self.word_ids)
 
     def outputs(self, batch):
+        if "documents" in batch:
+            return packed_outputs(base_of(self.model), batch, self.task.regression)
         if self.recipe.method == "head":
             return methods.head_outputs(self.model, batch, self.task.regression)
         return methods.prompt_outputs(self.model, batch, self.word_ids)
@@ -203,7 +227,7 @@ class Trainer:
         was_training = self.model.training
         self.model.eval()
         out = np.empty(len(encoded), dtype=np.float64)
-        for index in eval_batches(encoded.lengths, batch_tokens):
+        for index in equal_length_batches(encoded.lengths, batch_tokens):  # most unpadded
             batch = collate(encoded, index, self.pad_id, self.device)
             with autocast(self.precision, self.device):
                 out[index] = self.outputs(batch).double().cpu().numpy()
@@ -230,6 +254,17 @@ def decayed_parameters(model) -> set[str]:
             if not norm and "bias" not in full.lower() and "norm" not in full.lower():
                 out.add(full)
     return out
+
+
+def _packing(model, recipe: Recipe, asked: bool | None) -> bool:
+    """Whether batches are packed: `asked` (None: wherever the model supports it)."""
+    able = recipe.method == "head" and supports_packing(base_of(model))
+    if asked and not able:
+        raise InvalidArgument(
+            f"packed=True (--packed): a {model.config.model_type!r} model with method "
+            f"{recipe.method!r} has no packed batches (head fine-tuning of ModernBERT-type "
+            "models only): drop --packed")
+    return able if asked is None else asked
 
 
 def _fused(device) -> dict:
@@ -263,16 +298,19 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                   run_dir: str | Path | None = None, resume: bool = False,
                   save_every: int = 0, halt_after: int | None = None,
                   merge_lora: bool = False, batch_tokens: int | None = None,
-                  progress: bool | None = None, say=None, on_step=None) -> RunResult:
+                  progress: bool | None = None, say=None, on_step=None,
+                  packed: bool | None = None) -> RunResult:
     """Train, evaluate, keep the last (or best) epoch; see the module docstring.
-    `on_step(step, loss)` is called after each optimizer step with its training loss."""
+    `on_step(step, loss)` is called after each optimizer step with its training loss.
+    `packed`: batches without padding (finetuning/packing.py; None: wherever the model
+    has them)."""
     recipe.check()
     if recipe.select == "best" and data.validation is None:
         raise InvalidArgument("select='best' (--select best) picks an epoch on the validation "
                               "split: pass one (--validation), or keep the last epoch")
     say = say or (lambda message: None)
     batch_tokens = batch_tokens or EVAL_BATCH_TOKENS
-    trainer = Trainer(mlm, data, recipe, device, precision)
+    trainer = Trainer(mlm, data, recipe, device, precision, packed)
     train_enc = trainer.encode(data.train)
     valid_enc = trainer.encode(data.validation) if data.validation is not None else None
     test_enc = trainer.encode(data.test) if data.test is not None else None
@@ -358,7 +396,7 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                                     recipe.bucket)
             started = time.perf_counter()
             while position < len(batches):
-                batch = collate(train_enc, batches[position], trainer.pad_id, device)
+                batch = trainer.collate(train_enc, batches[position])
                 with autocast(precision, device):
                     loss = trainer.loss(batch)
                 if not torch.isfinite(loss):

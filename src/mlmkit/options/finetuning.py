@@ -30,6 +30,9 @@ class Finetuning:
     select: Literal["last", "best"] | None = option(
         None, "The model kept: last (the last epoch's) or best (evaluate each epoch, keep "
         "the best on the validation split).")
+    packed: bool | None = option(
+        None, "Packed batches: no padding, attention within each example (head fine-tuning "
+        "of ModernBERT-type models). Default: wherever the model has them.")
     shots: int | None = option(None, "Few-shot: K training examples per class.")
     seeds: int = option(1, "Runs with seeds seed..seed+N-1; mean ± std.")
     template: str | None = option(

@@ -1,0 +1,138 @@
+"""Fine-tuning without padding: a batch's sequences packed into a few rows, each sequence
+attending only to itself (the models layer's unpadded attention, as `pretrain --unpadded`).
+
+A padded batch of short texts is mostly padding unless it is bucketed by length, and
+bucketing changes which examples share a step (it costs accuracy). Packed, a batch keeps
+its examples (any order, bucketed or not) and the encoder runs on their real tokens only:
+
+- the batch's sequences go into rows of `row_tokens` tokens (the longest first, each into
+  the emptiest row that holds it; as few rows as the tokens need), so the attention of a
+  row costs at most `row_tokens` keys per token, never the whole batch's;
+- the indexed mask (each token's sequence number in its row, 0 on padding) keeps attention
+  within each sequence and restarts positions per sequence (`models.unpadded`);
+- each sequence is pooled as the classifier pools it (`classifier_pooling`: its first
+  token, or the mean of its tokens) and goes through the classifier's own head, so the
+  logits equal the padded batch's up to float rounding and a saved checkpoint is the same
+  `AutoModelForSequenceClassification`.
+
+Supported: `head` fine-tuning of the families with unpadded attention whose classifier is
+transformers' ModernBERT classifier (ModernBERT, Ettin, mmBERT). `supports_packing` says
+whether a model qualifies; elsewhere batches are padded.
+
+For evaluation, `equal_length_batches` cuts the split sorted by length with the engine's
+token-budget cutter: most batches hold rows of one length, which need no padding and no
+attention mask, on every family.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from mlmkit.engine.batching import cut_batches
+from mlmkit.finetuning.encode import Encoded
+from mlmkit.models.unpadded import UNPADDED_MODEL_TYPES, unpadded_hidden
+
+# Every packed row is this long (padded at its end; a longer sequence gets a row of its
+# own): attention costs at most this many keys a token, and the matrix products see a few
+# shapes only (1, 2, 3... rows), whose kernels a CPU library builds once and reuses; a new
+# shape every step (a width fitted to each batch) costs more than the padding saves.
+ROW_TOKENS = 128
+EVAL_MAX_ROWS = 512
+
+
+def supports_packing(model: torch.nn.Module) -> bool:
+    """Whether `model` (a sequence classifier) can run packed batches: a family with
+    unpadded attention and the ModernBERT classifier's layout (encoder, head, classifier)."""
+    config = getattr(model, "config", None)
+    return (getattr(config, "model_type", None) in UNPADDED_MODEL_TYPES
+            and getattr(config, "classifier_pooling", None) in ("cls", "mean")
+            and all(hasattr(model, name) for name in ("model", "head", "drop", "classifier")))
+
+
+def pack_rows(lengths: np.ndarray, row_tokens: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """(row, start) of each sequence and the number of rows: as few rows as the tokens
+    need (⌈Σ length / row_tokens⌉, more only when the sequences do not fit), each sequence,
+    longest first, into the emptiest row with room. A sequence longer than `row_tokens`
+    gets a row of its own."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    capacity = max(int(row_tokens), int(lengths.max(initial=1)))
+    fill = [0] * max(1, -(-int(lengths.sum()) // capacity))
+    row = np.empty(len(lengths), dtype=np.int64)
+    start = np.empty(len(lengths), dtype=np.int64)
+    for i in np.argsort(-lengths, kind="stable"):
+        n = int(lengths[i])
+        fits = [r for r in range(len(fill)) if fill[r] + n <= capacity]
+        r = min(fits, key=fill.__getitem__) if fits else len(fill)
+        if r == len(fill):
+            fill.append(0)
+        row[i], start[i] = r, fill[r]
+        fill[r] += n
+    return row, start, len(fill)
+
+
+def collate_packed(encoded: Encoded, index: np.ndarray, pad_id: int, device,
+                   row_tokens: int = ROW_TOKENS) -> dict:
+    """The rows `index` of `encoded` packed (`pack_rows`): input ids and the indexed mask
+    [rows, row_tokens] (wider only for a longer sequence), the flat position of each sequence's first
+    token and the sequence of each token (for pooling, in `index` order), and labels."""
+    lengths = encoded.lengths[index]
+    row, start, rows = pack_rows(lengths, row_tokens)
+    ends = start + lengths
+    width = max(int(row_tokens), int(ends.max()))  # one width: see ROW_TOKENS
+    ids = np.full((rows, width), pad_id, dtype=np.int64)
+    documents = np.zeros((rows, width), dtype=np.int64)
+    number = np.zeros(rows, dtype=np.int64)
+    for k, i in enumerate(index):
+        ids[row[k], start[k]:ends[k]] = encoded.ids[i]
+        number[row[k]] += 1
+        documents[row[k], start[k]:ends[k]] = number[row[k]]
+    flat = row * width + start
+    sequence = np.full(rows * width, -1, dtype=np.int64)
+    for k in range(len(index)):
+        sequence[flat[k]:flat[k] + lengths[k]] = k
+    return {"input_ids": torch.from_numpy(ids).to(device),
+            "documents": torch.from_numpy(documents).to(device),
+            "firsts": torch.from_numpy(flat).to(device),
+            "sequence": torch.from_numpy(sequence).to(device),
+            "lengths": torch.from_numpy(lengths).to(device),
+            "labels": torch.from_numpy(encoded.labels[index]).to(device)}
+
+
+def packed_logits(model: torch.nn.Module, batch: dict) -> torch.Tensor:
+    """[n_sequences, n_labels] logits of a packed batch, through the classifier's pooling,
+    head and classifier (`ModernBertForSequenceClassification.forward` on packed rows)."""
+    hidden = unpadded_hidden(model, batch["input_ids"], batch["documents"])
+    flat = hidden.reshape(-1, hidden.shape[-1])
+    if model.config.classifier_pooling == "cls":
+        pooled = flat.index_select(0, batch["firsts"])
+    else:  # mean over each sequence's tokens (summed in float32)
+        keep = batch["sequence"] >= 0
+        sums = torch.zeros(len(batch["lengths"]), flat.shape[-1], dtype=torch.float32,
+                           device=flat.device)
+        sums.index_add_(0, batch["sequence"][keep], flat[keep].float())
+        pooled = (sums / batch["lengths"][:, None]).to(flat.dtype)
+    return model.classifier(model.drop(model.head(pooled)))
+
+
+def equal_length_batches(lengths: np.ndarray, batch_tokens: int,
+                         max_rows: int = EVAL_MAX_ROWS) -> list[np.ndarray]:
+    """Evaluation batches: rows sorted by length and cut by the engine's token-budget
+    cutter (`engine.batching.cut_batches`), which ends a batch where the length changes
+    when that keeps it at least half full; a batch of one length runs unpadded."""
+    order = np.argsort(lengths, kind="stable")
+    return [order[a:b] for a, b in cut_batches(lengths[order], batch_tokens, max_rows)]
+
+
+def packed_loss(model: torch.nn.Module, batch: dict, regression: bool) -> torch.Tensor:
+    """`methods.head_loss` of a packed batch (float32 loss of any precision)."""
+    logits = packed_logits(model, batch).float()
+    if regression:
+        return torch.nn.functional.mse_loss(logits.squeeze(-1), batch["labels"].float())
+    return torch.nn.functional.cross_entropy(logits, batch["labels"])
+
+
+def packed_outputs(model: torch.nn.Module, batch: dict, regression: bool) -> torch.Tensor:
+    """`methods.head_outputs` of a packed batch: class indices (or values)."""
+    logits = packed_logits(model, batch)
+    return logits.squeeze(-1).float() if regression else logits.argmax(dim=-1)

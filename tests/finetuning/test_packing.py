@@ -1,0 +1,140 @@
+"""Packed fine-tuning batches: the same logits, loss and gradients as padded batches, and
+training through them end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mlmkit.errors import InvalidArgument
+
+RUNTIME = {"device": "cpu", "threads": 1, "progress": False}
+
+
+@pytest.fixture(scope="module")
+def sst(shared_data, tmp_path_factory):
+    """64 SST-2 training rows (balanced), 32 validation rows."""
+    root = tmp_path_factory.mktemp("sst-packed")
+    rows = (shared_data / "sst2" / "train.tsv").read_text().splitlines()
+    pos = [r for r in rows[1:] if r.endswith("\t1")][:32]
+    neg = [r for r in rows[1:] if r.endswith("\t0")][:32]
+    (root / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(pos + neg) + "\n")
+    valid = (shared_data / "sst2" / "validation.tsv").read_text().splitlines()[:33]
+    (root / "validation.tsv").write_text("\n".join(valid) + "\n")
+    return root
+
+
+def test_pack_rows_fills_few_rows_without_overlap():
+    from mlmkit.finetuning.packing import pack_rows
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(3, 60, size=40)
+    row, start, rows = pack_rows(lengths, 128)
+    assert rows == int(np.ceil(lengths.sum() / 128)) or rows == int(np.ceil(
+        lengths.sum() / 128)) + 1
+    for r in range(rows):
+        spans = sorted((int(s), int(s + n)) for s, n, k in zip(start, lengths, row,
+                                                                strict=True) if k == r)
+        assert spans[0][0] == 0 and spans[-1][1] <= 128
+        assert all(a[1] == b[0] for a, b in zip(spans, spans[1:], strict=False))  # no gaps
+    # a sequence longer than a row gets a row of its own, as long as it is
+    row, start, rows = pack_rows(np.array([200, 10, 10]), 128)
+    assert rows == 2 and start[0] == 0 and row[1] == row[2] != row[0]
+
+
+def _classifier(tiny_mlm, pooling: str):
+    from mlmkit.finetuning import methods
+
+    mlm = tiny_mlm("modernbert")
+    model = methods.build_classifier(mlm, ["negative", "positive"], 0)
+    model.config.classifier_pooling = pooling
+    return mlm, model
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_packed_batches_give_the_padded_logits_loss_and_gradients(tiny_mlm, pooling):
+    from mlmkit.finetuning import methods
+    from mlmkit.finetuning.encode import collate, encode_pairs
+    from mlmkit.finetuning.packing import collate_packed, packed_loss, supports_packing
+
+    mlm, model = _classifier(tiny_mlm, pooling)
+    assert supports_packing(model)
+    texts = [("a fine film , warm and funny",), ("dull",), ("not what i hoped for at all , "
+             "and far too long for what it has to say",), ("great",), ("it is , at best , "
+             "a curiosity",)] * 6
+    labels = np.array([1, 0, 0, 1, 0] * 6)
+    encoded = encode_pairs(mlm.tokenizer, texts, labels, 128)
+    index = np.random.default_rng(1).permutation(len(texts))
+    device = torch.device("cpu")
+    padded = collate(encoded, index, mlm.tokenizer.pad_token_id, device)
+    packed = collate_packed(encoded, index, mlm.tokenizer.pad_token_id, device, row_tokens=64)
+    assert packed["input_ids"].shape[0] > 1  # several rows: sequences meet other rows
+    assert packed["input_ids"].shape[1] == 64  # one width, whatever the batch
+    assert packed["input_ids"].numel() < padded["input_ids"].numel()
+
+    def run(loss_of, batch):
+        model.zero_grad()
+        loss = loss_of(batch)
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()
+                               if p.grad is not None}
+
+    model.train()  # dropout is 0 in the tiny preset: train mode, deterministic
+    want, want_grads = run(lambda b: methods.head_loss(model, b, False), padded)
+    got, got_grads = run(lambda b: packed_loss(model, b, False), packed)
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert want_grads.keys() == got_grads.keys()
+    for name, grad in want_grads.items():
+        torch.testing.assert_close(got_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+    model.eval()
+    with torch.no_grad():
+        logits = model(input_ids=padded["input_ids"],
+                       attention_mask=padded["attention_mask"]).logits
+        from mlmkit.finetuning.packing import packed_logits
+
+        torch.testing.assert_close(packed_logits(model, packed), logits, atol=1e-5, rtol=1e-5)
+
+
+def test_training_through_packed_batches_matches_padded_training(tiny_mlm, sst):
+    import mlmkit
+
+    common = dict(train=str(sst / "train.tsv"), validation=str(sst / "validation.tsv"),
+                  epochs=2, lr=1e-3, batch_size=8, precision="fp32", select="best",
+                  **RUNTIME)
+    mlm = tiny_mlm("modernbert")
+    packed = mlmkit.finetune(mlm, "sst2", **common).runs[0]  # packed by default
+    padded = mlmkit.finetune(mlm, "sst2", packed=False, bucket=False, **common).runs[0]
+    assert packed.status == padded.status == "finished"
+    assert packed.steps == padded.steps == 16
+    for a, b in zip(packed.history, padded.history, strict=True):
+        assert a["train_loss"] == pytest.approx(b["train_loss"], abs=1e-4)
+        assert a["accuracy"] == pytest.approx(b["accuracy"], abs=1 / 32 + 1e-9)
+
+
+def test_packed_training_is_the_default_only_where_the_model_has_it(tiny_mlm, sst):
+    from mlmkit.finetuning.data import load_task_data
+    from mlmkit.finetuning.tasks import get_task
+    from mlmkit.finetuning.trainer import Recipe, Trainer
+
+    data = load_task_data(get_task("sst2"), train=str(sst / "train.tsv"),
+                          validation=str(sst / "validation.tsv"))
+    device = torch.device("cpu")
+    assert Trainer(tiny_mlm("modernbert"), data, Recipe(), device, "fp32").packed
+    assert not Trainer(tiny_mlm("bert"), data, Recipe(), device, "fp32").packed
+    assert not Trainer(tiny_mlm("modernbert"), data, Recipe(), device, "fp32", False).packed
+    with pytest.raises(InvalidArgument, match="--packed"):
+        Trainer(tiny_mlm("bert"), data, Recipe(), device, "fp32", True)
+
+
+def test_equal_length_batches_cover_each_row_once_within_the_budget():
+    from mlmkit.finetuning.packing import equal_length_batches
+
+    lengths = np.random.default_rng(0).integers(2, 40, size=300)
+    batches = equal_length_batches(lengths, 256)
+    seen = np.concatenate(batches)
+    assert sorted(seen.tolist()) == list(range(300))
+    for batch in batches:
+        assert len(batch) == 1 or len(batch) * lengths[batch].max() <= 256
+    one_length = sum(len(set(lengths[b].tolist())) == 1 for b in batches)
+    assert one_length >= len(batches) // 2  # most batches need no padding
