@@ -95,3 +95,15 @@ def test_steps_aside_under_checkpointing_and_dropout(monkeypatch):
     model.eval()
     masked_logits(model, ids, mask, torch.tensor([[0, 3]]))
     assert calls == [1]
+
+
+def test_bf16_autocast_keeps_a_float32_residual_stream():
+    model, tokenizer = _esm("rotary")
+    ids, mask = _batch(tokenizer)
+    with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16):
+        hidden, _, _ = esm_last_layer_input(model.esm, ids, mask)
+        want = model.esm(input_ids=ids, attention_mask=mask,
+                         output_hidden_states=True).hidden_states[-2]
+    assert hidden.dtype == want.dtype == torch.float32
+    real = mask.bool()
+    torch.testing.assert_close(hidden[real], want[real], atol=0.05, rtol=0.05)

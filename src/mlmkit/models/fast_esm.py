@@ -45,9 +45,15 @@ def _esm_layer(layer, hidden: torch.Tensor, mask: torch.Tensor | None,
         query.transpose(1, 2), key.transpose(1, 2), value.transpose(1, 2), attn_mask=mask,
         scale=head_dim ** -0.5)
     context = context.transpose(1, 2).reshape(batch, length, width)
-    hidden = attention.output.dense(context).add_(hidden)
+    hidden = _residual(attention.output.dense(context), hidden)
     inner = F.gelu(layer.intermediate.dense(layer.LayerNorm(hidden)))
-    return layer.output.dense(inner).add_(hidden)
+    return _residual(layer.output.dense(inner), hidden)
+
+
+def _residual(out: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
+    """out + hidden, in place where the dtypes agree; under bf16 autocast the sum takes
+    the residual stream's float32, as transformers' layer does."""
+    return out.add_(hidden) if out.dtype == hidden.dtype else out + hidden
 
 
 def esm_last_layer_input(base: torch.nn.Module, input_ids: torch.Tensor,
