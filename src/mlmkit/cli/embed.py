@@ -12,10 +12,11 @@ from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, OUTPUT, Runtime,
 from mlmkit.core import checks
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
-from mlmkit.core.records import check_input_file, read_texts
+from mlmkit.core.records import check_input_file
 from mlmkit.errors import InvalidArgument
 from mlmkit.options import as_keywords
 from mlmkit.options.embedding import Embedding
+from mlmkit.scoring.stream import read_texts  # FASTA too: a protein per record
 
 SHORT_HELP = "Embed texts: one vector per input line (mean, cls, max, ... pooling)."
 DESCRIPTION = ("The encoder runs alone (no MLM head) in token-budget batches; the vectors "
@@ -40,8 +41,9 @@ is row i of the output); JSONL, TSV and CSV inputs give the --field column.
 def embed_command(
     model: str = typer.Argument(..., help="Model directory (a masked LM or a "
                                 "sentence-transformers folder) or hub name."),
-    input_file: str = typer.Argument(..., help="A text per line, JSONL (see --field) or "
-                                     "TSV/CSV with a header; - reads standard input."),
+    input_file: str = typer.Argument(..., help="A text per line, JSONL (see --field), "
+                                     "TSV/CSV with a header or FASTA (a protein per record); "
+                                     "- reads standard input."),
     field: str = typer.Option(None, help="JSONL/TSV/CSV input: the field holding the text "
                               "(default: text)."),
     output_format: str = typer.Option("jsonl", "--format", help="jsonl: one "

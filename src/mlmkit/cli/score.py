@@ -59,8 +59,9 @@ ALLOW_UNTRAINED_HEAD = typer.Option(False, "--allow-untrained-head", help="Accep
 
 def score_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    input_file: str = typer.Argument(..., help="A text per line, JSONL (see --field) or "
-                                     "TSV/CSV with a header; - reads standard input."),
+    input_file: str = typer.Argument(..., help="A text per line, JSONL (see --field), "
+                                     "TSV/CSV with a header or FASTA (a protein per record); "
+                                     "- reads standard input."),
     field: str = typer.Option(None, help="JSONL/TSV/CSV input: the field holding the text "
                               "(default: text)."),
     skip_unk: bool = SKIP_UNK,
