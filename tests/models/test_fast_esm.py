@@ -107,3 +107,22 @@ def test_bf16_autocast_keeps_a_float32_residual_stream():
     assert hidden.dtype == want.dtype == torch.float32
     real = mask.bool()
     torch.testing.assert_close(hidden[real], want[real], atol=0.05, rtol=0.05)
+
+
+def test_full_forward_runs_the_models_own_layers(monkeypatch):
+    """`full_forward()`: neither the sparse last layer nor the fast layers, on this thread
+    and only within it."""
+    model, tokenizer = _esm("rotary")
+    calls = []
+    family = sparse.SPARSE_FAMILIES["esm"]
+    monkeypatch.setitem(sparse.SPARSE_FAMILIES, "esm", replace(
+        family, forward=lambda *a: calls.append(1) or family.forward(*a)))
+    ids, mask = _batch(tokenizer)
+    pairs = torch.tensor([[0, 3], [2, 5]])
+    with torch.inference_mode():
+        full = model(input_ids=ids, attention_mask=mask).logits[pairs[:, 0], pairs[:, 1]]
+        with sparse.full_forward():
+            torch.testing.assert_close(masked_logits(model, ids, mask, pairs), full)
+        assert calls == []
+        masked_logits(model, ids, mask, pairs)
+        assert calls == [1]

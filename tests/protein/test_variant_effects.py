@@ -95,12 +95,15 @@ def test_pll_scores_each_distinct_sequence_once(esm_mlm, monkeypatch):
     """The wild type once per window, a mutant listed twice once: PLL passes are
     residues × distinct sequences, not 2 × residues × variants."""
     import mlmkit.protein.variants as variants
+    from mlmkit.models import sparse_last_layer
 
     seen = []
     real = variants.score_token_ids
 
     def counting(model, rows, targets, **kwargs):
         seen.append([len(t) for t in targets])
+        # the model's own forward: each summed log-probability the one-copy value, bit for bit
+        assert sparse_last_layer._FULL_FORWARD.on
         return real(model, rows, targets, **kwargs)
 
     monkeypatch.setattr(variants, "score_token_ids", counting)

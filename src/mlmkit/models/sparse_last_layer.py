@@ -20,6 +20,7 @@ in the environment runs the full last layer everywhere (the benchmarks' referenc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -35,6 +36,25 @@ try:
     from torch.distributed.fsdp import FSDPModule
 except ImportError:  # a torch built without distributed
     FSDPModule = None
+
+
+_FULL_FORWARD = threading.local()
+
+
+@contextlib.contextmanager
+def full_forward():
+    """Within it, on this thread, `masked_logits` runs the model's own forward in full (no
+    sparse last layer, no family's faster layers). A batched forward then gives each row
+    the logits of that row's own forward, bit for bit on a CPU; the faster paths differ
+    from it by float32 rounding (about one unit in the last place of each log-probability),
+    which a sum over hundreds of positions (a protein's pseudo-log-likelihood, compared
+    with a one-copy-at-a-time implementation) adds up to 1e-5 and more."""
+    previous = getattr(_FULL_FORWARD, "on", False)
+    _FULL_FORWARD.on = True
+    try:
+        yield
+    finally:
+        _FULL_FORWARD.on = previous
 
 
 class _Captured(Exception):
@@ -291,7 +311,8 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
     """
     family = _family(model)
     if family is None or rows.numel() == 0 or torch.compiler.is_compiling() \
-            or os.environ.get("MLMKIT_SPARSE_LAST_LAYER", "1") == "0":
+            or os.environ.get("MLMKIT_SPARSE_LAST_LAYER", "1") == "0" \
+            or getattr(_FULL_FORWARD, "on", False):
         return None
     base = getattr(model, family.base)
     layer, calls = family.last_layer(base)

@@ -28,6 +28,7 @@ import numpy as np
 from mlmkit.engine.batching import run_jobs
 from mlmkit.errors import InvalidArgument, InvalidData
 from mlmkit.models.load import prepare_mlm
+from mlmkit.models.sparse_last_layer import full_forward
 from mlmkit.protein.mutations import Mutation, check_sequence, parse_variant
 from mlmkit.protein.windows import residue_window
 from mlmkit.scoring.masked_copies import score_token_ids
@@ -219,7 +220,10 @@ def _pll(mlm, protein: _Protein, variants, *, strategy: str, run: dict) -> np.nd
     masked in turn, its true token read. Each distinct sequence (the wild type of a
     window, a mutant however often it is listed) is scored once, by the PLL engine
     (`scoring.masked_copies`: the masked copies of all sequences in token-budget batches,
-    the head only at each copy's masked column)."""
+    the head only at each copy's masked column). The encoder runs the model's own full
+    forward (`full_forward`): each of the hundreds of summed log-probabilities is then the
+    one-copy-at-a-time value bit for bit, where the faster layers' float32 rounding would
+    add up to about 1e-5 over a 263-residue protein."""
     rows: list[np.ndarray] = []
     index_of: dict[bytes, int] = {}
 
@@ -238,8 +242,9 @@ def _pll(mlm, protein: _Protein, variants, *, strategy: str, run: dict) -> np.nd
                       scored(protein.ids, window)))
     residues = [np.arange(protein.prefix, protein.prefix + width) for width in
                 (len(row) - protein.specials for row in rows)]
-    log_probs = score_token_ids(mlm, rows, residues, batch_tokens=run["batch_tokens"],
-                                precision=run["precision"], progress=run["progress"],
-                                max_length=max(len(row) for row in rows))
+    with full_forward():  # a sum of hundreds of terms: each the model's own, bit for bit
+        log_probs = score_token_ids(mlm, rows, residues, batch_tokens=run["batch_tokens"],
+                                    precision=run["precision"], progress=run["progress"],
+                                    max_length=max(len(row) for row in rows))
     pll = np.array([values.sum() for values in log_probs], dtype=np.float64)
     return np.array([pll[mutant] - pll[wild] for mutant, wild in pairs], dtype=np.float64)
