@@ -10,13 +10,13 @@ import typer
 import mlmkit
 from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, OUTPUT, Runtime, command, trusting
 from mlmkit.core import checks
+from mlmkit.core.fasta import fasta_texts, is_fasta
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
-from mlmkit.core.records import check_input_file
+from mlmkit.core.records import STDIN, check_input_file, read_texts
 from mlmkit.errors import InvalidArgument
 from mlmkit.options import as_keywords
 from mlmkit.options.embedding import Embedding
-from mlmkit.scoring.stream import read_texts  # FASTA too: a protein per record
 
 SHORT_HELP = "Embed texts: one vector per input line (mean, cls, max, ... pooling)."
 DESCRIPTION = ("The encoder runs alone (no MLM head) in token-budget batches; the vectors "
@@ -64,7 +64,13 @@ def embed_command(
         check_input_file(input_file)
         check_output_path(output, inputs=[input_file])
         runtime.seed_everything()  # embedding draws nothing at random; --seed is accepted for all
-        texts = [text for _, text in read_texts(input_file, field, encoding, encoding_errors)]
+        fasta = str(input_file) != STDIN and is_fasta(input_file)  # a protein per record
+        if fasta and field is not None:
+            raise InvalidArgument(f"--field {field!r}: a FASTA file has no fields (each "
+                                  "record's sequence is a text): leave --field out")
+        texts = [text for _, text in (fasta_texts(input_file, encoding, encoding_errors) if fasta
+                                      else read_texts(input_file, field, encoding,
+                                                      encoding_errors))]
         mlm = mlmkit.load(model, **runtime.load_keywords(), allow_untrained_head=not sparse)
         if sparse:
             vectors = mlm.embed_sparse(texts, top_k=top_k)
