@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -11,7 +13,8 @@ from tests.conftest import FAMILY_TOKENIZER
 
 FAMILIES = sorted(FAMILY_TOKENIZER)
 # model types whose last layer runs sparse (Ettin and mmBERT are ModernBERT models)
-SPARSE = {"bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra", "modernbert"}
+SPARSE = {"bert", "roberta", "xlm-roberta", "distilbert", "albert", "electra", "modernbert",
+          "esm"}
 
 
 def _batch(vocab: int, pad: int, lengths=(9, 6, 9), seed: int = 1):
@@ -40,9 +43,7 @@ def _counted_sparse(monkeypatch):
             runs.append(1)
             return _inner(*args, **kwargs)
 
-        monkeypatch.setitem(module.SPARSE_FAMILIES, name,
-                            module.SparseFamily(family.base, family.last_layer, forward,
-                                                family.final))
+        monkeypatch.setitem(module.SPARSE_FAMILIES, name, replace(family, forward=forward))
     return runs
 
 
@@ -72,7 +73,7 @@ def test_sparse_equals_full_forward(tiny_mlm, family, _counted_sparse):
     assert len(_counted_sparse) == (2 if sparse else 0)
 
 
-@pytest.mark.parametrize("family", ["bert", "modernbert"])
+@pytest.mark.parametrize("family", ["bert", "modernbert", "esm2"])
 def test_sparse_gradients_equal_full(tiny_mlm, family):
     """Training reads the masked positions: the loss and its gradients are the full ones."""
     model = tiny_mlm(family).model
@@ -82,9 +83,14 @@ def test_sparse_gradients_equal_full(tiny_mlm, family):
     targets = ids[chosen]
     model.train()  # the presets' dropout is 0.1: the full layer runs; 0: the sparse one
     saved = {m: m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)}
+    # attention dropout held as a float (ESM's self-attention)
+    floats = {m: m.dropout for m in model.modules() if isinstance(getattr(m, "dropout", None),
+                                                                   float)}
     try:
         for m in saved:
             m.p = 0.0
+        for m in floats:
+            m.dropout = 0.0
         grads = []
         for sparse in (True, False):
             model.zero_grad()
@@ -97,6 +103,8 @@ def test_sparse_gradients_equal_full(tiny_mlm, family):
     finally:
         for m, p in saved.items():
             m.p = p
+        for m, p in floats.items():
+            m.dropout = p
         model.zero_grad()
         model.eval()
     (loss_s, grad_s), (loss_f, grad_f) = grads

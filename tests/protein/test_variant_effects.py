@@ -91,6 +91,28 @@ def test_masked_marginals_run_one_pass_per_position(esm_mlm, monkeypatch):
     assert seen == [10] and len(scores) == 190
 
 
+def test_pll_scores_each_distinct_sequence_once(esm_mlm, monkeypatch):
+    """The wild type once per window, a mutant listed twice once: PLL passes are
+    residues × distinct sequences, not 2 × residues × variants."""
+    import mlmkit.protein.variants as variants
+    from mlmkit.models import sparse_last_layer
+
+    seen = []
+    real = variants.score_token_ids
+
+    def counting(model, rows, targets, **kwargs):
+        seen.append([len(t) for t in targets])
+        # the model's own forward: each summed log-probability the one-copy value, bit for bit
+        assert sparse_last_layer._FULL_FORWARD.on
+        assert kwargs["batch_tokens"] == variants.CPU_PLL_COPIES * 42  # 40 residues + 2
+        return real(model, rows, targets, **kwargs)
+
+    monkeypatch.setattr(variants, "score_token_ids", counting)
+    scores = esm_mlm.variant_effects(SHORT, ["K2A", "T3G", "K2A"], strategy="pll")
+    assert seen == [[40, 40, 40]]  # K2A, the wild type, T3G
+    assert scores[0] == scores[2] and scores[0] != scores[1]
+
+
 def test_free_function_and_single_string(esm_dir, esm_mlm):
     one = mlmkit.variant_effects(esm_dir, SHORT, "K2A", device="cpu")
     assert one.shape == (1,)

@@ -20,9 +20,10 @@ from mlmkit.cli.options import (
     trusting,
 )
 from mlmkit.core import checks
+from mlmkit.core.fasta import fasta_texts, is_fasta
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
-from mlmkit.core.records import check_input_file, read_texts
+from mlmkit.core.records import STDIN, check_input_file, read_texts
 from mlmkit.errors import InvalidArgument
 from mlmkit.options import as_keywords
 from mlmkit.options.embedding import Embedding
@@ -55,8 +56,9 @@ embed train' trains an embedding model (see 'mlmkit embed train -h').
 def embed_command(
     model: str = typer.Argument(..., help="Model directory (a masked LM or a "
                                 "sentence-transformers folder) or hub name."),
-    input_file: str = typer.Argument(None, help="A text per line, JSONL (see --text-field) "
-                                     "or TSV/CSV with a header; - reads standard input."),
+    input_file: str = typer.Argument(None, help="A text per line, JSONL (see --text-field), "
+                                     "TSV/CSV with a header or FASTA (a protein per "
+                                     "record); - reads standard input."),
     text: list[str] = typer.Option([], "--text", help="Embed this text instead of a file "
                                    "(repeatable: one vector each, in order)."),
     text_field: str = typer.Option(None, "--text-field", help="JSONL/TSV/CSV input: the "
@@ -91,8 +93,16 @@ def embed_command(
             check_input_file(input_file)
         check_output_path(output, inputs=inputs)
         runtime.seed_everything()  # embedding draws nothing at random; --seed is accepted for all
-        texts = list(text) if text else [
-            line for _, line in read_texts(input_file, text_field, encoding, encoding_errors)]
+        fasta = input_file is not None and str(input_file) != STDIN and is_fasta(input_file)
+        if fasta and text_field is not None:
+            raise InvalidArgument(f"--text-field {text_field!r}: a FASTA file has no fields "
+                                  "(each record's sequence is a text): leave --text-field out")
+        if text:
+            texts = list(text)
+        else:
+            texts = [t for _, t in (fasta_texts(input_file, encoding, encoding_errors) if fasta
+                                    else read_texts(input_file, text_field, encoding,
+                                                    encoding_errors))]
         mlm = mlmkit.load(model, **runtime.load_keywords(), allow_untrained_head=not sparse)
         if sparse:
             vectors = mlm.embed_sparse(texts, top_k=top_k)

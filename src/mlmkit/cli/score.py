@@ -63,8 +63,9 @@ ALLOW_UNTRAINED_HEAD = typer.Option(False, "--allow-untrained-head", help="Accep
 
 def score_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    input_file: str = typer.Argument(None, help="A text per line, JSONL (see --text-field) "
-                                     "or TSV/CSV with a header; - reads standard input."),
+    input_file: str = typer.Argument(None, help="A text per line, JSONL (see --text-field), "
+                                     "TSV/CSV with a header or FASTA (a protein per "
+                                     "record); - reads standard input."),
     text: list[str] = typer.Option([], "--text", help="Score this text instead of a file "
                                    "(repeatable: one record each, in order)."),
     text_field: str = typer.Option(None, "--text-field", help="JSONL/TSV/CSV input: the "

@@ -19,11 +19,13 @@ FASTA_SUFFIXES = (".fasta", ".fa", ".faa", ".fna", ".fas")
 
 @dataclass(frozen=True)
 class Record:
-    """One FASTA record: its id (the header's first word), the whole header, the sequence."""
+    """One FASTA record: its id (the header's first word), the whole header, the sequence,
+    and the line of its header."""
 
     id: str
     description: str
     sequence: str
+    line: int = 0
 
 
 def read_fasta(path: str | Path, encoding: str = "utf-8",
@@ -53,7 +55,15 @@ def _record(path, header: str, line: int, parts: list[str]) -> Record:
     if not sequence:
         raise InvalidData(f"{path} line {line}: the record {header!r} has no sequence")
     return Record(id=header.split()[0] if header else f"record-{line}", description=header,
-                  sequence=sequence)
+                  sequence=sequence, line=line)
+
+
+def fasta_texts(path: str | Path, encoding: str = "utf-8",
+                errors: str = "strict") -> Iterator[tuple[int, str]]:
+    """(header line, sequence) per record: a FASTA file read as the texts of the commands
+    that take one text per line (`mlmkit score`, `mlmkit embed`), a protein per text."""
+    for record in read_fasta(path, encoding, errors):
+        yield record.line, record.sequence
 
 
 def is_fasta(path: str | Path) -> bool:

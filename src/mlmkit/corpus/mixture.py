@@ -156,13 +156,19 @@ class MixedBlocks:
         return np.searchsorted(self.offsets, indices, side="right") - 1
 
     def __getitem__(self, indices):
+        return self.gather(indices)
+
+    def gather(self, indices, draws=None):
+        """The blocks `indices`, `draws` handed to their sources (`PackedBlocks.gather`)."""
         indices = np.atleast_1d(np.asarray(indices, dtype=np.int64))
         which = self.source_of(indices)
         parts, rows = [], []
         for k, blocks in enumerate(self.sources):
             chosen = np.nonzero(which == k)[0]
             if len(chosen):
-                parts.append(blocks[(indices[chosen] - self.offsets[k]) % self.sizes[k]])
+                within = (indices[chosen] - self.offsets[k]) % self.sizes[k]
+                parts.append(blocks[within] if draws is None else
+                             blocks.gather(within, np.asarray(draws)[chosen]))
                 rows.append(chosen)
         order = torch.from_numpy(np.argsort(np.concatenate(rows), kind="stable"))
         fields = ("input_ids", "attention_mask", "word_starts", "document_ids")

@@ -8,6 +8,12 @@ Two layouts:
   block is padded).
 - `document`: one document per block, `[CLS] doc [SEP]` and padding; a document longer
   than `length - 2` tokens is split over consecutive blocks (never cut off).
+- `crop` (ESM-2's training): one document per block as `document`, but a document longer
+  than `length - 2` tokens is cropped to a window of that many tokens at a random start,
+  drawn anew each time the block is read (`gather(indices, draws)`: the training loop
+  draws from (seed, step, row), so each epoch sees another window of a long protein and a
+  resumed run the same windows as an unbroken one). Without draws (validation) each
+  document's window is fixed.
 
 Blocks are gathered lazily from the memory-mapped shards, one vectorised gather per batch.
 """
@@ -22,7 +28,7 @@ import torch
 from mlmkit.corpus.shards import TokenShards
 from mlmkit.errors import MlmkitError
 
-PACKINGS = ("full", "document")
+PACKINGS = ("full", "document", "crop")
 
 
 @dataclass
@@ -45,7 +51,8 @@ class BlockBatch:
 
 
 class PackedBlocks:
-    """Fixed-length blocks over `shards`; `blocks[indices]` gathers a `BlockBatch`."""
+    """Fixed-length blocks over `shards`; `blocks[indices]` (or `blocks.gather(indices,
+    draws)` for `crop`'s random windows) gathers a `BlockBatch`."""
 
     def __init__(self, shards: TokenShards, length: int, *, cls_id: int, sep_id: int,
                  pad_id: int, packing: str = "full"):
@@ -64,6 +71,11 @@ class PackedBlocks:
             chunk = length - 1
             self._starts = np.arange(0, stream, chunk, dtype=np.int64)
             self._stream_length = stream
+        elif packing == "crop":
+            chunk = length - 2
+            self._starts = offsets[:-1].astype(np.int64)
+            self._sizes = np.minimum(lengths, chunk)
+            self._excess = lengths - self._sizes  # start offsets a window can take, minus 1
         else:
             chunk = length - 2
             pieces = (lengths + chunk - 1) // chunk
@@ -77,12 +89,35 @@ class PackedBlocks:
         return len(self._starts)
 
     def __getitem__(self, indices) -> BlockBatch:
+        return self.gather(indices)
+
+    def gather(self, indices, draws=None) -> BlockBatch:
+        """The blocks `indices`; `draws` (one integer per block, `crop` only) choose the
+        windows of documents longer than a block (None: each document's fixed window)."""
         indices = np.atleast_1d(np.asarray(indices, dtype=np.int64))
         if len(indices) and (indices.min() < 0 or indices.max() >= len(self)):
             raise IndexError(f"block index out of range for {len(self)} blocks")
         if self.packing == "full":
             return self._gather_full(indices)
-        return self._gather_document(indices)
+        starts = self._starts[indices]
+        if self.packing == "crop":
+            starts = starts + self._window_shifts(indices, draws)
+        return self._gather_document(indices, starts)
+
+    def _window_shifts(self, indices: np.ndarray, draws) -> np.ndarray:
+        """Per block, where its window starts within its document: uniform over the
+        possible starts, from a generator seeded by (draw, document)."""
+        excess = self._excess[indices]
+        draws = np.zeros(len(indices), np.int64) if draws is None else \
+            np.asarray(draws, dtype=np.int64).reshape(-1)
+        if len(draws) != len(indices):
+            raise ValueError(f"{len(draws)} draws for {len(indices)} blocks")
+        shifts = np.zeros(len(indices), dtype=np.int64)
+        for i in np.nonzero(excess)[0]:
+            generator = np.random.default_rng([int(draws[i]) & ((1 << 63) - 1),
+                                               int(indices[i])])
+            shifts[i] = generator.integers(0, int(excess[i]) + 1)
+        return shifts
 
     def _gather_full(self, indices: np.ndarray) -> BlockBatch:
         chunk = self.length - 1
@@ -98,10 +133,10 @@ class PackedBlocks:
         docs = seps_before - seps_before[:, :1]
         return self._assemble(ids, starts, docs, valid)
 
-    def _gather_document(self, indices: np.ndarray) -> BlockBatch:
+    def _gather_document(self, indices: np.ndarray, starts: np.ndarray) -> BlockBatch:
         chunk = self.length - 2
         sizes = self._sizes[indices]
-        position = self._starts[indices][:, None] + np.arange(chunk)[None, :]
+        position = starts[:, None] + np.arange(chunk)[None, :]
         inside = np.arange(chunk)[None, :] < sizes[:, None]
         token_index = np.minimum(position, self.shards.n_tokens - 1)
         ids = np.where(inside, self.shards.tokens[token_index].astype(np.int64), self.pad_id)

@@ -10,7 +10,9 @@ it, and stops the forward), then computes the last layer with queries at the cho
 (row, column) pairs only. The result equals the full forward's hidden states at those
 positions within float tolerance (tests/models/test_sparse_last_layer.py, every family).
 
-Families: BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, ALBERT, ModernBERT.
+Families: BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, ALBERT, ModernBERT, ESM
+(whose layers up to the last run in `fast_esm`'s faster code rather than the model's
+forward).
 Others (DeBERTa-v2's relative attention, architectures without an adapter) keep the full
 last layer: `sparse_last_layer_supported(model)` says which. `MLMKIT_SPARSE_LAST_LAYER=0`
 in the environment runs the full last layer everywhere (the benchmarks' reference rows).
@@ -18,6 +20,7 @@ in the environment runs the full last layer everywhere (the benchmarks' referenc
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from collections.abc import Callable
@@ -26,12 +29,32 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from mlmkit.models.fast_esm import esm_last_layer_input
 from mlmkit.models.fast_modernbert import rotate_projections
 
 try:
     from torch.distributed.fsdp import FSDPModule
 except ImportError:  # a torch built without distributed
     FSDPModule = None
+
+
+_FULL_FORWARD = threading.local()
+
+
+@contextlib.contextmanager
+def full_forward():
+    """Within it, on this thread, `masked_logits` runs the model's own forward in full (no
+    sparse last layer, no family's faster layers). A batched forward then gives each row
+    the logits of that row's own forward, bit for bit on a CPU; the faster paths differ
+    from it by float32 rounding (about one unit in the last place of each log-probability),
+    which a sum over hundreds of positions (a protein's pseudo-log-likelihood, compared
+    with a one-copy-at-a-time implementation) adds up to 1e-5 and more."""
+    previous = getattr(_FULL_FORWARD, "on", False)
+    _FULL_FORWARD.on = True
+    try:
+        yield
+    finally:
+        _FULL_FORWARD.on = previous
 
 
 class _Captured(Exception):
@@ -50,6 +73,12 @@ class SparseFamily:
     """(layer, hidden [B, L, d], mask, rows [n], cols [n], inputs) -> hidden [n, d]."""
     final: Callable[[torch.nn.Module, torch.Tensor], torch.Tensor] | None = None
     """(base model, hidden [n, d]) -> what the base model returns (a final norm), if any."""
+    prefix: Callable[..., tuple | None] | None = None
+    """(base model, input_ids, attention_mask) -> (hidden, mask, inputs) entering the last
+    layer, computed by the family's own faster code instead of the model's forward up to a
+    hook (ESM: `fast_esm`); it returns None where it does not apply (then the hook)."""
+    positions: tuple[str, ...] = ("absolute",)
+    """The `position_embedding_type`s the layer function handles."""
 
 
 def _argument(args: tuple, kwargs: dict, index: int, name: str):
@@ -174,6 +203,29 @@ def _modernbert_layer(layer, hidden, mask, rows, cols, inputs):
     return x + layer.mlp(layer.mlp_norm(x))
 
 
+def _esm_layer(layer, hidden, mask, rows, cols, inputs):
+    """EsmLayer: pre-LN attention (rotary or absolute positions), pre-LN feed-forward."""
+    att = layer.attention.self
+    batch, length, d = hidden.shape
+    heads, head_dim = att.num_attention_heads, att.attention_head_size
+    normed = layer.attention.LayerNorm(hidden)
+    key = att.key(normed).view(batch, length, 1, heads, head_dim)
+    value = att.value(normed).view(batch, length, heads, head_dim)
+    x = hidden[rows, cols]
+    query = att.query(normed[rows, cols]).view(len(x), 1, heads, head_dim)
+    rotary = inputs.get("position_embeddings")
+    if rotary is None:
+        key, query = key[:, :, 0], query[:, 0]
+    else:
+        cos, sin = rotary  # [B|1, L, dh]
+        at = rows if cos.shape[0] > 1 else torch.zeros_like(rows)
+        (key,) = rotate_projections(key, cos[:, :, None], sin[:, :, None], 1)
+        (query,) = rotate_projections(query, cos[at, cols][:, None], sin[at, cols][:, None], 1)
+    context = _attend(query, key.transpose(1, 2), value.transpose(1, 2), mask, rows, cols,
+                      scaling=head_dim ** -0.5, dropout=_p(att.dropout, att.training))
+    return layer.feed_forward_chunk(layer.attention.output(context, x))
+
+
 def _albert_last(base):
     config = base.config
     layers, groups = config.num_hidden_layers, config.num_hidden_groups
@@ -195,6 +247,9 @@ SPARSE_FAMILIES: dict[str, SparseFamily] = {
     "albert": SparseFamily("albert", _albert_last, _albert_layer),
     "modernbert": SparseFamily("model", lambda base: (base.layers[-1], 1), _modernbert_layer,
                                final=lambda base, h: base.final_norm(h)),
+    "esm": SparseFamily("esm", lambda base: (base.encoder.layer[-1], 1), _esm_layer,
+                        final=lambda base, h: base.encoder.emb_layer_norm_after(h),
+                        prefix=esm_last_layer_input, positions=("absolute", "rotary")),
 }
 
 
@@ -205,15 +260,15 @@ def _family(model: torch.nn.Module) -> SparseFamily | None:
             or getattr(config, "add_cross_attention", False) \
             or getattr(config, "_attn_implementation", "sdpa") not in ("sdpa", "eager", None):
         return None
-    if getattr(config, "position_embedding_type", "absolute") not in ("absolute", None):
+    if getattr(config, "position_embedding_type", "absolute") not in (*family.positions, None):
         return None
     return family
 
 
 def sparse_last_layer_supported(model: torch.nn.Module) -> bool:
     """Whether `masked_logits` computes `model`'s last layer only at the positions read
-    (True for BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, ALBERT, ModernBERT
-    with SDPA or eager attention); False: the full last layer runs (same results)."""
+    (True for BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, ALBERT, ModernBERT,
+    ESM with SDPA or eager attention); False: the full last layer runs (same results)."""
     return _family(model) is not None
 
 
@@ -226,9 +281,10 @@ def _dropout_active(layer: torch.nn.Module) -> bool:
     for module in layer.modules():
         if isinstance(module, torch.nn.Dropout) and module.p > 0:
             return True
-        p = getattr(module, "attention_dropout", None)
-        if isinstance(p, float) and p > 0:
-            return True
+        for name in ("attention_dropout", "dropout"):  # attention dropout held as a float
+            p = getattr(module, name, None)
+            if isinstance(p, float) and p > 0:
+                return True
     return False
 
 
@@ -240,6 +296,13 @@ def _sharded(layer: torch.nn.Module) -> bool:
     return any(isinstance(m, FSDPModule) for m in layer.modules())
 
 
+def _root_sharded(model: torch.nn.Module, base: torch.nn.Module) -> bool:
+    """Whether FSDP2 wraps the model itself (whose forward gathers the embeddings that a
+    family's `prefix` reads directly)."""
+    return FSDPModule is not None and (isinstance(model, FSDPModule)
+                                       or isinstance(base, FSDPModule))
+
+
 def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
                   attention_mask: torch.Tensor | None, rows: torch.Tensor,
                   cols: torch.Tensor) -> torch.Tensor | None:
@@ -248,12 +311,20 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
     """
     family = _family(model)
     if family is None or rows.numel() == 0 or torch.compiler.is_compiling() \
-            or os.environ.get("MLMKIT_SPARSE_LAST_LAYER", "1") == "0":
+            or os.environ.get("MLMKIT_SPARSE_LAST_LAYER", "1") == "0" \
+            or getattr(_FULL_FORWARD, "on", False):
         return None
     base = getattr(model, family.base)
     layer, calls = family.last_layer(base)
     if _dropout_active(layer) or _sharded(layer):
         return None
+    if family.prefix is not None and not _dropout_active(base) \
+            and not _root_sharded(model, base):
+        entering = family.prefix(base, input_ids, attention_mask)
+        if entering is not None:
+            hidden, mask, inputs = entering
+            out = family.forward(layer, hidden, mask, rows, cols, inputs)
+            return out if family.final is None else family.final(base, out)
     captured: dict = {}
     seen = [0]
     thread = threading.get_ident()

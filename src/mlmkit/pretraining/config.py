@@ -73,7 +73,9 @@ class PretrainConfig:
                                        "corpus has no validation split")
     seq_len: int = _f(128, "tokens per packed block")
     packing: str = _f("full", "full: documents concatenated with [SEP] (RoBERTa "
-                              "FULL-SENTENCES); document: one document per block, padded")
+                              "FULL-SENTENCES); document: one document per block, padded, "
+                              "a long one split over blocks; crop: one document per block, a "
+                              "long one cropped to a random window each epoch (ESM-2)")
     masking: Any = _f("default", "masking policy: a preset of mlmkit.masking (bert, whole_word, "
                                  "span, pmi, mask40, ...) or a YAML mapping; default: 30% "
                                  "whole-word masking, 80/10/10")
@@ -224,7 +226,7 @@ class PretrainConfig:
         checks.choice("objective", self.objective, ("mlm", "electra", "diffusion"))
         checks.choice("tokenizer_kind", self.tokenizer_kind,
                       ("wordpiece", "bpe", "unigram", "protein"))
-        checks.choice("packing", self.packing, ("full", "document"))
+        checks.choice("packing", self.packing, ("full", "document", "crop"))
         checks.choice("mask_stream", self.mask_stream, MASK_STREAMS)
         checks.choice("schedule", self.schedule, ("linear", "cosine", "wsd", "constant"))
         checks.choice("parallel", self.parallel, ("ddp", "fsdp"))

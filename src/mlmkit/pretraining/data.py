@@ -258,6 +258,13 @@ def row_seed(seed: int, row: int) -> int:
     return (value ^ (value >> 31)) & ((1 << 63) - 1)
 
 
+def crop_draws(seed: int, step: int, rows: np.ndarray) -> np.ndarray:
+    """The window draw of each global row of step `step` (`PackedBlocks.gather`): like a
+    row's masks, a function of (seed, step, row) alone."""
+    step_seed = row_seed(seed, step)
+    return np.array([row_seed(step_seed, int(row)) for row in rows], dtype=np.int64)
+
+
 def rank_rows(batch_size: int, rank: int, world_size: int) -> np.ndarray:
     """The global rows (positions in the step's batch) rank `rank` trains on: rank, rank + W, ..."""
     return np.arange(rank, batch_size, world_size)
@@ -271,8 +278,10 @@ def prepare_rows(objective, blocks: PackedBlocks, indices: np.ndarray, rows: np.
     whose counts are this rank's (sum them over ranks for the step's totals).
 
     The "row" stream masks row by row on the host, a generator seeded per row; the
-    "counter" stream masks all the rows at once, on `device` (the model's) when given."""
-    batch = blocks[indices[rows]]
+    "counter" stream masks all the rows at once, on `device` (the model's) when given.
+    A long document's window (`--packing crop`) is drawn from (seed, step, global row)
+    too (`crop_draws`)."""
+    batch = blocks.gather(indices[rows], crop_draws(seed, step, rows))
     if stream == "counter":
         if device is not None:
             batch = batch.to(device)

@@ -97,6 +97,10 @@ class PhaseBlocks:
         return int(self.offsets(self.current)[-1])
 
     def __getitem__(self, indices):
+        return self.gather(indices)
+
+    def gather(self, indices, draws=None):
+        """The blocks `indices` of the current phase, `draws` handed to their sources."""
         indices = np.asarray(indices, dtype=np.int64)
         offsets = self.offsets(self.current)
         which = np.searchsorted(offsets, indices, side="right") - 1
@@ -104,7 +108,9 @@ class PhaseBlocks:
         for k, blocks in enumerate(self.sources[self.current]):
             chosen = np.nonzero(which == k)[0]
             if len(chosen):
-                parts.append(blocks[indices[chosen] - offsets[k]])
+                within = indices[chosen] - offsets[k]
+                parts.append(blocks[within] if draws is None else
+                             blocks.gather(within, np.asarray(draws)[chosen]))
                 rows.append(chosen)
         order = torch.from_numpy(np.argsort(np.concatenate(rows), kind="stable"))
         fields = ("input_ids", "attention_mask", "word_starts", "document_ids")

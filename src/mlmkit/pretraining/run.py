@@ -622,7 +622,7 @@ def check_config(config: PretrainConfig, world_size: int,
                                   f"{config.objective!r}: drop --unpadded")
         if config.packing != "full":
             raise InvalidArgument("--unpadded packs documents into rows without padding: use "
-                                  "--packing full (not document)")
+                                  f"--packing full (not {config.packing})")
         if config.init is None:
             check_unpadded_family(parse_preset(config.model)[0])
     if config.flex_attention:

@@ -28,10 +28,13 @@ import numpy as np
 from mlmkit.engine.batching import run_jobs
 from mlmkit.errors import InvalidArgument, InvalidData
 from mlmkit.models.load import prepare_mlm
+from mlmkit.models.sparse_last_layer import full_forward
 from mlmkit.protein.mutations import Mutation, check_sequence, parse_variant
 from mlmkit.protein.windows import residue_window
+from mlmkit.scoring.masked_copies import score_token_ids
 
 STRATEGIES = ("masked-marginals", "wt-marginals", "mutant-marginals", "pll")
+CPU_PLL_COPIES = 16  # masked copies per batch of a PLL on a CPU (`_pll`)
 
 
 def residue_ids(tokenizer, sequence: str) -> np.ndarray:
@@ -58,8 +61,8 @@ class _Protein:
         if self.mask is None:
             raise InvalidArgument(f"{mlm.name}'s tokenizer has no mask token: score with a "
                                   "masked LM")
-        specials = (self.cls is not None) + (self.eos is not None)
-        self.window = mlm.max_length - specials
+        self.specials = (self.cls is not None) + (self.eos is not None)
+        self.window = mlm.max_length - self.specials
         self.prefix = int(self.cls is not None)
         self.token_of = {letter: int(i) for letter, i in
                          zip(sequence, self.ids, strict=True)}
@@ -215,28 +218,40 @@ def _mutant_marginals(mlm, protein: _Protein, variants, *, strategy: str,
 
 def _pll(mlm, protein: _Protein, variants, *, strategy: str, run: dict) -> np.ndarray:
     """PLL(mutant) − PLL(wild type) over the variant's window: every residue of the window
-    masked in turn, its true token read (the wild type's PLL once per window)."""
-    sequences: list[tuple[np.ndarray, int, int]] = []  # (residues, start, end)
-    wild_of: dict[tuple[int, int], int] = {}
+    masked in turn, its true token read. Each distinct sequence (the wild type of a
+    window, a mutant however often it is listed) is scored once, by the PLL engine
+    (`scoring.masked_copies`: the masked copies of all sequences in token-budget batches,
+    the head only at each copy's masked column). The encoder runs the model's own full
+    forward (`full_forward`): each of the hundreds of summed log-probabilities is then the
+    one-copy-at-a-time value bit for bit, where the faster layers' float32 rounding would
+    add up to about 1e-5 over a 263-residue protein."""
+    rows: list[np.ndarray] = []
+    index_of: dict[bytes, int] = {}
+
+    def scored(residues: np.ndarray, window: tuple[int, int]) -> int:
+        row = protein.row(residues, *window)
+        key = row.tobytes()
+        if key not in index_of:
+            index_of[key] = len(rows)
+            rows.append(row)
+        return index_of[key]
+
     pairs = []
     for variant in variants:
         window = _variant_window(protein, variant)
-        if window not in wild_of:
-            wild_of[window] = len(sequences)
-            sequences.append((protein.ids, *window))
-        pairs.append((len(sequences), wild_of[window]))
-        sequences.append((_mutant(mlm, protein, variant), *window))
-    rows, owner = [], []
-    for s, (residues, start, end) in enumerate(sequences):
-        row = protein.row(residues, start, end)
-        for r in range(end - start):
-            copy = row.copy()
-            column = protein.prefix + r
-            copy[column] = protein.mask
-            rows.append((copy, [column]))
-            owner.append((s, int(row[column])))
-    log_probs = _log_probs(mlm, rows, **run)
-    pll = np.zeros(len(sequences), dtype=np.float64)
-    for values, (s, token) in zip(log_probs, owner, strict=True):
-        pll[s] += values[0][token]
+        pairs.append((scored(_mutant(mlm, protein, variant), window),
+                      scored(protein.ids, window)))
+    residues = [np.arange(protein.prefix, protein.prefix + width) for width in
+                (len(row) - protein.specials for row in rows)]
+    budget = run["batch_tokens"]
+    if budget is None and mlm.device.type == "cpu":
+        # A CPU runs a protein's masked copies fastest a few at a time: 16 of BLAT_ECOLX's
+        # 265 tokens ran 15% faster than the engine's default, sized by the last-level
+        # cache the machine reports (64 copies), in which the activations spill.
+        budget = CPU_PLL_COPIES * max(len(row) for row in rows)
+    with full_forward():  # a sum of hundreds of terms: each the model's own, bit for bit
+        log_probs = score_token_ids(mlm, rows, residues, batch_tokens=budget,
+                                    precision=run["precision"], progress=run["progress"],
+                                    max_length=max(len(row) for row in rows))
+    pll = np.array([values.sum() for values in log_probs], dtype=np.float64)
     return np.array([pll[mutant] - pll[wild] for mutant, wild in pairs], dtype=np.float64)

@@ -37,12 +37,13 @@ from pathlib import Path
 import torch
 
 from mlmkit.core import checks
+from mlmkit.core.fasta import fasta_texts, is_fasta
 from mlmkit.core.output import check_output_path, fsync_directory
 from mlmkit.core.progress import Progress, warn
 from mlmkit.core.records import STDIN, check_input_file
 from mlmkit.core.records import read_texts as _read_texts
 from mlmkit.core.results import Result, one_line
-from mlmkit.errors import InvalidData, PathError
+from mlmkit.errors import InvalidArgument, InvalidData, PathError
 from mlmkit.models import prepare_mlm
 from mlmkit.scoring.scores import TextScore
 from mlmkit.scoring.sharding import (
@@ -85,7 +86,13 @@ class FileSummary(Result):
 
 def read_texts(path, field: str | None = None, encoding: str = "utf-8",
                errors: str = "strict", format: str | None = None):
-    """(line number, text) per input line (`mlmkit.core.records.read_texts`)."""
+    """(line number, text) per input line (`mlmkit.core.records.read_texts`); a FASTA file
+    (by its suffix, unless `format` says otherwise): (header line, sequence) per record."""
+    if format is None and str(path) != STDIN and is_fasta(path):
+        if field is not None:
+            raise InvalidArgument(f"--text-field {field!r}: a FASTA file has no fields (each "
+                                  "record's sequence is a text): leave --text-field out")
+        return fasta_texts(path, encoding, errors)
     return _read_texts(path, field, encoding, errors, format)
 
 
@@ -261,7 +268,8 @@ def score_file(
         else:
             partial = part_path(output, rank, world) if world > 1 else output.with_name(
                 f".{output.name}.{os.getpid()}.partial")
-    total = count_lines(input_path) if str(input_path) != STDIN else None
+    total = None if str(input_path) == STDIN or is_fasta(input_path) \
+        else count_lines(input_path)  # a FASTA file's records are fewer than its lines
     n_lines = empty = taken = blank_lines = 0
     first_empty = None
 
