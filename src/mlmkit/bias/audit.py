@@ -83,7 +83,8 @@ def read_benchmark(name: str, data: str | Path | list | None) -> list:
         return data
     if data is None:
         if spec.default_data is None:
-            raise InvalidArgument(f"the {name} benchmark has no default data: pass --data")
+            raise InvalidArgument(f"the {name} benchmark has no default data: pass its file "
+                                  "after the model (data=PATH in Python)")
         data = spec.default_data
     return spec.read(Path(data))
 

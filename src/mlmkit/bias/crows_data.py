@@ -12,22 +12,19 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlmkit.core.data_dir import default_data_dir
 from mlmkit.core.records import decoded_lines
 from mlmkit.errors import InvalidData, PathError
 
 REQUIRED_COLUMNS = ("sent_more", "sent_less", "stereo_antistereo", "bias_type")
 DIRECTIONS = ("stereo", "antistereo")
-_SHARED_CSV = Path("shared/data/crows_pairs/crows_pairs_anonymized.csv")
+CROWS_FILE = Path("crows_pairs") / "crows_pairs_anonymized.csv"
 
 
 def default_crows_path() -> Path:
-    """`../shared/data/...` from the working directory (the repository root, as the README
-    runs), else from the repository this package sits in (a run from another directory).
-    Looked up when a command runs, not at import: the working directory may change."""
-    here = Path("..") / _SHARED_CSV
-    beside_repo = Path(__file__).resolve().parents[3].parent / _SHARED_CSV
-    return here if here.is_file() or not beside_repo.is_file() else beside_repo
-
+    """`crows_pairs/crows_pairs_anonymized.csv` in the data folder (`$MLMKIT_DATA`, else
+    mlmkit's cache: `mlmkit.core.data_dir`), looked up when a command runs."""
+    return default_data_dir() / CROWS_FILE
 
 
 @dataclass(frozen=True)
@@ -56,8 +53,9 @@ def read_crows_pairs(path: str | Path) -> list[CrowsPair]:
     row and line (a non-UTF-8 byte: its line and byte offset)."""
     if str(path) != "-" and not Path(path).expanduser().is_file():
         raise PathError(
-            f"CrowS-Pairs file {str(path)!r} does not exist (or is not a file): pass --data "
-            f"with the path of crows_pairs_anonymized.csv"
+            f"CrowS-Pairs file {str(path)!r} does not exist (or is not a file): pass the path "
+            f"of crows_pairs_anonymized.csv after the model, or put it at "
+            f"$MLMKIT_DATA/{CROWS_FILE.as_posix()}"
         )
     def lines():
         try:

@@ -78,8 +78,8 @@ def read_stereoset(path: str | Path) -> list[StereoExample]:
     try:
         text = "".join(line for _, line in decoded_lines(path))
     except PathError as error:
-        raise PathError(f"StereoSet file: {error}; pass --data with the path of the official "
-                        "dev.json") from None
+        raise PathError(f"StereoSet file: {error}; pass the path of the official "
+                        "dev.json after the model") from None
     if not text.strip():
         raise InvalidData(f"StereoSet file {str(path)!r} is empty: pass the official dev.json")
     document = parse_json_document(text, f"cannot read StereoSet file {str(path)!r}",

@@ -166,7 +166,8 @@ def _print_stereoset_audit(audit) -> None:
 def crows_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
     data: str = typer.Argument(None, help="crows_pairs_anonymized.csv, - for standard input "
-                               "(default: ../shared/data/crows_pairs/crows_pairs_anonymized.csv)."),
+                               "(default: crows_pairs/crows_pairs_anonymized.csv in $MLMKIT_DATA, else "
+                               "~/.cache/mlmkit/data)."),
     measure: str = typer.Option("crows", help="crows (official metric.py), aul or aula."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
     pairs_csv: Path = typer.Option(None, "--pairs-csv", help="Also write every pair's scores "
@@ -238,8 +239,8 @@ def compare_command(
     benchmark_name: str = typer.Option("crows", "--benchmark",
                                        help="crows, aul, aula or stereoset."),
     data: str = typer.Argument(None, help="The benchmark's data file, - for standard input "
-                               "(CrowS-Pairs: default "
-                               "../shared/data/crows_pairs/crows_pairs_anonymized.csv)."),
+                               "(CrowS-Pairs: default crows_pairs/crows_pairs_anonymized.csv "
+                               "in $MLMKIT_DATA, else ~/.cache/mlmkit/data)."),
     output: str = typer.Option("-", "-o", "--output", help=OUTPUT_HELP),
     bootstrap: int = typer.Option(1000, help="Paired bootstrap replicates (0: none; at least "
                                   "40 otherwise)."),

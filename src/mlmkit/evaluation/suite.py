@@ -33,6 +33,7 @@ import yaml
 
 from mlmkit.core.checks import choice, count
 from mlmkit.core.correlation import spearman
+from mlmkit.core.data_dir import default_data_dir
 from mlmkit.core.fasta import is_fasta, read_sequence
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.output import write_text
@@ -43,7 +44,7 @@ from mlmkit.corpus.python_docs import python_docs
 from mlmkit.embeddings import embed
 from mlmkit.embeddings.pairs import cosine_rows, read_sts_pairs
 from mlmkit.errors import InvalidArgument, InvalidData, MissingExtra, PathError
-from mlmkit.evaluation.suite_data import default_data_dir, missing_data
+from mlmkit.evaluation.suite_data import missing_data
 from mlmkit.extras import require
 from mlmkit.finetuning import finetune
 from mlmkit.generation import elbo

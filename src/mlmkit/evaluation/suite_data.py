@@ -12,28 +12,19 @@ layout and columns the suite reads.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import datasets
 
 from mlmkit.core import hub
 from mlmkit.core.cache import atomic_write_text
+from mlmkit.core.data_dir import default_data_dir
 from mlmkit.errors import InvalidArgument, PathError
 
 HUB_NAMES = {"blimp": "nyu-mll/blimp", "sst2": "stanfordnlp/sst2", "agnews": "fancyzhx/ag_news"}
 """The data sets `fetch` knows, by their folder name, and their hub repositories."""
 
 BLIMP_FIELDS = ("sentence_good", "sentence_bad", "field", "linguistics_term", "UID", "pairID")
-
-
-def default_data_dir() -> Path:
-    """`$MLMKIT_DATA`, else `$MLMKIT_CACHE/data` (default `~/.cache/mlmkit/data`)."""
-    chosen = os.environ.get("MLMKIT_DATA")
-    if chosen:
-        return Path(chosen).expanduser()
-    cache = Path(os.environ.get("MLMKIT_CACHE", Path.home() / ".cache" / "mlmkit"))
-    return cache.expanduser() / "data"
 
 
 def missing_data(name: str, folder: Path, part: str, flag: str, parts_flag: str,
