@@ -249,18 +249,7 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
     if run_path is not None:
         checkpoint.remove_leftovers(run_path)
         if resume:
-            state, _ = checkpoint.load_latest_state(
-                run_path, new_run="start a new run there without --resume",
-                over=f"remove {run_path / 'checkpoints'} to start over, or choose another "
-                     "--run-dir")
-            stored = state["config"]
-            changed = [k for k in stored if stored.get(k) != config.get(k)]
-            if changed:
-                raise RunError(f"--resume {str(run_path)!r}: the run was trained with other "
-                               "settings (" + ", ".join(f"{k}: {stored[k]!r} then, "
-                                                        f"{config.get(k)!r} now"
-                                                        for k in changed)
-                               + "); resume with the same ones, or start a new run directory")
+            state = checkpoint.resume_state(run_path, config)
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
             schedule.load_state_dict(state["schedule"])

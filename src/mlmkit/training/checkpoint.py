@@ -122,6 +122,22 @@ def load_latest_state(run_dir: str | Path, *, new_run: str | None = None,
                    + (over or "start it over in the same directory with --restart"))
 
 
+def resume_state(run_dir: str | Path, config: dict) -> dict:
+    """The newest state of a fine-tuning run directory, after checking it was trained with
+    `config` (the settings a resume may not change); the error names each one that differs."""
+    run_dir = Path(run_dir)
+    state, _ = load_latest_state(
+        run_dir, new_run="start a new run there without --resume",
+        over=f"remove {run_dir / 'checkpoints'} to start over, or choose another --run-dir")
+    stored = state["config"]
+    changed = [k for k in stored if stored.get(k) != config.get(k)]
+    if changed:
+        settings = ", ".join(f"{k}: {stored[k]!r} then, {config.get(k)!r} now" for k in changed)
+        raise RunError(f"--resume {str(run_dir)!r}: the run was trained with other settings "
+                       f"({settings}); resume with the same ones, or start a new run directory")
+    return state
+
+
 def remove_leftovers(run_dir: str | Path) -> list[Path]:
     """Remove what killed saves left in the run directory and its checkpoints (temporary
     files, staging and half-replaced folders); the removed paths. Call at the start."""
