@@ -37,7 +37,9 @@ PRECISION = typer.Option("auto", "--precision", help="auto, fp32 or bf16. auto: 
                          "scores and inference; bf16 autocast for training where the hardware "
                          "multiplies bf16 natively.", rich_help_panel="Runtime")
 THREADS = typer.Option(None, "--threads", min=1, help="CPU threads (default: $MLMKIT_THREADS, "
-                       "else the cores this process may use).", rich_help_panel="Runtime")
+                       "else the cores this process may use; training leaves out the cores "
+                       "the 1-minute load average says other processes keep busy).",
+                       rich_help_panel="Runtime")
 BATCH_TOKENS = typer.Option(None, "--batch-tokens", min=1, help="Padded tokens per forward "
                             "batch (default: sized for the model and memory).",
                             rich_help_panel="Runtime")
