@@ -127,6 +127,12 @@ REQUESTS = {  # workload -> (path, body of one text, the number to compare)
 }
 
 
+IDLE_RECONNECT_S = 4.0
+"""A connection idle this long is opened again before its next request: the server closes
+idle keep-alive connections after 5 s (--keep-alive-timeout), and a request written on a
+connection it has closed fails on the client's side (HTTP clients' pools do the same)."""
+
+
 class Connection:
     """A minimal HTTP/1.1 keep-alive client on asyncio streams: the load generator shares the
     machine with the server, so it should cost as little CPU as possible (httpx costs more
@@ -136,8 +142,12 @@ class Connection:
         host, port = url.removeprefix("http://").rsplit(":", 1)
         self.host, self.port = host.strip("[]"), int(port)
         self.reader = self.writer = None
+        self.last_used = time.perf_counter()
 
     async def request(self, method: str, path: str, body=None) -> tuple[int, dict]:
+        if self.writer is not None and time.perf_counter() - self.last_used > IDLE_RECONNECT_S:
+            self.close()
+            self.reader = self.writer = None
         if self.writer is None:
             self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         data = b"" if body is None else json.dumps(body).encode()
@@ -150,6 +160,7 @@ class Connection:
         headers = dict(line.lower().split(":", 1) for line in lines[1:] if ":" in line)
         self.retry_after = float(headers.get("retry-after", 0))
         answer = json.loads(await self.reader.readexactly(int(headers["content-length"])))
+        self.last_used = time.perf_counter()
         if headers.get("connection", "").strip() == "close":  # an early 4xx closes
             self.close()
             self.reader = self.writer = None
@@ -294,7 +305,7 @@ async def _overload(server: Server, texts: list[str], clients: int, seconds: flo
 
 def overload_run(model: Path, flags: list[str], texts: list[str], clients: int,
                  seconds: float) -> None:
-    admission = ["--max-batch-tokens", "4096", "--max-queued-tokens", "131072",
+    admission = ["--max-batch-tokens", "2048", "--max-queued-tokens", "131072",
                  "--max-concurrent-requests", "16"]
     server = Server(model, *flags, *admission)
     try:
