@@ -202,7 +202,7 @@ def _argv_missing_input(name, f):
         "eval retrieval": [m, "--corpus", missing, "--queries", missing, "--qrels", missing],
         "eval suite": [m, "--parts", "pppl", "--texts", missing],
         "eval compare": [m, missing],
-        "eval classify": [m, "--task", "sst2", "--data", missing],
+        "eval classify": [m, "--task", "sst2", missing],
         "predict": [m, missing],
         "finetune": [m, "--task", "mine", "--text-field", "text", "--train", missing],
         "mask stats": [missing, m, "-o", str(f["dir"] / "stats")],

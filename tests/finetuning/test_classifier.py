@@ -149,7 +149,7 @@ def test_cli_finetune_keeps_the_model_then_predict_and_eval_classify_use_it(
     assert pairs.exit_code == 0, pairs.output
     assert json.loads(pairs.stdout)["text"] == ["x", "y"]
 
-    evaluated = runner.invoke(app, ["eval", "classify", str(best), "--task", "sst2", "--data",
+    evaluated = runner.invoke(app, ["eval", "classify", str(best), "--task", "sst2",
                                     str(sst / "validation.tsv"), "--threads", "1", "--json"])
     assert evaluated.exit_code == 0, evaluated.output
     metrics = json.loads(evaluated.stdout)["metrics"]

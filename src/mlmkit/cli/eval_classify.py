@@ -17,9 +17,9 @@ SHORT_HELP = "A fine-tuned classifier's metrics (accuracy, F1, ...) on a split o
 EXAMPLE = """
 Examples:
 
-  mlmkit eval classify runs/finetune/sst2/best --task sst2 --data ../shared/data/sst2/validation.tsv
+  mlmkit eval classify runs/finetune/sst2/best --task sst2 ../shared/data/sst2/validation.tsv
 
-  mlmkit eval classify runs/finetune/topics/best --text-field text --label-field topic --data test.jsonl --json
+  mlmkit eval classify runs/finetune/topics/best --text-field text --label-field topic test.jsonl --json
 
   mlmkit eval classify runs/finetune/rte/best --task rte --dataset nyu-mll/glue:rte --split validation
 """
@@ -31,10 +31,10 @@ def classify_command(
     task: str = typer.Option(None, "--task", help="The task it was fine-tuned on (its metrics "
                              "and columns): cola, sst2, mrpc, stsb, qqp, mnli, qnli, rte, wnli, "
                              "agnews, or a name of your own with --text-field."),
-    data: str = typer.Option(None, "--data", metavar="FILE", help="The examples: JSONL, TSV or "
-                             "CSV with the text and label columns (- reads standard input)."),
+    data: str = typer.Argument(None, metavar="[FILE]", help="The examples: JSONL, TSV or CSV "
+                               "with the text and label columns (- reads standard input)."),
     dataset: str = typer.Option(None, "--dataset", metavar="NAME[:CONFIG]", help="A Hugging "
-                                "Face datasets name instead of --data (default: the task's "
+                                "Face datasets name instead of a FILE (default: the task's "
                                 "own)."),
     split: str = typer.Option("validation", "--split", help="The split of --dataset."),
     offline: bool = typer.Option(False, "--offline", help="Read --dataset from the local "
@@ -55,7 +55,7 @@ def classify_command(
     Pearson/Spearman) on a labelled file or a dataset split, with its confusion table."""
     with trusting(runtime.trust_remote_code):
         if data is not None:
-            check_input_file(data, "--data file")
+            check_input_file(data, "data file")
         check_output_path(output, inputs=[data] if data else [])
         runtime.seed_everything()
         result = mlmkit.finetuning.evaluate_classifier(

@@ -47,6 +47,7 @@ RENAMED: dict[str, tuple[Renamed, ...]] = {
     "infill": _renames(("--templates-file", "--file")),
     "eval blimp": _renames(("--data", POSITIONAL)),
     "eval sts": _renames(("--data", POSITIONAL)),
+    "eval classify": _renames(("--data", POSITIONAL)),
     "eval suite": _renames(("--out-dir", "--run-dir")),
     "bias crows": _renames(("--data", POSITIONAL)),
     "bias stereoset": _renames(("--data", POSITIONAL)),

@@ -154,11 +154,11 @@ class Classifier:
         if data is None and dataset is None:
             if spec.dataset is None:
                 raise InvalidArgument(f"task {spec.name}: give the data to evaluate on (a file "
-                                      "with --data, or --dataset NAME[:CONFIG])")
+                                      "after the model, or --dataset NAME[:CONFIG])")
             dataset = spec.dataset
         if data is not None and dataset is not None:
-            raise InvalidArgument("give the data (--data FILE) or a dataset (--dataset), "
-                                  "not both")
+            raise InvalidArgument("give the data (a FILE after the model) or a dataset "
+                                  "(--dataset), not both")
         if data is None and split == "validation" and spec.validation_split:
             split = spec.validation_split
         texts, raw, source = read_split(spec, "evaluation", path=data, dataset=dataset,
