@@ -57,6 +57,23 @@ def test_predict_gives_labels_and_probabilities(fine_tuned):
     assert again.label == many[0].label and again.score == pytest.approx(many[0].score, abs=1e-6)
 
 
+def test_a_classifier_saved_without_its_tokenizer_takes_one_given(fine_tuned, tmp_path):
+    _, run_dir = fine_tuned
+    best, bare = run_dir / "best", tmp_path / "bare"
+    bare.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (bare / name).write_bytes((best / name).read_bytes())
+    with pytest.raises(ModelError):
+        predict(bare, "dull", **RUNTIME)
+    want = predict(best, "dull", **RUNTIME)
+    got = predict(bare, "dull", tokenizer=best, **RUNTIME)
+    assert got.label == want.label and got.score == pytest.approx(want.score, abs=1e-6)
+    result = CliRunner().invoke(app, ["predict", str(bare), "-", "--tokenizer", str(best),
+                                      "--threads", "1"], input="dull\n")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout.splitlines()[0])["label"] == want.label
+
+
 def test_evaluate_matches_the_metrics_finetune_reported(fine_tuned, sst):
     result, run_dir = fine_tuned
     evaluation = evaluate_classifier(run_dir / "best", sst / "validation.tsv", task="sst2",

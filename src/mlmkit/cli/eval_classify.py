@@ -62,7 +62,8 @@ def classify_command(
             model, data, task=task, text_field=text_field, label_field=label_field,
             dataset=dataset, split=split, offline=offline, limit=limit,
             max_length=max_length, device=runtime.device, precision=runtime.precision,
-            threads=runtime.threads, batch_tokens=runtime.batch_tokens)
+            threads=runtime.threads, batch_tokens=runtime.batch_tokens,
+            tokenizer=runtime.tokenizer)
         if output:
             write_text(output, result.to_json(indent=1) + "\n", inputs=[data] if data else [])
         if as_json:

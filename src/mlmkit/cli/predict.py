@@ -58,7 +58,7 @@ def predict_command(
         runtime.seed_everything()
         classifier = mlmkit.finetuning.load_classifier(
             model, device=runtime.device, precision=runtime.precision, threads=runtime.threads,
-            batch_tokens=runtime.batch_tokens)
+            batch_tokens=runtime.batch_tokens, tokenizer=runtime.tokenizer)
         predictions = classifier.predict(rows, max_length=max_length) if rows else []
         with open_output(output, inputs=[input_file]) as out:
             for row, prediction in zip(rows, predictions, strict=True):

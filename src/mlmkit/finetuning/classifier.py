@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+from transformers import AutoConfig, AutoModelForSequenceClassification
 
 from mlmkit.core.checks import count
 from mlmkit.core.devices import autocast, prepare
@@ -37,7 +37,7 @@ from mlmkit.finetuning.methods import prompt_logits
 from mlmkit.finetuning.metrics import compute
 from mlmkit.finetuning.packing import equal_length_batches
 from mlmkit.finetuning.tasks import Task, get_task
-from mlmkit.models.load import load_mlm, model_max_length
+from mlmkit.models.load import load_mlm, load_tokenizer, model_max_length
 
 DEFAULT_MAX_LENGTH = 128  # finetune's default: the same cut as the metrics it reported
 DEFAULT_BATCH_TOKENS = 16384
@@ -201,10 +201,11 @@ class Classifier:
 
 def load_classifier(model, *, device=None, precision: str = "auto",
                     threads: int | None = None, batch_tokens: int | None = None,
-                    trust_remote_code: bool | None = None) -> Classifier:
+                    trust_remote_code: bool | None = None, tokenizer=None) -> Classifier:
     """A fine-tuned classifier folder (as `finetune` saves `best/`), or an already loaded
     `Classifier`, bound to a runtime: the device, precision (fp32 for inference; bf16 when
-    asked) and threads resolved once, `batch_tokens` padded tokens per forward batch."""
+    asked) and threads resolved once, `batch_tokens` padded tokens per forward batch.
+    `tokenizer` (a folder or hub name): the tokenizer of a folder saved without one."""
     if batch_tokens is not None:
         count("batch_tokens", batch_tokens, 1)
     if isinstance(model, Classifier):
@@ -217,16 +218,18 @@ def load_classifier(model, *, device=None, precision: str = "auto",
     target, resolved = prepare(device, precision, threads, task="inference")
     if (path / PROMPT_FILE).is_file():
         return _prompt_classifier(path, str(model), target, resolved,
-                                  batch_tokens or DEFAULT_BATCH_TOKENS, trust_remote_code)
+                                  batch_tokens or DEFAULT_BATCH_TOKENS, trust_remote_code,
+                                  tokenizer)
     try:
         net = AutoModelForSequenceClassification.from_pretrained(
             str(path), trust_remote_code=bool(trust_remote_code))
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
     except (OSError, ValueError) as error:
         text = " ".join(str(error).split())[:200]
         raise ModelError(f"cannot load the classifier in {str(model)!r} ({text}): re-run "
                          "mlmkit finetune, or pass the run's best/ folder") from error
     config = net.config
+    tokenizer = load_tokenizer(path, config, tokenizer=tokenizer,
+                               trust_remote_code=bool(trust_remote_code))
     regression = config.problem_type == "regression" or config.num_labels == 1
     labels = None if regression else [str(config.id2label[i]) for i in
                                        range(config.num_labels)]
@@ -237,7 +240,7 @@ def load_classifier(model, *, device=None, precision: str = "auto",
 
 
 def _prompt_classifier(path: Path, shown: str, target, precision: str, batch_tokens: int,
-                       trust_remote_code) -> Classifier:
+                       trust_remote_code, tokenizer=None) -> Classifier:
     """A model fine-tuned with --method prompt: its masked LM, and the template and label
     words of its prompt.json, each word found again from its token id."""
     try:
@@ -246,7 +249,8 @@ def _prompt_classifier(path: Path, shown: str, target, precision: str, batch_tok
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ModelError(f"{shown!r}: its {PROMPT_FILE} cannot be read ({error}); re-run "
                          "mlmkit finetune --method prompt") from error
-    mlm = load_mlm(path, device=target, trust_remote_code=trust_remote_code)
+    mlm = load_mlm(path, device=target, trust_remote_code=trust_remote_code,
+                   tokenizer=tokenizer)
     tokenizer = mlm.tokenizer
     words = {label: [tokenizer.decode([word]).strip()]
              for label, word in zip(labels, word_ids, strict=True)}
@@ -262,13 +266,13 @@ def _prompt_classifier(path: Path, shown: str, target, precision: str, batch_tok
 
 def predict(model, texts, *, max_length: int = DEFAULT_MAX_LENGTH,
             batch_tokens: int | None = None, precision: str = "auto", device=None,
-            threads: int | None = None, progress: bool | None = None
+            threads: int | None = None, tokenizer=None, progress: bool | None = None
             ) -> Prediction | list[Prediction]:
     """Labels and probabilities of a fine-tuned classifier (`model`: its folder, e.g.
     `runs/finetune/sst2/best`, or a `Classifier`) for `texts` (a text, a (text, text) pair,
     or a list of either). A regression model gives each input's `value`."""
     clf = load_classifier(model, device=device, precision=precision, threads=threads,
-                          batch_tokens=batch_tokens)
+                          batch_tokens=batch_tokens, tokenizer=tokenizer)
     return clf.predict(texts, max_length=max_length, progress=progress)
 
 
@@ -277,13 +281,13 @@ def evaluate_classifier(model, data=None, *, task: str | None = None, text_field
                         split: str = "validation", offline: bool = False,
                         limit: int | None = None, max_length: int = DEFAULT_MAX_LENGTH,
                         batch_tokens: int | None = None, precision: str = "auto",
-                        device=None, threads: int | None = None,
+                        device=None, threads: int | None = None, tokenizer=None,
                         progress: bool | None = None) -> ClassifierEvaluation:
     """A fine-tuned classifier's metrics (the task's official ones: accuracy, F1, Matthews,
     Pearson/Spearman) on `data` (a file) or on `split` of `dataset`; see
     `Classifier.evaluate`."""
     clf = load_classifier(model, device=device, precision=precision, threads=threads,
-                          batch_tokens=batch_tokens)
+                          batch_tokens=batch_tokens, tokenizer=tokenizer)
     return clf.evaluate(data, task=task, text_field=text_field, label_field=label_field,
                         dataset=dataset, split=split, offline=offline, limit=limit,
                         max_length=max_length, progress=progress)

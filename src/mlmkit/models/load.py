@@ -193,6 +193,15 @@ def _load_config(name: str, trust_remote_code: bool = False):
                          "config.json)") from error
 
 
+def load_tokenizer(model: str | Path, config, *, tokenizer=None,
+                   trust_remote_code: bool = False):
+    """The checked tokenizer of the model folder or hub name `model` (whose config is
+    `config`), or `tokenizer` for a model saved without one; a folder with no tokenizer files
+    is an error naming `--tokenizer DIR` (transformers would build an empty one)."""
+    return _load_tokenizer(str(model), Path(str(model)).expanduser(), config,
+                           trust_remote_code, tokenizer)
+
+
 def _load_tokenizer(name: str, path: Path, config, trust_remote_code: bool = False,
                     tokenizer=None):
     """The tokenizer of `name`: its own (from its folder or hub name), or `tokenizer` (a
