@@ -688,7 +688,12 @@ def test_tokenizer_file_or_missing_path_is_named(tmp_path, tokenizer_path):
         build_run(tiny_config(tmp_path / "a", str(Path(tokenizer_path) / "tokenizer.json")))
     with pytest.raises(MlmkitError, match="'/no/such/tok' does not exist"):
         build_run(tiny_config(tmp_path / "b", "/no/such/tok"))
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    bare = tmp_path / "model-without-tokenizer"
+    bare.mkdir()
+    (bare / "config.json").write_text('{"model_type": "bert"}')  # transformers would build an
+    with pytest.raises(MlmkitError, match="holds no tokenizer files"):  # empty tokenizer
+        build_run(tiny_config(tmp_path / "c", str(bare)))
+    assert not any((tmp_path / n).exists() for n in ("a", "b", "c"))
 
 
 def test_resume_in_another_precision_says_the_losses_change(tmp_path, tokenizer_path, capsys):

@@ -30,7 +30,7 @@ from mlmkit.corpus.packing import BlockBatch, PackedBlocks
 from mlmkit.corpus.python_docs import python_docs
 from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_corpus
 from mlmkit.errors import InvalidArgument, MlmkitError, PathError
-from mlmkit.models.load import complete_special_tokens  # <bos>/<eos> only: mmBERT's
+from mlmkit.models.load import TOKENIZER_FILES, complete_special_tokens
 from mlmkit.models.preset_table import PRESET_POSITIONS
 from mlmkit.pretraining.examples import FillExample, pick_examples
 from mlmkit.protein.alphabet import protein_tokenizer
@@ -106,6 +106,10 @@ def resolve_tokenizer(config, show_progress: bool = True):
         if not path.exists() and source.startswith((".", "/", "~")):
             raise PathError(f"--tokenizer {source!r} does not exist: pass a tokenizer folder "
                             "or a Hugging Face hub name")
+        if path.is_dir() and not any((path / f).is_file() for f in TOKENIZER_FILES):
+            raise PathError(f"--tokenizer {source!r} holds no tokenizer files "
+                            f"({', '.join(TOKENIZER_FILES[:3])}, ...): pass the folder "
+                            "mlmkit tokenizer train or save_pretrained wrote")
     if source is not None:
         try:
             tokenizer = AutoTokenizer.from_pretrained(source)
