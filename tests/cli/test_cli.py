@@ -47,3 +47,10 @@ def test_model_init_bad_preset_and_tokenizer(wordpiece_tokenizer, tmp_path):
     bad = CliRunner().invoke(app, ["model", "init", "tiny", "--tokenizer",
                                    str(tmp_path / "none"), "-o", str(tmp_path / "m")])
     assert bad.exit_code == 1 and "is not a directory" in bad.stderr
+    empty = tmp_path / "no-tokenizer-files"
+    empty.mkdir()
+    (empty / "config.json").write_text('{"model_type": "bert"}')
+    bad = CliRunner().invoke(app, ["model", "init", "tiny", "--tokenizer", str(empty),
+                                   "-o", str(tmp_path / "m")])
+    assert bad.exit_code == 1 and "holds only special tokens" in bad.stderr
+    assert not (tmp_path / "m").exists()

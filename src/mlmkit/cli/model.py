@@ -82,6 +82,9 @@ def init_command(
     except (OSError, ValueError) as error:
         raise MlmkitError(f"--tokenizer {tokenizer!r}: cannot load a tokenizer "
                           f"({error})") from error
+    if len(tok) <= len(set(tok.all_special_ids)):  # a folder without tokenizer files
+        raise MlmkitError(f"--tokenizer {tokenizer!r} holds only special tokens (no tokenizer "
+                          "files there?): pass the folder mlmkit tokenizer train wrote")
     if tok.mask_token is None:
         raise MlmkitError(f"--tokenizer {tokenizer!r} has no mask token: a masked LM needs one")
     model = mlmkit.models.build_mlm(preset, tok, max_length=max_length, seed=seed)
