@@ -181,35 +181,51 @@ def test_the_worker_takes_turns_between_works():
     assert order[:2] == [["b1", "b2"], ["s"]]  # the small work's turn comes after one batch
 
 
+STREAM_BODY = b'{"prompt": "Open", "length": 120, "steps": 120, "stream": true}'
+
+
+def _stream_scope() -> dict:
+    """The ASGI scope of a streaming POST /v1/generate of STREAM_BODY."""
+    return {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+            "method": "POST", "scheme": "http", "path": "/v1/generate",
+            "raw_path": b"/v1/generate", "query_string": b"", "root_path": "",
+            "headers": [(b"content-type", b"application/json"),
+                        (b"content-length", str(len(STREAM_BODY)).encode())],
+            "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+
+
+def _stalling_client(stall_at: int):
+    """(sent, receive, send) of a client that sends STREAM_BODY, then stops reading at the
+    first body message once `stall_at` messages have come (its socket full): `send` never
+    returns from then on, and `receive` never reports a disconnect."""
+    sent, never = [], asyncio.Event()
+    received = False
+
+    async def receive():
+        nonlocal received
+        if not received:
+            received = True
+            return {"type": "http.request", "body": STREAM_BODY, "more_body": False}
+        await never.wait()
+
+    async def send(message):
+        sent.append(message)
+        if message["type"] == "http.response.body" and len(sent) >= stall_at:
+            await never.wait()  # a client that stopped reading
+
+    return sent, receive, send
+
+
 def test_a_stream_whose_client_does_not_read_stops_its_generation(tiny_mlm):
     """The client takes the first step, then never reads again (its socket full): past the
     stream's bounded queue of steps the generation stops, freeing the model, while the
     response still waits on the client."""
     app = create_app({"bert": tiny_mlm("bert")}, ServeConfig(threads=1, max_steps=400))
     worker = app.state.server.workers["bert"]
-    body = b'{"prompt": "Open", "length": 120, "steps": 120, "stream": true}'
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": "POST", "scheme": "http", "path": "/v1/generate", "raw_path":
-             b"/v1/generate", "query_string": b"", "root_path": "",
-             "headers": [(b"content-type", b"application/json"),
-                         (b"content-length", str(len(body)).encode())],
-             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    scope = _stream_scope()
 
     async def main():
-        sent, never = [], asyncio.Event()
-        received = False
-
-        async def receive():
-            nonlocal received
-            if not received:
-                received = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await never.wait()
-
-        async def send(message):
-            sent.append(message)
-            if message["type"] == "http.response.body" and len(sent) > 2:
-                await never.wait()  # a client that stopped reading
+        sent, receive, send = _stalling_client(stall_at=3)  # reads the first step only
 
         async with app.router.lifespan_context(app):
             task = asyncio.ensure_future(app(scope, receive, send))
@@ -282,29 +298,10 @@ def test_a_stream_whose_client_does_not_read_ends_at_its_deadline(tiny_mlm, monk
     monkeypatch.setattr(unmask, "WRITE_GRACE", 0.2)
     app = create_app({"bert": tiny_mlm("bert")}, ServeConfig(threads=1, max_steps=400,
                                                              timeout=1.0))
-    body = b'{"prompt": "Open", "length": 120, "steps": 120, "stream": true}'
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
-             "method": "POST", "scheme": "http", "path": "/v1/generate", "raw_path":
-             b"/v1/generate", "query_string": b"", "root_path": "",
-             "headers": [(b"content-type", b"application/json"),
-                         (b"content-length", str(len(body)).encode())],
-             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    scope = _stream_scope()
 
     async def main():
-        sent, never = [], asyncio.Event()
-        received = False
-
-        async def receive():
-            nonlocal received
-            if not received:
-                received = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await never.wait()
-
-        async def send(message):
-            sent.append(message)
-            if message["type"] == "http.response.body":
-                await never.wait()  # a client that stopped reading
+        sent, receive, send = _stalling_client(stall_at=2)  # reads the response's start only
 
         async with app.router.lifespan_context(app):
             began = time.monotonic()
