@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 import mlmkit
 from mlmkit.cli import app
-from mlmkit.embeddings import file_job as embed_file_module
 from mlmkit.embeddings import embed_file, merge_shards
+from mlmkit.embeddings import file_job as embed_file_module
 from mlmkit.errors import InvalidArgument, InvalidData, PathError
 
 runner = CliRunner()
