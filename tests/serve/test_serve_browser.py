@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from tests.uvicorn_thread import uvicorn_in_thread
@@ -422,3 +423,29 @@ def test_copy_as_code_follows_the_tab_shown(page):
         assert f"{route} -H" in page.inner_text("#code-curl"), tab
     page.click("#tab-unmask")
     page.select_option("#unmask-task", "generate")
+
+
+def test_embed_tab_ranks_lines_by_the_apis_cosine(page, server, artifacts):
+    page.click("#tab-embed")
+    query, lines = "How do I open a file?", ["Raise an error.", "Open the file.", "a b c"]
+    page.fill("#embed-query", query)
+    page.fill("#embed-lines", "\n".join(lines) + "\n\n")  # blank lines are left out
+    page.select_option("#embed-pooling", "cls")
+    page.click("#embed-run")
+    page.wait_for_selector("#embed-out table.neighbours")
+    data = api(server, "/v1/embeddings", {"input": [query, *lines], "model": "bert",
+                                          "pooling": "cls"})["data"]
+    vectors = [np.array(d["embedding"], dtype=np.float64) for d in data]
+    cosines = [float(v @ vectors[0] / np.linalg.norm(v) / np.linalg.norm(vectors[0]))
+               for v in vectors[1:]]
+    order = sorted(range(len(lines)), key=lambda k: (-cosines[k], k))
+    rows = page.locator("#embed-out table.neighbours tr")
+    shown = rows.evaluate_all("rs => rs.slice(1).map(r => [r.cells[2].textContent, "
+                              "Number(r.dataset.cosine)])")
+    assert [line for line, _ in shown] == [lines[k] for k in order]
+    assert [c for _, c in shown] == pytest.approx([cosines[k] for k in order], abs=1e-6)
+    assert 'pooling="cls"' in page.inner_text("#code-python")
+    assert "/v1/embeddings" in page.inner_text("#code-curl")
+    page.screenshot(path=str(artifacts / "serve-embed.png"), full_page=True)
+    page.select_option("#embed-pooling", "")
+    assert not page.problems, page.problems

@@ -141,3 +141,23 @@ def test_a_wordpiece_piece_is_put_in_where_the_mask_stood(browser, server):  # n
     assert both == f"Open the {pieces[0][2:]} now, {whole} it."
     for name, (put, shown) in filled.items():
         assert put == shown, name
+
+
+def test_copied_embed_code_prints_the_ranking_on_screen(browser, server):  # noqa: F811
+    context, page, problems = open_page(browser, server)
+    page.click("#tab-embed")
+    page.fill("#embed-query", "Open the file.")
+    page.fill("#embed-lines", "Read the file.\nRaise an error.\nClose it.")
+    page.click("#embed-run")
+    page.wait_for_selector("#embed-out table.neighbours")
+    shown = page.locator("#embed-out table.neighbours tr").evaluate_all(
+        "rs => rs.slice(1).map(r => [Number(r.dataset.cosine), r.cells[2].textContent])")
+    code = page.inner_text("#code-python")
+    context.close()
+    assert not problems, problems
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "copied.py", "exec"), {})  # noqa: S102 (the page's own code)
+    rows = [line.split("  ", 1) for line in printed.getvalue().splitlines()]
+    assert [text for _, text in rows] == [text for _, text in shown]
+    assert [float(c) for c, _ in rows] == pytest.approx([c for c, _ in shown], abs=1e-4)

@@ -19,21 +19,21 @@ from mlmkit.cli.options import (
     command,
     trusting,
 )
+from mlmkit.cli.score import report_merge
 from mlmkit.core import checks
-from mlmkit.core.fasta import fasta_texts, is_fasta
+from mlmkit.core.fasta import input_texts, is_fasta
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
-from mlmkit.core.records import STDIN, check_input_file, read_texts
+from mlmkit.core.records import check_input_file
 from mlmkit.errors import InvalidArgument
 from mlmkit.options import as_keywords
-from mlmkit.options.embedding import Embedding
+from mlmkit.options.embedding import OUTPUT_FORMATS, Embedding
 
 SHORT_HELP = "Embed texts: one vector per input line (mean, cls, max, ... pooling)."
 DESCRIPTION = ("The encoder runs alone (no MLM head) in token-budget batches; the vectors "
                "equal sentence-transformers' encode for the same model and pooling. A "
                "sentence-transformers folder embeds with its own pooling, normalisation and "
                "prompt unless the flags say otherwise.")
-FORMATS = ("jsonl", "npy")
 EXAMPLE = """
 Examples:
 
@@ -73,6 +73,14 @@ def embed_command(
                                 "the --top-k heaviest (pooling flags do not apply)."),
     top_k: int = typer.Option(64, "--top-k", min=1, help="--sparse: vocabulary entries kept "
                               "per text."),
+    chunk_texts: int = typer.Option(2048, "--chunk-texts", help="Texts read and written per "
+                                    "chunk (the unit a killed run resumes from)."),
+    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue the work a "
+                                "killed run left in the output (its partial file, same input "
+                                "and flags); --no-resume starts over."),
+    shard: str = typer.Option(None, "--shard", metavar="I/N", help="Embed only pieces I, "
+                              "I+N, ... of --chunk-texts texts (I from 0), one job per shard; "
+                              "join the outputs with 'mlmkit embed merge'."),
     *, embedding: Embedding, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
     encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,
 ) -> None:
@@ -80,7 +88,7 @@ def embed_command(
         if output_format is None:
             output_format = "npy" if str(output).lower().endswith(".npy") and not sparse \
                 else "jsonl"
-        checks.choice("format", output_format, FORMATS)
+        checks.choice("format", output_format, OUTPUT_FORMATS)
         if sparse and output_format != "jsonl":
             raise InvalidArgument("--sparse writes JSON lines: leave out --format npy")
         if text and input_file is not None:
@@ -88,22 +96,21 @@ def embed_command(
         if not text and input_file is None:
             raise InvalidArgument('give a file of texts (- for standard input) or --text '
                                   '"a sentence"')
+        if shard is not None and (text or sparse):
+            raise InvalidArgument("--shard splits an input file of dense vectors: leave out "
+                                  + ("--text (give a file)" if text else "--sparse"))
         inputs = [input_file] if input_file is not None else []
         if input_file is not None:
             check_input_file(input_file)
         check_output_path(output, inputs=inputs)
-        runtime.seed_everything()  # embedding draws nothing at random; --seed is accepted for all
-        fasta = input_file is not None and str(input_file) != STDIN and is_fasta(input_file)
-        if fasta and text_field is not None:
+        if is_fasta(input_file or "") and text_field is not None:
             raise InvalidArgument(f"--text-field {text_field!r}: a FASTA file has no fields "
                                   "(each record's sequence is a text): leave --text-field out")
-        if text:
-            texts = list(text)
-        else:
-            texts = [t for _, t in (fasta_texts(input_file, encoding, encoding_errors) if fasta
-                                    else read_texts(input_file, text_field, encoding,
-                                                    encoding_errors))]
+        runtime.seed_everything()  # embedding draws nothing at random; --seed is accepted for all
         mlm = mlmkit.load(model, **runtime.load_keywords(), allow_untrained_head=not sparse)
+        if sparse or text:
+            texts = list(text) if text else [t for _, t in input_texts(
+                input_file, text_field, encoding, encoding_errors)]
         if sparse:
             vectors = mlm.embed_sparse(texts, top_k=top_k)
             with open_output(output, inputs=inputs) as handle:
@@ -111,33 +118,68 @@ def embed_command(
                     handle.write(json.dumps(vector.to_dict()) + "\n")
             status(f"embedded {len(texts)} text(s) as SPLADE vectors")
             return
-        started = time.perf_counter()
-        vectors = mlm.embed(texts, **as_keywords(embedding))
-        seconds = time.perf_counter() - started
-        if output_format == "npy":
-            with open_output(output, inputs=inputs, mode="wb") as handle:
-                mlmkit.embeddings.write_npy(handle, vectors)
+        if text:
+            started = time.perf_counter()
+            vectors = mlm.embed(texts, **as_keywords(embedding))
+            summary = mlmkit.embeddings.EmbedFileSummary(texts=len(texts), dimensions=int(vectors.shape[-1]),
+                                       seconds=time.perf_counter() - started, output=output)
+            with open_output(output, mode="wb" if output_format == "npy" else "w") as handle:
+                if output_format == "npy":
+                    mlmkit.embeddings.write_npy(handle, vectors)
+                else:
+                    handle.write(mlmkit.embeddings.vector_lines(vectors))
         else:
-            with open_output(output, inputs=inputs) as handle:
-                for row in vectors.tolist():
-                    handle.write(json.dumps({"embedding": row}) + "\n")
-        summary = {"texts": len(texts), "dimensions": int(vectors.shape[-1]),
-                   "output": output, "texts_per_second": len(texts) / max(seconds, 1e-9)}
+            summary = mlmkit.embeddings.embed_file(
+                mlm, input_file, output, field=text_field, output_format=output_format,
+                chunk_texts=chunk_texts, resume=resume, shard=shard, encoding=encoding,
+                encoding_errors=encoding_errors, batch_tokens=runtime.batch_tokens,
+                **as_keywords(embedding))
+        report = {**summary.to_dict(), "texts_per_second": summary.texts_per_second}
         if as_json and output != "-":
-            print(json.dumps(summary), flush=True)
+            print(json.dumps(report), flush=True)
         elif as_json:
-            status(json.dumps(summary))  # standard output holds the vectors
+            status(json.dumps(report))  # standard output holds the vectors
         else:
             target = "standard output" if output == "-" else output
-            status(f"embedded {len(texts)} text(s) → {target} ({summary['dimensions']} "
-                   f"dimensions, {summary['texts_per_second']:,.1f} texts/s)")
+            resumed = (f", {summary.resumed_texts} taken from the interrupted run"
+                       if summary.resumed_texts else "")
+            status(f"embedded {summary.texts} text(s) → {target} ({summary.dimensions} "
+                   f"dimensions, {summary.texts_per_second:,.1f} texts/s{resumed})")
+
+
+MERGE_EXAMPLE = """
+Examples:
+
+  mlmkit embed ./tiny-bert passages.txt --shard 0/2 -o part0.npy
+  mlmkit embed ./tiny-bert passages.txt --shard 1/2 -o part1.npy
+  mlmkit embed merge part0.npy part1.npy -o vectors.npy
+"""
+
+
+def merge_command(
+    shards: list[str] = typer.Argument(..., metavar="SHARD_OUTPUT",
+                                       help="The outputs of 'mlmkit embed --shard I/N' "
+                                       "for I = 0 .. N-1, in any order."),
+    output: str = OUTPUT,
+    as_json: bool = JSON,
+) -> None:
+    """Join the outputs of 'mlmkit embed --shard I/N' into the file a single run writes
+    (JSON lines or one .npy array; checked: all N shards of one input, model and settings,
+    each complete)."""
+    report_merge(mlmkit.embeddings.merge_shards(shards, output), output, as_json)
 
 
 class EmbedCommand(Command):
-    """`mlmkit embed MODEL INPUT` and `mlmkit embed train MODEL TRAIN` under one name: the
-    first argument `train` selects the training command."""
+    """`mlmkit embed MODEL INPUT`, `mlmkit embed train MODEL TRAIN` and `mlmkit embed merge
+    SHARDS...` under one name: the first argument `train` or `merge` selects the command."""
 
     def make_context(self, info_name, args, parent=None, **extra):
+        if args and args[0] == "merge":
+            merge_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+            merge_app.command("merge", epilog=MERGE_EXAMPLE, cls=Command)(merge_command)
+            merge = typer.main.get_command(merge_app)
+            return merge.make_context(f"{info_name} merge", list(args[1:]), parent=parent,
+                                      **extra)
         if args and args[0] == "train":
             train_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False,
                                     context_settings={"help_option_names": ["-h", "--help"]})

@@ -183,7 +183,12 @@ def merge_command(
     (checked: all N shards of one input, model and settings, each complete)."""
     from mlmkit.scoring.sharding import merge_shards  # not loaded by mlmkit.scoring
 
-    summary = merge_shards(shards, output)
+    report_merge(merge_shards(shards, output), output, as_json)
+
+
+def report_merge(summary, output: str, as_json: bool) -> None:
+    """What a merge of shard outputs wrote: JSON on standard output (stderr when the merged
+    file goes there), else one line on stderr."""
     if as_json:
         (status if output == "-" else print)(dumps(summary.to_dict()))
     else:

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.core.records import decoded_lines
-from mlmkit.errors import InvalidData
+from mlmkit.core.records import STDIN, decoded_lines, read_texts
+from mlmkit.errors import InvalidArgument, InvalidData
 
 FASTA_SUFFIXES = (".fasta", ".fa", ".faa", ".fna", ".fas")
 
@@ -64,6 +64,19 @@ def fasta_texts(path: str | Path, encoding: str = "utf-8",
     that take one text per line (`mlmkit score`, `mlmkit embed`), a protein per text."""
     for record in read_fasta(path, encoding, errors):
         yield record.line, record.sequence
+
+
+def input_texts(path, field: str | None = None, encoding: str = "utf-8",
+                errors: str = "strict", format: str | None = None) -> Iterator[tuple[int, str]]:
+    """(line number, text) per input record of the commands that take one text per line:
+    `mlmkit.core.records.read_texts`, or for a FASTA file (by its suffix, unless `format`
+    says otherwise) (header line, sequence) per record."""
+    if format is None and str(path) != STDIN and is_fasta(path):
+        if field is not None:
+            raise InvalidArgument(f"--text-field {field!r}: a FASTA file has no fields (each "
+                                  "record's sequence is a text): leave --text-field out")
+        return fasta_texts(path, encoding, errors)
+    return read_texts(path, field, encoding, errors, format)
 
 
 def is_fasta(path: str | Path) -> bool:

@@ -40,6 +40,17 @@ def check_input_file(path, what: str = "input file") -> None:
                         "read standard input)")
 
 
+def count_lines(path) -> int:
+    """Number of lines (a last line without a newline counts), read in constant memory."""
+    check_input_file(path)
+    count, last = 0, b"\n"
+    with open(Path(path).expanduser(), "rb") as handle:
+        while block := handle.read(1 << 20):
+            count += block.count(b"\n")
+            last = block[-1:]
+    return count + (last != b"\n")
+
+
 def _open_binary(path):
     if str(path) == STDIN:
         return _Unclosable(sys.stdin.buffer)

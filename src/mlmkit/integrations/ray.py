@@ -1,4 +1,4 @@
-"""Scoring and fill-mask over Ray Data: `Dataset.map_batches` callable classes.
+"""Scoring, fill-mask and embedding over Ray Data: `Dataset.map_batches` callable classes.
 
     import ray
     from mlmkit.integrations.ray import Scorer
@@ -16,6 +16,10 @@ length-bucketed batches). A batch is a dict of column arrays (Ray's default "num
 format) or a pandas DataFrame; the output is the batch with result columns added. Install
 with `pip install 'mlmkit[ray]'`; this module imports Ray itself only where it needs it
 (the classes are plain Python, callable on a dict of lists without Ray).
+
+`embed_parquet(source, output, model=...)` is the one call that embeds a corpus of Parquet
+files across a cluster: `Embedder` actors write an `embedding` column (float32, one
+fixed-size list per row) beside the input's columns, as Parquet files under `output`.
 """
 
 from __future__ import annotations
@@ -126,4 +130,54 @@ class FillMask(_Model):
         })
 
 
-__all__ = ["FillMask", "Scorer"]
+class Embedder(_Model):
+    """`map_batches` callable class: the vector of each text of `column` (as `mlmkit.embed`).
+
+    Adds `embedding`: one float32 vector per row (an [n, d] array in a dict batch, which
+    Ray stores as a tensor column; a column of arrays in a DataFrame). `pooling`,
+    `normalize`, `dimensions`, `prompt`, `layers`, `batch_tokens`, `precision`, `device`,
+    `threads`: as `mlmkit.embed`. A missing text (None, NaN) is the empty text."""
+
+    def __init__(self, model, *, column: str = "text", pooling: str | None = None,
+                 normalize: bool | None = None, dimensions: int | None = None,
+                 prompt: str | None = None, layers: int = 4, batch_tokens: int | None = None,
+                 precision: str = "auto", device=None, threads: int | None = None):
+        super().__init__(model, device, precision, threads, batch_tokens)
+        self.column = column
+        self.options = dict(pooling=pooling, normalize=normalize, dimensions=dimensions,
+                            prompt=prompt, layers=layers)
+        self.mlm.embed([], **self.options)  # the options checked before any batch
+
+    def __call__(self, batch):
+        vectors = self.mlm.embed(_texts(batch, self.column), **self.options, progress=False)
+        if hasattr(batch, "assign"):  # pandas: a column of arrays
+            return batch.assign(embedding=list(vectors))
+        return {**dict(batch), "embedding": vectors}
+
+
+def embed_parquet(source, output, *, model, column: str = "text", actors: int = 1,
+                  batch_size: int = 1024, num_gpus: float = 0, **options) -> None:
+    """Embed the `column` of the Parquet file(s) `source` (a path, a folder or a list,
+    local or on a store Ray reads) into Parquet files under the folder `output`: every
+    input column, plus `embedding`. `actors` models run at once across the cluster Ray is
+    connected to (`ray.init` first, or a local one is started), each with `num_gpus`
+    GPUs; `options`: those of `Embedder` (pooling, normalize, device, ...)."""
+    import ray  # the [ray] extra: only here
+
+    if not isinstance(actors, int) or actors < 1:
+        raise InvalidArgument(f"actors={actors!r}: give a whole number ≥ 1 (models run at "
+                              "once)")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgument(f"batch_size={batch_size!r}: give a whole number ≥ 1 (texts "
+                              "per batch)")
+    dataset = ray.data.read_parquet(source)
+    if column not in dataset.schema().names:
+        raise InvalidData(f"{source!r} has no column {column!r} (columns: "
+                          f"{dataset.schema().names}): pass column=NAME for the text column")
+    vectors = dataset.map_batches(Embedder, fn_constructor_kwargs={
+        "model": model, "column": column, **options}, batch_size=batch_size,
+        num_gpus=num_gpus, compute=ray.data.ActorPoolStrategy(size=actors))
+    vectors.write_parquet(str(output))
+
+
+__all__ = ["Embedder", "FillMask", "Scorer", "embed_parquet"]

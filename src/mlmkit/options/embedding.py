@@ -9,6 +9,7 @@ from typing import Literal
 from mlmkit.options import option
 
 POOLINGS = ("mean", "cls", "max", "weighted-mean", "last-k-layers")
+OUTPUT_FORMATS = ("jsonl", "npy")  # of `mlmkit embed`: JSON lines, or one float32 .npy array
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,6 @@ byte-identical to it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sys
@@ -34,32 +33,21 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 from mlmkit.core import checks
-from mlmkit.core.fasta import fasta_texts, is_fasta
+from mlmkit.core.fasta import input_texts as read_texts
+from mlmkit.core.fasta import is_fasta
 from mlmkit.core.output import check_output_path, fsync_directory
 from mlmkit.core.progress import Progress, warn
-from mlmkit.core.records import STDIN, check_input_file
-from mlmkit.core.records import read_texts as _read_texts
+from mlmkit.core.records import STDIN, check_input_file, count_lines
 from mlmkit.core.results import Result, one_line
-from mlmkit.errors import InvalidArgument, InvalidData, PathError
+from mlmkit.engine.job_files import complete_line_prefix, lock, partial_path, remove_stale_partials
+from mlmkit.engine.job_files import fingerprint as job_fingerprint
+from mlmkit.engine.job_shards import owns_piece, parse_shard, write_shard_info
+from mlmkit.errors import InvalidData, PathError
 from mlmkit.models import prepare_mlm
 from mlmkit.scoring.scores import TextScore
-from mlmkit.scoring.sharding import (
-    merge_parts,
-    owns,
-    owns_piece,
-    parse_shard,
-    part_path,
-    write_shard_info,
-)
+from mlmkit.scoring.sharding import merge_parts, owns, part_path
 from mlmkit.scoring.text_scores import check_score_options, score
-
-try:
-    import fcntl
-except ImportError:  # no advisory locks on this platform
-    fcntl = None
 
 # bump when the record layout changes: old partial files are not resumed (2: the records
 # hold score and reduction)
@@ -84,105 +72,9 @@ class FileSummary(Result):
         return self.texts / self.seconds if self.seconds > 0 else 0.0
 
 
-def read_texts(path, field: str | None = None, encoding: str = "utf-8",
-               errors: str = "strict", format: str | None = None):
-    """(line number, text) per input line (`mlmkit.core.records.read_texts`); a FASTA file
-    (by its suffix, unless `format` says otherwise): (header line, sequence) per record."""
-    if format is None and str(path) != STDIN and is_fasta(path):
-        if field is not None:
-            raise InvalidArgument(f"--text-field {field!r}: a FASTA file has no fields (each "
-                                  "record's sequence is a text): leave --text-field out")
-        return fasta_texts(path, encoding, errors)
-    return _read_texts(path, field, encoding, errors, format)
-
-
-def count_lines(path) -> int:
-    """Number of lines (a last line without a newline counts), read in constant memory."""
-    check_input_file(path)
-    count, last = 0, b"\n"
-    with open(Path(path).expanduser(), "rb") as handle:
-        while block := handle.read(1 << 20):
-            count += block.count(b"\n")
-            last = block[-1:]
-    return count + (last != b"\n")
-
-
-def _model_identity(mlm) -> dict:
-    """The model's weights and tokenizer, by content: a retrained model is another model.
-
-    Up to 1,024 evenly spaced values of every parameter, exactly (no sum whose rounding
-    could depend on threads or devices), and the tokenizer's full definition.
-    """
-    digest = hashlib.sha256()
-    with torch.no_grad():
-        for name, parameter in mlm.model.named_parameters():
-            flat = parameter.detach().reshape(-1)
-            step = max(1, flat.numel() // 1024)
-            digest.update(f"{name}{tuple(parameter.shape)}".encode())
-            digest.update(flat[::step].float().cpu().numpy().tobytes())
-    tokenizer = mlm.tokenizer
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    vocabulary = backend.to_str() if backend is not None else json.dumps(
-        sorted(tokenizer.get_vocab().items()))
-    return {"weights": digest.hexdigest(),
-            "tokenizer": hashlib.sha256(vocabulary.encode("utf-8")).hexdigest(),
-            "class": type(mlm.model).__name__}
-
-
 def fingerprint(input_path, mlm, settings: dict) -> str:
-    """A short hash of everything an output depends on (input file, model, settings)."""
-    stat = Path(input_path).expanduser().stat()
-    key = {"input": [str(Path(input_path).expanduser().resolve()), stat.st_size,
-                     stat.st_mtime_ns],
-           "model": _model_identity(mlm), "settings": settings, "format": FORMAT_VERSION}
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def partial_path(output: Path, key: str) -> Path:
-    return output.with_name(f".{output.name}.{key}.partial")
-
-
-def _lock(handle) -> bool:
-    """An exclusive lock on an open file (False: another process holds it)."""
-    if fcntl is None:  # no advisory locks on this platform
-        return True
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
-def remove_stale_partials(output: Path, keep: Path | None = None) -> int:
-    """Delete partial files of `output` left by killed runs with other settings (not the
-    one to resume, nor one another live run is writing); returns how many went."""
-    removed = 0
-    for path in output.parent.glob(f".{output.name}.*.partial"):
-        if keep is not None and path == keep:
-            continue
-        try:
-            with open(path, "rb") as handle:
-                if not _lock(handle):
-                    continue
-                path.unlink()
-                removed += 1
-        except OSError:
-            continue
-    return removed
-
-
-def _complete_prefix(path: Path, chunk_texts: int) -> tuple[int, int]:
-    """(lines, bytes) of the longest prefix of whole chunks in a partial output file."""
-    offsets = [0]
-    with open(path, "rb") as handle:
-        position = 0
-        for raw in handle:
-            if not raw.endswith(b"\n"):
-                break  # a line cut by the kill
-            position += len(raw)
-            offsets.append(position)
-    lines = (len(offsets) - 1) // chunk_texts * chunk_texts
-    return lines, offsets[lines]
+    """A short hash of everything a score file depends on (input file, model, settings)."""
+    return job_fingerprint(input_path, mlm, settings, FORMAT_VERSION)
 
 
 def score_record(line: int, result: TextScore) -> str:
@@ -299,7 +191,7 @@ def score_file(
     handle = None
     if output is not None:
         handle = open(partial, "a+", encoding="utf-8", newline="\n")  # noqa: SIM115
-        if not _lock(handle):
+        if not lock(handle):
             handle.close()  # that run's file: left as it is
             raise PathError(f"another mlmkit score is writing {str(output)!r} with the same "
                             "input and settings: wait for it, or choose another output")
@@ -308,7 +200,7 @@ def score_file(
             out = sys.stdout
         else:
             if resumable and resume and os.path.getsize(partial):
-                skip, size = _complete_prefix(partial, chunk_texts)
+                skip, size = complete_line_prefix(partial, chunk_texts)
                 handle.truncate(size)
             else:
                 handle.truncate(0)

@@ -88,6 +88,18 @@ const CALLS = {
 
 function pythonCode(path, body) {
   const lines = ["import mlmkit", ""];
+  if (path === "/v1/embeddings") {
+    const [query, ...rest] = body.input;
+    const options = ["pooling", "normalize"].filter((k) => body[k] !== undefined).map((k) => `, ${k}=${py(body[k])}`).join("");
+    lines.splice(0, 0, "import numpy as np", "");
+    lines.push(`mlm = mlmkit.load(${py(source(body.model))})`);
+    lines.push(`text, lines = ${py(query)}, ${py(rest)}`);
+    lines.push(`vectors = mlmkit.embed(mlm, [text] + lines${options})`);
+    lines.push("cosine = vectors[1:] @ vectors[0] / (np.linalg.norm(vectors[1:], axis=1) * np.linalg.norm(vectors[0]))");
+    lines.push("for k in np.argsort(-cosine, kind=\"stable\"):");
+    lines.push("    print(f\"{cosine[k]:.4f}  {lines[k]}\")");
+    return lines.join("\n");
+  }
   if (path === "/v1/compare") {
     // A dict by model name: a name is not always a Python identifier ("2-bert"), and one
     // named "text" or "mlmkit" overwrote what the next line used. Printed, as the API's
@@ -122,7 +134,7 @@ function curlCode(path, body) {
 
 // The tab whose result each route's request shows.
 const TAB_OF = { "/v1/fill": "tab-fill", "/v1/score": "tab-score", "/v1/generate": "tab-unmask",
-  "/v1/infill": "tab-unmask", "/v1/compare": "tab-compare" };
+  "/v1/infill": "tab-unmask", "/v1/compare": "tab-compare", "/v1/embeddings": "tab-embed" };
 
 // Each tab keeps the code of its own last request: the code under a tab is what reproduces
 // the result on it (not another tab's last request).
@@ -511,6 +523,61 @@ function renderCompare(data) {
   card.className = "card";
   card.innerHTML = "<h3>Word differences (positive: the model is more sure of the word than the first)</h3>";
   card.append(table);
+  out.append(card);
+}
+
+// --- Embed: the nearest lines to a text ----------------------------------------------------
+
+// Cosine similarity in float64 (the vectors come as float32 numbers).
+function cosine(a, b) {
+  let dot = 0, na = 0, nb = 0;
+  for (let i = 0; i < a.length; i++) { dot += a[i] * b[i]; na += a[i] * a[i]; nb += b[i] * b[i]; }
+  return na && nb ? dot / Math.sqrt(na * nb) : 0;
+}
+
+$("#embed-form").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  if (!(await ready())) return;
+  const lines = $("#embed-lines").value.split("\n").filter((line) => line.trim() !== "");
+  if (!lines.length) { showError("Write at least one line to compare the text with."); return; }
+  const body = { input: [$("#embed-query").value, ...lines], model: $("#model").value,
+    normalize: true };
+  if ($("#embed-pooling").value) body.pooling = $("#embed-pooling").value;
+  const button = $("#embed-run");
+  busy(button, true);
+  try {
+    const data = await api("/v1/embeddings", body);
+    showCode("/v1/embeddings", body);
+    renderNeighbours(lines, data.data.map((d) => d.embedding));
+    showError(null);
+  } catch (error) { showError(error); } finally { busy(button, false); }
+});
+
+function renderNeighbours(lines, vectors) {
+  const [query, ...rest] = vectors;
+  const ranked = rest.map((v, k) => ({ line: lines[k], k, cos: cosine(query, v) }))
+    .sort((a, b) => b.cos - a.cos || a.k - b.k);
+  const table = document.createElement("table");
+  table.className = "diff neighbours";
+  table.innerHTML = "<tr><th>#</th><th>cosine</th><th>line</th></tr>";
+  ranked.forEach((r, rank) => {
+    const row = table.insertRow();
+    row.dataset.cosine = r.cos;
+    row.insertCell().textContent = String(rank + 1);
+    const cell = row.insertCell();
+    const bar = document.createElement("span");
+    bar.className = "diffbar";
+    bar.style.width = `${(3 * Math.max(0, r.cos)).toFixed(2)}rem`;
+    bar.style.background = "hsl(210, 60%, 55%)";
+    cell.append(bar, document.createTextNode(` ${r.cos.toFixed(4)}`));
+    row.insertCell().textContent = r.line;
+  });
+  const card = document.createElement("div");
+  card.className = "card";
+  card.innerHTML = `<h3>Nearest lines (${query.length} dimensions)</h3>`;
+  card.append(table);
+  const out = $("#embed-out");
+  out.innerHTML = "";
   out.append(card);
 }
 
