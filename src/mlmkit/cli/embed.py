@@ -10,10 +10,16 @@ import typer
 import mlmkit
 from mlmkit.cli import embed_train
 from mlmkit.cli.options import (
+    CHUNK_TEXTS,
     ENCODING,
     ENCODING_ERRORS,
     JSON,
     OUTPUT,
+    RESUME,
+    SHARD,
+    TEXT_FIELD,
+    TEXTS,
+    TEXTS_FILE,
     Command,
     Runtime,
     command,
@@ -56,13 +62,9 @@ embed train' trains an embedding model (see 'mlmkit embed train -h').
 def embed_command(
     model: str = typer.Argument(..., help="Model directory (a masked LM or a "
                                 "sentence-transformers folder) or hub name."),
-    input_file: str = typer.Argument(None, help="A text per line, JSONL (see --text-field), "
-                                     "TSV/CSV with a header or FASTA (a protein per "
-                                     "record); - reads standard input."),
-    text: list[str] = typer.Option([], "--text", help="Embed this text instead of a file "
-                                   "(repeatable: one vector each, in order)."),
-    text_field: str = typer.Option(None, "--text-field", help="JSONL/TSV/CSV input: the "
-                                   "field holding the text (default: text)."),
+    input_file: str = TEXTS_FILE,
+    text: list[str] = TEXTS,
+    text_field: str = TEXT_FIELD,
     output_format: str = typer.Option(None, "--format", metavar="jsonl|npy", help="The "
                                       'output\'s format: jsonl, one {"embedding": [...]} per '
                                       "line, in input order; npy, one float32 array (texts × "
@@ -73,14 +75,9 @@ def embed_command(
                                 "the --top-k heaviest (pooling flags do not apply)."),
     top_k: int = typer.Option(64, "--top-k", min=1, help="--sparse: vocabulary entries kept "
                               "per text."),
-    chunk_texts: int = typer.Option(2048, "--chunk-texts", help="Texts read and written per "
-                                    "chunk (the unit a killed run resumes from)."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue the work a "
-                                "killed run left in the output (its partial file, same input "
-                                "and flags); --no-resume starts over."),
-    shard: str = typer.Option(None, "--shard", metavar="I/N", help="Embed only pieces I, "
-                              "I+N, ... of --chunk-texts texts (I from 0), one job per shard; "
-                              "join the outputs with 'mlmkit embed merge'."),
+    chunk_texts: int = CHUNK_TEXTS,
+    resume: bool = RESUME,
+    shard: str = SHARD,
     *, embedding: Embedding, output: str = OUTPUT, as_json: bool = JSON, encoding: str = ENCODING,
     encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,
 ) -> None:

@@ -65,6 +65,23 @@ SHARED = {"device": DEVICE, "precision": PRECISION, "threads": THREADS,
 """Runtime flags by field name: an options field of one of these names is this flag."""
 
 ENCODING = typer.Option("utf-8", "--encoding", help="Text encoding of the input file.")
+# The inputs of the commands that take texts (score, embed): a file, or literal texts.
+TEXTS_FILE = typer.Argument(None, help="A text per line, JSONL (see --text-field), TSV/CSV "
+                            "with a header or FASTA (a protein per record); - reads standard "
+                            "input.")
+TEXTS = typer.Option([], "--text", help="This text instead of a file (repeatable: one "
+                     "output record each, in order).")
+# A file worked through by chunks, resumably, and split into independent jobs (score, embed).
+CHUNK_TEXTS = typer.Option(2048, "--chunk-texts", help="Texts read and written per chunk (the "
+                           "unit a killed run resumes from).")
+RESUME = typer.Option(True, "--resume/--no-resume", help="Continue the work a killed run left "
+                      "in the output (its partial file, same input and flags); --no-resume "
+                      "starts over.")
+SHARD = typer.Option(None, "--shard", metavar="I/N", help="Only pieces I, I+N, ... of "
+                     "--chunk-texts texts (I from 0), one job per shard; 'merge' (e.g. mlmkit "
+                     "score merge) joins the N outputs.")
+TEXT_FIELD = typer.Option(None, "--text-field", help="JSONL/TSV/CSV input: the field holding "
+                          "the text (default: text).")
 ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", help="strict (stop at the "
                                "first undecodable byte), replace or ignore.")
 

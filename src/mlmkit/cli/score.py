@@ -9,10 +9,16 @@ import typer
 
 import mlmkit
 from mlmkit.cli.options import (
+    CHUNK_TEXTS,
     ENCODING,
     ENCODING_ERRORS,
     JSON,
     OUTPUT,
+    RESUME,
+    SHARD,
+    TEXT_FIELD,
+    TEXTS,
+    TEXTS_FILE,
     Command,
     Runtime,
     command,
@@ -63,26 +69,17 @@ ALLOW_UNTRAINED_HEAD = typer.Option(False, "--allow-untrained-head", help="Accep
 
 def score_command(
     model: str = typer.Argument(..., help="Model directory or hub name."),
-    input_file: str = typer.Argument(None, help="A text per line, JSONL (see --text-field), "
-                                     "TSV/CSV with a header or FASTA (a protein per "
-                                     "record); - reads standard input."),
-    text: list[str] = typer.Option([], "--text", help="Score this text instead of a file "
-                                   "(repeatable: one record each, in order)."),
-    text_field: str = typer.Option(None, "--text-field", help="JSONL/TSV/CSV input: the "
-                                   "field holding the text (default: text)."),
+    input_file: str = TEXTS_FILE,
+    text: list[str] = TEXTS,
+    text_field: str = TEXT_FIELD,
     input_format: str = typer.Option(None, "--format", metavar="text|jsonl|tsv|csv",
                                      help="The input's format (default: from its name: "
                                      ".jsonl, .tsv, .csv, else text; JSONL with "
                                      "--text-field)."),
     skip_unk: bool = SKIP_UNK,
-    chunk_texts: int = typer.Option(2048, "--chunk-texts", help="Texts read and written per "
-                                    "chunk (the unit a killed run resumes from)."),
-    resume: bool = typer.Option(True, "--resume/--no-resume", help="Continue the work a "
-                                "killed run left in the output (its partial file, same input "
-                                "and flags); --no-resume starts over."),
-    shard: str = typer.Option(None, "--shard", metavar="I/N", help="Score only pieces I, "
-                              "I+N, ... of --chunk-texts lines (I from 0), one job per shard; "
-                              "join the outputs with 'mlmkit score merge'."),
+    chunk_texts: int = CHUNK_TEXTS,
+    resume: bool = RESUME,
+    shard: str = SHARD,
     allow_untrained_head: bool = ALLOW_UNTRAINED_HEAD,
     *, scoring: Scoring, output: str = OUTPUT, encoding: str = ENCODING,
     encoding_errors: str = ENCODING_ERRORS, runtime: Runtime, as_json: bool = JSON,
