@@ -43,6 +43,7 @@ import resource
 import shutil
 import tempfile
 import time
+import traceback
 from pathlib import Path
 from unittest import mock
 
@@ -771,42 +772,69 @@ def step_end_times():
 def gpu_pair(config: PretrainConfig, label: str, init: Path, tokenizer, data, work: Path,
              device: str, peak: float, needed: float, hf_settings: dict, compile: bool,
              steps: int, warm: int) -> list[dict]:
-    """HF Trainer's row, then mlmkit's, for one model and sequence length."""
-    from transformers import AutoModelForMaskedLM
-
-    tokens_per_step = config.batch_size * config.seq_len
+    """HF Trainer's row, then mlmkit's, for one model and sequence length. A run that
+    fails gives a row with its error (and its traceback printed): the other rows of a
+    device session still come."""
     shape = {"model": label, "seq_len": config.seq_len, "batch_size": config.batch_size,
              "device": device}
-    fresh_device_state(device, compile)
+
+    def hf():
+        rate = hf_rate(config, init, tokenizer, data, work, device, hf_settings, steps, warm)
+        return {"tokens_per_s": rate, "mfu": rate * needed / peak, "data_wait": None,
+                "peak_memory": peak_memory(device),
+                "settings": {"bf16": True, "attn_implementation": "sdpa", **hf_settings}}
+
+    def ours():
+        applied, notes = mlmkit_gpu_settings(config, compile)
+        rate, wait = mlmkit_rate(config, applied, notes, work, steps, warm)
+        return {"tokens_per_s": rate, "mfu": rate * needed / peak, "data_wait": wait,
+                "peak_memory": peak_memory(device), "settings": applied, "notes": notes}
+
+    rows = []
+    for system, measure in (("HF Trainer", hf), ("mlmkit", ours)):
+        fresh_device_state(device, compile)
+        try:
+            row = {**shape, "system": system, **measure()}
+        except Exception as error:  # noqa: BLE001 (one failing run must not lose the rest)
+            traceback.print_exc()
+            row = {**shape, "system": system, "error": f"{type(error).__name__}: {error}"}
+        print_gpu_row(row)
+        rows.append(row)
+    return rows
+
+
+def hf_rate(config: PretrainConfig, init: Path, tokenizer, data, work: Path, device: str,
+            settings: dict, steps: int, warm: int) -> float:
+    """tokens/s of HF Trainer (bf16, sdpa and `settings`) from the saved initial model."""
+    from transformers import AutoModelForMaskedLM
+
     model = AutoModelForMaskedLM.from_pretrained(init)
     model.set_attn_implementation("sdpa")
-    rate, model, _, _ = run_hf(config, tokenizer, data, work, bf16=True, steps=steps,
-                               warm=warm, model=model, device=device, **hf_settings)
-    hf = {**shape, "system": "HF Trainer", "tokens_per_s": rate, "mfu": rate * needed / peak,
-          "data_wait": None, "peak_memory": peak_memory(device),
-          "settings": {"bf16": True, "attn_implementation": "sdpa", **hf_settings}}
-    del model
-    print_gpu_row(hf)
-    fresh_device_state(device, compile)
-    applied, notes = mlmkit_gpu_settings(config, compile)
+    rate, _, _, _ = run_hf(config, tokenizer, data, work, bf16=True, steps=steps, warm=warm,
+                           model=model, device=device, **settings)
+    return rate
+
+
+def mlmkit_rate(config: PretrainConfig, applied: dict, notes: list[str], work: Path,
+                steps: int, warm: int) -> tuple[float, float]:
+    """(tokens/s, the share of the timed steps' time spent waiting for data) of mlmkit's
+    loop with `applied`, its steps timed as HF Trainer's are."""
     # no plots or TensorBoard events (HF Trainer's run logs nothing either)
     with step_end_times() as ends, mock.patch("mlmkit.pretraining.run.plots_installed",
                                               return_value=False):
         result = run_mlmkit_gpu(config, applied, notes, work, steps)
-    rate = step_rate(ends[-steps:], tokens_per_step, warm)
-    train = [r for r in result.history if r["split"] == "train"][warm:]
-    seconds = np.diff([r["elapsed"] for r in result.history if r["split"] == "train"])
-    seconds = seconds[warm - 1:]
-    wait = float(sum(r["data_wait"] * s for r, s in zip(train, seconds, strict=True))
-                 / max(sum(seconds), 1e-9))
-    ours = {**shape, "system": "mlmkit", "tokens_per_s": rate, "mfu": rate * needed / peak,
-            "data_wait": wait, "peak_memory": peak_memory(device), "settings": applied,
-            "notes": notes}
-    print_gpu_row(ours)
-    return [hf, ours]
+    rate = step_rate(ends[-steps:], config.batch_size * config.seq_len, warm)
+    train = [r for r in result.history if r["split"] == "train"]
+    seconds = np.diff([r["elapsed"] for r in train])[warm - 1:]
+    wait = sum(r["data_wait"] * s for r, s in zip(train[warm:], seconds, strict=True))
+    return rate, float(wait / max(sum(seconds), 1e-9))
 
 
 def print_gpu_row(row: dict) -> None:
+    if "error" in row:
+        print(f"{row['model']} seq {row['seq_len']}, {row['system']}: failed ({row['error']})",
+              flush=True)
+        return
     wait = "" if row["data_wait"] is None else f", data wait {row['data_wait']:.1%}"
     print(f"{row['model']} seq {row['seq_len']} batch {row['batch_size']}, {row['system']}: "
           f"{row['tokens_per_s']:,.0f} tokens/s, MFU {row['mfu']:.1%}{wait}, peak memory "
@@ -828,7 +856,8 @@ def print_gpu_table(rows: list[dict], device: str) -> None:
         pairs.setdefault((row["model"], row["seq_len"]), {})[row["system"]] = row
     for (model, seq_len), pair in pairs.items():
         ours, hf = pair.get("mlmkit"), pair.get("HF Trainer")
-        if ours is None or hf is None:
+        if ours is None or hf is None or "error" in ours or "error" in hf:
+            print(f"{model:<16} {seq_len:>5} (a run failed: see above)")
             continue
         print(f"{model:<16} {seq_len:>5} {ours['tokens_per_s']:>13,.0f} "
               f"{hf['tokens_per_s']:>10,.0f} {ours['tokens_per_s'] / hf['tokens_per_s']:>5.2f}× "
