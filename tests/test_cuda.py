@@ -27,7 +27,8 @@ from tests.pretraining.test_pretrain import tiny_config, weights
 # the same tests (and their assertions) on the CPU, so the GPU paths are checked on any
 # machine before a GPU runs them.
 DEVICE = os.environ.get("MLMKIT_TEST_DEVICE") or ("cuda" if torch.cuda.is_available() else "")
-pytestmark = pytest.mark.skipif(not DEVICE, reason="needs a CUDA GPU (or MLMKIT_TEST_DEVICE=cpu)")
+pytestmark = pytest.mark.skipif(not DEVICE,
+                                reason="needs a CUDA GPU (or MLMKIT_TEST_DEVICE=cpu)")
 
 TEXTS = ["Return the list of items.", "Open the file for reading and writing.",
          "The value of the first argument is returned when the second one is missing."]
@@ -36,6 +37,13 @@ TEXTS = ["Return the list of items.", "Open the file for reading and writing.",
 def on_gpu(mlm: LoadedMLM) -> LoadedMLM:
     return LoadedMLM(model=copy.deepcopy(mlm.model).to(DEVICE), tokenizer=mlm.tokenizer,
                name=mlm.name)
+
+
+def device_config(run_dir, tokenizer, **overrides):
+    """The tiny pretraining config on DEVICE, eager unless a test asks for compiled layers
+    (a GPU run may compile by default: each compile costs seconds the test does not need)."""
+    return tiny_config(run_dir, tokenizer, **{"device": DEVICE, "compile_layers": False,
+                                              **overrides})
 
 
 def close(a: float, b: float, relative: float) -> bool:
@@ -56,7 +64,7 @@ def test_scores_on_the_gpu_equal_the_cpu(tiny_mlm, family):
             assert close(a.pll, b.pll, 1e-4), (family, metric, a.pll, b.pll)
             assert [t.token for t in a.tokens] == [t.token for t in b.tokens]
     half = mlmkit.score(gpu, TEXTS, metric="pll", precision="bf16")
-    for a, b in zip(expected["pll"], half, strict=True):  # bf16 runs, and lands near the float32 score
+    for a, b in zip(expected["pll"], half, strict=True):  # bf16: near the float32 score
         assert math.isfinite(b.pll) and close(a.pll, b.pll, 0.05), (family, a.pll, b.pll)
 
 
@@ -112,18 +120,18 @@ def test_training_on_the_gpu_runs_bf16_and_resumes_exactly(tmp_path, fixture_dir
     tf32 = torch.backends.cuda.matmul.allow_tf32
     for objective in ("mlm", "electra", "diffusion"):
         model = {"electra": "electra-tiny"}.get(objective, "tiny")
-        result = pretrain(tiny_config(tmp_path / objective, tokenizer, device=DEVICE,
-                                      precision="auto", objective=objective, model=model,
-                                      masking="default", steps=6, pppl_sentences=2))
+        result = pretrain(device_config(tmp_path / objective, tokenizer,
+                                        precision="auto", objective=objective, model=model,
+                                        masking="default", steps=6, pppl_sentences=2))
         assert result.summary["status"] == "finished", objective
         losses = [r["loss"] for r in result.history if r.get("split") == "train"]
         assert losses and all(map(math.isfinite, losses)), (objective, losses)
     assert torch.backends.cuda.matmul.allow_tf32 == tf32  # the run's TF32 ended with it
     # exact resume in fp32: halted at 3 of 6 steps, then resumed, equals one straight run
-    straight = pretrain(tiny_config(tmp_path / "straight", tokenizer, device=DEVICE,
-                                    steps=6, pppl_sentences=0))
-    pretrain(tiny_config(tmp_path / "halted", tokenizer, device=DEVICE, steps=6,
-                         halt_after=3, pppl_sentences=0))
+    straight = pretrain(device_config(tmp_path / "straight", tokenizer, steps=6,
+                                      pppl_sentences=0))
+    pretrain(device_config(tmp_path / "halted", tokenizer, steps=6, halt_after=3,
+                           pppl_sentences=0))
     resumed = pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
     a, b = weights(straight.run_dir), weights(resumed.run_dir)
     worst = max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
@@ -165,7 +173,8 @@ def test_counter_stream_masks_on_the_gpu_equal_the_cpu(spec, wordpiece_tokenizer
     documents = torch.arange(64).div(20, rounding_mode="floor").expand_as(ids)
     rows = torch.arange(40, 72)
     cpu = policy(ids, step=5, seed=3, rows=rows, document_ids=documents)
-    gpu = policy(ids.to(DEVICE), step=5, seed=3, rows=rows.to(DEVICE), document_ids=documents.to(DEVICE))
+    gpu = policy(ids.to(DEVICE), step=5, seed=3, rows=rows.to(DEVICE),
+                 document_ids=documents.to(DEVICE))
     for field in ("input_ids", "labels", "mask", "rate"):
         assert torch.equal(getattr(cpu, field), getattr(gpu, field).cpu()), field
 
@@ -175,9 +184,9 @@ def test_counter_stream_run_masks_on_the_gpu_and_resumes_exactly(tmp_path, fixtu
     from mlmkit.pretraining import pretrain
 
     tokenizer = str(fixture_dir / "tok-wordpiece")
-    options = dict(device=DEVICE, steps=6, pppl_sentences=0, mask_stream="counter")
-    straight = pretrain(tiny_config(tmp_path / "straight", tokenizer, **options))
-    pretrain(tiny_config(tmp_path / "halted", tokenizer, halt_after=3, **options))
+    options = dict(steps=6, pppl_sentences=0, mask_stream="counter")
+    straight = pretrain(device_config(tmp_path / "straight", tokenizer, **options))
+    pretrain(device_config(tmp_path / "halted", tokenizer, halt_after=3, **options))
     resumed = pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
     a, b = weights(straight.run_dir), weights(resumed.run_dir)
     assert max(float((a[k].float() - b[k].float()).abs().max()) for k in a) <= 1e-5
@@ -195,7 +204,7 @@ def test_prefetched_batches_on_the_gpu_equal_the_step_built_ones(stream, tmp_pat
     from tests.pretraining.test_mask_stream import _blocks
 
     runtime = build_runtime(DEVICE, "fp32")
-    config = tiny_config(tmp_path, str(fixture_dir / "tok-wordpiece"), device=DEVICE)
+    config = device_config(tmp_path, str(fixture_dir / "tok-wordpiece"))
     objective = MLMObjective(config, wordpiece_tokenizer, runtime)
     blocks = _blocks(wordpiece_tokenizer, tmp_path)
     producer = BatchProducer(objective, blocks, depth=2, batch_size=4, runtime=runtime,
@@ -217,9 +226,9 @@ def test_a_prefetching_gpu_run_resumes_exactly(tmp_path, fixture_dir, wordpiece_
     from mlmkit.pretraining import pretrain
 
     tokenizer = str(fixture_dir / "tok-wordpiece")
-    options = dict(device=DEVICE, steps=6, pppl_sentences=0, mask_stream="counter")
-    straight = pretrain(tiny_config(tmp_path / "straight", tokenizer, **options))
-    pretrain(tiny_config(tmp_path / "halted", tokenizer, halt_after=3, prefetch=2, **options))
+    options = dict(steps=6, pppl_sentences=0, mask_stream="counter")
+    straight = pretrain(device_config(tmp_path / "straight", tokenizer, **options))
+    pretrain(device_config(tmp_path / "halted", tokenizer, halt_after=3, prefetch=2, **options))
     resumed = pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
     assert 0.0 <= resumed.summary["data_wait_share"] <= 1.0
     a, b = weights(straight.run_dir), weights(resumed.run_dir)
@@ -241,7 +250,7 @@ def test_unpadded_attention_on_the_device_equals_each_document_alone(kind, atten
     lengths = [7, 19, 4, 12]
     cpu = tiny_model(kind, "sdpa")
     device = copy.deepcopy(cpu).to(DEVICE)
-    device.config._attn_implementation = attention
+    device.set_attn_implementation(attention)
     ids = torch.randint(4, 100, (1, sum(lengths)), generator=torch.Generator().manual_seed(2))
     documents = torch.cat([torch.full((n,), i + 1) for i, n in enumerate(lengths)])[None]
     # each document alone: one padded row per document, on the CPU
@@ -265,11 +274,11 @@ def test_unpadded_training_through_flex_attention_equals_the_masked_kernel(
     if DEVICE == "cpu":
         pytest.skip("FlexAttention has no backward pass on a CPU")
     tokenizer_factory("bpe")
-    options = dict(model="modernbert-tiny", unpadded=True, device=DEVICE, steps=4,
+    options = dict(model="modernbert-tiny", unpadded=True, steps=4,
                    pppl_sentences=0, dropout=0.0, masking="default")
     tokenizer = str(fixture_dir / "tok-bpe")
-    masked = pretrain(tiny_config(tmp_path / "masked", tokenizer, **options))
-    flex = pretrain(tiny_config(tmp_path / "flex", tokenizer, flex_attention=True, **options))
+    masked = pretrain(device_config(tmp_path / "masked", tokenizer, **options))
+    flex = pretrain(device_config(tmp_path / "flex", tokenizer, flex_attention=True, **options))
     a, b = ([r["loss"] for r in run.history if r["split"] == "train"] for run in (masked, flex))
     assert len(a) == len(b) and all(close(x, y, 1e-3) for x, y in zip(a, b, strict=True))
 
@@ -279,9 +288,9 @@ def test_compiled_layers_on_the_gpu_train_as_the_eager_ones(tmp_path, fixture_di
     from mlmkit.pretraining import pretrain
 
     tokenizer = str(fixture_dir / "tok-wordpiece")
-    runs = [pretrain(tiny_config(tmp_path / str(flag), tokenizer, device=DEVICE, dropout=0.0,
-                                 steps=4, pppl_sentences=0, compile_layers=flag,
-                                 mask_stream="counter", prefetch=2))
+    runs = [pretrain(device_config(tmp_path / str(flag), tokenizer, dropout=0.0,
+                                   steps=4, pppl_sentences=0, compile_layers=flag,
+                                   mask_stream="counter", prefetch=2))
             for flag in (False, True)]
     a, b = ([r["loss"] for r in run.history if r["split"] == "train"] for run in runs)
     assert all(close(x, y, 1e-3) for x, y in zip(a, b, strict=True))
