@@ -625,6 +625,8 @@ def mlmkit_gpu_settings(config: PretrainConfig, compile: bool) -> tuple[dict, li
     """The MLMKIT_GPU_SETTINGS this mlmkit accepts in a config, and a note for each other."""
     known = {f.name for f in dataclasses.fields(PretrainConfig)}
     applied, notes = {}, []
+    if not compile:  # off, also where this mlmkit compiles on a GPU by default
+        applied = {name: False for name in COMPILE_SETTINGS if name in known}
     for name, value in MLMKIT_GPU_SETTINGS:
         if not compile and name in COMPILE_SETTINGS:
             notes.append(f"--{flag(name)}: left out (--no-compile)")
@@ -841,7 +843,8 @@ def print_gpu_row(row: dict) -> None:
           f"{row['peak_memory'] / 2**30:.2f} GiB", flush=True)
     if row["system"] == "mlmkit":
         print("  mlmkit settings: " + " ".join(
-            f"--{flag(k)}" + ("" if v is True else f" {v}") for k, v in row["settings"].items()))
+            f"--{flag(k)}" + ("" if v is True else f" {v}") for k, v in row["settings"].items()
+            if v is not False))
         for note in row["notes"]:
             print(f"  note: {note}")
 

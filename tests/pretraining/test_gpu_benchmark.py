@@ -52,7 +52,7 @@ def test_the_gpu_section_runs_both_systems_in_smoke_mode_on_the_cpu(
     for row in ours:
         assert 0 <= row["data_wait"] <= 1
         assert row["settings"]["mask_stream"] == "counter" and row["settings"]["prefetch"] == 2
-        assert "compile_layers" not in row["settings"]  # smoke: nothing compiles
+        assert row["settings"]["compile_layers"] is False  # smoke: nothing compiles
         # FlexAttention has no backward pass on a CPU: refused by the run, left out, noted
         assert "flex_attention" not in row["settings"]
         assert any(n.startswith("--flex-attention: refused") for n in row["notes"])
@@ -67,8 +67,9 @@ def test_a_setting_this_mlmkit_lacks_is_left_out_with_a_note(bench, monkeypatch)
     assert applied == {"mask_stream": "counter", "compile_layers": True}
     assert notes[0] == "--no-such-setting: not in this mlmkit, left out"
     assert notes[1].startswith("--prefetch: refused, left out")
-    _, notes = bench.mlmkit_gpu_settings(PretrainConfig(model="tiny"), compile=False)
+    applied, notes = bench.mlmkit_gpu_settings(PretrainConfig(model="tiny"), compile=False)
     assert "--compile-layers: left out (--no-compile)" in notes
+    assert applied["compile"] is False and applied["compile_layers"] is False
 
 
 def test_the_setting_a_run_refuses_is_the_first_flag_its_error_names(bench):
