@@ -6,7 +6,7 @@
 #   1. the machine and its packages into $OUT/env.txt; the wheels of .whl/
 #      (benchmarks/gpu_wheels.sh, carried) installed only if `import datasets` fails;
 #   2. tests/test_cuda.py on the GPU  -> $OUT/test_cuda.log, $OUT/test_cuda.xml
-#      (at most $GPU_CHECK_TEST_SECONDS, default 200; 0 skips them);
+#      (at most $GPU_CHECK_TEST_SECONDS, default 220; 0 skips them);
 #   3. benchmarks/pretrain.py --section gpu (mlmkit vs HF Trainer, ModernBERT-base and
 #      BERT-base, seq 1,024 then 512)  -> $OUT/gpu_bench.log, $OUT/gpu_bench.json (the rows
 #      are written as they finish: a run cut short by the time limit keeps the earlier ones;
@@ -23,7 +23,7 @@ mkdir -p "$OUT"
 PYTHON=${PYTHON:-python3}
 DEVICE=${GPU_CHECK_DEVICE:-cuda}
 BUDGET=${GPU_CHECK_SECONDS:-540}
-TEST_SECONDS=${GPU_CHECK_TEST_SECONDS:-200}
+TEST_SECONDS=${GPU_CHECK_TEST_SECONDS:-220}
 export PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 START=$SECONDS
 left() { echo $((BUDGET - (SECONDS - START))); }
@@ -72,19 +72,20 @@ timeout_flag=()
 "$PYTHON" -c "import pytest_timeout" 2>/dev/null && timeout_flag=(--timeout 150)
 export MLMKIT_TEST_DEVICE=$DEVICE
 if [ "$TEST_SECONDS" -gt 0 ]; then  # GPU_CHECK_TEST_SECONDS=0: the benchmark alone
-    timeout "$TEST_SECONDS" "$PYTHON" -m pytest tests/test_cuda.py -q -p no:cacheprovider \
-        -rs --durations=15 --junitxml "$OUT/test_cuda.xml" "${timeout_flag[@]}" \
-        >"$OUT/test_cuda.log" 2>&1
+    # SIGINT at the limit: pytest stops and still reports the failures so far
+    timeout -s INT -k 20 "$TEST_SECONDS" "$PYTHON" -m pytest tests/test_cuda.py -v \
+        -p no:cacheprovider --tb=short -rfEs --durations=15 --junitxml "$OUT/test_cuda.xml" \
+        "${timeout_flag[@]}" >"$OUT/test_cuda.log" 2>&1
     echo "tests/test_cuda.py: exit $? after $((SECONDS - START)) s"
-    tail -25 "$OUT/test_cuda.log"
+    grep -E "FAILED|ERROR|passed|failed" "$OUT/test_cuda.log" | tail -30
 fi
 
 # ---- 3. the benchmark: what is left of the budget, less a margin for step 4's report
 bench=(--section gpu --device "$DEVICE" --json "$OUT/gpu_bench.json" ${GPU_CHECK_BENCH_ARGS:-})
 [ "$DEVICE" = cpu ] && bench+=(--smoke)
-seconds=$(($(left) - 15))
+seconds=$(($(left) - 25))
 if [ "$seconds" -gt 30 ]; then
-    (cd benchmarks && timeout "$seconds" "$PYTHON" pretrain.py "${bench[@]}") \
+    (cd benchmarks && timeout -s INT -k 15 "$seconds" "$PYTHON" pretrain.py "${bench[@]}") \
         >"$OUT/gpu_bench.log" 2>&1
     echo "benchmarks/pretrain.py --section gpu: exit $? after $((SECONDS - START)) s"
     grep -v "it/s\]" "$OUT/gpu_bench.log" | tail -40

@@ -20,6 +20,8 @@ evaluator (the same validation blocks with the same HF-collator masks for all).
     python benchmarks/pretrain.py --budget 30 --timed-steps 4   # a quick look
     python benchmarks/pretrain.py --section objectives   # issue 6: ELECTRA, diffusion, DDP
     python benchmarks/pretrain.py --section profile      # issue 20: where a step's time goes
+    python benchmarks/pretrain.py --device cuda   # = --section gpu: vs HF Trainer on a GPU
+    python benchmarks/pretrain.py --device cpu --smoke   # the same code, tiny, in seconds
 
 Every run trains with the thread count the matmul peak is measured at (--threads, default
 $MLMKIT_THREADS or the usable cores), so the MFU of each row is against its own threads'
@@ -29,6 +31,14 @@ peak. HF Trainer's tokens/s rows run before mlmkit's, on glibc's allocator as a 
 The objectives section trains the same config with --objective electra and diffusion
 (tokens/s relative to MLM, in this run) and runs `torchrun --nproc_per_node 1` and `2`
 (gloo on CPU; the global batch kept, the cores split between processes).
+
+The gpu section (`--device cuda`, or `--section gpu`) compares, on one device in one
+process, HF Trainer at its best settings (bf16, sdpa, torch.compile, fused AdamW) with
+mlmkit at the settings a GPU user should use (MLMKIT_GPU_SETTINGS), for a ModernBERT-base
+and a BERT-base shape at sequence length 1,024 and 512 from one saved initial model:
+tokens/s, MFU against the bf16 matmul peak measured on that device, the ratio, mlmkit's
+data-wait share and peak memory. `--smoke` runs it on the CPU with tiny models in
+seconds; benchmarks/gpu_check.sh runs it on a lent GPU machine.
 """
 
 from __future__ import annotations
@@ -265,14 +275,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="CPU threads of every system and of the peak (default: "
                              "$MLMKIT_THREADS, else the usable cores)")
     parser.add_argument("--section", choices=("all", "trainer", "objectives", "profile", "gpu"),
-                        default="all",
+                        default=None,
                         help="trainer: mlmkit vs HF Trainer; objectives: ELECTRA / diffusion "
                              "vs MLM and 1- vs 2-process scaling (issue 6); profile: one "
                              "mlmkit step's time by kind of op (issue 20); gpu: mlmkit at its "
                              "GPU settings vs HF Trainer at its best, base-size models at "
-                             "seq 512 and 1,024 (--device)")
+                             "seq 512 and 1,024 (default: gpu with --device, else all)")
     add_gpu_arguments(parser)
     args = parser.parse_args(argv)
+    if args.section is None:
+        args.section = "gpu" if args.device else "all"
     if args.section == "gpu":
         gpu_figures(args)
         return
@@ -585,7 +597,8 @@ COMPILE_SETTINGS = ("compile", "compile_layers", "cuda_graphs")
 
 def add_gpu_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None,
-                        help="gpu section: cuda or cpu (default: cuda where there is one)")
+                        help="the gpu section's device: cuda or cpu (default: cuda where "
+                             "there is one); --device alone selects the gpu section")
     parser.add_argument("--smoke", action="store_true",
                         help="gpu section: tiny models, one short sequence, a few steps and "
                              "no compiling: checks the code in seconds, measures nothing")
@@ -701,53 +714,63 @@ def save_init(preset: str, tokenizer, seq_len: int, seed: int, folder: Path) -> 
     return folder
 
 
+@dataclasses.dataclass
+class GpuBench:
+    """What every row of the gpu section shares: the device and its measured bf16 peak,
+    the base config (tokenizer, corpus, lr, masking), the HF settings, the step counts."""
+
+    device: str
+    peak: float
+    base: PretrainConfig
+    tokenizer: object
+    hf_settings: dict
+    compile: bool
+    steps: int
+    warm: int
+    work: Path
+
+
 def gpu_figures(args) -> list[dict]:
     """For each model and sequence length, on one device: HF Trainer at its best, then
     mlmkit at its GPU settings, from the same initial weights, on the same packed blocks,
     with the same batch, learning rate and masking (token-level 30%, 80/10/10). Prints
     tokens/s, MFU against the bf16 matmul peak measured on the device, their ratio, mlmkit's
     data-wait share and each run's peak memory; --json gets the rows as they finish."""
-    from transformers import AutoConfig
-
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     models = SMOKE_MODELS if args.smoke else GPU_MODELS
     seq_lens = args.seq_lens or ((64,) if args.smoke else GPU_SEQ_LENS)
     step_tokens = args.step_tokens or (256 if args.smoke else 32768)
-    timed = 2 if args.smoke else args.timed_steps
     warm = 2 if args.smoke else max(2, args.warm_steps)
-    steps = warm + timed
+    steps = warm + (2 if args.smoke else args.timed_steps)
     compile = not (args.smoke or args.no_compile)
     threads = set_threads(args.threads)
     peak = matmul_peak(torch.bfloat16, device=device, seconds=0.2 if args.smoke else 2.0)
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "CPU"
     print(f"{name}: measured bf16 matmul peak {peak / 1e12:.1f} TFLOP/s; torch "
           f"{torch.__version__}; {threads} CPU threads; compile {'on' if compile else 'off'}")
-    work = Path(tempfile.mkdtemp(prefix="mlmkit-bench-gpu-"))
     base = PretrainConfig(model="mini", tokenizer=args.tokenizer, corpus=args.corpus,
                           lr=args.lr, warmup=0.06, schedule="linear", dropout=0.0,
                           masking={"units": "tokens", "rate": MASK_RATE}, progress=False,
                           fill_mask_examples=0, steps=steps, threads=threads, device=device)
-    tokenizer = resolve_tokenizer(base, show_progress=False)
-    hf_settings = hf_best_settings(device, compile)
+    bench = GpuBench(device=device, peak=peak, base=base,
+                     tokenizer=resolve_tokenizer(base, show_progress=False),
+                     hf_settings=hf_best_settings(device, compile), compile=compile,
+                     steps=steps, warm=warm,
+                     work=Path(tempfile.mkdtemp(prefix="mlmkit-bench-gpu-")))
     rows: list[dict] = []
     try:
         for seq_len in seq_lens:
             batch = max(1, step_tokens // seq_len)
-            data = build_data(base.replace(seq_len=seq_len, batch_size=batch), tokenizer,
-                              show_progress=False)
+            data = build_data(base.replace(seq_len=seq_len, batch_size=batch),
+                              bench.tokenizer, show_progress=False)
             for label, preset in models.items():
-                init = save_init(preset, tokenizer, seq_len, base.seed,
-                                 work / f"init-{preset}-{seq_len}")
-                config = base.replace(model=None, init=str(init), allow_untrained_head=True,
-                                      tokenizer=None, seq_len=seq_len, batch_size=batch)
-                needed = train_flops_per_token(AutoConfig.from_pretrained(init), seq_len,
-                                               read_share=MASK_RATE)
-                rows += gpu_pair(config, label, init, tokenizer, data, work, device, peak,
-                                 needed, hf_settings, compile, steps, warm)
+                rows += gpu_pair(bench, label, preset, seq_len, batch, data)
                 if args.json:
                     args.json.write_text(json.dumps(rows, indent=1, default=str))
+    except KeyboardInterrupt:  # a time limit (gpu_check.sh): the finished rows still count
+        print(f"\nstopped after {len(rows)} rows")
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(bench.work, ignore_errors=True)
     print_gpu_table(rows, device)
     return rows
 
@@ -771,30 +794,39 @@ def step_end_times():
         Run.step = original
 
 
-def gpu_pair(config: PretrainConfig, label: str, init: Path, tokenizer, data, work: Path,
-             device: str, peak: float, needed: float, hf_settings: dict, compile: bool,
-             steps: int, warm: int) -> list[dict]:
-    """HF Trainer's row, then mlmkit's, for one model and sequence length. A run that
-    fails gives a row with its error (and its traceback printed): the other rows of a
-    device session still come."""
-    shape = {"model": label, "seq_len": config.seq_len, "batch_size": config.batch_size,
-             "device": device}
+def gpu_pair(bench: GpuBench, label: str, preset: str, seq_len: int, batch: int,
+             data) -> list[dict]:
+    """HF Trainer's row, then mlmkit's, for one model and sequence length, both from one
+    saved initial model. A run that fails gives a row with its error (and its traceback
+    printed): the other rows of a device session still come."""
+    from transformers import AutoConfig
+
+    init = save_init(preset, bench.tokenizer, seq_len, bench.base.seed,
+                     bench.work / f"init-{preset}-{seq_len}")
+    config = bench.base.replace(model=None, init=str(init), allow_untrained_head=True,
+                                tokenizer=None, seq_len=seq_len, batch_size=batch)
+    needed = train_flops_per_token(AutoConfig.from_pretrained(init), seq_len,
+                                   read_share=MASK_RATE)
+    device, steps, warm = bench.device, bench.steps, bench.warm
 
     def hf():
-        rate = hf_rate(config, init, tokenizer, data, work, device, hf_settings, steps, warm)
-        return {"tokens_per_s": rate, "mfu": rate * needed / peak, "data_wait": None,
+        rate = hf_rate(config, init, bench.tokenizer, data, bench.work, device,
+                       bench.hf_settings, steps, warm)
+        return {"tokens_per_s": rate, "mfu": rate * needed / bench.peak, "data_wait": None,
                 "peak_memory": peak_memory(device),
-                "settings": {"bf16": True, "attn_implementation": "sdpa", **hf_settings}}
+                "settings": {"bf16": True, "attn_implementation": "sdpa",
+                             **bench.hf_settings}}
 
     def ours():
-        applied, notes = mlmkit_gpu_settings(config, compile)
-        rate, wait = mlmkit_rate(config, applied, notes, work, steps, warm)
-        return {"tokens_per_s": rate, "mfu": rate * needed / peak, "data_wait": wait,
+        applied, notes = mlmkit_gpu_settings(config, bench.compile)
+        rate, wait = mlmkit_rate(config, applied, notes, bench.work, steps, warm)
+        return {"tokens_per_s": rate, "mfu": rate * needed / bench.peak, "data_wait": wait,
                 "peak_memory": peak_memory(device), "settings": applied, "notes": notes}
 
+    shape = {"model": label, "seq_len": seq_len, "batch_size": batch, "device": device}
     rows = []
     for system, measure in (("HF Trainer", hf), ("mlmkit", ours)):
-        fresh_device_state(device, compile)
+        fresh_device_state(device, bench.compile)
         try:
             row = {**shape, "system": system, **measure()}
         except Exception as error:  # noqa: BLE001 (one failing run must not lose the rest)
