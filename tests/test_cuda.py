@@ -6,7 +6,7 @@ attention = each document alone, compiled layers = eager, exact resume).
 Skipped where there is no GPU (CI has none); run them where there is one:
 `python -m pytest tests/test_cuda.py` (benchmarks/gpu_check.sh does, on the device
 machine). `MLMKIT_TEST_DEVICE=cpu python -m pytest tests/test_cuda.py` runs the same tests
-on the CPU (about a minute), so they are known to work before a GPU runs them; the few
+on the CPU (a minute or two), so they are known to work before a GPU runs them; the few
 that need a GPU's kernel (FlexAttention's backward pass) skip there. Each test builds its
 own device copy of a tiny model, so the session's CPU fixtures stay on the CPU."""
 from __future__ import annotations
