@@ -184,14 +184,14 @@ def run_mlmkit(base: PretrainConfig, work: Path, *, steps=None, time_budget=None
 
 
 def run_hf(base: PretrainConfig, tokenizer, data, work: Path, *, bf16: bool, steps: int,
-           time_budget: float | None = None, warm: int = 2, model=None, device: str = "",
-           **settings):
+           time_budget: float | None = None, warm: int = 2, model=None,
+           device: str | None = None, **settings):
     """HF Trainer with defaults (plus the shared optimizer settings); returns (tokens/s of
     wall time, model, steps, tokens per CPU-second of the process). `model`: train this one
-    (default: the preset of `base`, built as mlmkit builds it); `device` "cuda": each step
-    ends synchronised (its time is the GPU's, as mlmkit's loop reads its gradient norm
-    every step) and no CPU peak rounds run between steps; `settings`: more
-    TrainingArguments (bf16 and compile settings of a GPU run)."""
+    (default: the preset of `base`, built as mlmkit builds it); `device` (the gpu
+    section's): no CPU peak rounds between steps, and on "cuda" each step ends
+    synchronised (its time is the GPU's, as mlmkit's loop reads its gradient norm every
+    step); `settings`: more TrainingArguments (the gpu section's bf16 and compile)."""
     from transformers import (
         DataCollatorForLanguageModeling,
         Trainer,
@@ -209,14 +209,14 @@ def run_hf(base: PretrainConfig, tokenizer, data, work: Path, *, bf16: bool, ste
             self.cpu_start = time.process_time()
 
         def on_step_end(self, args, state, control, **kw):
-            if device.startswith("cuda"):
+            if device is not None and device.startswith("cuda"):
                 torch.cuda.synchronize()
             self.times.append(time.perf_counter() - self.skipped)
             self.cpu.append(time.process_time() - self.cpu_skipped)
             if time_budget and self.times[-1] - self.start >= time_budget:
                 control.should_training_stop = True
-            elif not time_budget and not device:  # a CPU peak round between steps, left
-                # out of their times
+            elif not time_budget and device is None:  # a peak round between steps, left
+                # out of their times (the trainer section's)
                 wall, cpu = time.perf_counter(), time.process_time()
                 BETWEEN.append(peak_round())
                 self.skipped += time.perf_counter() - wall
@@ -892,7 +892,7 @@ def print_gpu_table(rows: list[dict], device: str) -> None:
     for (model, seq_len), pair in pairs.items():
         ours, hf = pair.get("mlmkit"), pair.get("HF Trainer")
         if ours is None or hf is None or "error" in ours or "error" in hf:
-            print(f"{model:<16} {seq_len:>5} (a run failed: see above)")
+            print(f"{model:<16} {seq_len:>5} (a run failed or was stopped: see above)")
             continue
         print(f"{model:<16} {seq_len:>5} {ours['tokens_per_s']:>13,.0f} "
               f"{hf['tokens_per_s']:>10,.0f} {ours['tokens_per_s'] / hf['tokens_per_s']:>5.2f}× "
