@@ -20,6 +20,7 @@ set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/mlmkit-gpu-check}
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)  # the benchmark runs from benchmarks/
 PYTHON=${PYTHON:-python3}
 DEVICE=${GPU_CHECK_DEVICE:-cuda}
 BUDGET=${GPU_CHECK_SECONDS:-540}
