@@ -23,7 +23,9 @@ def matmul_peak(dtype=None, size: int = 1024, seconds: float = 2.0, threads: int
     """Best FLOP/s of a square matmul on this machine, measured now (same contention).
     `clock=time.process_time`: per CPU second of this process (on a machine shared with
     other jobs, the peak of the cores it got; compare with rates timed the same way).
-    On a GPU (`device="cuda"`) the clock is the wall clock, synchronised around each round."""
+    On a GPU (`device="cuda"`) the clock is the wall clock, synchronised around each round,
+    and the matrices are at least 8192² (smaller products stay under a Hopper GPU's peak:
+    the MFU of a run would read high)."""
     import torch
 
     if threads is not None:
@@ -31,7 +33,7 @@ def matmul_peak(dtype=None, size: int = 1024, seconds: float = 2.0, threads: int
     dtype = dtype or torch.float32
     cuda = str(device).startswith("cuda")
     if cuda:
-        size, clock = max(size, 4096), time.perf_counter
+        size, clock = max(size, 8192), time.perf_counter
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
     a @ b

@@ -20,6 +20,8 @@ evaluator (the same validation blocks with the same HF-collator masks for all).
     python benchmarks/pretrain.py --budget 30 --timed-steps 4   # a quick look
     python benchmarks/pretrain.py --section objectives   # issue 6: ELECTRA, diffusion, DDP
     python benchmarks/pretrain.py --section profile      # issue 20: where a step's time goes
+    python benchmarks/pretrain.py --device cuda   # = --section gpu: vs HF Trainer on a GPU
+    python benchmarks/pretrain.py --device cpu --smoke   # the same code, tiny, in seconds
 
 Every run trains with the thread count the matmul peak is measured at (--threads, default
 $MLMKIT_THREADS or the usable cores), so the MFU of each row is against its own threads'
@@ -29,18 +31,31 @@ peak. HF Trainer's tokens/s rows run before mlmkit's, on glibc's allocator as a 
 The objectives section trains the same config with --objective electra and diffusion
 (tokens/s relative to MLM, in this run) and runs `torchrun --nproc_per_node 1` and `2`
 (gloo on CPU; the global batch kept, the cores split between processes).
+
+The gpu section (`--device cuda`, or `--section gpu`) compares, on one device in one
+process, HF Trainer at its best settings (bf16, sdpa, torch.compile, fused AdamW) with
+mlmkit at the settings a GPU user should use (MLMKIT_GPU_SETTINGS), for a ModernBERT-base
+and a BERT-base shape at sequence length 1,024 and 512 from one saved initial model:
+tokens/s, MFU against the bf16 matmul peak measured on that device, the ratio, mlmkit's
+data-wait share and peak memory. `--smoke` runs it on the CPU with tiny models in
+seconds; benchmarks/gpu_check.sh runs it on a lent GPU machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import gc
 import json
 import os
+import resource
 import shutil
 import tempfile
 import time
+import traceback
 from pathlib import Path
+from unittest import mock
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -54,8 +69,10 @@ from mlmkit.core.devices import (  # noqa: E402
     resolve_precision,
     set_threads,
 )
+from mlmkit.errors import MlmkitError  # noqa: E402
 from mlmkit.models import build_mlm  # noqa: E402
 from mlmkit.pretraining import PretrainConfig, pretrain  # noqa: E402
+from mlmkit.pretraining.config import flag  # noqa: E402
 from mlmkit.pretraining.data import build_data, resolve_tokenizer  # noqa: E402
 from mlmkit.training.objectives.metrics import masked_token_metrics  # noqa: E402
 from mlmkit.training.objectives.mlm import set_dropout  # noqa: E402
@@ -127,10 +144,10 @@ def step_cpu_seconds(between: bool = False):
 
     original, seconds = Run.step, []
 
-    def step(self):
+    def step(self, *args, **kwargs):
         start = time.process_time()
         try:
-            original(self)
+            original(self, *args, **kwargs)
         finally:
             seconds.append(time.process_time() - start)
         if between:
@@ -144,14 +161,15 @@ def step_cpu_seconds(between: bool = False):
 
 
 def run_mlmkit(base: PretrainConfig, work: Path, *, steps=None, time_budget=None,
-               warm: int = 2):
-    """(tokens/s of wall time, result, tokens per CPU-second of the process)."""
+               warm: int = 2, between: bool = True):
+    """(tokens/s of wall time, result, tokens per CPU-second of the process). `between`:
+    a CPU peak round after each timed step (into BETWEEN; not on a GPU run)."""
     run_dir = work / f"mlmkit-{steps or time_budget}"
     shutil.rmtree(run_dir, ignore_errors=True)
     config = base.replace(run_dir=str(run_dir), steps=steps, time=time_budget, log_every=1,
                           eval_every=0, save_every=0, pppl_sentences=0, eval_blocks=1)
     BETWEEN.clear()
-    with step_cpu_seconds(between=bool(steps)) as cpu:
+    with step_cpu_seconds(between=between and bool(steps)) as cpu:
         result = pretrain(config)
     train = [r for r in result.history if r["split"] == "train"]
     if steps:
@@ -166,9 +184,14 @@ def run_mlmkit(base: PretrainConfig, work: Path, *, steps=None, time_budget=None
 
 
 def run_hf(base: PretrainConfig, tokenizer, data, work: Path, *, bf16: bool, steps: int,
-           time_budget: float | None = None, warm: int = 2):
+           time_budget: float | None = None, warm: int = 2, model=None,
+           device: str | None = None, **settings):
     """HF Trainer with defaults (plus the shared optimizer settings); returns (tokens/s of
-    wall time, model, steps, tokens per CPU-second of the process)."""
+    wall time, model, steps, tokens per CPU-second of the process). `model`: train this one
+    (default: the preset of `base`, built as mlmkit builds it); `device` (the gpu
+    section's): no CPU peak rounds between steps, and on "cuda" each step ends
+    synchronised (its time is the GPU's, as mlmkit's loop reads its gradient norm every
+    step); `settings`: more TrainingArguments (the gpu section's bf16 and compile)."""
     from transformers import (
         DataCollatorForLanguageModeling,
         Trainer,
@@ -186,29 +209,34 @@ def run_hf(base: PretrainConfig, tokenizer, data, work: Path, *, bf16: bool, ste
             self.cpu_start = time.process_time()
 
         def on_step_end(self, args, state, control, **kw):
+            if device is not None and device.startswith("cuda"):
+                torch.cuda.synchronize()
             self.times.append(time.perf_counter() - self.skipped)
             self.cpu.append(time.process_time() - self.cpu_skipped)
             if time_budget and self.times[-1] - self.start >= time_budget:
                 control.should_training_stop = True
-            elif not time_budget:  # a peak round between steps, left out of their times
+            elif not time_budget and device is None:  # a peak round between steps, left
+                # out of their times (the trainer section's)
                 wall, cpu = time.perf_counter(), time.process_time()
                 BETWEEN.append(peak_round())
                 self.skipped += time.perf_counter() - wall
                 self.cpu_skipped += time.process_time() - cpu
 
     BETWEEN.clear()
-    model = build_mlm(base.model, tokenizer, max_length=base.seq_len, seed=base.seed)
+    if model is None:
+        model = build_mlm(base.model, tokenizer, max_length=base.seq_len, seed=base.seed)
     if base.dropout is not None:  # the same model config as mlmkit's
         set_dropout(model, base.dropout)
     clock = Clock()
-    args = TrainingArguments(
-        output_dir=str(work / "hf"), per_device_train_batch_size=base.batch_size,
-        learning_rate=base.lr, weight_decay=base.weight_decay, adam_beta1=base.beta1,
-        adam_beta2=base.beta2, adam_epsilon=base.eps, max_grad_norm=base.clip,
-        warmup_steps=max(1, int(base.warmup * steps)), lr_scheduler_type="linear",
-        max_steps=steps, bf16=bf16, use_cpu=not torch.cuda.is_available(), seed=base.seed,
-        logging_strategy="no", save_strategy="no", report_to=[], disable_tqdm=True,
-        dataloader_num_workers=0)
+    use_cpu = device == "cpu" or not torch.cuda.is_available()
+    args = TrainingArguments(**{
+        "output_dir": str(work / "hf"), "per_device_train_batch_size": base.batch_size,
+        "learning_rate": base.lr, "weight_decay": base.weight_decay, "adam_beta1": base.beta1,
+        "adam_beta2": base.beta2, "adam_epsilon": base.eps, "max_grad_norm": base.clip,
+        "warmup_steps": max(1, int(base.warmup * steps)), "lr_scheduler_type": "linear",
+        "max_steps": steps, "bf16": bf16, "use_cpu": use_cpu, "seed": base.seed,
+        "logging_strategy": "no", "save_strategy": "no", "report_to": [],
+        "disable_tqdm": True, "dataloader_num_workers": 0, **settings})
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=MASK_RATE)
     trainer = Trainer(model=model, args=args, train_dataset=BlockDataset(data.train),
                       data_collator=collator, callbacks=[clock])
@@ -223,7 +251,7 @@ def run_hf(base: PretrainConfig, tokenizer, data, work: Path, *, bf16: bool, ste
     return rate, model, len(clock.times), cpu_rate
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="mini")
     parser.add_argument("--seq-len", type=int, default=128)
@@ -246,12 +274,20 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads of every system and of the peak (default: "
                              "$MLMKIT_THREADS, else the usable cores)")
-    parser.add_argument("--section", choices=("all", "trainer", "objectives", "profile"),
-                        default="all",
+    parser.add_argument("--section", choices=("all", "trainer", "objectives", "profile", "gpu"),
+                        default=None,
                         help="trainer: mlmkit vs HF Trainer; objectives: ELECTRA / diffusion "
                              "vs MLM and 1- vs 2-process scaling (issue 6); profile: one "
-                             "mlmkit step's time by kind of op (issue 20)")
-    args = parser.parse_args()
+                             "mlmkit step's time by kind of op (issue 20); gpu: mlmkit at its "
+                             "GPU settings vs HF Trainer at its best, base-size models at "
+                             "seq 512 and 1,024 (default: gpu with --device, else all)")
+    add_gpu_arguments(parser)
+    args = parser.parse_args(argv)
+    if args.section is None:
+        args.section = "gpu" if args.device else "all"
+    if args.section == "gpu":
+        gpu_figures(args)
+        return
     # the cores this process may use (or $MLMKIT_THREADS), as mlmkit does; the runs are
     # given this count, so it is the one the peak is measured at (not mlmkit's load-based
     # default, which may pick fewer threads than the peak used)
@@ -533,6 +569,338 @@ def objective_figures(args, base: PretrainConfig, work: Path) -> dict:
     return {"tokens_per_s": rates, "relative_to_mlm": {k: v / rates["mlm"]
                                                        for k, v in rates.items()},
             "torchrun_tokens_per_s": scaling, "scaling_2_vs_1": scaling[2] / scaling[1]}
+
+
+# ---- on a GPU: mlmkit at the settings a GPU user should use vs HF Trainer at its best
+
+GPU_MODELS = {"ModernBERT-base": "modernbert-base", "BERT-base": "bert-base"}
+SMOKE_MODELS = {"ModernBERT-tiny": "modernbert-tiny", "BERT-tiny": "bert-tiny"}
+GPU_SEQ_LENS = (1024, 512)  # the 1,024 rows first: the targets are read there
+
+# mlmkit's settings for a GPU run, as PretrainConfig fields (the flag is the name with
+# dashes: compile_layers is --compile-layers). One place to update: a field this mlmkit
+# lacks, or one a model or device refuses (an InvalidArgument naming its flag, e.g.
+# --flex-attention on a CPU), is left out of that run with a note, so the list may name
+# settings that land later.
+MLMKIT_GPU_SETTINGS: list[tuple[str, object]] = [
+    ("precision", "bf16"),
+    ("mask_stream", "counter"),  # masks drawn on the device, for the whole batch at once
+    ("prefetch", 2),  # the next batches built, pinned and copied on a side stream
+    ("unpadded", True),  # packed documents, attention within each document
+    ("flex_attention", True),  # unpadded attention through a FlexAttention block mask
+    ("compile_layers", True),  # regional torch.compile, one layer at a time
+    ("batch_tokens", "auto"),  # the micro-batch measured to fit, gradient accumulation
+    ("cuda_graphs", True),  # compiled regions replayed as CUDA graphs
+]
+COMPILE_SETTINGS = ("compile", "compile_layers", "cuda_graphs")
+
+
+def add_gpu_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default=None,
+                        help="the gpu section's device: cuda or cpu (default: cuda where "
+                             "there is one); --device alone selects the gpu section")
+    parser.add_argument("--smoke", action="store_true",
+                        help="gpu section: tiny models, one short sequence, a few steps and "
+                             "no compiling: checks the code in seconds, measures nothing")
+    parser.add_argument("--seq-lens", type=int, nargs="+", default=None,
+                        help="gpu section: sequence lengths (default 1024 512; smoke: 64)")
+    parser.add_argument("--step-tokens", type=int, default=None,
+                        help="gpu section: tokens per optimizer step, the batch being this "
+                             "over the sequence length (default 32768; smoke: 256)")
+    parser.add_argument("--warm-steps", type=int, default=3,
+                        help="gpu section: untimed first steps (compiling, memory sizing)")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="gpu section: neither system compiles (HF torch_compile off, "
+                             "mlmkit without --compile-layers / --cuda-graphs)")
+    parser.add_argument("--tokenizer", default=None,
+                        help="gpu section: tokenizer folder (default: one trained on the "
+                             "corpus)")
+    parser.add_argument("--corpus", default="python-docs", help="gpu section: the corpus")
+
+
+def hf_best_settings(device: str, compile: bool) -> dict:
+    """TrainingArguments of HF Trainer at its fastest on `device`: bf16 (passed apart),
+    torch.compile, and on a GPU the fused AdamW, TF32 for what stays in fp32 and
+    DataLoader workers with pinned memory. A name this transformers lacks is left out."""
+    from transformers import TrainingArguments
+
+    settings = {"torch_compile": compile}
+    if device.startswith("cuda"):
+        settings.update(optim="adamw_torch_fused", tf32=True, dataloader_num_workers=4,
+                        dataloader_pin_memory=True)
+    known = {f.name for f in dataclasses.fields(TrainingArguments)}
+    for name in sorted(set(settings) - known):
+        print(f"note: HF TrainingArguments has no {name!r} here: left out")
+    return {k: v for k, v in settings.items() if k in known}
+
+
+def mlmkit_gpu_settings(config: PretrainConfig, compile: bool) -> tuple[dict, list[str]]:
+    """The MLMKIT_GPU_SETTINGS this mlmkit accepts in a config, and a note for each other."""
+    known = {f.name for f in dataclasses.fields(PretrainConfig)}
+    applied, notes = {}, []
+    if not compile:  # off, also where this mlmkit compiles on a GPU by default
+        applied = {name: False for name in COMPILE_SETTINGS if name in known}
+    for name, value in MLMKIT_GPU_SETTINGS:
+        if not compile and name in COMPILE_SETTINGS:
+            notes.append(f"--{flag(name)}: left out (--no-compile)")
+        elif name not in known:
+            notes.append(f"--{flag(name)}: not in this mlmkit, left out")
+        else:
+            try:
+                config.replace(**applied, **{name: value})
+            except MlmkitError as error:
+                notes.append(f"--{flag(name)}: refused, left out ({error})")
+            else:
+                applied[name] = value
+    return applied, notes
+
+
+def refused_setting(error: Exception, applied: dict) -> str | None:
+    """The applied setting a run's error names first (its flag), if any."""
+    text = str(error)
+    named = {text.find(f"--{flag(name)}"): name for name in applied
+             if f"--{flag(name)}" in text}
+    return named[min(named)] if named else None
+
+
+def run_mlmkit_gpu(config: PretrainConfig, applied: dict, notes: list[str], work: Path,
+                   steps: int) -> object:
+    """mlmkit's run with `applied`; a setting the run refuses when it starts (its model or
+    device has no such path) is dropped, noted, and the run started again without it."""
+    while True:
+        try:
+            _, result, _ = run_mlmkit(config.replace(**applied), work, steps=steps,
+                                      between=False)
+            return result
+        except MlmkitError as error:
+            name = refused_setting(error, applied)
+            if name is None:
+                raise
+            notes.append(f"--{flag(name)}: refused, left out ({error})")
+            del applied[name]
+
+
+def fresh_device_state(device: str, compile: bool) -> None:
+    """Before each run: compiled graphs, cached blocks and the memory peak of the last one
+    gone (the same starting point for every row; each row compiles its own model)."""
+    gc.collect()
+    if compile:
+        torch._dynamo.reset()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_memory(device: str) -> float:
+    """Bytes: the device's allocation peak since fresh_device_state; on a CPU the process's
+    resident peak so far (it cannot be reset: later rows read at least the earlier ones)."""
+    if device.startswith("cuda"):
+        return float(torch.cuda.max_memory_allocated())
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+
+
+def step_rate(times: list[float], tokens_per_step: int, warm: int) -> float:
+    """tokens/s from the end times of the steps: the median step after `warm` steps."""
+    return tokens_per_step / float(np.median(np.diff(times[warm - 1:])))
+
+
+def save_init(preset: str, tokenizer, seq_len: int, seed: int, folder: Path) -> Path:
+    """One fresh model of `preset` with `seq_len` positions (the presets stop at 512) and
+    its tokenizer, saved: both systems start from these weights (mlmkit with --init)."""
+    if not (folder / "config.json").exists():
+        model = build_mlm(preset, tokenizer, max_length=seq_len, seed=seed)
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+    return folder
+
+
+@dataclasses.dataclass
+class GpuBench:
+    """What every row of the gpu section shares: the device and its measured bf16 peak,
+    the base config (tokenizer, corpus, lr, masking), the HF settings, the step counts."""
+
+    device: str
+    peak: float
+    base: PretrainConfig
+    tokenizer: object
+    hf_settings: dict
+    compile: bool
+    steps: int
+    warm: int
+    work: Path
+
+
+def gpu_figures(args) -> list[dict]:
+    """For each model and sequence length, on one device: HF Trainer at its best, then
+    mlmkit at its GPU settings, from the same initial weights, on the same packed blocks,
+    with the same batch, learning rate and masking (token-level 30%, 80/10/10). Prints
+    tokens/s, MFU against the bf16 matmul peak measured on the device, their ratio, mlmkit's
+    data-wait share and each run's peak memory; --json gets the rows as they finish."""
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    models = SMOKE_MODELS if args.smoke else GPU_MODELS
+    seq_lens = args.seq_lens or ((64,) if args.smoke else GPU_SEQ_LENS)
+    step_tokens = args.step_tokens or (256 if args.smoke else 32768)
+    warm = 2 if args.smoke else max(2, args.warm_steps)
+    steps = warm + (2 if args.smoke else args.timed_steps)
+    compile = not (args.smoke or args.no_compile)
+    threads = set_threads(args.threads)
+    peak = matmul_peak(torch.bfloat16, device=device, seconds=0.2 if args.smoke else 2.0)
+    name = torch.cuda.get_device_name() if device.startswith("cuda") else "CPU"
+    print(f"{name}: measured bf16 matmul peak {peak / 1e12:.1f} TFLOP/s; torch "
+          f"{torch.__version__}; {threads} CPU threads; compile {'on' if compile else 'off'}")
+    base = PretrainConfig(model="mini", tokenizer=args.tokenizer, corpus=args.corpus,
+                          lr=args.lr, warmup=0.06, schedule="linear", dropout=0.0,
+                          masking={"units": "tokens", "rate": MASK_RATE}, progress=False,
+                          fill_mask_examples=0, steps=steps, threads=threads, device=device)
+    bench = GpuBench(device=device, peak=peak, base=base,
+                     tokenizer=resolve_tokenizer(base, show_progress=False),
+                     hf_settings=hf_best_settings(device, compile), compile=compile,
+                     steps=steps, warm=warm,
+                     work=Path(tempfile.mkdtemp(prefix="mlmkit-bench-gpu-")))
+    rows: list[dict] = []
+    try:
+        for seq_len in seq_lens:
+            batch = max(1, step_tokens // seq_len)
+            data = build_data(base.replace(seq_len=seq_len, batch_size=batch),
+                              bench.tokenizer, show_progress=False)
+            for label, preset in models.items():
+                rows += gpu_pair(bench, label, preset, seq_len, batch, data)
+                if args.json:
+                    args.json.write_text(json.dumps(rows, indent=1, default=str))
+    except KeyboardInterrupt:  # a time limit (gpu_check.sh): the finished rows still count
+        print(f"\nstopped after {len(rows)} rows")
+    finally:
+        shutil.rmtree(bench.work, ignore_errors=True)
+    print_gpu_table(rows, device)
+    return rows
+
+
+@contextlib.contextmanager
+def step_end_times():
+    """The wall-clock time at the end of each step of mlmkit's loop (a GPU run with
+    log_every 1 ends each step synchronised), as HF Trainer's steps are timed."""
+    from mlmkit.pretraining.run import Run
+
+    original, ends = Run.step, []
+
+    def step(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        ends.append(time.perf_counter())
+
+    Run.step = step
+    try:
+        yield ends
+    finally:
+        Run.step = original
+
+
+def gpu_pair(bench: GpuBench, label: str, preset: str, seq_len: int, batch: int,
+             data) -> list[dict]:
+    """HF Trainer's row, then mlmkit's, for one model and sequence length, both from one
+    saved initial model. A run that fails gives a row with its error (and its traceback
+    printed): the other rows of a device session still come."""
+    from transformers import AutoConfig
+
+    init = save_init(preset, bench.tokenizer, seq_len, bench.base.seed,
+                     bench.work / f"init-{preset}-{seq_len}")
+    config = bench.base.replace(model=None, init=str(init), allow_untrained_head=True,
+                                tokenizer=None, seq_len=seq_len, batch_size=batch)
+    needed = train_flops_per_token(AutoConfig.from_pretrained(init), seq_len,
+                                   read_share=MASK_RATE)
+    device, steps, warm = bench.device, bench.steps, bench.warm
+
+    def hf():
+        rate = hf_rate(config, init, bench.tokenizer, data, bench.work, device,
+                       bench.hf_settings, steps, warm)
+        return {"tokens_per_s": rate, "mfu": rate * needed / bench.peak, "data_wait": None,
+                "peak_memory": peak_memory(device),
+                "settings": {"bf16": True, "attn_implementation": "sdpa",
+                             **bench.hf_settings}}
+
+    def ours():
+        applied, notes = mlmkit_gpu_settings(config, bench.compile)
+        rate, wait = mlmkit_rate(config, applied, notes, bench.work, steps, warm)
+        return {"tokens_per_s": rate, "mfu": rate * needed / bench.peak, "data_wait": wait,
+                "peak_memory": peak_memory(device), "settings": applied, "notes": notes}
+
+    shape = {"model": label, "seq_len": seq_len, "batch_size": batch, "device": device}
+    rows = []
+    for system, measure in (("HF Trainer", hf), ("mlmkit", ours)):
+        fresh_device_state(device, bench.compile)
+        try:
+            row = {**shape, "system": system, **measure()}
+        except Exception as error:  # noqa: BLE001 (one failing run must not lose the rest)
+            traceback.print_exc()
+            row = {**shape, "system": system, "error": f"{type(error).__name__}: {error}"}
+        print_gpu_row(row)
+        rows.append(row)
+    return rows
+
+
+def hf_rate(config: PretrainConfig, init: Path, tokenizer, data, work: Path, device: str,
+            settings: dict, steps: int, warm: int) -> float:
+    """tokens/s of HF Trainer (bf16, sdpa and `settings`) from the saved initial model."""
+    from transformers import AutoModelForMaskedLM
+
+    model = AutoModelForMaskedLM.from_pretrained(init)
+    model.set_attn_implementation("sdpa")
+    rate, _, _, _ = run_hf(config, tokenizer, data, work, bf16=True, steps=steps, warm=warm,
+                           model=model, device=device, **settings)
+    return rate
+
+
+def mlmkit_rate(config: PretrainConfig, applied: dict, notes: list[str], work: Path,
+                steps: int, warm: int) -> tuple[float, float]:
+    """(tokens/s, the share of the timed steps' time spent waiting for data) of mlmkit's
+    loop with `applied`, its steps timed as HF Trainer's are."""
+    # no plots or TensorBoard events (HF Trainer's run logs nothing either)
+    with step_end_times() as ends, mock.patch("mlmkit.pretraining.run.plots_installed",
+                                              return_value=False):
+        result = run_mlmkit_gpu(config, applied, notes, work, steps)
+    rate = step_rate(ends[-steps:], config.batch_size * config.seq_len, warm)
+    train = [r for r in result.history if r["split"] == "train"]
+    seconds = np.diff([r["elapsed"] for r in train])[warm - 1:]
+    wait = sum(r["data_wait"] * s for r, s in zip(train[warm:], seconds, strict=True))
+    return rate, float(wait / max(sum(seconds), 1e-9))
+
+
+def print_gpu_row(row: dict) -> None:
+    if "error" in row:
+        print(f"{row['model']} seq {row['seq_len']}, {row['system']}: failed ({row['error']})",
+              flush=True)
+        return
+    wait = "" if row["data_wait"] is None else f", data wait {row['data_wait']:.1%}"
+    print(f"{row['model']} seq {row['seq_len']} batch {row['batch_size']}, {row['system']}: "
+          f"{row['tokens_per_s']:,.0f} tokens/s, MFU {row['mfu']:.1%}{wait}, peak memory "
+          f"{row['peak_memory'] / 2**30:.2f} GiB", flush=True)
+    if row["system"] == "mlmkit":
+        print("  mlmkit settings: " + " ".join(
+            f"--{flag(k)}" + ("" if v is True else f" {v}") for k, v in row["settings"].items()
+            if v is not False))
+        for note in row["notes"]:
+            print(f"  note: {note}")
+
+
+def print_gpu_table(rows: list[dict], device: str) -> None:
+    """One line per model and sequence length: both systems side by side."""
+    memory = "peak GiB" if device.startswith("cuda") else "RSS GiB"
+    print(f"\n{'model':<16} {'seq':>5} {'mlmkit tok/s':>13} {'HF tok/s':>10} {'ratio':>6} "
+          f"{'MFU mlmkit':>11} {'MFU HF':>7} {'data wait':>10} {memory + ' mlmkit / HF':>20}")
+    pairs = {}
+    for row in rows:
+        pairs.setdefault((row["model"], row["seq_len"]), {})[row["system"]] = row
+    for (model, seq_len), pair in pairs.items():
+        ours, hf = pair.get("mlmkit"), pair.get("HF Trainer")
+        if ours is None or hf is None or "error" in ours or "error" in hf:
+            print(f"{model:<16} {seq_len:>5} (a run failed or was stopped: see above)")
+            continue
+        print(f"{model:<16} {seq_len:>5} {ours['tokens_per_s']:>13,.0f} "
+              f"{hf['tokens_per_s']:>10,.0f} {ours['tokens_per_s'] / hf['tokens_per_s']:>5.2f}× "
+              f"{ours['mfu']:>11.1%} {hf['mfu']:>7.1%} {ours['data_wait']:>10.1%} "
+              f"{ours['peak_memory'] / 2**30:>9.2f} / {hf['peak_memory'] / 2**30:<8.2f}")
+    print("MFU: the FLOPs the task needs (benchmarks/flops.py, the same for both) over the "
+          "bf16 matmul peak measured on this device. Targets on a GPU: mlmkit ≥ 40% MFU at "
+          "seq 1,024, ≥ 1.5× HF Trainer, data wait < 2% of the step.")
 
 
 if __name__ == "__main__":

@@ -1,13 +1,19 @@
 """The GPU paths, on a CUDA device against the CPU: scores and fill-mask of every family,
-sampling, training (bf16 autocast, ELECTRA, diffusion, exact resume) and serving.
+sampling, training (bf16 autocast, ELECTRA, diffusion, exact resume), serving, and the fast
+pretraining paths (masks drawn on the device = the CPU's, prefetched batches, unpadded
+attention = each document alone, compiled layers = eager, exact resume).
 
 Skipped where there is no GPU (CI has none); run them where there is one:
-`python -m pytest tests/test_cuda.py`. Each test builds its own GPU copy of a tiny model, so
-the session's CPU fixtures stay on the CPU."""
+`python -m pytest tests/test_cuda.py` (benchmarks/gpu_check.sh does, on the device
+machine). `MLMKIT_TEST_DEVICE=cpu python -m pytest tests/test_cuda.py` runs the same tests
+on the CPU (a minute or two), so they are known to work before a GPU runs them; the few
+that need a GPU's kernel (FlexAttention's backward pass) skip there. Each test builds its
+own device copy of a tiny model, so the session's CPU fixtures stay on the CPU."""
 from __future__ import annotations
 
 import copy
 import math
+import os
 
 import pytest
 import torch
@@ -17,15 +23,27 @@ from mlmkit.models import LoadedMLM
 from tests.conftest import FAMILY_TOKENIZER
 from tests.pretraining.test_pretrain import tiny_config, weights
 
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+# The device the tests run on: a CUDA GPU where there is one; MLMKIT_TEST_DEVICE=cpu runs
+# the same tests (and their assertions) on the CPU, so the GPU paths are checked on any
+# machine before a GPU runs them.
+DEVICE = os.environ.get("MLMKIT_TEST_DEVICE") or ("cuda" if torch.cuda.is_available() else "")
+pytestmark = pytest.mark.skipif(not DEVICE,
+                                reason="needs a CUDA GPU (or MLMKIT_TEST_DEVICE=cpu)")
 
 TEXTS = ["Return the list of items.", "Open the file for reading and writing.",
          "The value of the first argument is returned when the second one is missing."]
 
 
 def on_gpu(mlm: LoadedMLM) -> LoadedMLM:
-    return LoadedMLM(model=copy.deepcopy(mlm.model).to("cuda"), tokenizer=mlm.tokenizer,
+    return LoadedMLM(model=copy.deepcopy(mlm.model).to(DEVICE), tokenizer=mlm.tokenizer,
                name=mlm.name)
+
+
+def device_config(run_dir, tokenizer, **overrides):
+    """The tiny pretraining config on DEVICE, eager unless a test asks for compiled layers
+    (a GPU run may compile by default: each compile costs seconds the test does not need)."""
+    return tiny_config(run_dir, tokenizer, **{"device": DEVICE, "compile_layers": False,
+                                              **overrides})
 
 
 def close(a: float, b: float, relative: float) -> bool:
@@ -36,15 +54,17 @@ def close(a: float, b: float, relative: float) -> bool:
 def test_scores_on_the_gpu_equal_the_cpu(tiny_mlm, family):
     cpu = tiny_mlm(family)
     gpu = on_gpu(cpu)
+    expected = {}
     for metric in ("pll", "pll_word_l2r"):
-        expected = mlmkit.score(cpu, TEXTS, metric=metric, per_token=True, device="cpu")
+        expected[metric] = mlmkit.score(cpu, TEXTS, metric=metric, per_token=True,
+                                        device="cpu")
         got = mlmkit.score(gpu, TEXTS, metric=metric, per_token=True)
-        assert gpu.device.type == "cuda"
-        for a, b in zip(expected, got, strict=True):
+        assert gpu.device.type == DEVICE
+        for a, b in zip(expected[metric], got, strict=True):
             assert close(a.pll, b.pll, 1e-4), (family, metric, a.pll, b.pll)
             assert [t.token for t in a.tokens] == [t.token for t in b.tokens]
-    half = mlmkit.score(gpu, TEXTS, precision="bf16")
-    for a, b in zip(expected, half, strict=True):  # bf16 runs, and lands near the float32 score
+    half = mlmkit.score(gpu, TEXTS, metric="pll", precision="bf16")
+    for a, b in zip(expected["pll"], half, strict=True):  # bf16: near the float32 score
         assert math.isfinite(b.pll) and close(a.pll, b.pll, 0.05), (family, a.pll, b.pll)
 
 
@@ -95,22 +115,23 @@ def test_training_on_the_gpu_runs_bf16_and_resumes_exactly(tmp_path, fixture_dir
     from mlmkit.training.runtime import build_runtime
 
     tokenizer = str(fixture_dir / "tok-wordpiece")
-    assert build_runtime("cuda").precision == "bf16"  # auto: native bf16 on the GPU
+    if DEVICE == "cuda":
+        assert build_runtime(DEVICE).precision == "bf16"  # auto: native bf16 on the GPU
     tf32 = torch.backends.cuda.matmul.allow_tf32
     for objective in ("mlm", "electra", "diffusion"):
         model = {"electra": "electra-tiny"}.get(objective, "tiny")
-        result = pretrain(tiny_config(tmp_path / objective, tokenizer, device="cuda",
-                                      precision="auto", objective=objective, model=model,
-                                      masking="default", steps=6, pppl_sentences=2))
+        result = pretrain(device_config(tmp_path / objective, tokenizer,
+                                        precision="auto", objective=objective, model=model,
+                                        masking="default", steps=6, pppl_sentences=2))
         assert result.summary["status"] == "finished", objective
         losses = [r["loss"] for r in result.history if r.get("split") == "train"]
         assert losses and all(map(math.isfinite, losses)), (objective, losses)
     assert torch.backends.cuda.matmul.allow_tf32 == tf32  # the run's TF32 ended with it
     # exact resume in fp32: halted at 3 of 6 steps, then resumed, equals one straight run
-    straight = pretrain(tiny_config(tmp_path / "straight", tokenizer, device="cuda",
-                                    steps=6, pppl_sentences=0))
-    pretrain(tiny_config(tmp_path / "halted", tokenizer, device="cuda", steps=6,
-                         halt_after=3, pppl_sentences=0))
+    straight = pretrain(device_config(tmp_path / "straight", tokenizer, steps=6,
+                                      pppl_sentences=0))
+    pretrain(device_config(tmp_path / "halted", tokenizer, steps=6, halt_after=3,
+                           pppl_sentences=0))
     resumed = pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
     a, b = weights(straight.run_dir), weights(resumed.run_dir)
     worst = max(float((a[k].float() - b[k].float()).abs().max()) for k in a)
@@ -119,6 +140,7 @@ def test_training_on_the_gpu_runs_bf16_and_resumes_exactly(tmp_path, fixture_dir
 
 
 def test_serving_on_the_gpu_equals_the_python_api(tiny_mlm):
+    pytest.importorskip("fastapi", reason="the serve extra (pip install mlmkit[serve])")
     from fastapi.testclient import TestClient
 
     from mlmkit.serve import ServeConfig, create_app
@@ -129,7 +151,7 @@ def test_serving_on_the_gpu_equals_the_python_api(tiny_mlm):
         info = client.get("/v1/models").json()["models"][0]
         mask = gpu.tokenizer.mask_token
         fill = client.post("/v1/fill", json={"texts": [f"Return the {mask} of items."]})
-    assert info["device"].startswith("cuda")
+    assert info["device"].startswith(DEVICE)
     for a, b in zip(mlmkit.score(gpu, TEXTS), got, strict=True):
         assert close(a.pll, b["pll"], 1e-5)
     assert fill.status_code == 200
@@ -151,7 +173,8 @@ def test_counter_stream_masks_on_the_gpu_equal_the_cpu(spec, wordpiece_tokenizer
     documents = torch.arange(64).div(20, rounding_mode="floor").expand_as(ids)
     rows = torch.arange(40, 72)
     cpu = policy(ids, step=5, seed=3, rows=rows, document_ids=documents)
-    gpu = policy(ids.cuda(), step=5, seed=3, rows=rows.cuda(), document_ids=documents.cuda())
+    gpu = policy(ids.to(DEVICE), step=5, seed=3, rows=rows.to(DEVICE),
+                 document_ids=documents.to(DEVICE))
     for field in ("input_ids", "labels", "mask", "rate"):
         assert torch.equal(getattr(cpu, field), getattr(gpu, field).cpu()), field
 
@@ -161,9 +184,9 @@ def test_counter_stream_run_masks_on_the_gpu_and_resumes_exactly(tmp_path, fixtu
     from mlmkit.pretraining import pretrain
 
     tokenizer = str(fixture_dir / "tok-wordpiece")
-    options = dict(device="cuda", steps=6, pppl_sentences=0, mask_stream="counter")
-    straight = pretrain(tiny_config(tmp_path / "straight", tokenizer, **options))
-    pretrain(tiny_config(tmp_path / "halted", tokenizer, halt_after=3, **options))
+    options = dict(steps=6, pppl_sentences=0, mask_stream="counter")
+    straight = pretrain(device_config(tmp_path / "straight", tokenizer, **options))
+    pretrain(device_config(tmp_path / "halted", tokenizer, halt_after=3, **options))
     resumed = pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
     a, b = weights(straight.run_dir), weights(resumed.run_dir)
     assert max(float((a[k].float() - b[k].float()).abs().max()) for k in a) <= 1e-5
@@ -180,8 +203,8 @@ def test_prefetched_batches_on_the_gpu_equal_the_step_built_ones(stream, tmp_pat
     from mlmkit.training.runtime import build_runtime
     from tests.pretraining.test_mask_stream import _blocks
 
-    runtime = build_runtime("cuda", "fp32")
-    config = tiny_config(tmp_path, str(fixture_dir / "tok-wordpiece"), device="cuda")
+    runtime = build_runtime(DEVICE, "fp32")
+    config = device_config(tmp_path, str(fixture_dir / "tok-wordpiece"))
     objective = MLMObjective(config, wordpiece_tokenizer, runtime)
     blocks = _blocks(wordpiece_tokenizer, tmp_path)
     producer = BatchProducer(objective, blocks, depth=2, batch_size=4, runtime=runtime,
@@ -190,7 +213,7 @@ def test_prefetched_batches_on_the_gpu_equal_the_step_built_ones(stream, tmp_pat
     try:
         for step in range(4):
             got, tokens, _ = producer.take(step, order.next_indices(4), order)
-            assert all(t.is_cuda for t in got.tensors.values())
+            assert all(t.device.type == DEVICE for t in got.tensors.values())
             want, _ = prepare_rows(objective, blocks, plain.next_indices(4),
                                    rank_rows(4, 0, 1), step, 5, stream=stream)
             for key, value in want.tensors.items():
@@ -203,25 +226,59 @@ def test_a_prefetching_gpu_run_resumes_exactly(tmp_path, fixture_dir, wordpiece_
     from mlmkit.pretraining import pretrain
 
     tokenizer = str(fixture_dir / "tok-wordpiece")
-    options = dict(device="cuda", steps=6, pppl_sentences=0, mask_stream="counter")
-    straight = pretrain(tiny_config(tmp_path / "straight", tokenizer, **options))
-    pretrain(tiny_config(tmp_path / "halted", tokenizer, halt_after=3, prefetch=2, **options))
+    options = dict(steps=6, pppl_sentences=0, mask_stream="counter")
+    straight = pretrain(device_config(tmp_path / "straight", tokenizer, **options))
+    pretrain(device_config(tmp_path / "halted", tokenizer, halt_after=3, prefetch=2, **options))
     resumed = pretrain(resume=tmp_path / "halted", overrides={"halt_after": None})
     assert 0.0 <= resumed.summary["data_wait_share"] <= 1.0
     a, b = weights(straight.run_dir), weights(resumed.run_dir)
     assert max(float((a[k].float() - b[k].float()).abs().max()) for k in a) <= 1e-5
 
 
+@pytest.mark.parametrize("kind, attention", [
+    ("modernbert", "sdpa"), ("modernbert", "eager"), ("eurobert", "sdpa"),
+    ("modernbert", "flex_attention"), ("eurobert", "flex_attention")])
+def test_unpadded_attention_on_the_device_equals_each_document_alone(kind, attention):
+    """Documents packed into one row (no padding, per-document attention) get, on the
+    device, the hidden states each gets alone in a padded batch on the CPU."""
+    from mlmkit.models.unpadded import unpadded_hidden
+    from tests.models.test_unpadded import tiny_model
+
+    if attention == "flex_attention" and DEVICE == "cpu":
+        pytest.skip("FlexAttention compiles for half a minute on a CPU "
+                    "(tests/models/test_unpadded.py runs it there, marked slow)")
+    lengths = [7, 19, 4, 12]
+    cpu = tiny_model(kind, "sdpa")
+    device = copy.deepcopy(cpu).to(DEVICE)
+    device.set_attn_implementation(attention)
+    ids = torch.randint(4, 100, (1, sum(lengths)), generator=torch.Generator().manual_seed(2))
+    documents = torch.cat([torch.full((n,), i + 1) for i, n in enumerate(lengths)])[None]
+    # each document alone: one padded row per document, on the CPU
+    padded = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+    attention_mask = torch.zeros_like(padded)
+    for row, piece in enumerate(ids[0].split(lengths)):
+        padded[row, :len(piece)], attention_mask[row, :len(piece)] = piece, 1
+    with torch.no_grad():
+        packed = unpadded_hidden(device, ids.to(DEVICE), documents.to(DEVICE)).cpu()
+        alone = cpu.model(input_ids=padded, attention_mask=attention_mask).last_hidden_state
+    tolerance = 1e-5 if DEVICE == "cpu" else 2e-4  # GPU kernels sum in another order
+    for row, piece in enumerate(packed[0].split(lengths)):
+        torch.testing.assert_close(piece, alone[row, :len(piece)], rtol=tolerance,
+                                   atol=tolerance)
+
+
 def test_unpadded_training_through_flex_attention_equals_the_masked_kernel(
         tmp_path, tokenizer_factory, fixture_dir):
     from mlmkit.pretraining import pretrain
 
+    if DEVICE == "cpu":
+        pytest.skip("FlexAttention has no backward pass on a CPU")
     tokenizer_factory("bpe")
-    options = dict(model="modernbert-tiny", unpadded=True, device="cuda", steps=4,
+    options = dict(model="modernbert-tiny", unpadded=True, steps=4,
                    pppl_sentences=0, dropout=0.0, masking="default")
     tokenizer = str(fixture_dir / "tok-bpe")
-    masked = pretrain(tiny_config(tmp_path / "masked", tokenizer, **options))
-    flex = pretrain(tiny_config(tmp_path / "flex", tokenizer, flex_attention=True, **options))
+    masked = pretrain(device_config(tmp_path / "masked", tokenizer, **options))
+    flex = pretrain(device_config(tmp_path / "flex", tokenizer, flex_attention=True, **options))
     a, b = ([r["loss"] for r in run.history if r["split"] == "train"] for run in (masked, flex))
     assert len(a) == len(b) and all(close(x, y, 1e-3) for x, y in zip(a, b, strict=True))
 
@@ -231,9 +288,9 @@ def test_compiled_layers_on_the_gpu_train_as_the_eager_ones(tmp_path, fixture_di
     from mlmkit.pretraining import pretrain
 
     tokenizer = str(fixture_dir / "tok-wordpiece")
-    runs = [pretrain(tiny_config(tmp_path / str(flag), tokenizer, device="cuda", dropout=0.0,
-                                 steps=4, pppl_sentences=0, compile_layers=flag,
-                                 mask_stream="counter", prefetch=2))
+    runs = [pretrain(device_config(tmp_path / str(flag), tokenizer, dropout=0.0,
+                                   steps=4, pppl_sentences=0, compile_layers=flag,
+                                   mask_stream="counter", prefetch=2))
             for flag in (False, True)]
     a, b = ([r["loss"] for r in run.history if r["split"] == "train"] for run in runs)
     assert all(close(x, y, 1e-3) for x, y in zip(a, b, strict=True))
