@@ -8,6 +8,8 @@ there:
 - `ranking_loss` (MultipleNegativesRankingLoss, InfoNCE): anchor i should be closer to its
   positive i than to every other candidate of the batch: the other anchors' positives and
   every hard negative. With (text, text) pairs and dropout on, it is unsupervised SimCSE.
+  Its `rows=` slices let GradCache (`cached-mnrl`, CachedMultipleNegativesRankingLoss;
+  `mlmkit.finetuning.embedding_cache`) back-propagate it a slice of anchors at a time.
 - `cosent_loss` (CoSENT): for scored pairs (STS-B), every pair scored higher should have a
   higher cosine than every pair scored lower; only the order of the scores counts.
 - `matryoshka_loss`: a loss summed over nested prefixes of the vectors (768, 512, ..., 64
