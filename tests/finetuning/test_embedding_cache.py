@@ -23,11 +23,12 @@ POSITIVES = ["How many items a container holds.", "b a", "The file is opened for
              "A missing file is an error that names it.", "hello there"]
 NEGATIVES = ["Sort the list in place.", "c", "Close the socket.", "Nothing happens.", "bye"]
 MINI = 4
+DEVICES = ["cpu", *(["cuda"] if torch.cuda.is_available() else [])]
 
 
-def _setup(tiny_mlm, family, dropout):
+def _setup(tiny_mlm, family, dropout, device="cpu"):
     mlm = tiny_mlm(family)
-    model = copy.deepcopy(mlm.model)
+    model = copy.deepcopy(mlm.model).to(device)
     set_dropout(model, dropout)
     model.train()
     encoder = TrainingEncoder(model, mlm.tokenizer.pad_token_id, "mean", "fp32", 8192)
@@ -48,10 +49,11 @@ def _plain(model, encoder, texts, chunked: bool):
     if chunked:
         lengths = np.array([len(t) for t in texts])
         order = np.argsort(lengths, kind="stable")
-        vectors = torch.empty(len(texts), model.config.hidden_size)
+        device = next(model.parameters()).device
+        vectors = torch.empty(len(texts), model.config.hidden_size, device=device)
         for begin in range(0, len(texts), MINI):
             chunk = order[begin:begin + MINI]
-            vectors = vectors.index_put((torch.from_numpy(chunk),),
+            vectors = vectors.index_put((torch.from_numpy(chunk).to(device),),
                                         encoder([texts[i] for i in chunk]))
     else:
         vectors = encoder(texts)
@@ -78,14 +80,16 @@ def test_cached_equals_plain_mnrl_without_dropout(tiny_mlm, family):
     _assert_equal(_cached(model, encoder, texts), _plain(model, encoder, texts, chunked=False))
 
 
-def test_cached_replays_dropout(tiny_mlm, monkeypatch):
-    model, encoder, texts = _setup(tiny_mlm, "bert", 0.1)
+@pytest.mark.parametrize("device", DEVICES)
+def test_cached_replays_dropout(tiny_mlm, monkeypatch, device):
+    model, encoder, texts = _setup(tiny_mlm, "bert", 0.1, device)
     torch.manual_seed(3)
     reference = _plain(model, encoder, texts, chunked=True)
-    after_reference = torch.get_rng_state()
+    after_reference = embedding_cache.rng_state(torch.device(device))
     torch.manual_seed(3)
     _assert_equal(_cached(model, encoder, texts), reference)
-    assert torch.equal(torch.get_rng_state(), after_reference)  # the replays drew nothing
+    after = embedding_cache.rng_state(torch.device(device))  # the replays drew nothing
+    assert all(a is b is None or torch.equal(a, b) for a, b in zip(after, after_reference, strict=True))
     # without the replay the second pass draws other masks: the gradients are wrong
     monkeypatch.setattr(embedding_cache, "replayed",
                         lambda state, device: contextlib.nullcontext())
