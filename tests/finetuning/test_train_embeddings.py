@@ -220,6 +220,12 @@ def test_the_command_line_reports_errors_in_one_line(saved_tiny_mlm, data):
                                str(data / "texts.txt"), "--loss", "mnrl"])
     assert done.exit_code == 1 and done.output.strip().startswith("error:")
     assert len(done.output.strip().splitlines()) == 1
+    for wrong in (["--loss", "cached-mnrl", "--batch-size", "8", "--mini-batch-size", "16"],
+                  ["--loss", "tsdae"]):  # a mini-batch above the batch; tsdae given pairs
+        done = runner.invoke(app, ["embed", "train", str(saved_tiny_mlm("bert")),
+                                   str(data / "pairs.jsonl"), *wrong])
+        assert done.exit_code == 1 and len(done.output.strip().splitlines()) == 1, done.output
+        assert done.output.startswith("error:")
     done = runner.invoke(app, ["embed", "train", "-h"])
     assert done.exit_code == 0 and "mlmkit embed train ./tiny-bert" in done.output
     assert "--matryoshka-dims" in done.output and "--text-field" in done.output
