@@ -5,6 +5,9 @@
                     batches, not length-sorted ones); every text of a step through the encoder
                     in length groups (`embedding_encoder`); the loss on the pooled vectors
                     (`mlmkit.embeddings.losses`, Matryoshka around it when asked);
+                    cached-mnrl: the same loss through GradCache, the texts in mini-batches
+                    (`embedding_cache`); tsdae: each text's vector from a copy with words
+                    deleted, a decoder rebuilding the text (`mlmkit.embeddings.denoising`);
                     AdamW, linear warm-up and decay, gradient clipping at 1.0;
                     with validation pairs, Spearman of the cosine; keep the best epoch
     save the best epoch as a sentence-transformers folder (run_dir/best), metrics.json
@@ -13,7 +16,8 @@ With a run directory the training state (weights, optimizer, schedule, RNG, posi
 the epoch, best so far) is saved every `save_every` steps, at each epoch's end and on
 SIGINT/SIGTERM, through the same verified checkpoint files as `finetune` and `pretrain`;
 `resume=True` continues bit for bit (an epoch's order is a function of the seed and the
-epoch, and dropout draws from the saved generator state).
+epoch, dropout draws from the saved generator state, and TSDAE's deletions are a function
+of the seed, the epoch and the example; the decoder's weights are part of the state).
 """
 
 from __future__ import annotations
