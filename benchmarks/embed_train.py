@@ -12,14 +12,22 @@ underneath: a padded batch per column, the first column in its own forward pass)
 mlmkit runs every text of a step in one pass over length groups, each padded to its own
 longest text (`mlmkit.finetuning.embedding_encoder`).
 
+`--loss cached-mnrl` trains instead with GradCache's in-batch-negatives loss on the STS-B
+training pairs scored 4 or more (sentence1 → sentence2 as anchor → positive), a large
+`--batch-size` embedded in pieces of `--mini-batch-size` texts: mlmkit's `cached-mnrl`
+against sentence-transformers' `CachedMultipleNegativesRankingLoss`, and mlmkit's plain
+`mnrl` on the same batches for the memory it needs without the cache.
+
 Each side runs in its own subprocess, one after the other. Timed: the training call alone
 (`trainer.train()`; `mlmkit.train_embeddings` without validation, its tokenizing and the
-saving of its folder included), examples/s = training pairs × epochs / seconds. Then both
+saving of its folder included), examples/s = training pairs × epochs / seconds; peak memory:
+how far the process's peak resident set rose above its size when the call began. Then the
 trained models are scored by the same code on STS-B validation (Spearman of the cosine,
 ×100), sentence-transformers' through its saved folder.
 
     .venv/bin/python benchmarks/embed_train.py --model runs/pretrain/final --threads 1
     .venv/bin/python benchmarks/embed_train.py --pairs 1000          # a quick look
+    .venv/bin/python benchmarks/embed_train.py --loss cached-mnrl --batch-size 512 --mini-batch-size 32
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -61,22 +70,39 @@ def training_pairs(path: Path, count: int | None):
     return firsts[:count], seconds[:count], scores[:count]
 
 
+def resident_mib() -> float:
+    """The process's resident set now (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def peak_mib() -> float:
+    """The process's peak resident set so far (Linux: ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def worker(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
-    if args.worker == "mlmkit":
+    data = out / ("train.tsv" if args.loss == "cosent" else "pairs.tsv")
+    if args.worker.startswith("mlmkit"):
         import mlmkit
         import mlmkit.finetuning  # imported before the clock starts, as the other side's
 
-        began, cpu_began = time.perf_counter(), time.process_time()
+        loss = "mnrl" if args.worker == "mlmkit-mnrl" else args.loss
+        extra = {"mini_batch_size": args.mini_batch_size} if loss == "cached-mnrl" else {}
+        began, cpu_began, resident = time.perf_counter(), time.process_time(), resident_mib()
         result = mlmkit.train_embeddings(
-            args.model, str(out / "train.tsv"), loss="cosent", epochs=args.epochs,
+            args.model, str(data), loss=loss, epochs=args.epochs,
             batch_size=args.batch_size, lr=args.lr, warmup=0.1, weight_decay=0.01,
-            max_length=128, pooling="mean", run_dir=str(out / "run"), device="cpu",
-            precision="fp32", threads=args.threads, seed=0, progress=False)
+            max_length=128, pooling="mean", run_dir=str(out / args.worker), device="cpu",
+            precision="fp32", threads=args.threads, seed=0, progress=False, **extra)
         seconds, cpu = time.perf_counter() - began, time.process_time() - cpu_began
+        peak = peak_mib() - resident
         loop = result.train_seconds
         folder = result.model_dir
     else:
@@ -87,25 +113,34 @@ def worker(args) -> None:
             SentenceTransformerTrainingArguments,
         )
         from sentence_transformers.models import Pooling, Transformer
-        from sentence_transformers.sentence_transformer.losses import CoSENTLoss
+        from sentence_transformers.sentence_transformer.losses import (
+            CachedMultipleNegativesRankingLoss,
+            CoSENTLoss,
+        )
 
-        firsts, seconds_, scores = training_pairs(out / "train.tsv", None)
+        firsts, seconds_, scores = training_pairs(data, None)
         transformer = Transformer(args.model, max_seq_length=128)
         model = SentenceTransformer(modules=[transformer, Pooling(
             transformer.get_embedding_dimension(), "mean")], device="cpu")
-        data = Dataset.from_dict({"sentence1": firsts, "sentence2": seconds_,
-                                  "score": [float(s) for s in scores]})
+        if args.loss == "cosent":
+            dataset = Dataset.from_dict({"sentence1": firsts, "sentence2": seconds_,
+                                         "score": [float(s) for s in scores]})
+            loss = CoSENTLoss(model)
+        else:
+            dataset = Dataset.from_dict({"anchor": firsts, "positive": seconds_})
+            loss = CachedMultipleNegativesRankingLoss(model, mini_batch_size=args.mini_batch_size)
         settings = SentenceTransformerTrainingArguments(
             output_dir=str(out / "st-run"), num_train_epochs=args.epochs,
             per_device_train_batch_size=args.batch_size, learning_rate=args.lr,
             warmup_ratio=0.1, weight_decay=0.01, max_grad_norm=1.0, seed=0, use_cpu=True,
             save_strategy="no", report_to="none", logging_steps=10_000,
             disable_tqdm=True, dataloader_drop_last=False)
-        trainer = SentenceTransformerTrainer(model=model, args=settings, train_dataset=data,
-                                             loss=CoSENTLoss(model))
-        began, cpu_began = time.perf_counter(), time.process_time()
+        trainer = SentenceTransformerTrainer(model=model, args=settings, train_dataset=dataset,
+                                             loss=loss)
+        began, cpu_began, resident = time.perf_counter(), time.process_time(), resident_mib()
         trainer.train()
         seconds, cpu = time.perf_counter() - began, time.process_time() - cpu_began
+        peak = peak_mib() - resident
         loop = seconds
         folder = str(out / "st-model")
         model.save(folder)
@@ -115,7 +150,7 @@ def worker(args) -> None:
     sts = evaluate_sts(mlmkit.load(folder, device="cpu", threads=args.threads),
                        STSB / "validation.tsv", pooling="mean")
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "loop_seconds": loop,
-                      "spearman": sts.spearman, "pearson": sts.pearson}))
+                      "peak_mib": peak, "spearman": sts.spearman, "pearson": sts.pearson}))
 
 
 def main() -> None:
@@ -124,7 +159,10 @@ def main() -> None:
     parser.add_argument("--preset", default="mini", help="a BERT size: tiny, mini, small, base")
     parser.add_argument("--pairs", type=int, default=None, help="training pairs (default all)")
     parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--loss", choices=("cosent", "cached-mnrl"), default="cosent")
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--mini-batch-size", type=int, default=32,
+                        help="cached-mnrl: texts per forward pass")
     parser.add_argument("--lr", type=float, default=5e-5)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -139,23 +177,35 @@ def main() -> None:
         firsts, seconds, scores = training_pairs(STSB / "train.tsv", args.pairs)
         (tmp / "train.tsv").write_text("sentence1\tsentence2\tscore\n" + "".join(
             f"{a}\t{b}\t{s}\n" for a, b, s in zip(firsts, seconds, scores, strict=True)))
+        close = [k for k, s in enumerate(scores) if s >= 4]  # the positives of cached-mnrl
+        (tmp / "pairs.tsv").write_text("sentence1\tsentence2\tscore\n" + "".join(
+            f"{firsts[k]}\t{seconds[k]}\t{scores[k]}\n" for k in close))
         results = {}
-        for side in ("sentence-transformers", "mlmkit"):
+        sides = ("sentence-transformers", "mlmkit") if args.loss == "cosent" else \
+            ("sentence-transformers", "mlmkit", "mlmkit-mnrl")
+        for side in sides:
             done = subprocess.run(
                 [sys.executable, __file__, "--worker", side, "--model", model, "--out",
                  str(tmp), "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
-                 "--lr", str(args.lr), "--threads", str(args.threads)],
+                 "--lr", str(args.lr), "--threads", str(args.threads), "--loss", args.loss,
+                 "--mini-batch-size", str(args.mini_batch_size)],
                 capture_output=True, text=True, check=False)
             if done.returncode:
                 sys.exit(f"{side} failed:\n{done.stderr[-3000:]}")
             results[side] = json.loads(done.stdout.strip().splitlines()[-1])
-    examples = len(scores) * args.epochs
-    print(f"embedding training: CoSENT on {len(scores):,} STS-B training pairs, {args.epochs} "
+    pairs = len(scores) if args.loss == "cosent" else len(close)
+    examples = pairs * args.epochs
+    what = f"CoSENT on {pairs:,} STS-B training pairs" if args.loss == "cosent" else \
+        (f"cached MNRL on {pairs:,} STS-B training pairs scored >= 4, mini-batches of "
+         f"{args.mini_batch_size} texts")
+    print(f"embedding training: {what}, {args.epochs} "
           f"epoch(s), batch {args.batch_size}, lr {args.lr:g}, mean pooling, float32, "
           f"{args.threads} thread(s), CPU; model {args.model or 'bert-' + args.preset}")
     for name, r in results.items():
-        print(f"  {name:<22} {examples / r['seconds']:>8,.1f} examples/s ({r['seconds']:.1f} s "
-              f"wall, {r['cpu_seconds']:.1f} s CPU; the step loop {r['loop_seconds']:.1f} s)  "
+        label = "mlmkit (plain mnrl)" if name == "mlmkit-mnrl" else name
+        print(f"  {label:<22} {examples / r['seconds']:>8,.1f} examples/s ({r['seconds']:.1f} s "
+              f"wall, {r['cpu_seconds']:.1f} s CPU; the step loop {r['loop_seconds']:.1f} s; "
+              f"peak memory +{r['peak_mib']:,.0f} MiB)  "
               f"STS-B validation Spearman {100 * r['spearman']:.2f}")
     st, ours = results["sentence-transformers"], results["mlmkit"]
     print(f"  speed-up: {st['seconds'] / ours['seconds']:.2f}x wall, "

@@ -12,6 +12,7 @@ import mlmkit
 from mlmkit.embeddings.losses import cosent_loss, matryoshka_loss, ranking_loss
 from mlmkit.embeddings.st_directory import save_st_directory
 from mlmkit.errors import InvalidArgument
+from mlmkit.finetuning.embedding_cache import cached_backward
 from mlmkit.finetuning.embedding_encoder import TrainingEncoder, length_groups
 
 ANCHORS = ["Return the number of items in a container.", "a b", "Open the file.",
@@ -71,6 +72,24 @@ def test_ranking_loss_equals_multiple_negatives_ranking(pair, with_negatives):
     columns = [ANCHORS, POSITIVES] + ([NEGATIVES] if with_negatives else [])
     theirs = _reference_loss(reference, MultipleNegativesRankingLoss(reference), columns)
     _close(_mlmkit_loss(mlm, ranking_loss, columns), theirs)
+
+
+def test_cached_ranking_loss_equals_cached_multiple_negatives_ranking(pair):
+    from sentence_transformers.sentence_transformer.losses import (
+        CachedMultipleNegativesRankingLoss,
+    )
+
+    reference, mlm = pair
+    columns = [ANCHORS, POSITIVES, NEGATIVES]
+    theirs = _reference_loss(reference, CachedMultipleNegativesRankingLoss(
+        reference, mini_batch_size=2), columns)
+    model = mlm.model.eval()
+    encoder = TrainingEncoder(model, mlm.tokenizer.pad_token_id, "mean", "fp32", 8192)
+    texts = [ids for column in columns for ids in mlm.tokenizer(column)["input_ids"]]
+    value = cached_backward(encoder, texts, len(ANCHORS), ranking_loss, 2)
+    ours = value.item(), model.get_input_embeddings().weight.grad.clone()
+    model.zero_grad(set_to_none=True)
+    _close(ours, theirs)
 
 
 def test_cosent_loss_equals_cosent(pair):

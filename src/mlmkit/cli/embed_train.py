@@ -1,5 +1,5 @@
-"""`mlmkit embed train`: fine-tune a masked LM into a sentence encoder (MNRL, CoSENT, SimCSE,
-Matryoshka), saved as a sentence-transformers folder. `mlmkit embed` hands it the arguments
+"""`mlmkit embed train`: fine-tune a masked LM into a sentence encoder (MNRL, cached MNRL,
+CoSENT, SimCSE, TSDAE, Matryoshka), saved as a sentence-transformers folder. `mlmkit embed` hands it the arguments
 after `train` (see `mlmkit.cli.embed.EmbedCommand`)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from mlmkit.core.results import dumps
 from mlmkit.options import as_keywords
 from mlmkit.options.embedding import EmbeddingTraining
 
-SHORT_HELP = "Train a sentence encoder: contrastive fine-tuning (MNRL, CoSENT, SimCSE)."
+SHORT_HELP = "Train a sentence encoder (MNRL, cached MNRL, CoSENT, SimCSE, TSDAE)."
 EXAMPLE = """
 Examples:
 
@@ -24,6 +24,10 @@ Examples:
   mlmkit embed train ./tiny-bert pairs.jsonl --loss mnrl --text-field anchor,positive,negative --matryoshka-dims 128,64,32 --run-dir runs/mnrl
 
   mlmkit embed train ./tiny-bert sentences.txt --loss simcse --dropout 0.1 --run-dir runs/simcse --json
+
+  mlmkit embed train ./tiny-bert pairs.jsonl --loss cached-mnrl --batch-size 1024 --mini-batch-size 32 --run-dir runs/big-batch
+
+  mlmkit embed train ./tiny-bert sentences.txt --loss tsdae --deletion-ratio 0.6 --run-dir runs/tsdae
 
 The best epoch (by the validation Spearman; the last without --validation) is saved in
 RUN_DIR/best, a folder SentenceTransformer(dir) and 'mlmkit embed' load.

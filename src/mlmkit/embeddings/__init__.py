@@ -7,7 +7,8 @@ top-k (token, weight) pairs from the MLM head; `embed_file` embeds a file of any
 chunks, resumably and in shards (`merge_shards` joins them). `save_st_directory` writes a
 model as a folder `SentenceTransformer(dir)` loads; `read_st_config` reads one back. The
 contrastive losses of embedding training (`ranking_loss`, `cosent_loss`, `matryoshka_loss`,
-equal to sentence-transformers') and its examples (`read_examples`) are here too; the
+equal to sentence-transformers'), TSDAE's noise, decoder and reconstruction loss
+(`mlmkit.embeddings.denoising`) and the examples (`read_examples`) are here too; the
 training run is `mlmkit.train_embeddings`.
 """
 

@@ -8,6 +8,8 @@ there:
 - `ranking_loss` (MultipleNegativesRankingLoss, InfoNCE): anchor i should be closer to its
   positive i than to every other candidate of the batch: the other anchors' positives and
   every hard negative. With (text, text) pairs and dropout on, it is unsupervised SimCSE.
+  Its `rows=` slices let GradCache (`cached-mnrl`, CachedMultipleNegativesRankingLoss;
+  `mlmkit.finetuning.embedding_cache`) back-propagate it a slice of anchors at a time.
 - `cosent_loss` (CoSENT): for scored pairs (STS-B), every pair scored higher should have a
   higher cosine than every pair scored lower; only the order of the scores counts.
 - `matryoshka_loss`: a loss summed over nested prefixes of the vectors (768, 512, ..., 64
@@ -32,13 +34,22 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def ranking_loss(columns: Sequence[torch.Tensor], scale: float = DEFAULT_SCALE,
-                 scores: torch.Tensor | None = None) -> torch.Tensor:
+                 scores: torch.Tensor | None = None, rows: slice | None = None) -> torch.Tensor:
     """In-batch negatives: `columns` = [anchors, positives, negatives_1, ...], each [b, d].
     The candidates of anchor i are every positive and every negative of the batch; the
-    loss is the cross-entropy of `scale` × cosine with positive i as the answer."""
-    anchors, candidates = columns[0], torch.cat(list(columns[1:]), dim=0)
-    logits = cosine_matrix(anchors.float(), candidates.float()) * scale
-    return F.cross_entropy(logits, torch.arange(len(anchors), device=anchors.device))
+    loss is the cross-entropy of `scale` × cosine with positive i as the answer.
+
+    `rows` (a slice of the anchors) gives those anchors' share of the loss (their
+    cross-entropies summed, divided by b): the shares of slices that cover the batch sum to
+    the loss, so GradCache can back-propagate it slice by slice, holding one slice's
+    [rows, candidates] logits at a time."""
+    candidates = torch.cat(list(columns[1:]), dim=0)
+    if rows is None:
+        logits = cosine_matrix(columns[0].float(), candidates.float()) * scale
+        return F.cross_entropy(logits, torch.arange(len(columns[0]), device=logits.device))
+    answers = torch.arange(len(columns[0]), device=candidates.device)[rows]
+    logits = cosine_matrix(columns[0][rows].float(), candidates.float()) * scale
+    return F.cross_entropy(logits, answers, reduction="sum") / len(columns[0])
 
 
 def cosent_loss(columns: Sequence[torch.Tensor], scale: float = DEFAULT_SCALE,
@@ -56,17 +67,18 @@ def cosent_loss(columns: Sequence[torch.Tensor], scale: float = DEFAULT_SCALE,
     return torch.logsumexp(torch.cat([terms.new_zeros(1), terms]), dim=0)
 
 
-LOSSES: dict[str, Callable] = {"mnrl": ranking_loss, "simcse": ranking_loss,
-                               "cosent": cosent_loss}
+LOSSES: dict[str, Callable] = {"mnrl": ranking_loss, "cached-mnrl": ranking_loss,
+                               "simcse": ranking_loss, "cosent": cosent_loss}
 
 
 def matryoshka_loss(loss: Callable, columns: Sequence[torch.Tensor], dims: Sequence[int],
                     weights: Sequence[float] | None = None, scale: float = DEFAULT_SCALE,
-                    scores: torch.Tensor | None = None) -> torch.Tensor:
-    """Σ weight · loss(the first `dim` dimensions of every column, normalised) over `dims`."""
+                    scores: torch.Tensor | None = None, **rows) -> torch.Tensor:
+    """Σ weight · loss(the first `dim` dimensions of every column, normalised) over `dims`
+    (`rows=`, the ranking loss's slice of anchors, is passed on)."""
     weights = [1.0] * len(dims) if weights is None else list(weights)
     total = 0.0
     for dim, weight in zip(dims, weights, strict=True):
         cut = [F.normalize(column[:, :dim].float(), p=2, dim=-1) for column in columns]
-        total = total + weight * loss(cut, scale=scale, scores=scores)
+        total = total + weight * loss(cut, scale=scale, scores=scores, **rows)
     return total

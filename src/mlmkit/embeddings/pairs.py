@@ -147,6 +147,11 @@ def read_examples(path, *, text_field: str | list[str] | None = None, single: bo
             names = names or _default_columns(row, single)
             columns = [[] for _ in names]
         for name, column in zip(names, columns, strict=True):
+            if name not in row and single and text_field is None:
+                raise InvalidData(f"{display_name(path)} line {number} has no field {name!r} "
+                                  f"(its fields are {sorted(row)}): this loss trains on single "
+                                  "texts; give a plain text file (one text a line) or name the "
+                                  "text column with --text-field (text_field=)")
             if name not in row:
                 raise InvalidData(f"{display_name(path)} line {number} has no field {name!r} "
                                   f"(its fields are {sorted(row)}): name the text columns "

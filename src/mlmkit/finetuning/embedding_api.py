@@ -8,6 +8,7 @@ from pathlib import Path
 from mlmkit.core.checks import count
 from mlmkit.core.devices import prepare
 from mlmkit.core.progress import status
+from mlmkit.embeddings.denoising import DELETION_RATIO
 from mlmkit.embeddings.pairs import Examples, read_examples, read_sts_pairs
 from mlmkit.errors import InvalidArgument
 from mlmkit.finetuning.embedding_run import (
@@ -38,6 +39,9 @@ def train_embeddings(
     warmup: float = 0.1,
     weight_decay: float = 0.01,
     dropout: float | None = None,
+    mini_batch_size: int | None = None,
+    deletion_ratio: float = DELETION_RATIO,
+    tie_decoder: bool = True,
     score_field: str = "score",
     text_field: str | None = None,
     validation=None,
@@ -57,12 +61,18 @@ def train_embeddings(
     """Fine-tune `model` (a masked LM, or a sentence-transformers folder) into a sentence
     encoder on `train`, with the loss of sentence-transformers of the same name.
 
-    `train`: a JSONL/TSV/CSV file (or a plain text file, one text a line, for simcse), or
-    `mlmkit.embeddings.pairs.Examples`. `loss`: "mnrl" (MultipleNegativesRankingLoss:
-    (anchor, positive[, negative, ...]) rows, every other text of the batch a negative),
+    `train`: a JSONL/TSV/CSV file (or a plain text file, one text a line, for simcse and
+    tsdae), or `mlmkit.embeddings.pairs.Examples`. `loss`: "mnrl"
+    (MultipleNegativesRankingLoss: (anchor, positive[, negative, ...]) rows, every other
+    text of the batch a negative), "cached-mnrl" (the same loss and gradients through
+    GradCache: the batch embedded in mini-batches of `mini_batch_size` texts (default 32),
+    so a large batch needs one mini-batch's activation memory, for a second forward pass),
     "cosent" (CoSENT: (sentence1, sentence2, score) pairs; only the order of the scores
-    counts) or "simcse" (unsupervised SimCSE: single texts, each its own positive through
-    two dropout draws; needs `dropout` > 0 where the model has none). `text_field`: the
+    counts), "simcse" (unsupervised SimCSE: single texts, each its own positive through
+    two dropout draws; needs `dropout` > 0 where the model has none) or "tsdae" (single
+    texts: a `deletion_ratio` share of each text's words deleted, a decoder rebuilds the
+    text from the pooled vector; `tie_decoder` shares the encoder's weights with it; only
+    the encoder is saved). `text_field`: the
     text columns, comma-separated; `score_field`: cosent's score column.
     `matryoshka_dims` ("256,128,64" or a list): the loss summed over these prefixes.
     `batch_size` (default 32): examples per optimizer step, the in-batch negatives of
@@ -88,11 +98,14 @@ def train_embeddings(
                              epochs=epochs, lr=lr,
                              batch_size=DEFAULT_BATCH_SIZE if batch_size is None else batch_size,
                              max_length=max_length,
-                             warmup=warmup, weight_decay=weight_decay, dropout=dropout, seed=seed)
+                             warmup=warmup, weight_decay=weight_decay, dropout=dropout, seed=seed,
+                             mini_batch_size=mini_batch_size, deletion_ratio=deletion_ratio,
+                             tie_decoder=tie_decoder)
+    recipe.check(1 << 30)  # the settings alone, before reading the data (the width: below)
     if isinstance(train, Examples):
         examples = train
     else:
-        examples = read_examples(train, text_field=text_field, single=loss == "simcse",
+        examples = read_examples(train, text_field=text_field, single=loss in ("simcse", "tsdae"),
                                  score_field=score_field if loss == "cosent" else None)
     if train_limit is not None and train_limit < len(examples):
         examples = examples.subset(range(train_limit))

@@ -5,6 +5,9 @@
                     batches, not length-sorted ones); every text of a step through the encoder
                     in length groups (`embedding_encoder`); the loss on the pooled vectors
                     (`mlmkit.embeddings.losses`, Matryoshka around it when asked);
+                    cached-mnrl: the same loss through GradCache, the texts in mini-batches
+                    (`embedding_cache`); tsdae: each text's vector from a copy with words
+                    deleted, a decoder rebuilding the text (`mlmkit.embeddings.denoising`);
                     AdamW, linear warm-up and decay, gradient clipping at 1.0;
                     with validation pairs, Spearman of the cosine; keep the best epoch
     save the best epoch as a sentence-transformers folder (run_dir/best), metrics.json
@@ -13,7 +16,8 @@ With a run directory the training state (weights, optimizer, schedule, RNG, posi
 the epoch, best so far) is saved every `save_every` steps, at each epoch's end and on
 SIGINT/SIGTERM, through the same verified checkpoint files as `finetune` and `pretrain`;
 `resume=True` continues bit for bit (an epoch's order is a function of the seed and the
-epoch, and dropout draws from the saved generator state).
+epoch, dropout draws from the saved generator state, and TSDAE's deletions are a function
+of the seed, the epoch and the example; the decoder's weights are part of the state).
 """
 
 from __future__ import annotations
@@ -33,14 +37,22 @@ from transformers.utils import logging as hf_logging
 
 from mlmkit.core.checks import choice, count, non_negative, positive, probability
 from mlmkit.core.correlation import pearson, spearman
+from mlmkit.core.devices import autocast
 from mlmkit.core.progress import Progress
 from mlmkit.core.results import Result
 from mlmkit.core.staging import write_text
+from mlmkit.embeddings.denoising import (
+    DELETION_RATIO,
+    build_decoder,
+    delete_words,
+    reconstruction_loss,
+)
 from mlmkit.embeddings.embed import embed
 from mlmkit.embeddings.losses import LOSSES, matryoshka_loss
 from mlmkit.embeddings.pairs import Examples, cosine_rows
 from mlmkit.embeddings.st_directory import save_st_directory
 from mlmkit.errors import InvalidArgument, RunError
+from mlmkit.finetuning.embedding_cache import cached_backward
 from mlmkit.finetuning.embedding_encoder import TrainingEncoder
 from mlmkit.finetuning.encode import quiet_tokenizer
 from mlmkit.mlm import MLM, load
@@ -53,6 +65,7 @@ from mlmkit.training.runtime import retained_heap
 from mlmkit.training.signals import StopOnSignal
 
 TRAIN_BATCH_TOKENS = 8192  # a forward group's padded tokens (a memory bound, not a result)
+MINI_BATCH_SIZE = 32  # cached-mnrl's texts per forward pass when none is given
 
 
 @dataclass(frozen=True)
@@ -72,6 +85,9 @@ class EmbeddingRecipe:
     weight_decay: float = 0.01
     dropout: float | None = None
     seed: int = 0
+    mini_batch_size: int | None = None  # cached-mnrl: texts per forward pass
+    deletion_ratio: float = DELETION_RATIO  # tsdae: the share of words deleted
+    tie_decoder: bool = True  # tsdae: the decoder shares the encoder's weights
 
     def check(self, width: int) -> EmbeddingRecipe:
         choice("loss", self.loss, TRAINING_LOSSES)
@@ -86,6 +102,26 @@ class EmbeddingRecipe:
         if self.dropout is not None:
             probability("dropout", self.dropout)
         count("seed", self.seed, 0)
+        if self.mini_batch_size is not None:
+            if self.loss != "cached-mnrl":
+                raise InvalidArgument(f"mini_batch_size (--mini-batch-size) is the cached-mnrl "
+                                      f"loss's; loss={self.loss!r} embeds a batch at once: "
+                                      "leave it out or use --loss cached-mnrl")
+            count("mini_batch_size", self.mini_batch_size, 1)
+            if self.mini_batch_size > self.batch_size:
+                raise InvalidArgument(f"mini_batch_size (--mini-batch-size) "
+                                      f"{self.mini_batch_size} is above batch_size "
+                                      f"(--batch-size) {self.batch_size}: a mini-batch is a part "
+                                      "of a step's batch; give at most the batch size")
+        if self.loss != "tsdae" and (self.deletion_ratio != DELETION_RATIO
+                                     or not self.tie_decoder):
+            raise InvalidArgument(f"deletion_ratio and tie_decoder (--deletion-ratio, "
+                                  f"--no-tie-decoder) are the tsdae loss's; loss={self.loss!r} "
+                                  "has no decoder: leave them out or use --loss tsdae")
+        probability("deletion_ratio", self.deletion_ratio)
+        if self.loss == "tsdae" and self.matryoshka_dims:
+            raise InvalidArgument("matryoshka_dims (--matryoshka-dims) shapes a contrastive "
+                                  "loss; tsdae reconstructs from the whole vector: leave it out")
         for dim in self.matryoshka_dims or ():
             if not 1 <= dim <= width:
                 raise InvalidArgument(f"matryoshka_dims (--matryoshka-dims) {dim} is outside "
@@ -158,6 +194,27 @@ def _tokenize(tokenizer, texts: list[str], max_length: int) -> tuple[list[list[i
     return ids, len(long)
 
 
+def _word_ids(tokenizer, texts: list[str], max_length: int) -> list[list[int | None]]:
+    """Each token's word (None for special tokens), as `_tokenize` cuts the texts: the words
+    TSDAE's noise deletes."""
+    if not getattr(tokenizer, "is_fast", False):
+        raise InvalidArgument("the tsdae loss deletes words by the tokenizer's word split, "
+                              "which only fast tokenizers give: use the model's fast tokenizer")
+    with quiet_tokenizer():
+        encoded = tokenizer(texts, add_special_tokens=True, truncation=True,
+                            max_length=max_length)
+    return [encoded.word_ids(i) for i in range(len(texts))]
+
+
+def _padded(ids: list[list[int]], pad_id: int, device) -> torch.Tensor:
+    """[n, longest]: the rows padded with `pad_id` at the end."""
+    longest = max(map(len, ids))
+    rows = np.full((len(ids), longest), pad_id, dtype=np.int64)
+    for row, tokens in enumerate(ids):
+        rows[row, :len(tokens)] = tokens
+    return torch.from_numpy(rows).to(device)
+
+
 def _digest(examples: Examples) -> str:
     h = hashlib.sha256()
     h.update(json.dumps(examples.columns, ensure_ascii=False).encode())
@@ -208,6 +265,9 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
     model = copy.deepcopy(mlm.model)  # the caller's model is left as it was
     if recipe.dropout is not None:
         set_dropout(model, recipe.dropout)
+    if recipe.loss in ("simcse", "tsdae") and len(train.columns) != 1:
+        raise InvalidArgument(f"the {recipe.loss} loss trains on single texts, and the examples "
+                              f"have {len(train.columns)} text columns: give one (text_field=)")
     if recipe.loss == "simcse" and not _has_dropout(model):
         raise InvalidArgument("the simcse loss draws each text's positive through dropout, "
                               "and the model's dropout is 0: pass dropout=0.1 (--dropout 0.1)")
@@ -225,17 +285,23 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
             "(counted in metrics.json)")
     if recipe.loss == "simcse":
         columns = [columns[0], columns[0]]  # each text is its own positive, through dropout
+    words = _word_ids(tokenizer, train.columns[0], max_length) \
+        if recipe.loss == "tsdae" else None
     if recipe.loss == "cosent" and (len(columns) != 2 or train.scores is None):
         raise InvalidArgument("the cosent loss trains on scored pairs: two text columns and "
                               "a score column (text_field=, score_field=)")
-    loss_function = LOSSES[recipe.loss]
+    loss_function = LOSSES.get(recipe.loss)
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     encoder = TrainingEncoder(model, pad_id, recipe.pooling, precision,
                               batch_tokens or TRAIN_BATCH_TOKENS)
-    parameters = [p for p in model.parameters() if p.requires_grad]
+    decoder = build_decoder(model, tie=recipe.tie_decoder) if recipe.loss == "tsdae" else None
+    trained = {"model": model} if decoder is None else {"model": model, "decoder": decoder}
+    parameters = list({id(p): p for module in trained.values() for p in module.parameters()
+                       if p.requires_grad}.values())
+    mini_batch_size = recipe.mini_batch_size or min(MINI_BATCH_SIZE, recipe.batch_size)
     per_epoch = math.ceil(len(train) / recipe.batch_size)
     total = per_epoch * recipe.epochs
-    optimizer = build_optimizer({"model": model}, lr=recipe.lr,
+    optimizer = build_optimizer(trained, lr=recipe.lr,
                                 weight_decay=recipe.weight_decay, betas=(0.9, 0.999),
                                 eps=1e-8, device=encoder.device)
     schedule = _schedule(optimizer, total, recipe.warmup)
@@ -251,6 +317,8 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
         if resume:
             state = checkpoint.resume_state(run_path, config)
             model.load_state_dict(state["model"])
+            if decoder is not None:
+                decoder.load_state_dict(state["decoder"])
             optimizer.load_state_dict(state["optimizer"])
             schedule.load_state_dict(state["schedule"])
             torch.set_rng_state(state["rng"])
@@ -275,6 +343,7 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
             return
         checkpoint.save_state(run_path, step, {
             "config": config, "model": model.state_dict(),
+            **({"decoder": decoder.state_dict()} if decoder is not None else {}),
             "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
             "rng": torch.get_rng_state(), "step": step, "epoch": epoch, "position": position,
             "history": history, "best": best, "elapsed": elapsed, "seen": seen,
@@ -289,6 +358,13 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
         similarity = cosine_rows(vectors[:len(firsts)], vectors[len(firsts):])
         return {"spearman": spearman(similarity, gold), "pearson": pearson(similarity, gold)}
 
+    def contrastive(vectors, scores=None, **rows):
+        """The run's loss on a step's vectors (Matryoshka around it when asked)."""
+        if recipe.matryoshka_dims:
+            return matryoshka_loss(loss_function, vectors, recipe.matryoshka_dims,
+                                   scale=recipe.scale, scores=scores, **rows)
+        return loss_function(vectors, scale=recipe.scale, scores=scores, **rows)
+
     status, stop_reason, steps_here = "finished", None, 0
     with StopOnSignal() as stop, retained_heap(encoder.device), Progress(
             f"training embeddings ({recipe.loss})", total, "steps", enabled=progress) as bar:
@@ -298,20 +374,28 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
             started = time.perf_counter()
             while position < len(batches):
                 rows = batches[position]
-                texts = [column[i] for column in columns for i in rows]
-                vectors = encoder(texts).split(len(rows))
                 scores = None
                 if train.scores is not None and recipe.loss == "cosent":
-                    scores = torch.from_numpy(train.scores[rows]).to(vectors[0].device)
-                if recipe.matryoshka_dims:
-                    loss = matryoshka_loss(loss_function, vectors, recipe.matryoshka_dims,
-                                           scale=recipe.scale, scores=scores)
+                    scores = torch.from_numpy(train.scores[rows]).to(encoder.device)
+                if recipe.loss == "tsdae":
+                    noisy = [delete_words(columns[0][i], words[i], recipe.deletion_ratio,
+                                          np.random.default_rng([recipe.seed, epoch, int(i)]))
+                             for i in rows]
+                    targets = _padded([columns[0][i] for i in rows], pad_id, encoder.device)
+                    vectors = encoder(noisy)
+                    with autocast(precision, encoder.device):
+                        loss = reconstruction_loss(decoder, vectors, targets, pad_id)
+                elif recipe.loss == "cached-mnrl":
+                    loss = cached_backward(encoder, [c[i] for c in columns for i in rows],
+                                           len(rows), contrastive, mini_batch_size)
                 else:
-                    loss = loss_function(vectors, scale=recipe.scale, scores=scores)
+                    texts = [column[i] for column in columns for i in rows]
+                    loss = contrastive(encoder(texts).split(len(rows)), scores)
                 if not torch.isfinite(loss):
                     raise RunError(f"the loss is {loss.item()} at step {step + 1}: lower --lr "
                                    "or use --precision fp32")
-                loss.backward()
+                if loss.requires_grad:  # cached-mnrl has back-propagated already
+                    loss.backward()
                 torch.nn.utils.clip_grad_norm_(parameters, 1.0, foreach=True)
                 optimizer.step()
                 schedule.step()

@@ -31,7 +31,7 @@ class Embedding:
     layers: int = option(4, "last-k-layers pooling: how many of the last layers to average.")
 
 
-TRAINING_LOSSES = ("mnrl", "cosent", "simcse")
+TRAINING_LOSSES = ("mnrl", "cached-mnrl", "cosent", "simcse", "tsdae")
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,13 @@ class EmbeddingTraining:
     """How a masked LM is trained into a sentence encoder (each field is a flag of
     `mlmkit embed train` and a keyword of `mlmkit.train_embeddings`)."""
 
-    loss: Literal["mnrl", "cosent", "simcse"] = option(
-        "mnrl", "mnrl: in-batch negatives on (anchor, positive[, negative...]) rows; cosent: "
-        "scored pairs (STS-B: sentence1, sentence2, score); simcse: single texts, each its own "
-        "positive through two dropout draws (unsupervised).")
+    loss: Literal["mnrl", "cached-mnrl", "cosent", "simcse", "tsdae"] = option(
+        "mnrl", "mnrl: in-batch negatives on (anchor, positive[, negative...]) rows; "
+        "cached-mnrl: the same through GradCache (large batches in --mini-batch-size pieces of "
+        "memory); cosent: scored pairs (STS-B: sentence1, sentence2, score); simcse: single "
+        "texts, each its own positive through two dropout draws (unsupervised); tsdae: single "
+        "texts, rebuilt by a decoder from the vector of a copy with words deleted "
+        "(unsupervised).")
     pooling: Literal["mean", "cls", "max", "weighted-mean"] = option(
         "mean", "How token vectors become one (saved in the sentence-transformers folder).")
     normalize: bool = option(
@@ -62,10 +65,18 @@ class EmbeddingTraining:
     weight_decay: float = option(0.01, "AdamW weight decay.")
     dropout: float | None = option(
         None, "Dropout while training (default: the model's own; simcse needs it above 0).")
+    mini_batch_size: int | None = option(
+        None, "cached-mnrl: texts per forward pass (default 32; at most --batch-size): the "
+        "memory a step needs, not its result.")
+    deletion_ratio: float = option(
+        0.6, "tsdae: the share of each text's words deleted before it is embedded.")
+    tie_decoder: bool = option(
+        True, "tsdae: the decoder shares the encoder's weights (the TSDAE set-up); "
+        "--no-tie-decoder gives it its own copy.")
     score_field: str = option("score", "cosent: the column holding each pair's score.")
     text_field: str | None = option(
         None, "The text columns, comma-separated (default: anchor,positive,negative*... if "
-        "present, else sentence1,sentence2; simcse: text, or one text a line).")
+        "present, else sentence1,sentence2; simcse and tsdae: text, or one text a line).")
     validation: str | None = option(
         None, "STS pairs (sentence1, sentence2, score) scored each epoch (Spearman of the "
         "cosine); the best epoch is kept.")
