@@ -16,15 +16,17 @@ Data (built by the script under OUT/data from ../shared/data; nothing is downloa
 - fine-tuning: STS-B train pairs with a score >= 4 as (anchor, positive) pairs, MNRL loss
   with in-batch negatives, CLS pooling (RetroMAE trains the [CLS] vector; the same pooling
   for both), 1 epoch;
-- STS: STS-B validation, Spearman of cosine similarity (`mlmkit eval sts`);
-- retrieval (BEIR layout, `mlmkit eval retrieval`): from the AG News rows after the first
+- STS: STS-B validation (1,500 pairs), Spearman of cosine similarity (`eval suite`'s sts);
+- retrieval (BEIR layout, `eval suite --retrieval`): from the AG News rows after the first
   8,000 that have at least two sentences (each part at least 4 words), the query is a text's first sentence and its one relevant document is
   the rest of that text; the corpus is all those rests. NDCG@10, MRR@10, Recall@100.
 
 Each step is skipped when its output exists (a stopped study continues). Runs go one at a
 time (`nice` it on a shared machine). Reported: per objective the mean and sd over seeds,
-and the difference RetroMAE − MLM with a 95% interval (Welch t over seeds), plus a paired
-per-query bootstrap interval for the first seed (`mlmkit eval compare`).
+and the difference RetroMAE − MLM with a 95% interval (Welch t over seeds: the variation
+from one pretraining + fine-tuning to the next), plus, per seed, the paired bootstrap
+interval over the STS pairs and the queries (`mlmkit eval compare`: the sampling error of
+the evaluation sets only).
 
     nice python benchmarks/retromae_study.py --out runs/retromae-study            # the docs' run
     python benchmarks/retromae_study.py --out /tmp/rs --steps 10 --seeds 0 --pairs-limit 64
@@ -158,6 +160,24 @@ def results_table(results: dict[str, dict[int, dict]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def paired_table(out: Path, seeds: list[int]) -> str:
+    """Markdown: per seed, RetroMAE − MLM on the same STS pairs and queries, with the paired
+    bootstrap 95% interval of `mlmkit eval compare` (the items' sampling error only)."""
+    from mlmkit.evaluation import compare_suites, load_suite
+
+    names = {"sts_spearman": "sts_spearman", **{f"retrieval_{m}": m for m in METRICS[1:]}}
+    lines = ["| seed | " + " | ".join(names.values()) + " |", "|---:|" + "---:|" * len(names)]
+    for seed in seeds:
+        suites = [load_suite(out / f"{o}-{seed}" / "suite") for o in OBJECTIVES]
+        rows = {r.metric: r for r in compare_suites(suites, n_boot=2000, seed=seed).rows}
+        cells = []
+        for metric in names:
+            d = rows[metric].differences[0]
+            cells.append(f"{d['diff']:+.4f} [{d['low']:+.4f}, {d['high']:+.4f}]")
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default="runs/retromae-study")
@@ -183,7 +203,6 @@ def main() -> None:
     common = ["--threads", str(args.threads)]
     seeds = [int(s) for s in args.seeds.split(",")]
     objectives = [o.strip() for o in args.objectives.split(",")]
-    stsb = Path(args.data) / "stsb" / "validation.tsv"
     beir = data / "agnews-retrieval"
 
     def save():
@@ -226,22 +245,18 @@ def main() -> None:
                      str(seed), "--run-dir", str(run_dir / "embed"), *common],
                     log, timings, f"embed train {objective}-{seed}")
                 save()
-            sts_path, ret_path = run_dir / "sts.json", run_dir / "retrieval.json"
-            if not sts_path.is_file():
-                run(["eval", "sts", str(encoder), str(stsb), "--json", "-o",
-                     str(sts_path), *common], log, timings, f"sts {objective}-{seed}")
-            if not ret_path.is_file():
-                run(["eval", "retrieval", str(encoder), "--corpus", str(beir / "corpus.jsonl"),
-                     "--queries", str(beir / "queries.jsonl"), "--qrels", str(beir / "qrels"),
-                     "--json", "-o", str(ret_path), *common],
-                    log, timings, f"retrieval {objective}-{seed}")
-            save()
-            sts, ret = json.loads(sts_path.read_text()), json.loads(ret_path.read_text())
-            results[objective][seed] = {"sts_spearman": sts["spearman"],
-                                        **{m: ret[m] for m in METRICS[1:]}}
+            suite = run_dir / "suite"
+            if not (suite / "suite.json").is_file():
+                run(["eval", "suite", str(encoder), "--parts", "sts,retrieval", "--data",
+                     args.data, "--retrieval", str(beir), "--seed", str(seed), "--run-dir",
+                     str(suite), *common], log, timings, f"suite {objective}-{seed}")
+                save()
+            metrics = json.loads((suite / "suite.json").read_text())["metrics"]
+            results[objective][seed] = {m: metrics[m if m == "sts_spearman" else
+                                                   f"retrieval_{m}"] for m in METRICS}
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     if set(objectives) == set(OBJECTIVES):
-        table = results_table(results)
+        table = results_table(results) + "\n" + paired_table(out, seeds)
         (out / "results.md").write_text(table)
         print(table)
     total_cpu = sum(t["cpu_s"] for t in timings.values())
