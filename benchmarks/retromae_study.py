@@ -13,6 +13,8 @@ Data (built by the script under OUT/data from ../shared/data; nothing is downloa
 
 - pretraining corpus: the first 8,000 AG News texts and the unique STS-B *train* sentences,
   one document each (STS-B validation and the last 2,001 AG News rows are never seen);
+- a baseline arm, `random`: the same fine-tuning from each seed's untrained initialisation
+  (`mlmkit model init`), which says what pretraining adds at all at this scale;
 - fine-tuning: STS-B train pairs with a score >= 4 as (anchor, positive) pairs, MNRL loss
   with in-batch negatives, CLS pooling (RetroMAE trains the [CLS] vector; the same pooling
   for both), 1 epoch;
@@ -48,6 +50,9 @@ from statistics import mean, stdev
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 OBJECTIVES = ("mlm", "retromae")
+BASELINE = "random"  # the same fine-tuning from the untrained initialisation of each seed
+ARMS = (BASELINE, *OBJECTIVES)
+CONTRASTS = (("retromae", "mlm"), ("mlm", BASELINE), ("retromae", BASELINE))
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'])")
 METRICS = ("sts_spearman", "ndcg@10", "mrr@10", "recall@100")
 
@@ -136,27 +141,32 @@ def welch_interval(a: list[float], b: list[float]) -> tuple[float, float, float]
 
 
 def results_table(results: dict[str, dict[int, dict]]) -> str:
-    """Markdown: per objective mean ± sd over seeds, then RetroMAE − MLM with its interval."""
-    lines = ["| objective | seeds | " + " | ".join(METRICS) + " |",
+    """Markdown: per arm mean ± sd over seeds, then each contrast (b − a) with its 95%
+    Welch interval over seeds."""
+    arms = [a for a in ARMS if results.get(a)]
+    lines = ["| arm | seeds | " + " | ".join(METRICS) + " |",
              "|---|---:|" + "---:|" * len(METRICS)]
-    for objective in OBJECTIVES:
-        runs = list(results[objective].values())
+    for arm in arms:
+        runs = list(results[arm].values())
         cells = []
         for m in METRICS:
             values = [r[m] for r in runs]
             sd = stdev(values) if len(values) > 1 else float("nan")
             cells.append(f"{mean(values):.4f} ± {sd:.4f}")
-        lines.append(f"| {objective} | {len(runs)} | " + " | ".join(cells) + " |")
-    cells = []
-    for m in METRICS:
-        a = [r[m] for r in results["mlm"].values()]
-        b = [r[m] for r in results["retromae"].values()]
-        if len(a) > 1 and len(b) > 1:
-            diff, low, high = welch_interval(a, b)
-            cells.append(f"{diff:+.4f} [{low:+.4f}, {high:+.4f}]")
-        else:
-            cells.append(f"{mean(b) - mean(a):+.4f}")
-    lines.append("| retromae − mlm (95% CI) | | " + " | ".join(cells) + " |")
+        lines.append(f"| {arm} | {len(runs)} | " + " | ".join(cells) + " |")
+    for b_arm, a_arm in CONTRASTS:
+        if a_arm not in arms or b_arm not in arms:
+            continue
+        cells = []
+        for m in METRICS:
+            a = [r[m] for r in results[a_arm].values()]
+            b = [r[m] for r in results[b_arm].values()]
+            if len(a) > 1 and len(b) > 1:
+                diff, low, high = welch_interval(a, b)
+                cells.append(f"{diff:+.4f} [{low:+.4f}, {high:+.4f}]")
+            else:
+                cells.append(f"{mean(b) - mean(a):+.4f}")
+        lines.append(f"| {b_arm} − {a_arm} (95% CI) | | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -192,6 +202,10 @@ def main() -> None:
     parser.add_argument("--pretrain-rows", type=int, default=8000)
     parser.add_argument("--pairs-limit", type=int, default=None)
     parser.add_argument("--objectives", default=",".join(OBJECTIVES))
+    parser.add_argument("--no-baseline", action="store_true",
+                        help="skip the arm fine-tuned from the untrained initialisation")
+    parser.add_argument("--no-pretrain", action="store_true",
+                        help="only fine-tune and evaluate the seeds whose pretraining is done")
     args = parser.parse_args()
 
     out = Path(args.out)
@@ -219,7 +233,7 @@ def main() -> None:
     for seed in seeds:
         for objective in objectives:
             run_dir = out / f"{objective}-{seed}"
-            if not (run_dir / "final" / "config.json").is_file():
+            if not args.no_pretrain and not (run_dir / "final" / "config.json").is_file():
                 if (run_dir / "config.yaml").is_file():
                     cmd = ["pretrain", "--resume", "--run-dir", str(run_dir)]
                 else:
@@ -233,10 +247,16 @@ def main() -> None:
                         cmd += ["--decoder-masking-rate", str(args.decoder_rate)]
                 run(cmd, log, timings, f"pretrain {objective}-{seed}")
                 save()
-    results: dict[str, dict[int, dict]] = {o: {} for o in objectives}
+    arms = objectives if args.no_baseline else [BASELINE, *objectives]
+    results: dict[str, dict[int, dict]] = {a: {} for a in arms}
     for seed in seeds:
-        for objective in objectives:
+        for objective in arms:
             run_dir = out / f"{objective}-{seed}"
+            if objective == BASELINE and not (run_dir / "final" / "config.json").is_file():
+                run(["model", "init", args.model, "--tokenizer", str(tokenizer), "--seed",
+                     str(seed), "-o", str(run_dir / "final")], log, timings, f"init {seed}")
+            if not (run_dir / "final" / "config.json").is_file():
+                continue  # --no-pretrain: this seed's pretraining is not done yet
             encoder = run_dir / "embed" / "best"
             if not (encoder / "modules.json").is_file():
                 run(["embed", "train", str(run_dir / "final"), str(data / "pairs.jsonl"),
@@ -255,8 +275,9 @@ def main() -> None:
             results[objective][seed] = {m: metrics[m if m == "sts_spearman" else
                                                    f"retrieval_{m}"] for m in METRICS}
     (out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    if set(objectives) == set(OBJECTIVES):
-        table = results_table(results) + "\n" + paired_table(out, seeds)
+    done = [s for s in seeds if all(s in results[o] for o in OBJECTIVES if o in results)]
+    if set(OBJECTIVES) <= set(results) and done:
+        table = results_table(results) + "\n" + paired_table(out, done)
         (out / "results.md").write_text(table)
         print(table)
     total_cpu = sum(t["cpu_s"] for t in timings.values())
