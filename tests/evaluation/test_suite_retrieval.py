@@ -85,8 +85,11 @@ def test_cli_suite_retrieval_and_compare(beir, saved_tiny_mlm, shared_data, tmp_
     assert done.exit_code == 0, done.output
     assert set(json.loads(done.stdout)["metrics"]) == {
         "retrieval_ndcg@10", "retrieval_mrr@10", "retrieval_recall@100"}
+    # a model without a suite.json: compare runs its suite with --parts and --retrieval
     compared = runner.invoke(app, ["eval", "compare", str(tmp_path / "a"),
-                                   str(tmp_path / "a" / "suite.json"), "--bootstrap", "100"])
+                                   str(saved_tiny_mlm("bert")), "--parts", "retrieval",
+                                   "--retrieval", str(beir), "--data", str(shared_data),
+                                   "--threads", "1", "--bootstrap", "100"])
     assert compared.exit_code == 0, compared.output
     line = next(r for r in compared.stdout.splitlines() if r.startswith("| retrieval_ndcg@10"))
     assert line.count("[") == 3 and "+0.00 pt [+0.00, +0.00]" in line  # paired by query
