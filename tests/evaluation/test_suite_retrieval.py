@@ -60,6 +60,23 @@ def test_retrieval_part_equals_pytrec_eval_and_pairs_queries(beir, tiny_mlm, sha
         other.metrics["retrieval_ndcg@10"] - result.metrics["retrieval_ndcg@10"])
 
 
+def test_quick_keeps_the_same_queries_for_every_model(beir, tiny_mlm, shared_data,
+                                                      monkeypatch):
+    from mlmkit.evaluation import suite as suite_module
+
+    bert = mlmkit.load(tiny_mlm("bert"), threads=1)
+    full = evaluate_suite(bert, shared_data, retrieval=beir, parts="retrieval",
+                          progress=False)
+    monkeypatch.setitem(suite_module.SIZES, "retrieval_queries", (10, None))
+    quick = [evaluate_suite(bert, shared_data, retrieval=beir, parts="retrieval", quick=True,
+                            progress=False) for _ in range(2)]
+    values = [q.items["retrieval_mrr@10"]["values"] for q in quick]
+    assert len(values[0]) == 10 and values[0] == values[1]
+    assert quick[0].items["retrieval_mrr@10"]["key"] == quick[1].items["retrieval_mrr@10"]["key"]
+    assert quick[0].items["retrieval_mrr@10"]["key"] != full.items["retrieval_mrr@10"]["key"]
+    assert set(values[0]) <= set(full.items["retrieval_mrr@10"]["values"])
+
+
 def test_retrieval_part_is_checked_before_any_work(beir, tiny_mlm, shared_data, tmp_path):
     bert = tiny_mlm("bert")
     with pytest.raises(InvalidArgument, match="needs a BEIR folder"):
