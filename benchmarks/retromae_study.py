@@ -7,25 +7,27 @@ and the sequence length (so both see the same tokens), the learning-rate schedul
 encoder's masking (the run's default, 30% whole words). RetroMAE adds its one-layer decoder
 (its own 50% masking of a second copy, rebuilt from the [CLS] vector); that decoder is
 dropped at the end, so both give an encoder of the same shape. The decoder's extra compute
-per step is reported (CPU seconds of each run), not hidden.
+per step is reported (CPU seconds of each run), not hidden. A third arm, `random`, gets the
+same fine-tuning from each seed's untrained initialisation (`mlmkit model init`): what
+pretraining adds at all at this scale.
 
 Data (built by the script under OUT/data from ../shared/data; nothing is downloaded):
 
 - pretraining corpus: the first 8,000 AG News texts and the unique STS-B *train* sentences,
   one document each (STS-B validation and the last 2,001 AG News rows are never seen);
-- a baseline arm, `random`: the same fine-tuning from each seed's untrained initialisation
-  (`mlmkit model init`), which says what pretraining adds at all at this scale;
 - fine-tuning: STS-B train pairs with a score >= 4 as (anchor, positive) pairs, MNRL loss
   with in-batch negatives, CLS pooling (RetroMAE trains the [CLS] vector; the same pooling
   for both), 1 epoch;
 - STS: STS-B validation (1,500 pairs), Spearman of cosine similarity (`eval suite`'s sts);
 - retrieval (BEIR layout, `eval suite --retrieval`): from the AG News rows after the first
-  8,000 that have at least two sentences (each part at least 4 words), the query is a text's first sentence and its one relevant document is
-  the rest of that text; the corpus is all those rests. NDCG@10, MRR@10, Recall@100.
+  8,000 that have at least two sentences (each part at least 4 words), the query is a
+  text's first sentence and its one relevant document is the rest of that text; the corpus
+  is all those rests (460 of each). NDCG@10, MRR@10, Recall@100.
 
 Each step is skipped when its output exists (a stopped study continues). Runs go one at a
-time (`nice` it on a shared machine). Reported: per objective the mean and sd over seeds,
-and the difference RetroMAE − MLM with a 95% interval (Welch t over seeds: the variation
+time (`nice` it on a shared machine); `--no-pretrain --seeds N` fine-tunes and evaluates
+the seeds already pretrained, beside a running study. Reported: per arm the mean and sd over seeds,
+and the differences (RetroMAE − MLM, each − random) with a 95% interval (Welch t over seeds: the variation
 from one pretraining + fine-tuning to the next), plus, per seed, the paired bootstrap
 interval over the STS pairs and the queries (`mlmkit eval compare`: the sampling error of
 the evaluation sets only).
