@@ -24,6 +24,8 @@ Examples:
   mlmkit eval suite ./tiny-bert --data ../shared/data --quick --run-dir suite-tiny
 
   mlmkit eval suite ./tiny-bert --data ../shared/data --parts blimp,cloze --quick --json
+
+  mlmkit eval suite ./my-encoder --parts sts,retrieval --data ../shared/data --retrieval scifact --run-dir suite-enc
 """
 COMPARE_HELP = "Suite results side by side: bootstrap 95% intervals, paired tests."
 COMPARE_EXAMPLE = """
@@ -32,6 +34,8 @@ Examples:
   mlmkit eval compare suite-a/suite.json suite-b/suite.json
 
   mlmkit eval compare runs/mask15 runs/mask40 --data ../shared/data --quick -o compare.md
+
+  mlmkit eval compare suite-enc-a suite-enc-b -o retrieval.md
 """
 
 
@@ -68,6 +72,8 @@ def compare_command(
     quick: bool = typer.Option(False, "--quick", help="Quick suites for runs and models."),
     parts: str = typer.Option(None, "--parts", help="Parts of the suites to run (see eval "
                               "suite)."),
+    retrieval: str = typer.Option(None, "--retrieval", help="A BEIR folder for the "
+                                  "retrieval part of runs and models (see eval suite)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples (0: none)."),
     offline: bool = typer.Option(False, "--offline", help="Load hub model names from the "
                                  "local Hugging Face cache only, never the network."),
@@ -89,7 +95,8 @@ def compare_command(
         mlmkit.evaluation.check_source(source)
     with trusting(runtime.trust_remote_code):
         suites = [mlmkit.evaluation.resolve_suite(
-            r, data=data, quick=quick, parts=parts, offline=offline, **runtime.run_keywords())
+            r, data=data, quick=quick, parts=parts, retrieval=retrieval, offline=offline,
+            **runtime.run_keywords())
             for r in runs]
     result = mlmkit.evaluation.compare_suites(suites, n_boot=bootstrap, seed=runtime.seed,
                                               names=list(runs))

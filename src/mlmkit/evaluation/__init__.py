@@ -34,7 +34,7 @@ def check_source(source) -> None:
                         "run directory or a model")
 
 
-def resolve_suite(source, *, data=None, quick=False, parts=None, **runtime):
+def resolve_suite(source, *, data=None, quick=False, parts=None, retrieval=None, **runtime):
     """A suite result from a suite.json, a folder holding one, a pretraining run directory
     (its `suite.json`, else the suite run on `final/` and saved there), or a model."""
     path = Path(str(source))
@@ -43,10 +43,12 @@ def resolve_suite(source, *, data=None, quick=False, parts=None, **runtime):
     if (path / "suite.json").is_file():
         return load_suite(path)
     if (path / "final" / "config.json").is_file():
-        result = evaluate_suite(path / "final", data, quick=quick, parts=parts, **runtime)
+        result = evaluate_suite(path / "final", data, quick=quick, parts=parts,
+                                retrieval=retrieval, **runtime)
         write_suite(result, path)
         return result
     if path.exists() and not (path / "config.json").is_file():
         raise PathError(f"{str(source)!r} holds no suite.json, run (final/) or model "
                         "(config.json): pass one of those")
-    return evaluate_suite(str(source), data, quick=quick, parts=parts, **runtime)
+    return evaluate_suite(str(source), data, quick=quick, parts=parts, retrieval=retrieval,
+                          **runtime)

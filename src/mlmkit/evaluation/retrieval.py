@@ -127,12 +127,18 @@ def search(queries: np.ndarray, documents: np.ndarray, k: int) -> tuple[np.ndarr
     return top_scores, top_rows
 
 
-def evaluate_retrieval(model, corpus, queries, qrels, *, top_k: int = TOP_K,
-                       **embedding) -> RetrievalResult:
-    """Embed `corpus` and the judged `queries` (BEIR files), retrieve each query's `top_k`
-    documents by cosine similarity, and score the run against `qrels` as trec_eval does.
-    `embedding`: `embed`'s options (pooling, dimensions, prompt, batch_tokens)."""
-    top_k = checks.count("top_k", top_k, 1)
+@dataclass
+class BeirSet:
+    """A BEIR data set read and checked: the corpus, the judged queries and their qrels."""
+
+    doc_ids: list[str]
+    doc_texts: list[str]
+    queries: dict[str, str]  # the judged queries only, in the qrels' order
+    qrels: dict[str, dict[str, int]]
+
+
+def read_beir(corpus, queries, qrels) -> BeirSet:
+    """Read the three BEIR files; every judged query must be in the queries file."""
     doc_ids, doc_texts = read_corpus(corpus)
     all_queries = read_queries(queries)
     judged = read_qrels(qrels)
@@ -141,17 +147,50 @@ def evaluate_retrieval(model, corpus, queries, qrels, *, top_k: int = TOP_K,
         raise InvalidData(f"query {missing[0]!r} of {display_name(qrels)} is not in "
                           f"{display_name(queries)} ({len(missing)} missing): pass the queries "
                           "file of the same data set")
-    query_ids = list(judged)
-    mlm = load(model, allow_untrained_head=True)
-    documents = _unit(mlm.embed(doc_texts, **embedding))
-    vectors = _unit(mlm.embed([all_queries[q] for q in query_ids], **embedding))
+    return BeirSet(doc_ids, doc_texts, {q: all_queries[q] for q in judged}, judged)
+
+
+def read_beir_folder(folder, flag: str = "--retrieval") -> BeirSet:
+    """A BEIR folder: `corpus.jsonl`, `queries.jsonl` and `qrels/test.tsv` (as BEIR's
+    downloads unpack); errors name `flag`."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise PathError(f"{flag} {str(folder)!r} is not a folder: pass a BEIR folder holding "
+                        "corpus.jsonl, queries.jsonl and qrels/test.tsv")
+    missing = [name for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")
+               if not (folder / name).is_file()]
+    if missing:
+        raise PathError(f"{flag} {str(folder)!r} has no {', '.join(missing)}: a BEIR folder "
+                        "holds corpus.jsonl, queries.jsonl and qrels/test.tsv")
+    return read_beir(folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels")
+
+
+def retrieve(mlm, data: BeirSet, top_k: int = TOP_K, embed=None, **embedding):
+    """The run {query: {document: score}} of `mlm` on `data`: the top-`top_k` documents of
+    each judged query by cosine similarity. `embed(texts, **embedding)` embeds (default:
+    the model's own `embed`)."""
+    embed = embed or mlm.embed
+    documents = _unit(embed(data.doc_texts, **embedding))
+    query_ids = list(data.queries)
+    vectors = _unit(embed([data.queries[q] for q in query_ids], **embedding))
     scores, rows = search(vectors, documents, top_k)
-    run = {query: {doc_ids[r]: float(s) for s, r in zip(scores[i], rows[i], strict=True)}
-           for i, query in enumerate(query_ids)}
-    means = mean_metrics(per_query(run, judged))
+    return {query: {data.doc_ids[r]: float(s) for s, r in zip(scores[i], rows[i], strict=True)}
+            for i, query in enumerate(query_ids)}
+
+
+def evaluate_retrieval(model, corpus, queries, qrels, *, top_k: int = TOP_K,
+                       **embedding) -> RetrievalResult:
+    """Embed `corpus` and the judged `queries` (BEIR files), retrieve each query's `top_k`
+    documents by cosine similarity, and score the run against `qrels` as trec_eval does.
+    `embedding`: `embed`'s options (pooling, dimensions, prompt, batch_tokens)."""
+    top_k = checks.count("top_k", top_k, 1)
+    data = read_beir(corpus, queries, qrels)
+    mlm = load(model, allow_untrained_head=True)
+    run = retrieve(mlm, data, top_k, **embedding)
+    means = mean_metrics(per_query(run, data.qrels))
     return RetrievalResult(ndcg_at_10=means["ndcg@10"], mrr_at_10=means["mrr@10"],
-                           recall_at_100=means["recall@100"], queries=len(query_ids),
-                           documents=len(doc_ids), run=run)
+                           recall_at_100=means["recall@100"], queries=len(data.queries),
+                           documents=len(data.doc_ids), run=run)
 
 
 def write_run(run: dict[str, dict[str, float]], path) -> None:

@@ -12,7 +12,11 @@ Parts (each can be chosen with `parts=`):
   Spearman's ρ against measured fitness per scan, when a scans file is given;
 - `sts`: STS-B validation, Spearman's ρ of the cosine of the two sentences' vectors
   (`mlmkit.embed`: a sentence-transformers folder's pooling, else mean) with the gold
-  scores; named with `parts=` (an embedding model's number, not a masked LM's).
+  scores; named with `parts=` (an embedding model's number, not a masked LM's);
+- `retrieval`: dense retrieval on a BEIR folder given as `retrieval=` (exact cosine top-100
+  search, `mlmkit.evaluation.retrieval`): NDCG@10, MRR@10 and Recall@100 as trec_eval
+  computes them, each with its per-query values, so `eval compare` pairs two models query
+  by query; it runs when `retrieval=` is given (or named in `parts=` with it).
 
 Every part keeps its per-item outcomes (`items`), so `eval compare` can put bootstrap
 intervals on each number and test differences between models on the same items.
@@ -44,6 +48,8 @@ from mlmkit.corpus.python_docs import python_docs
 from mlmkit.embeddings import embed
 from mlmkit.embeddings.pairs import cosine_rows, read_sts_pairs
 from mlmkit.errors import InvalidArgument, InvalidData, MissingExtra, PathError
+from mlmkit.evaluation.ranking_metrics import per_query
+from mlmkit.evaluation.retrieval import BeirSet, read_beir_folder, retrieve
 from mlmkit.evaluation.suite_data import missing_data
 from mlmkit.extras import require
 from mlmkit.finetuning import finetune
@@ -57,17 +63,19 @@ from mlmkit.scoring import read_pairs, score
 from mlmkit.scoring.text_scores import NO_TOKEN_WARNING
 
 PARTS = ("blimp", "pppl", "cloze", "fewshot", "sst2", "agnews", "elbo", "facts", "variants",
-         "sts")
-DEFAULT_PARTS = tuple(p for p in PARTS if p not in ("elbo", "facts", "variants", "sts"))
+         "sts", "retrieval")
+DEFAULT_PARTS = tuple(p for p in PARTS if p not in ("elbo", "facts", "variants", "sts",
+                                                    "retrieval"))
 """The parts run when none are named (elbo needs a diffusion model, facts a facts file,
-variants a scans file; sts scores an embedding model)."""
+variants a scans file, retrieval a BEIR folder; sts scores an embedding model)."""
+RETRIEVAL_METRICS = ("ndcg@10", "mrr@10", "recall@100")
 # Sizes: (quick, full). None = everything.
 SIZES = {
     "blimp_per_paradigm": (6, None), "pppl_texts": (30, 200), "cloze_rows": (300, None),
     "fewshot_eval": (300, 1000), "sst2_train": (2000, None), "sst2_eval": (400, None),
     "sst2_epochs": (1, 3), "agnews_train": (1000, None), "agnews_eval": (300, None),
     "agnews_epochs": (1, 3), "elbo_texts": (20, 100), "elbo_samples": (16, 128),
-    "sts_pairs": (500, None),
+    "sts_pairs": (500, None), "retrieval_queries": (300, None),
 }
 CLOZE_TEMPLATE = "{text} It was [MASK] ."
 VERBALIZERS = ({"negative": "terrible", "positive": "great"},
@@ -193,6 +201,7 @@ def evaluate_suite(
     texts=None,
     facts=None,
     variants=None,
+    retrieval=None,
     run_dir: str | Path | None = None,
     offline: bool = False,
     batch_tokens: int | None = None,
@@ -234,6 +243,14 @@ def evaluate_suite(
                               "part: add variants to --parts or drop --variants")
     if variants is not None:  # read and checked now: a bad scan fails before any work
         variants = read_scans(variants)
+    if "retrieval" in chosen and retrieval is None:
+        raise InvalidArgument("the retrieval part needs a BEIR folder (retrieval=, "
+                              "--retrieval)")
+    if retrieval is not None and parts is not None and "retrieval" not in chosen:
+        raise InvalidArgument("a BEIR folder (--retrieval) is given but --parts has no "
+                              "retrieval part: add retrieval to --parts or drop --retrieval")
+    if retrieval is not None:  # read and checked now: a bad file fails before any work
+        retrieval = (str(retrieval), read_beir_folder(retrieval))
     if texts is not None and parts is not None and "pppl" not in chosen:
         raise InvalidArgument("a texts file (--texts) is given but --parts has no pppl part: "
                               "add pppl to --parts or drop --texts")
@@ -253,6 +270,8 @@ def evaluate_suite(
             chosen.append("facts")
         if variants is not None:
             chosen.append("variants")
+        if retrieval is not None:
+            chosen.append("retrieval")
     say = status if progress is not False else (lambda message: None)
     result = SuiteResult(model=str(getattr(mlm, "name", model)), quick=quick, metrics={})
     runtime = {"batch_tokens": batch_tokens, "precision": infer_precision, "progress": progress}
@@ -260,7 +279,7 @@ def evaluate_suite(
         started, cpu_started = time.perf_counter(), time.process_time()
         say(f"suite: {part} ...")
         RUNNERS[part](mlm, result, data=data, quick=quick, texts=texts, facts=facts,
-                      variants=variants,
+                      variants=variants, retrieval=retrieval,
                       seed=seed, runtime=runtime, precision=precision)
         result.seconds[part] = round(time.perf_counter() - started, 2)
         result.cpu_seconds[part] = round(time.process_time() - cpu_started, 2)
@@ -479,9 +498,27 @@ def _sts(mlm, result, *, data, quick, runtime, **_):
                                     "key": _key(list(zip(firsts, seconds, strict=True)))}
 
 
+def _retrieval(mlm, result, *, quick, retrieval, runtime, **_):
+    source, data = retrieval
+    keep = set(np.asarray(list(data.queries))[_sample(len(data.queries),
+                                                      _size("retrieval_queries", quick))])
+    data = BeirSet(data.doc_ids, data.doc_texts,
+                   {q: t for q, t in data.queries.items() if q in keep},
+                   {q: r for q, r in data.qrels.items() if q in keep})
+    run = retrieve(mlm, data, embed=lambda texts: embed(mlm, texts, **runtime))
+    values = per_query(run, data.qrels)
+    # the same queries over the same corpus: `eval compare` pairs two models query by query
+    key = _key([*values, "|", *data.doc_ids])
+    for metric in RETRIEVAL_METRICS:
+        _accuracy_item(result, f"retrieval_{metric}", [v[metric] for v in values.values()],
+                       [key])
+    result.details["retrieval"] = {"data": source, "queries": len(values),
+                                   "documents": len(data.doc_ids)}
+
+
 RUNNERS = {"blimp": _blimp, "pppl": _pppl, "cloze": _cloze, "fewshot": _fewshot,
            "sst2": _sst2, "agnews": _agnews, "elbo": _elbo, "facts": _facts,
-           "variants": _variants, "sts": _sts}
+           "variants": _variants, "sts": _sts, "retrieval": _retrieval}
 
 
 def write_suite(result: SuiteResult, output_dir) -> Path:

@@ -17,12 +17,16 @@ class Suite:
                               "NAME' fills it).", flag="--data")
     quick: bool = option(False, "Sub-sample every part (minutes on CPU).", flag="--quick")
     parts: str | None = option(None, "Comma-separated parts: blimp, pppl, cloze, fewshot, "
-                               "sst2, agnews, elbo, facts, variants (default: all that apply).")
+                               "sst2, agnews, elbo, facts, variants, sts, retrieval (default: "
+                               "all that apply).")
     texts: str | None = option(None, "Held-out texts for pseudo-perplexity (default: "
                                "python-docs validation).")
     facts: str | None = option(None, "A facts jsonl for the knowledge probe.")
     variants: str | None = option(None, "A YAML list of deep mutational scans (dms, sequence, "
                                   "offset, target) for zero-shot variant effects (Spearman).")
+    retrieval: str | None = option(None, "A BEIR folder (corpus.jsonl, queries.jsonl, "
+                                   "qrels/test.tsv) for the retrieval part: NDCG@10, MRR@10, "
+                                   "Recall@100 of exact cosine search.")
     run_dir: str | None = option(None, "Write suite.json, suite.md and suite.png here.",
                                  flag="--run-dir")
     offline: bool = option(False, "Load a hub model name from the local Hugging Face cache "

@@ -43,8 +43,9 @@ class PretrainConfig:
     """Everything a pretraining run depends on (see `mlmkit pretrain --help`)."""
 
     # what is studied
-    objective: str = _f("mlm", "training objective: mlm, electra (replaced-token detection) "
-                               "or diffusion (MDLM/LLaDA masked diffusion)")
+    objective: str = _f("mlm", "training objective: mlm, electra (replaced-token detection), "
+                               "diffusion (MDLM/LLaDA masked diffusion) or retromae (MLM + a "
+                               "one-layer decoder rebuilding a heavily masked copy from [CLS])")
     model: str | None = _f(None, "model preset: SIZE or FAMILY-SIZE, e.g. mini, roberta-small, "
                                  "modernbert-base; default: modernbert-mini (pre-LN: a short "
                                  "run leaves the unigram stage far sooner than with a post-LN "
@@ -87,6 +88,8 @@ class PretrainConfig:
                                  "batch in a few tensor ops, on the model's device, the same "
                                  "on any device and process count)")
     label_smoothing: float = _f(0.0, "label smoothing of the MLM cross-entropy")
+    decoder_masking_rate: float = _f(0.5, "--objective retromae: share of tokens masked in "
+                                          "the decoder's copy (RetroMAE: 0.5-0.7)")
     batch_size: int = _f(16, "blocks per optimizer step (all accumulation steps together)")
     grad_accum: int = _f(1, "gradient accumulation micro-steps per optimizer step")
     step_tokens: int | None = _f(None, "tokens per optimizer step (= --batch-size × --seq-len; "
@@ -223,7 +226,7 @@ class PretrainConfig:
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
                                       "false")
-        checks.choice("objective", self.objective, ("mlm", "electra", "diffusion"))
+        checks.choice("objective", self.objective, ("mlm", "electra", "diffusion", "retromae"))
         checks.choice("tokenizer_kind", self.tokenizer_kind,
                       ("wordpiece", "bpe", "unigram", "protein"))
         checks.choice("packing", self.packing, ("full", "document", "crop"))
@@ -240,6 +243,7 @@ class PretrainConfig:
         checks.probability("validation_share", self.validation_share)
         self.seq_len = checks.count("seq_len", self.seq_len, MIN_SEQ_LEN, MAX_SEQ_LEN)
         checks.probability("label_smoothing", self.label_smoothing)
+        checks.probability("decoder_masking_rate", self.decoder_masking_rate)
         self.batch_size = checks.count("batch_size", self.batch_size, 1, MAX_BATCH)
         self.grad_accum = checks.count("grad_accum", self.grad_accum, 1, MAX_BATCH)
         self._resolve_step_tokens()

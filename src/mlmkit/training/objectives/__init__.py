@@ -13,10 +13,12 @@ from mlmkit.training.objective import LossOutput, Objective, Prepared
 from mlmkit.training.objectives.diffusion import DiffusionObjective
 from mlmkit.training.objectives.electra import ElectraObjective
 from mlmkit.training.objectives.mlm import MLMObjective
+from mlmkit.training.objectives.retromae import RetroMAEObjective
 
 # name -> the Objective class (a new objective is one file and one entry here)
 OBJECTIVES: dict[str, type[Objective]] = {
-    "mlm": MLMObjective, "electra": ElectraObjective, "diffusion": DiffusionObjective}
+    "mlm": MLMObjective, "electra": ElectraObjective, "diffusion": DiffusionObjective,
+    "retromae": RetroMAEObjective}
 
 
 def build_objective(config, tokenizer, runtime, init_model=None) -> Objective:
