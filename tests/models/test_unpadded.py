@@ -126,16 +126,11 @@ def test_the_varlen_layout_makes_each_document_and_each_pad_a_sequence():
     assert layout["max_length_q"] == 7  # the row length: no value read back from a device
 
 
-@pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("attention", ["sdpa", "varlen"])
-def test_loss_and_gradients_equal_the_padded_batch_of_documents(kind, attention,
-                                                                reference_kernel):
-    """Two packed rows (the second ending in padding) against the same documents one per
-    row of a padded batch: the MLM loss at the same tokens and every parameter's gradient."""
-    rows = [[7, 4, 5], [10, 4]]  # document lengths of each packed row (+ 2 pads in row 1)
-    length = 16
+def two_packed_rows(pad: int, length: int = 16):
+    """Two packed rows of random documents (the second ending in two pads): token ids,
+    the indexed mask, ~30% of the document tokens to read, and the documents' tokens."""
+    rows = [[7, 4, 5], [10, 4]]  # document lengths of each packed row
     generator = torch.Generator().manual_seed(2)
-    pad = tiny_config(kind).pad_token_id
     ids = torch.full((2, length), pad)
     documents = torch.zeros((2, length), dtype=torch.long)
     texts = []
@@ -146,10 +141,20 @@ def test_loss_and_gradients_equal_the_padded_batch_of_documents(kind, attention,
             ids[r, at:at + n], documents[r, at:at + n] = text, number
             texts.append(text)
             at += n
-    targets = ids.clone()
     read = (torch.rand(ids.shape, generator=generator) < 0.3) & (documents > 0)
-    read[0, 0] = read[1, 15] = False  # a pad is never read
     read[0, 0] = True
+    return ids, documents, read, texts
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("attention", ["sdpa", "varlen"])
+def test_loss_and_gradients_equal_the_padded_batch_of_documents(kind, attention,
+                                                                reference_kernel):
+    """Two packed rows (the second ending in padding) against the same documents one per
+    row of a padded batch: the MLM loss at the same tokens and every parameter's gradient."""
+    pad = tiny_config(kind).pad_token_id
+    ids, documents, read, texts = two_packed_rows(pad)
+    targets = ids.clone()
 
     packed_model = tiny_model(kind, attention).train()
     logits = unpadded_logits(packed_model, ids, documents, read)
@@ -177,7 +182,7 @@ def test_loss_and_gradients_equal_the_padded_batch_of_documents(kind, attention,
                                        atol=1e-5, msg=name)
 
 
-def test_a_model_set_to_varlen_still_scores_padded_batches(reference_kernel):
+def test_a_model_set_to_varlen_still_scores_padded_batches(reference_kernel, tmp_path):
     """Without document boundaries (held-out pseudo-perplexity, scoring) the varlen model
     runs SDPA with the batch's padding mask: the same logits as an SDPA model."""
     varlen, sdpa = tiny_model("bert", "varlen"), tiny_model("bert", "sdpa")
@@ -188,6 +193,8 @@ def test_a_model_set_to_varlen_still_scores_padded_batches(reference_kernel):
     with torch.no_grad():
         torch.testing.assert_close(varlen(input_ids=ids, attention_mask=mask).logits,
                                    sdpa(input_ids=ids, attention_mask=mask).logits)
+    varlen.save_pretrained(tmp_path)  # the checkpoint loads anywhere: no mlmkit kernel in it
+    assert VARLEN_ATTENTION not in (tmp_path / "config.json").read_text(encoding="utf-8")
 
 
 def run_config(tmp_path, tokenizer_dir, **extra) -> PretrainConfig:
@@ -200,7 +207,8 @@ def run_config(tmp_path, tokenizer_dir, **extra) -> PretrainConfig:
 
 @pytest.mark.parametrize("model, tokenizer, kernel", [
     ("modernbert-tiny", "bpe", "sdpa"), ("bert-tiny", "wordpiece", "sdpa"),
-    ("roberta-tiny", "bpe", "sdpa"), ("bert-tiny", "wordpiece", VARLEN_ATTENTION)])
+    ("roberta-tiny", "bpe", "sdpa"), ("bert-tiny", "wordpiece", VARLEN_ATTENTION),
+    ("modernbert-tiny", "bpe", VARLEN_ATTENTION)])
 def test_pretrain_unpadded_keeps_the_documents_of_a_row_apart(
         tmp_path, tokenizer_factory, fixture_dir, monkeypatch, model, tokenizer, kernel):
     """A short unpadded run of each kind of position (and the varlen path, the reference
@@ -217,6 +225,7 @@ def test_pretrain_unpadded_keeps_the_documents_of_a_row_apart(
     run = build_run(run_config(tmp_path, str(fixture_dir / f"tok-{tokenizer}"), model=model,
                                corpus=str(corpus), dropout=0.0, steps=3))
     assert run.objective.model.config._attn_implementation == kernel
+    assert ("varlen FlashAttention" in run.objective.describe()) == (kernel != "sdpa")
     seen, loss_fn = [], run.objective._loss_fn
     run.objective._loss_fn = lambda *args: seen.append(args) or loss_fn(*args)
     first = [p.detach().clone() for p in run.objective.model.parameters()]

@@ -117,6 +117,16 @@ def document_block_mask(documents: torch.Tensor, window: int | None = None):
                              device=documents.device)
 
 
+def unpadded_kernel(model: torch.nn.Module) -> str:
+    """Which kernel `unpadded_hidden` runs for `model`, in words (a run's summary says it)."""
+    if uses_varlen(model):
+        return "varlen FlashAttention (each document a sequence)"
+    if _uses_flex(model):
+        return "FlexAttention with a document block mask"
+    implementation = getattr(model.config, "_attn_implementation", None) or "sdpa"
+    return f"{implementation} with a document mask"
+
+
 def _uses_flex(model) -> bool:
     return getattr(model.config, "_attn_implementation", None) == "flex_attention"
 

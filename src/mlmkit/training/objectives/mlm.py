@@ -17,7 +17,7 @@ from mlmkit.models import LoadedMLM, build_mlm, masked_logits
 from mlmkit.models.cross_entropy import cross_entropy_top1
 from mlmkit.models.fast_modernbert import use_fast_layers
 from mlmkit.models.regional_compile import compile_layers
-from mlmkit.models.unpadded import unpadded_logits, unpadded_mlm_loss
+from mlmkit.models.unpadded import unpadded_kernel, unpadded_logits, unpadded_mlm_loss
 from mlmkit.models.varlen_attention import use_varlen_attention, varlen_usable
 from mlmkit.scoring.masked_copies import score_token_ids
 from mlmkit.tokenizer import save_tokenizer
@@ -204,7 +204,10 @@ class MLMObjective(Objective):
 
     def describe(self) -> str:
         describe = getattr(self.policy, "describe", None)
-        return f"MLM, masking: {describe() if describe else resolve_masking(self.config.masking)}"
+        text = f"MLM, masking: {describe() if describe else resolve_masking(self.config.masking)}"
+        if self._unpadded:
+            text += f"; unpadded attention: {unpadded_kernel(self.model)}"
+        return text
 
 
 def score_sentences(mlm: LoadedMLM, sentences: list[list[int]], runtime):
