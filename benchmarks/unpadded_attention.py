@@ -4,6 +4,8 @@ packed into rows without padding with attention within each document, through ea
 the device has (`models.unpadded`):
 
 - `padded`: one document per row, SDPA with the padding mask;
+- `packed`: the packed rows with documents attending each other (mlmkit's default packing,
+  and its sparse last layer): the cost of keeping documents apart, for reference;
 - `unpadded`: packed rows, SDPA with the document mask (every device);
 - `flex`: packed rows, FlexAttention with the document block mask (forward only on a CPU:
   FlexAttention has no CPU backward pass);
@@ -151,7 +153,9 @@ def main() -> None:
     for family in args.families:
         preset = f"{family}-{args.size}"
         base = fresh(preset, "sdpa", device)
+        across = (packed[0], (packed[1] > 0).long())
         kernels = {"padded": (base, "padded", padded, padded_read),
+                   "packed": (base, "padded", across, packed_read),
                    "unpadded": (base, "unpadded", packed, packed_read),
                    "flex": (fresh(preset, "flex_attention", device), "unpadded", packed,
                             packed_read)}

@@ -3,9 +3,11 @@ each token attending only to its own document, with positions restarting per doc
 
 What transformers 5.x offers: "padding-free" training (`DataCollatorWithFlattening`,
 `position_ids` restarting per sequence, `cu_seq_lens_*` kwargs) reaches a variable-length
-kernel only through FlashAttention (`flash_attention_2/3`, a CUDA package) — there the
-attention of a packed row really costs Σ nᵢ² instead of L². ModernBERT's own unpadding
-path (its `_unpad_modernbert_input`) went with the 5.x attention refactor. With `sdpa`
+kernel only through the FlashAttention package (`flash_attention_2/3`, CUDA); mlmkit
+registers its own attention function over PyTorch's varlen kernel instead
+(`models.varlen_attention`). There the attention of a packed row really costs Σ nᵢ² instead
+of L². ModernBERT's own unpadding path (its `_unpad_modernbert_input`) went with the 5.x
+attention refactor. With `sdpa`
 or `eager` attention (every CPU), a 4-D mask passed as the attention mask is used as it
 is, so the same isolation is exact but the attention still computes the whole L×L block:
 on a CPU this removes the *padding* (no token is wasted on pad ids, unlike one document
@@ -54,7 +56,7 @@ ABSOLUTE_MODEL_TYPES = {"bert": "bert", "roberta": "roberta", "xlm-roberta": "ro
 UNPADDED_MODEL_TYPES = (*ROTARY_MODEL_TYPES, *ABSOLUTE_MODEL_TYPES)
 ROTARY_FAMILIES = ("modernbert", "ettin", "mmbert", "eurobert", "neobert")
 UNPADDED_FAMILIES = (*ROTARY_FAMILIES, "bert", "roberta", "xlm-roberta", "electra")
-# families whose learned positions start after the padding index
+# model types whose learned positions start after the padding index
 POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta")
 
 
