@@ -25,7 +25,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from mlmkit.errors import InvalidArgument
 
-try:  # torch >= 2.10
+try:  # a recent torch (2.13 has it)
     from torch.nn.attention.varlen import varlen_attn
 except ImportError:  # an older torch: no varlen kernel
     varlen_attn = None
@@ -38,10 +38,10 @@ ATTENTION_DROPOUT_FIELDS = ("attention_dropout", "attention_probs_dropout_prob")
 def document_layout(documents: torch.Tensor) -> dict:
     """The encoder's keyword arguments that give the kernel a packed batch's documents:
     `cu_seq_lens` (int32 [n + 1], where each sequence starts in the flat stream of B×L
-    tokens, then B×L) and the longest sequence (bounded by the row length L, so no value is read back to the
-    host and a compiled layer sees one constant). Each document of each row is a sequence;
-    each padding token (document 0) is one of its own, attending only itself as in
-    `models.unpadded.document_mask`."""
+    tokens, then B×L) and the longest sequence (bounded by the row length L, so no value
+    is read back to the host and a compiled layer sees one constant). Each document of
+    each row is a sequence; each padding token (document 0) is one of its own, attending
+    only itself as in `models.unpadded.document_mask`."""
     flat = documents.reshape(-1)
     index = torch.arange(flat.numel(), device=flat.device)
     start = (index % documents.shape[1] == 0) | (flat == 0)
