@@ -294,3 +294,57 @@ def test_compiled_layers_on_the_gpu_train_as_the_eager_ones(tmp_path, fixture_di
             for flag in (False, True)]
     a, b = ([r["loss"] for r in run.history if r["split"] == "train"] for run in runs)
     assert all(close(x, y, 1e-3) for x, y in zip(a, b, strict=True))
+
+
+# -- unpadded attention (attn)
+UNPADDED_KINDS = ("modernbert", "eurobert", "bert", "roberta", "xlm-roberta", "electra")
+
+
+@pytest.mark.parametrize("kind", UNPADDED_KINDS)
+@pytest.mark.parametrize("kernel", ["varlen", "flex_attention"])
+def test_unpadded_kernels_on_the_gpu_equal_the_document_mask(kind, kernel):
+    """PyTorch's varlen FlashAttention kernel and FlexAttention's block mask on packed rows
+    (with padding) against SDPA with the document mask, at bf16: loss and gradients."""
+    from mlmkit.models.unpadded import unpadded_logits
+    from mlmkit.models.varlen_attention import varlen_available
+    from tests.models.test_unpadded import tiny_config, tiny_model, two_packed_rows
+
+    if kernel == "varlen" and not (varlen_available()
+                                   and torch.cuda.get_device_capability() >= (8, 0)):
+        pytest.skip("this torch or GPU has no varlen FlashAttention kernel")
+    ids, documents, read = (t.cuda() for t in two_packed_rows(tiny_config(kind).pad_token_id)[:3])
+    results = []
+    for attention in ("sdpa", kernel):
+        model = tiny_model(kind, attention).cuda().train()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = unpadded_logits(model, ids, documents, read)
+        loss = torch.nn.functional.cross_entropy(logits.float(), ids[read], reduction="sum")
+        loss.backward()
+        results.append((float(loss), torch.cat([p.grad.flatten() for p in model.parameters()
+                                                if p.grad is not None])))
+    (masked, masked_grad), (fast, fast_grad) = results
+    assert close(masked, fast, 2e-2)
+    assert float((masked_grad - fast_grad).norm()) <= 5e-2 * float(masked_grad.norm())
+
+
+@pytest.mark.parametrize("model, tokenizer", [("bert-tiny", "wordpiece"),
+                                              ("modernbert-tiny", "bpe")])
+def test_unpadded_gpu_training_runs_the_varlen_kernel_as_flex_attention_does(
+        tmp_path, tokenizer_factory, fixture_dir, model, tokenizer):
+    """`pretrain --unpadded` at bf16 on a GPU picks the varlen kernel by itself; its losses
+    follow those of the same run through FlexAttention."""
+    from mlmkit.models.varlen_attention import varlen_available
+    from mlmkit.pretraining import pretrain
+
+    if not (varlen_available() and torch.cuda.get_device_capability() >= (8, 0)):
+        pytest.skip("this torch or GPU has no varlen FlashAttention kernel")
+    tokenizer_factory(tokenizer)
+    options = dict(model=model, unpadded=True, device="cuda", precision="bf16", steps=4,
+                   pppl_sentences=0, dropout=0.0, masking="default")
+    path = str(fixture_dir / f"tok-{tokenizer}")
+    varlen = pretrain(tiny_config(tmp_path / "varlen", path, **options))
+    flex = pretrain(tiny_config(tmp_path / "flex", path, flex_attention=True, **options))
+    assert "varlen FlashAttention" in varlen.summary["objective"]
+    assert "FlexAttention" in flex.summary["objective"]
+    a, b = ([r["loss"] for r in run.history if r["split"] == "train"] for run in (varlen, flex))
+    assert len(a) == len(b) and all(close(x, y, 2e-2) for x, y in zip(a, b, strict=True))

@@ -26,7 +26,7 @@ import torch
 
 from mlmkit.core.devices import autocast
 from mlmkit.embeddings.pooling import pool, pool_segments
-from mlmkit.models.unpadded import UNPADDED_MODEL_TYPES, unpadded_hidden
+from mlmkit.models.unpadded import ROTARY_MODEL_TYPES, unpadded_hidden
 
 SLACK = 1.25  # a group's padded tokens may exceed its real tokens by a quarter
 PACK_TOKENS = 64  # a packed row's length (or the longest text): attention costs its square
@@ -71,7 +71,7 @@ class TrainingEncoder:
         self.model, self.pad_id, self.pooling = model, pad_id, pooling
         self.precision, self.max_tokens = precision, max_tokens
         self.device = next(model.parameters()).device
-        self.packed = getattr(model.config, "model_type", None) in UNPADDED_MODEL_TYPES \
+        self.packed = getattr(model.config, "model_type", None) in ROTARY_MODEL_TYPES \
             and getattr(model.config, "_attn_implementation", "sdpa") in ("sdpa", "eager")
 
     def __call__(self, ids: list[list[int]]) -> torch.Tensor:

@@ -3,9 +3,11 @@ each token attending only to its own document, with positions restarting per doc
 
 What transformers 5.x offers: "padding-free" training (`DataCollatorWithFlattening`,
 `position_ids` restarting per sequence, `cu_seq_lens_*` kwargs) reaches a variable-length
-kernel only through FlashAttention (`flash_attention_2/3`, a CUDA package) — there the
-attention of a packed row really costs Σ nᵢ² instead of L². ModernBERT's own unpadding
-path (its `_unpad_modernbert_input`) went with the 5.x attention refactor. With `sdpa`
+kernel only through the FlashAttention package (`flash_attention_2/3`, CUDA); mlmkit
+registers its own attention function over PyTorch's varlen kernel instead
+(`models.varlen_attention`). There the attention of a packed row really costs Σ nᵢ² instead
+of L². ModernBERT's own unpadding path (its `_unpad_modernbert_input`) went with the 5.x
+attention refactor. With `sdpa`
 or `eager` attention (every CPU), a 4-D mask passed as the attention mask is used as it
 is, so the same isolation is exact but the attention still computes the whole L×L block:
 on a CPU this removes the *padding* (no token is wasted on pad ids, unlike one document
@@ -16,34 +18,58 @@ The document of each token travels as an "indexed" attention mask [B, L]: 1, 2, 
 document's number in its row, 0 on padding (the convention FlashAttention packers use).
 Supported: the RoPE families whose transformers classes take a 4-D mask and position ids
 (ModernBERT and its Ettin/mmBERT presets, with their local-attention window kept within
-the document; EuroBERT and NeoBERT's shape). Absolute-position families are refused.
+the document; EuroBERT and NeoBERT's shape), and the absolute-position families of BERT's
+shape (BERT, RoBERTa, XLM-R, ELECTRA): their learned positions restart at each document
+(RoBERTa's after the padding index, as a document alone gets them) and every token is of
+type 0, so each document is embedded as if alone.
 
-A model set to `flex_attention` (`--flex-attention`) gets the same isolation as a
-FlexAttention block mask instead: blocks of 128×128 that hold no pair of one document
-are skipped, so a packed row costs about Σ nᵢ² on a GPU. transformers compiles
-FlexAttention on first use (about half a minute on a CPU), and on a CPU FlexAttention
-has a forward pass only (no backward): there it serves evaluation and tests.
+Three kernels, chosen by the model's attention implementation:
+- `sdpa`/`eager` (the default, every device): the 4-D document mask above.
+- `flex_attention` (`--flex-attention`): the same pairs as a FlexAttention block mask:
+  blocks of 128×128 that hold no pair of one document are skipped, so a packed row costs
+  about Σ nᵢ² on a GPU. transformers compiles FlexAttention on first use (about half a
+  minute on a CPU), and on a CPU FlexAttention has a forward pass only (no backward): there
+  it serves evaluation and tests.
+- `models.varlen_attention` (picked by `pretrain --unpadded` on a CUDA device where this
+  torch has the varlen kernel, at bf16 without attention dropout): PyTorch's FlashAttention
+  varlen kernel over the documents as one flat stream; no mask at all.
 """
 
 from __future__ import annotations
 
 import torch
-from torch.nn.attention.flex_attention import create_block_mask
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.adapters import adapter_for
 from mlmkit.models.cross_entropy import cross_entropy_top1
+from mlmkit.models.varlen_attention import document_layout, uses_varlen
 
-UNPADDED_MODEL_TYPES = ("modernbert", "eurobert")
-UNPADDED_FAMILIES = ("modernbert", "ettin", "mmbert", "eurobert", "neobert")
+try:  # torch >= 2.5
+    from torch.nn.attention.flex_attention import create_block_mask
+except ImportError:  # an older torch: no FlexAttention
+    create_block_mask = None
+
+# model type -> the attribute holding its encoder (the adapters' split)
+ROTARY_MODEL_TYPES = {"modernbert": "model", "eurobert": "model"}
+ABSOLUTE_MODEL_TYPES = {"bert": "bert", "roberta": "roberta", "xlm-roberta": "roberta",
+                        "electra": "electra"}
+UNPADDED_MODEL_TYPES = (*ROTARY_MODEL_TYPES, *ABSOLUTE_MODEL_TYPES)
+ROTARY_FAMILIES = ("modernbert", "ettin", "mmbert", "eurobert", "neobert")
+UNPADDED_FAMILIES = (*ROTARY_FAMILIES, "bert", "roberta", "xlm-roberta", "electra")
+# model types whose learned positions start after the padding index
+POSITIONS_AFTER_PADDING = ("roberta", "xlm-roberta")
+
+
+def flex_attention_available() -> bool:
+    """Whether this torch has FlexAttention (torch 2.5 or newer)."""
+    return create_block_mask is not None
 
 
 def check_unpadded_family(family: str, what: str = "--model") -> None:
     """A one-line error for a family without unpadded attention."""
     if family not in UNPADDED_FAMILIES:
         raise InvalidArgument(f"--unpadded: {what} family {family!r} has no unpadded "
-                              f"attention in mlmkit (absolute positions would restart per "
-                              f"document in a different way): use one of "
+                              f"attention in mlmkit: use one of "
                               f"{', '.join(UNPADDED_FAMILIES)}, or drop --unpadded")
 
 
@@ -93,6 +119,16 @@ def document_block_mask(documents: torch.Tensor, window: int | None = None):
                              device=documents.device)
 
 
+def unpadded_kernel(model: torch.nn.Module) -> str:
+    """Which kernel `unpadded_hidden` runs for `model`, in words (a run's summary says it)."""
+    if uses_varlen(model):
+        return "varlen FlashAttention (each document a sequence)"
+    if _uses_flex(model):
+        return "FlexAttention with a document block mask"
+    implementation = getattr(model.config, "_attn_implementation", None) or "sdpa"
+    return f"{implementation} with a document mask"
+
+
 def _uses_flex(model) -> bool:
     return getattr(model.config, "_attn_implementation", None) == "flex_attention"
 
@@ -114,24 +150,38 @@ def _as_attention_mask(mask: torch.Tensor, model, dtype: torch.dtype) -> torch.T
     return additive.masked_fill_(~mask, torch.finfo(dtype).min)
 
 
+def _model_inputs(model, input_ids: torch.Tensor, documents: torch.Tensor) -> dict:
+    """The encoder's inputs besides the mask: positions restarting per document (absolute
+    ones where the family's start, RoBERTa's after the padding index), token type 0."""
+    positions = document_positions(documents)
+    model_type = model.config.model_type
+    if model_type in ROTARY_MODEL_TYPES:
+        return {"input_ids": input_ids, "position_ids": positions}
+    if model_type in POSITIONS_AFTER_PADDING:
+        positions = positions + model.config.pad_token_id + 1
+    return {"input_ids": input_ids, "position_ids": positions,
+            "token_type_ids": torch.zeros_like(input_ids)}
+
+
 def unpadded_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
                     documents: torch.Tensor) -> torch.Tensor:
     """Hidden states [B, L, d] of a masked LM's encoder with attention kept within each
     document of `documents` (the indexed mask) and positions restarting per document."""
     check_unpadded_model(model)
-    encoder = model.model
-    positions = document_positions(documents)
+    model_type = model.config.model_type
+    encoder = getattr(model, {**ROTARY_MODEL_TYPES, **ABSOLUTE_MODEL_TYPES}[model_type])
+    inputs = _model_inputs(model, input_ids, documents)
+    if uses_varlen(model):  # no mask: the documents travel as sequence boundaries
+        return encoder(**inputs, **document_layout(documents)).last_hidden_state
     dtype = encoder.get_input_embeddings().weight.dtype
-    if model.config.model_type == "modernbert":
+    if model_type == "modernbert":
         window = getattr(model.config, "sliding_window", None)
         masks = {"full_attention": _attention_mask(documents, model, dtype)}
         if "sliding_attention" in set(model.config.layer_types):
             masks["sliding_attention"] = _attention_mask(documents, model, dtype, window)
-        return encoder(input_ids=input_ids, attention_mask=masks,
-                       position_ids=positions).last_hidden_state
+        return encoder(**inputs, attention_mask=masks).last_hidden_state
     mask = _attention_mask(documents, model, dtype)
-    return encoder(input_ids=input_ids, attention_mask=mask,
-                   position_ids=positions).last_hidden_state
+    return encoder(**inputs, attention_mask=mask).last_hidden_state
 
 
 def unpadded_logits(model: torch.nn.Module, input_ids: torch.Tensor, documents: torch.Tensor,

@@ -113,8 +113,11 @@ class PretrainConfig:
                                               "--batch-size / 8, at least one per "
                                               "micro-step and process)")
     unpadded: bool = _f(False, "packed rows without padding whose attention stays within each "
-                               "document (per-document positions); families with RoPE "
-                               "(modernbert, ettin, mmbert, eurobert, neobert)")
+                               "document (positions restart per document): modernbert, "
+                               "ettin, mmbert, eurobert, neobert, bert, roberta, xlm-roberta, "
+                               "electra; on a GPU at bf16 without attention dropout through "
+                               "PyTorch's varlen FlashAttention kernel, else SDPA with a "
+                               "document mask")
     # -- end of optimizer, batch warm-up and unpadding
     clip: float = _f(1.0, "gradient-norm clipping threshold (0 disables)")
     schedule: str = _f("linear", "learning-rate schedule after warmup: linear, cosine, wsd "

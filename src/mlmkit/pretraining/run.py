@@ -28,7 +28,13 @@ from mlmkit.errors import InvalidArgument, MlmkitError, RunError
 from mlmkit.masking.config import check_masking
 from mlmkit.models import load_mlm
 from mlmkit.models.preset_table import parse_preset
-from mlmkit.models.unpadded import check_unpadded_family, check_unpadded_model
+from mlmkit.models.unpadded import (
+    ROTARY_FAMILIES,
+    check_unpadded_family,
+    check_unpadded_model,
+    flex_attention_available,
+)
+from mlmkit.models.varlen_attention import attention_dropout
 from mlmkit.pretraining.budget import Budget
 from mlmkit.pretraining.config import MAX_VOCAB_SIZE, MIN_VOCAB_SIZE, PretrainConfig
 from mlmkit.pretraining.data import (
@@ -578,14 +584,24 @@ def recorded_vocabulary(config: PretrainConfig, tokenizer) -> PretrainConfig:
 
 
 def check_flex_attention(config: PretrainConfig, device) -> None:
-    """--flex-attention: unpadded rows, a device with FlexAttention's backward pass, and
-    no attention dropout (transformers' FlexAttention path has none)."""
+    """--flex-attention: a torch with FlexAttention, unpadded rows, a device with
+    FlexAttention's backward pass, and no attention dropout (transformers' FlexAttention
+    path has none; the BERT-shaped presets keep 0.1 unless --dropout says otherwise)."""
+    if not flex_attention_available():
+        raise InvalidArgument(f"--flex-attention: torch {torch.__version__} has no "
+                              "FlexAttention (torch 2.5 or newer): upgrade torch or drop "
+                              "--flex-attention")
     if not config.unpadded:
         raise InvalidArgument("--flex-attention is the kernel of unpadded attention: add "
                               "--unpadded or drop --flex-attention")
     if config.dropout:
         raise InvalidArgument(f"--flex-attention with --dropout {config.dropout}: "
                               "FlexAttention has no attention dropout; use --dropout 0")
+    if config.dropout is None and config.init is None and \
+            parse_preset(config.model)[0] not in ROTARY_FAMILIES:
+        raise InvalidArgument(f"--flex-attention: --model {config.model} trains with "
+                              "attention dropout 0.1 and FlexAttention has none: add "
+                              "--dropout 0")
     if device is not None and torch.device(device).type == "cpu":
         raise InvalidArgument("--flex-attention: FlexAttention has no backward pass on a "
                               "CPU: train on a GPU (--device cuda) or drop --flex-attention")
@@ -676,6 +692,11 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
                               allow_untrained_head=config.allow_untrained_head).model.train()
         if config.unpadded:  # the loaded model must support unpadded attention
             check_unpadded_model(init_model)
+        if config.flex_attention and config.dropout is None and \
+                attention_dropout(init_model.config) > 0:
+            raise InvalidArgument(f"--flex-attention: --init {config.init!r} trains with "
+                                  f"attention dropout {attention_dropout(init_model.config)}"
+                                  " and FlexAttention has none: add --dropout 0")
         limit = getattr(init_model.config, "max_position_embeddings", None)
         if limit is not None and config.seq_len > limit:
             raise InvalidArgument(f"--seq-len {config.seq_len} is longer than --init "

@@ -17,7 +17,8 @@ from mlmkit.models import LoadedMLM, build_mlm, masked_logits
 from mlmkit.models.cross_entropy import cross_entropy_top1
 from mlmkit.models.fast_modernbert import use_fast_layers
 from mlmkit.models.regional_compile import compile_layers
-from mlmkit.models.unpadded import unpadded_logits, unpadded_mlm_loss
+from mlmkit.models.unpadded import unpadded_kernel, unpadded_logits, unpadded_mlm_loss
+from mlmkit.models.varlen_attention import use_varlen_attention, varlen_usable
 from mlmkit.scoring.masked_copies import score_token_ids
 from mlmkit.tokenizer import save_tokenizer
 from mlmkit.training.objective import LossOutput, Objective, Prepared
@@ -93,8 +94,9 @@ def use_fast_attention(model: torch.nn.Module, runtime) -> None:
 
 def build_run_model(config, tokenizer, runtime, init_model=None):
     """The run's masked LM: `init_model` (continued pretraining) or a fresh preset, with the
-    run's dropout, the runtime's fastest attention and ModernBERT's fast rotary and GeGLU
-    backward (`models.fast_modernbert`), on the run's device."""
+    run's dropout, the runtime's fastest attention (unpadded: FlexAttention when asked, else
+    the varlen kernel where it runs, else SDPA with a document mask) and ModernBERT's fast
+    rotary and GeGLU backward (`models.fast_modernbert`), on the run's device."""
     model = init_model if init_model is not None else build_mlm(
         config.model, tokenizer, seed=config.seed)  # the preset's positions, not --seq-len
     if config.dropout is not None:
@@ -102,6 +104,9 @@ def build_run_model(config, tokenizer, runtime, init_model=None):
     use_fast_attention(model, runtime)
     if getattr(config, "flex_attention", False):  # unpadded rows through FlexAttention
         model.set_attn_implementation("flex_attention")
+    elif getattr(config, "unpadded", False) and varlen_usable(model, runtime.device,
+                                                              runtime.precision):
+        use_varlen_attention(model)  # each document a sequence of FlashAttention's varlen
     use_fast_layers(model)
     if getattr(config, "compile_layers", False):  # regional torch.compile, layer by layer
         compile_layers(model)
@@ -199,7 +204,10 @@ class MLMObjective(Objective):
 
     def describe(self) -> str:
         describe = getattr(self.policy, "describe", None)
-        return f"MLM, masking: {describe() if describe else resolve_masking(self.config.masking)}"
+        text = f"MLM, masking: {describe() if describe else resolve_masking(self.config.masking)}"
+        if self._unpadded:
+            text += f"; unpadded attention: {unpadded_kernel(self.model)}"
+        return text
 
 
 def score_sentences(mlm: LoadedMLM, sentences: list[list[int]], runtime):
