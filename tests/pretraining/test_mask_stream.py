@@ -38,22 +38,28 @@ def test_a_config_without_the_field_resumes_with_the_row_stream(tmp_path, tokeni
         tiny_config(tmp_path, tokenizer_path, mask_stream="philox")
 
 
-def test_counter_masks_of_two_processes_are_those_of_one(tmp_path, tokenizer_path,
-                                                           wordpiece_tokenizer):
-    config = tiny_config(tmp_path, tokenizer_path, mask_stream="counter")
+@pytest.mark.parametrize("stream", ["counter", "row"])
+def test_masks_of_two_processes_are_those_of_one(stream, tmp_path, tokenizer_path,
+                                                 wordpiece_tokenizer):
+    """Either stream (the row stream masks each row alone, with its own generator, so no
+    policy sees the rows beside it; tests/masking/test_counter_stream.py splits every
+    policy's counter-stream batch)."""
+    config = tiny_config(tmp_path, tokenizer_path, mask_stream=stream)
     objective = MLMObjective(config, wordpiece_tokenizer, build_runtime("cpu", "fp32", threads=1))
     blocks = _blocks(wordpiece_tokenizer, tmp_path)
     indices = np.arange(8) % len(blocks)
     whole, _ = prepare_rows(objective, blocks, indices, rank_rows(8, 0, 1), 3, 7,
-                            stream="counter")
+                            stream=stream)
     ranks = [prepare_rows(objective, blocks, indices, rank_rows(8, r, 2), 3, 7,
-                          stream="counter")[0] for r in (0, 1)]
+                          stream=stream)[0] for r in (0, 1)]
     order = np.concatenate([rank_rows(8, r, 2) for r in (0, 1)])
     for key, value in whole.tensors.items():
         assert torch.equal(value[order], torch.cat([p.tensors[key] for p in ranks])), key
     assert whole.counts["masked"] == sum(p.counts["masked"] for p in ranks)
-    row, _ = prepare_rows(objective, blocks, indices, rank_rows(8, 0, 1), 3, 7)
-    assert not torch.equal(row.tensors["mask"], whole.tensors["mask"])  # another stream
+    other = {"counter": "row", "row": "counter"}[stream]
+    another, _ = prepare_rows(objective, blocks, indices, rank_rows(8, 0, 1), 3, 7,
+                              stream=other)
+    assert not torch.equal(another.tensors["mask"], whole.tensors["mask"])
 
 
 def _blocks(tokenizer, root):
