@@ -128,10 +128,10 @@ def step_cpu_seconds(between: bool = False):
 
     original, seconds = Run.step, []
 
-    def step(self):
+    def step(self, *args, **kwargs):
         start = time.process_time()
         try:
-            original(self)
+            original(self, *args, **kwargs)
         finally:
             seconds.append(time.process_time() - start)
         if between:
