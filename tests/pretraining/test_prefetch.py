@@ -70,6 +70,23 @@ def test_without_the_flag_the_depth_is_the_devices(tmp_path, tokenizer_path):
         tiny_config(tmp_path, tokenizer_path, prefetch=-1)
 
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_run_without_the_flag_builds_ahead_as_its_device_says(device, tmp_path,
+                                                               tokenizer_path, monkeypatch):
+    depths, start = [], BatchProducer.__init__
+
+    def spy(self, *args, depth, **kwargs):
+        depths.append(depth)
+        start(self, *args, depth=depth, **kwargs)
+
+    monkeypatch.setattr(BatchProducer, "__init__", spy)
+    pretrain(tiny_config(tmp_path, tokenizer_path, device=device, steps=3, pppl_sentences=0))
+    assert depths == ([2] if device == "cuda" else [])  # a CPU builds each batch in its step
+
+
 def test_a_prefetching_run_killed_midway_resumes_bit_identically(tmp_path, tokenizer_path):
     plain = pretrain(tiny_config(tmp_path / "plain", tokenizer_path, prefetch=0))
     halted = pretrain(tiny_config(tmp_path / "run", tokenizer_path, halt_after=5, prefetch=2))
