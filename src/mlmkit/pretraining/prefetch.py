@@ -29,9 +29,11 @@ from mlmkit.training.objective import Prepared
 
 # Steps built ahead when --prefetch is not given, by device type. On a GPU the host builds
 # and copies the next batches while the device computes: nothing is shared but the copy
-# engine, and two steps ahead absorb a slow batch. On a CPU the producer's thread takes
-# cores from the step's own threads, so it gains only what the overlap saves over the
-# contention; benchmarks/pretrain.py --section data measures both.
+# engine, and two steps ahead absorb a slow batch. On a CPU the counter stream builds a
+# batch in a small share of the step, so there is little to overlap, and the producer's
+# thread would take a core from the step's own threads; building in the step also keeps
+# a step interruptible (`Run.interruptible`). benchmarks/pretrain.py --section data
+# measures the streams and depths on a CPU.
 DEFAULT_DEPTH = {"cuda": 2, "cpu": 0}
 
 
