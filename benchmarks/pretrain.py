@@ -22,6 +22,7 @@ evaluator (the same validation blocks with the same HF-collator masks for all).
     python benchmarks/pretrain.py --section profile      # issue 20: where a step's time goes
     python benchmarks/pretrain.py --device cuda   # = --section gpu: vs HF Trainer on a GPU
     python benchmarks/pretrain.py --device cpu --smoke   # the same code, tiny, in seconds
+    python benchmarks/pretrain.py --section data --timed-steps 8   # mask streams, --prefetch
 
 Every run trains with the thread count the matmul peak is measured at (--threads, default
 $MLMKIT_THREADS or the usable cores), so the MFU of each row is against its own threads'
@@ -161,15 +162,15 @@ def step_cpu_seconds(between: bool = False):
 
 
 def run_mlmkit(base: PretrainConfig, work: Path, *, steps=None, time_budget=None,
-               warm: int = 2, between: bool = True):
-    """(tokens/s of wall time, result, tokens per CPU-second of the process). `between`:
-    a CPU peak round after each timed step (into BETWEEN; not on a GPU run)."""
+               warm: int = 2, between: bool | None = None):
+    """(tokens/s of wall time, result, tokens per CPU-second of the process); `between`:
+    sample the peak between steps (default: in a timed run of `steps`)."""
     run_dir = work / f"mlmkit-{steps or time_budget}"
     shutil.rmtree(run_dir, ignore_errors=True)
     config = base.replace(run_dir=str(run_dir), steps=steps, time=time_budget, log_every=1,
                           eval_every=0, save_every=0, pppl_sentences=0, eval_blocks=1)
     BETWEEN.clear()
-    with step_cpu_seconds(between=between and bool(steps)) as cpu:
+    with step_cpu_seconds(between=bool(steps) if between is None else between) as cpu:
         result = pretrain(config)
     train = [r for r in result.history if r["split"] == "train"]
     if steps:
@@ -274,13 +275,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads of every system and of the peak (default: "
                              "$MLMKIT_THREADS, else the usable cores)")
-    parser.add_argument("--section", choices=("all", "trainer", "objectives", "profile", "gpu"),
+    parser.add_argument("--section", choices=("all", "trainer", "objectives", "profile", "data",
+                                              "gpu"),
                         default=None,
                         help="trainer: mlmkit vs HF Trainer; objectives: ELECTRA / diffusion "
                              "vs MLM and 1- vs 2-process scaling (issue 6); profile: one "
-                             "mlmkit step's time by kind of op (issue 20); gpu: mlmkit at its "
-                             "GPU settings vs HF Trainer at its best, base-size models at "
+                             "mlmkit step's time by kind of op (issue 20); data: the row "
+                             "and counter mask streams and --prefetch 1 and 2; gpu: mlmkit at "
+                             "its GPU settings vs HF Trainer at its best, base-size models at "
                              "seq 512 and 1,024 (default: gpu with --device, else all)")
+    parser.add_argument("--rounds", type=int, default=2,
+                        help="--section data: times each system trains, interleaved")
     add_gpu_arguments(parser)
     args = parser.parse_args(argv)
     if args.section is None:
@@ -303,6 +308,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"data: {data.describe()}; threads {torch.get_num_threads()}")
     if args.section == "profile":
         profile_step(base, work, args.timed_steps)
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    if args.section == "data":
+        figures = {"data": data_figures(args, base, work), "config": base.to_dict()}
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=1, default=str))
         shutil.rmtree(work, ignore_errors=True)
         return
     if args.section == "objectives":
@@ -569,6 +580,58 @@ def objective_figures(args, base: PretrainConfig, work: Path) -> dict:
     return {"tokens_per_s": rates, "relative_to_mlm": {k: v / rates["mlm"]
                                                        for k, v in rates.items()},
             "torchrun_tokens_per_s": scaling, "scaling_2_vs_1": scaling[2] / scaling[1]}
+
+
+# ---- the data path in training: mask streams and --prefetch
+
+
+def data_figures(args, base: PretrainConfig, work: Path) -> dict:
+    """tokens/s, MFU and the share of the step spent on the batch, for the row and the
+    counter mask stream (batches built in the step) and for --prefetch 1 and 2 (counter
+    stream). Each system trains --rounds times, the systems interleaved, so that a change
+    of the machine's load falls on all of them; the median of the rounds is printed. No
+    peak rounds between steps here: they would give a prefetching thread a core of its own
+    between the steps, which the run itself does not have."""
+    systems = {"row stream": base.replace(mask_stream="row", prefetch=0),
+               "counter stream": base.replace(mask_stream="counter", prefetch=0),
+               "counter, --prefetch 1": base.replace(mask_stream="counter", prefetch=1),
+               "counter, --prefetch 2": base.replace(mask_stream="counter", prefetch=2)}
+    precision = resolve_precision(base.precision, torch.device("cpu"), task="training")
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    peak = matmul_peak(dtype)
+    cpu_peak = matmul_peak(dtype, clock=time.process_time)
+    tokenizer = resolve_tokenizer(base, show_progress=False)
+    probe = build_mlm(base.model, tokenizer, max_length=base.seq_len)
+    needed = train_flops_per_token(probe.config, base.seq_len, read_share=MASK_RATE)
+    steps = args.timed_steps + 2
+    runs = {name: [] for name in systems}
+    loads = [os.getloadavg()[0]]
+    for _ in range(args.rounds):
+        for name, config in systems.items():
+            rate, result, cpu_rate = run_mlmkit(config, work / "data", steps=steps,
+                                                between=False)
+            runs[name].append((rate, cpu_rate, result.summary["data_wait_share"]))
+            loads.append(os.getloadavg()[0])
+    figures = {name: {"tokens_per_s": float(np.median([r[0] for r in rows])),
+                      "tokens_per_cpu_s": float(np.median([r[1] for r in rows])),
+                      "data_wait_share": float(np.median([r[2] for r in rows])),
+                      "rounds": rows} for name, rows in runs.items()}
+    for values in figures.values():
+        values["mfu"] = values["tokens_per_s"] * needed / peak
+        values["mfu_cpu_time"] = values["tokens_per_cpu_s"] * needed / cpu_peak
+    first = figures["row stream"]["tokens_per_s"]
+    print(f"{precision} matmul peak {peak / 1e9:.1f} GFLOP/s of wall time, "
+          f"{cpu_peak / 1e9:.1f} per CPU-second; {torch.get_num_threads()} threads; "
+          f"{args.rounds} rounds of {args.timed_steps} timed steps; load average (1 min) "
+          f"{min(loads):.2f}–{max(loads):.2f}")
+    print(f"{'system':24s} {'tokens/s':>9s} {'× row':>6s} {'MFU':>6s} {'MFU/CPU-s':>10s} "
+          f"{'data wait':>10s}")
+    for name, values in figures.items():
+        print(f"{name:24s} {values['tokens_per_s']:9.0f} {values['tokens_per_s'] / first:6.2f} "
+              f"{100 * values['mfu']:5.1f}% {100 * values['mfu_cpu_time']:9.1f}% "
+              f"{100 * values['data_wait_share']:9.2f}%")
+    return {"systems": figures, "load_average": loads, "precision": precision,
+            "peak_flops": peak, "peak_flops_per_cpu_s": cpu_peak}
 
 
 # ---- on a GPU: mlmkit at the settings a GPU user should use vs HF Trainer at its best

@@ -3,14 +3,18 @@ is part of the stored config (runs saved without the field keep the row stream).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+import yaml
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.pretraining import pretrain
 from mlmkit.pretraining.data import prepare_rows, rank_rows
 from mlmkit.pretraining.run_state import stored_config
+from mlmkit.training.checkpoint import load_latest_state, save_state
 from mlmkit.training.objectives.mlm import MLMObjective
 from mlmkit.training.runtime import build_runtime
 from tests.pretraining.test_pretrain import assert_same_weights, tiny_config
@@ -27,26 +31,35 @@ def test_a_config_without_the_field_resumes_with_the_row_stream(tmp_path, tokeni
     assert stored_config({"config": values}, tmp_path).mask_stream == "counter"
     del values["mask_stream"]  # a checkpoint written before the field existed
     assert stored_config({"config": values}, tmp_path).mask_stream == "row"
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(values))  # an older checkpoint
+    assert stored_config({}, tmp_path).mask_stream == "row"  # without a config: the file's
+    assert tiny_config(tmp_path, tokenizer_path).mask_stream == "counter"  # a new run's
     with pytest.raises(InvalidArgument, match="mask-stream"):
         tiny_config(tmp_path, tokenizer_path, mask_stream="philox")
 
 
-def test_counter_masks_of_two_processes_are_those_of_one(tmp_path, tokenizer_path,
-                                                           wordpiece_tokenizer):
-    config = tiny_config(tmp_path, tokenizer_path, mask_stream="counter")
+@pytest.mark.parametrize("stream", ["counter", "row"])
+def test_masks_of_two_processes_are_those_of_one(stream, tmp_path, tokenizer_path,
+                                                 wordpiece_tokenizer):
+    """Either stream (the row stream masks each row alone, with its own generator, so no
+    policy sees the rows beside it; tests/masking/test_counter_stream.py splits every
+    policy's counter-stream batch)."""
+    config = tiny_config(tmp_path, tokenizer_path, mask_stream=stream)
     objective = MLMObjective(config, wordpiece_tokenizer, build_runtime("cpu", "fp32", threads=1))
     blocks = _blocks(wordpiece_tokenizer, tmp_path)
     indices = np.arange(8) % len(blocks)
     whole, _ = prepare_rows(objective, blocks, indices, rank_rows(8, 0, 1), 3, 7,
-                            stream="counter")
+                            stream=stream)
     ranks = [prepare_rows(objective, blocks, indices, rank_rows(8, r, 2), 3, 7,
-                          stream="counter")[0] for r in (0, 1)]
+                          stream=stream)[0] for r in (0, 1)]
     order = np.concatenate([rank_rows(8, r, 2) for r in (0, 1)])
     for key, value in whole.tensors.items():
         assert torch.equal(value[order], torch.cat([p.tensors[key] for p in ranks])), key
     assert whole.counts["masked"] == sum(p.counts["masked"] for p in ranks)
-    row, _ = prepare_rows(objective, blocks, indices, rank_rows(8, 0, 1), 3, 7)
-    assert not torch.equal(row.tensors["mask"], whole.tensors["mask"])  # another stream
+    other = {"counter": "row", "row": "counter"}[stream]
+    another, _ = prepare_rows(objective, blocks, indices, rank_rows(8, 0, 1), 3, 7,
+                              stream=other)
+    assert not torch.equal(another.tensors["mask"], whole.tensors["mask"])
 
 
 def _blocks(tokenizer, root):
@@ -61,10 +74,40 @@ def _blocks(tokenizer, root):
 
 
 def test_a_counter_stream_run_resumes_bit_identically(tmp_path, tokenizer_path):
-    full = pretrain(tiny_config(tmp_path / "full", tokenizer_path, mask_stream="counter"))
-    halted = pretrain(tiny_config(tmp_path / "run", tokenizer_path, mask_stream="counter",
-                                  halt_after=5))
+    full = pretrain(tiny_config(tmp_path / "full", tokenizer_path))  # counter: the default
+    assert _recorded_stream(full.run_dir) == "counter"
+    halted = pretrain(tiny_config(tmp_path / "run", tokenizer_path, halt_after=5))
     assert halted.interrupted
     resumed = pretrain(resume=tmp_path / "run", overrides={"halt_after": None})
     assert_same_weights(resumed.run_dir, full.run_dir)
     assert full.history[-1]["loss"] == resumed.history[-1]["loss"]
+
+
+def test_a_run_saved_before_the_field_resumes_with_the_row_stream_exactly(
+        tmp_path, tokenizer_path, capsys):
+    full = pretrain(tiny_config(tmp_path / "full", tokenizer_path, mask_stream="row"))
+    halted = pretrain(tiny_config(tmp_path / "run", tokenizer_path, mask_stream="row",
+                                  halt_after=5))
+    assert halted.interrupted
+    _forget_the_stream(tmp_path / "run")  # as an older version saved it
+    capsys.readouterr()
+    resumed = pretrain(resume=tmp_path / "run", overrides={"halt_after": None})
+    assert "differs" not in capsys.readouterr().err  # config.yaml read the same way
+    assert _recorded_stream(resumed.run_dir) == "row"
+    assert_same_weights(resumed.run_dir, full.run_dir)
+    assert full.history[-1]["loss"] == resumed.history[-1]["loss"]
+
+
+def _recorded_stream(run_dir) -> str:
+    return yaml.safe_load((Path(run_dir) / "config.yaml").read_text())["mask_stream"]
+
+
+def _forget_the_stream(run_dir) -> None:
+    """Drop mask_stream from the run's config.yaml and from its training state."""
+    config_yaml = Path(run_dir) / "config.yaml"
+    values = yaml.safe_load(config_yaml.read_text())
+    del values["mask_stream"]
+    config_yaml.write_text(yaml.safe_dump(values))
+    state, path = load_latest_state(run_dir)
+    del state["config"]["mask_stream"]
+    save_state(run_dir, state["counters"]["step"], state)

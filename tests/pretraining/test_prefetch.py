@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from mlmkit.corpus.packing import BlockOrder
+from mlmkit.errors import InvalidArgument
 from mlmkit.pretraining import pretrain
 from mlmkit.pretraining.data import prepare_rows, rank_rows
-from mlmkit.pretraining.prefetch import BatchProducer, can_prefetch
+from mlmkit.pretraining.prefetch import BatchProducer, can_prefetch, prefetch_depth
 from mlmkit.training.objectives.mlm import MLMObjective
 from mlmkit.training.runtime import build_runtime
-from tests.pretraining.test_mask_stream import _blocks
+from tests.pretraining.test_mask_stream import _blocks, _recorded_stream
 from tests.pretraining.test_pretrain import assert_same_weights, tiny_config
 
 
@@ -59,10 +61,36 @@ def test_what_cannot_be_built_ahead_is_built_in_the_step(tmp_path, tokenizer_pat
     assert "loss-based" in can_prefetch(config, loss, None)
 
 
+def test_without_the_flag_the_depth_is_the_devices(tmp_path, tokenizer_path):
+    assert tiny_config(tmp_path, tokenizer_path).prefetch is None  # recorded as not given
+    assert prefetch_depth(None, torch.device("cuda", 1)) == prefetch_depth(None, "cuda") == 2
+    assert prefetch_depth(None, torch.device("cpu")) == 0
+    assert prefetch_depth(0, "cuda") == 0 and prefetch_depth(3, "cpu") == 3  # as given
+    with pytest.raises(InvalidArgument, match="prefetch"):
+        tiny_config(tmp_path, tokenizer_path, prefetch=-1)
+
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_run_without_the_flag_builds_ahead_as_its_device_says(device, tmp_path,
+                                                               tokenizer_path, monkeypatch):
+    depths, start = [], BatchProducer.__init__
+
+    def spy(self, *args, depth, **kwargs):
+        depths.append(depth)
+        start(self, *args, depth=depth, **kwargs)
+
+    monkeypatch.setattr(BatchProducer, "__init__", spy)
+    pretrain(tiny_config(tmp_path, tokenizer_path, device=device, steps=3, pppl_sentences=0))
+    assert depths == ([2] if device == "cuda" else [])  # a CPU builds each batch in its step
+
+
 def test_a_prefetching_run_killed_midway_resumes_bit_identically(tmp_path, tokenizer_path):
-    plain = pretrain(tiny_config(tmp_path / "plain", tokenizer_path))
-    options = dict(prefetch=2, mask_stream="row")
-    halted = pretrain(tiny_config(tmp_path / "run", tokenizer_path, halt_after=5, **options))
+    plain = pretrain(tiny_config(tmp_path / "plain", tokenizer_path, prefetch=0))
+    halted = pretrain(tiny_config(tmp_path / "run", tokenizer_path, halt_after=5, prefetch=2))
+    assert _recorded_stream(halted.run_dir) == "counter"  # the default stream
     assert halted.interrupted
     resumed = pretrain(resume=tmp_path / "run", overrides={"halt_after": None})
     assert_same_weights(resumed.run_dir, plain.run_dir)

@@ -82,11 +82,12 @@ class PretrainConfig:
                                  "whole-word masking, 80/10/10")
     masking_stats: str | None = _f(None, "statistics folder from `mlmkit mask stats` (needed "
                                          "by pmi / frequency / tfidf / informask masking)")
-    mask_stream: str = _f("row", "random stream of the masks: row (a generator per row, on "
-                                 "the host; runs saved without this field used it) or "
-                                 "counter (keyed by seed, step, row and position: the whole "
-                                 "batch in a few tensor ops, on the model's device, the same "
-                                 "on any device and process count)")
+    mask_stream: str = _f("counter", "random stream of the masks: counter (keyed by seed, "
+                                     "step, row and position: the whole batch in a few tensor "
+                                     "ops, on the model's device, the same on any device and "
+                                     "process count) or row (a generator per row, on the "
+                                     "host; runs saved without this field used it and resume "
+                                     "with it)")
     label_smoothing: float = _f(0.0, "label smoothing of the MLM cross-entropy")
     decoder_masking_rate: float = _f(0.5, "--objective retromae: share of tokens masked in "
                                           "the decoder's copy (RetroMAE: 0.5-0.7)")
@@ -171,9 +172,10 @@ class PretrainConfig:
     compile_layers: bool = _f(False, "torch.compile each encoder layer on its own (regional: "
                                      "one layer's compile time, the embedding, head and loss "
                                      "stay eager)", RUNTIME)
-    prefetch: int = _f(0, "build the next N steps' batches on a background thread (pinned "
-                          "and copied to a GPU on a side stream) while the step trains; the "
-                          "same batches as without; 0: in the step", RUNTIME)
+    prefetch: int | None = _f(None, "build the next N steps' batches on a background thread "
+                                    "(pinned and copied to a GPU on a side stream) while the "
+                                    "step trains; the same batches as without; 0: in the "
+                                    "step", RUNTIME, shown_default="2 on a GPU, 0 on a CPU")
     parallel: str = _f("ddp", "under torchrun: ddp (every process holds the whole model) or "
                               "fsdp (FSDP2: parameters, gradients and optimizer state sharded "
                               "over processes, states saved with torch.distributed.checkpoint)",
@@ -268,7 +270,8 @@ class PretrainConfig:
         checks.probability("decay", self.decay, closed_high=True)
         checks.probability("min_lr", self.min_lr, closed_high=True)
         self.seed = checks.count("seed", self.seed, 0, 2**32 - 1)
-        self.prefetch = checks.count("prefetch", self.prefetch, 0, 64)
+        if self.prefetch is not None:
+            self.prefetch = checks.count("prefetch", self.prefetch, 0, 64)
         # budget
         if self.steps is None and self.tokens is None and self.time is None:
             raise InvalidArgument("no budget: give --steps, --tokens or --time")
@@ -424,6 +427,12 @@ def budget_overrides(values: dict) -> dict:
 
 def load_config(path: str | Path, **overrides) -> PretrainConfig:
     """A config from a YAML file, with `overrides` (flags) applied on top."""
+    values = read_config_file(path)
+    return from_dict(budget_overrides({**values, **overrides}), source=str(path))
+
+
+def read_config_file(path: str | Path) -> dict:
+    """The {field: value} mapping of a YAML config file, unchecked."""
     path = Path(path)
     if not path.is_file():
         raise PathError(f"config file {str(path)!r} does not exist (or is not a file)")
@@ -440,7 +449,7 @@ def load_config(path: str | Path, **overrides) -> PretrainConfig:
         raise MlmkitError(f"config file {str(path)!r} is not valid YAML: {error}") from error
     if not isinstance(values, dict):
         raise MlmkitError(f"config file {str(path)!r} must hold a mapping of field: value")
-    return from_dict(budget_overrides({**values, **overrides}), source=str(path))
+    return values
 
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr)?\s*$")

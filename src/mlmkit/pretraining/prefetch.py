@@ -27,6 +27,22 @@ import torch
 from mlmkit.pretraining.data import prepare_rows, rank_rows
 from mlmkit.training.objective import Prepared
 
+# Steps built ahead when --prefetch is not given, by device type. On a GPU the host builds
+# and copies the next batches while the device computes: nothing is shared but the copy
+# engine, and two steps ahead absorb a slow batch. On a CPU the counter stream builds a
+# batch in a small share of the step, so there is little to overlap, and the producer's
+# thread would take a core from the step's own threads; building in the step also keeps
+# a step interruptible (`Run.interruptible`). benchmarks/pretrain.py --section data
+# measures the streams and depths on a CPU.
+DEFAULT_DEPTH = {"cuda": 2, "cpu": 0}
+
+
+def prefetch_depth(prefetch: int | None, device) -> int:
+    """--prefetch when given, else the default of the device's type (`DEFAULT_DEPTH`)."""
+    if prefetch is not None:
+        return prefetch
+    return DEFAULT_DEPTH.get(torch.device(device).type, 0)
+
 
 def can_prefetch(config, objective, phases) -> str | None:
     """None when the batches of later steps can be built ahead, else why not."""

@@ -50,7 +50,7 @@ from mlmkit.pretraining.guards import batch_repeats_warning, check_step_memory, 
 from mlmkit.pretraining.hooks import EvaluationHook
 from mlmkit.pretraining.phases import attach_phases
 from mlmkit.pretraining.plots import plots_installed
-from mlmkit.pretraining.prefetch import BatchProducer, can_prefetch
+from mlmkit.pretraining.prefetch import BatchProducer, can_prefetch, prefetch_depth
 from mlmkit.pretraining.run_readme import write_run_readme
 from mlmkit.pretraining.run_state import (
     check_fingerprints,
@@ -185,6 +185,11 @@ class Run:
         return params
 
     @property
+    def prefetch(self) -> int:
+        """The steps built ahead: --prefetch, or the default of the run's device."""
+        return prefetch_depth(self.config.prefetch, self.runtime.device)
+
+    @property
     def micro_batch(self) -> int:
         return self.batch_size() // self.config.grad_accum // self.runtime.world_size
 
@@ -209,7 +214,7 @@ class Run:
         """Whether a signal may drop a step under way (`StopOnSignal.abortable`): one
         process (the others would wait in a collective) building its batches in the step
         (a prefetching thread has moved on to later ones)."""
-        return self.runtime.world_size == 1 and not self.config.prefetch
+        return self.runtime.world_size == 1 and not self.prefetch
 
     def step(self, stop: StopOnSignal | None = None) -> None:
         """Train on the next global batch: corrupt it, forward and backward this process's
@@ -308,10 +313,10 @@ class Run:
     def batch_producer(self) -> BatchProducer | None:
         """The background producer of --prefetch (started at the first step), or None when
         batches are built in the step (no --prefetch, or `can_prefetch` says why not)."""
-        if self.producer is None and self.config.prefetch and can_prefetch(
+        if self.producer is None and self.prefetch and can_prefetch(
                 self.config, self.objective, self.phases) is None:
             self.producer = BatchProducer(
-                self.objective, self.data.train, depth=self.config.prefetch,
+                self.objective, self.data.train, depth=self.prefetch,
                 batch_size=self.config.batch_size, runtime=self.runtime,
                 seed=self.config.seed, stream=self.config.mask_stream)
         return self.producer

@@ -27,7 +27,14 @@ from mlmkit.core.run_layout import RUN_TOKENIZER_DIR
 from mlmkit.core.yaml_values import NotFinite, load_yaml
 from mlmkit.corpus.shards import tokenizer_fingerprint
 from mlmkit.errors import InvalidArgument, MlmkitError, PathError, RunError
-from mlmkit.pretraining.config import STUDIED, PretrainConfig, flag, from_dict, load_config
+from mlmkit.pretraining.config import (
+    STUDIED,
+    PretrainConfig,
+    budget_overrides,
+    flag,
+    from_dict,
+    read_config_file,
+)
 from mlmkit.tokenizer import save_tokenizer
 from mlmkit.training.checkpoint import save_model_dir
 
@@ -39,6 +46,9 @@ RUN_FILES = ("checkpoints", "final", "wsd-stable", TOKENIZER_DIR, "metrics.jsonl
              "tensorboard", "plots", "summary.json", "config.yaml", "README.md")
 RESUMABLE = tuple(f.name for f in fields(PretrainConfig)
                   if f.metadata["group"] != STUDIED and f.name != "run_dir")
+# Fields that runs were saved without, whose default for new runs is not what those runs
+# did: a stored config that lacks one is read with the value the run trained with.
+BEFORE_THE_FIELD = {"mask_stream": "row"}
 
 
 # ---- the config of a resumed run
@@ -72,8 +82,14 @@ def stored_config(state: dict, run_dir: Path) -> PretrainConfig:
     one: from config.yaml)."""
     values = state.get("config")
     if values is None:
-        return load_config(run_dir / "config.yaml")
-    return from_dict(values, source=f"the checkpoint in {run_dir}")
+        return recorded_config(run_dir / "config.yaml")
+    return from_dict({**BEFORE_THE_FIELD, **values}, source=f"the checkpoint in {run_dir}")
+
+
+def recorded_config(path: Path) -> PretrainConfig:
+    """A run's config.yaml as the run used it (a field it lacks: `BEFORE_THE_FIELD`)."""
+    values = budget_overrides({**BEFORE_THE_FIELD, **read_config_file(path)})
+    return from_dict(values, source=str(path))
 
 
 def resume_config(stored: PretrainConfig, config: PretrainConfig | None, overrides: dict,
@@ -100,7 +116,7 @@ def resume_config(stored: PretrainConfig, config: PretrainConfig | None, overrid
 def warn_edited_yaml(stored: PretrainConfig, run_dir: Path) -> None:
     """config.yaml is a record, not an input: say so when it was edited."""
     try:
-        written = load_config(run_dir / "config.yaml")
+        written = recorded_config(run_dir / "config.yaml")
     except MlmkitError:
         return
     edited = [k for k in stored.to_dict() if k != "run_dir"
