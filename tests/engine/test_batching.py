@@ -166,9 +166,13 @@ def test_default_budget_fits_the_cache_on_cpu(tiny_mlm, monkeypatch):
     model = tiny_mlm("bert").model
     monkeypatch.setattr(batching, "cache_bytes", lambda: 32 << 20)
     inter = model.config.intermediate_size
-    assert batching.default_batch_tokens(model, 128) == min(32768, (16 << 20) // (4 * inter))
+    assert batching.default_batch_tokens(model, 128) == min(batching.CPU_MAX_BATCH_TOKENS,
+                                                            (16 << 20) // (4 * inter))
     monkeypatch.setattr(batching, "cache_bytes", lambda: 1 << 20)
     assert batching.default_batch_tokens(model, 128) == batching.MIN_BATCH_TOKENS
+    # a virtual machine's reported cache (its host's) does not grow a CPU batch past the cap
+    monkeypatch.setattr(batching, "cache_bytes", lambda: 480 << 20)
+    assert batching.default_batch_tokens(model, 128) == batching.CPU_MAX_BATCH_TOKENS
 
 
 def test_few_lengths_are_split_rather_than_padded():

@@ -126,3 +126,36 @@ def test_full_forward_runs_the_models_own_layers(monkeypatch):
         assert calls == []
         masked_logits(model, ids, mask, pairs)
         assert calls == [1]
+
+
+@pytest.mark.parametrize("positions", ["rotary", "absolute"])
+def test_full_forward_last_layer_at_the_read_columns_keeps_the_bits(positions, monkeypatch):
+    """Under `full_forward()`, PLL copies (one read per row, in row order) run ESM's last
+    layer only at the read column with the model's own operations: each copy's logits are
+    those of the model's forward of that copy alone, bit for bit (a sum of hundreds of them
+    is a protein's PLL), in a batch of a few rows and with padding."""
+    model, tokenizer = _esm(positions)
+    calls = []
+    family = sparse.SPARSE_FAMILIES["esm"]
+    monkeypatch.setitem(sparse.SPARSE_FAMILIES, "esm", replace(
+        family, exact=lambda *a: calls.append(1) or family.exact(*a)))
+    generator = torch.Generator().manual_seed(5)
+    sequence = torch.randint(4, 24, (30,), generator=generator)
+    sequence[0], sequence[-1] = tokenizer.cls_token_id, tokenizer.eos_token_id
+    columns = torch.arange(1, 6)
+    ids = sequence.repeat(len(columns), 1)
+    ids[torch.arange(len(columns)), columns] = tokenizer.mask_token_id
+    pairs = torch.stack([torch.arange(len(columns)), columns], 1)
+    with torch.inference_mode():
+        with sparse.full_forward():
+            got = masked_logits(model, ids, None, pairs)
+        for row, column in enumerate(columns):
+            alone = model(input_ids=ids[row:row + 1]).logits[0, column]
+            assert torch.equal(got[row], alone)
+        padded, mask = _batch(tokenizer)
+        reads = torch.tensor([[0, 3], [1, 2], [2, 5]])
+        with sparse.full_forward():
+            got = masked_logits(model, padded, mask, reads)
+        full = model(input_ids=padded, attention_mask=mask).logits[reads[:, 0], reads[:, 1]]
+        assert torch.equal(got, full)
+    assert calls == [1, 1]

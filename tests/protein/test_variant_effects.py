@@ -104,7 +104,7 @@ def test_pll_scores_each_distinct_sequence_once(esm_mlm, monkeypatch):
         seen.append([len(t) for t in targets])
         # the model's own forward: each summed log-probability the one-copy value, bit for bit
         assert sparse_last_layer._FULL_FORWARD.on
-        assert kwargs["batch_tokens"] == variants.CPU_PLL_COPIES * 42  # 40 residues + 2
+        assert kwargs["batch_tokens"] is None  # the engine's default
         return real(model, rows, targets, **kwargs)
 
     monkeypatch.setattr(variants, "score_token_ids", counting)

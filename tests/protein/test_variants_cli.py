@@ -89,6 +89,9 @@ def test_published_esm1v_scores_reproduce_their_spearman(shared_data, monkeypatc
     ("mutant,fitness\nK25A,1,3\n", "dms.csv line 2: 3 fields, the header has 2"),
     ("variant,fitness\nK25A,1\n", "dms.csv line 1: no 'mutant' column"),
     ("mutant,fitness\nK25A,\n", "dms.csv line 2: fitness is '', not a finite number"),
+    ("mutant,fitness\nK25A,1\n,2\n", "dms.csv line 3 (''): no mutation given"),
+    ("mutant,mutant\nK25A,K25A\n", "dms.csv line 1: the column 'mutant' appears twice"),
+    ('mutant,fitness\n"K25A,1\n', "dms.csv line 2: 1 fields, the header has 2"),
 ])
 def test_bad_dms_files_are_one_line_naming_the_row(esm_dir, tmp_path, dms, message):
     path = _write(tmp_path / "dms.csv", dms)
@@ -98,11 +101,23 @@ def test_bad_dms_files_are_one_line_naming_the_row(esm_dir, tmp_path, dms, messa
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_column(esm_dir, tmp_path):
+    """A CSV saved by a spreadsheet starts with a UTF-8 byte-order mark."""
+    path = _write(tmp_path / "dms.csv", "\ufeffmutant,fitness\nK25A,1\nT26G,2\n")
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", SEQUENCE, path,
+                      "--offset", "24", "-o", str(tmp_path / "out.csv"), "--device", "cpu"])
+    assert result.exit_code == 0, result.stderr
+    with open(tmp_path / "out.csv", encoding="utf-8") as f:
+        assert [row["mutant"] for row in csv.DictReader(f)] == ["K25A", "T26G"]
+
+
 @pytest.mark.parametrize("fasta, message", [
     (">wt\n>other\nMKV\n", "wt.fasta line 1: the record 'wt' has no sequence"),
     ("MKV\n", "wt.fasta line 1: sequence before any '>' header"),
     (">a\nMKV\n>b\nMKV\n", "2 records; --sequence takes a FASTA file of one record"),
     (">wt\nMK1V\n", "'1' at residue 3 is not an amino-acid letter"),
+    (">wt\n\n", "wt.fasta line 1: the record 'wt' has no sequence"),
+    ("", "wt.fasta: no FASTA record"),
 ])
 def test_bad_fasta_files_are_one_line(esm_dir, tmp_path, fasta, message):
     path = _write(tmp_path / "wt.fasta", fasta)

@@ -26,6 +26,7 @@ from mlmkit.core.fasta import FASTA_SUFFIXES, read_fasta
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.records import decoded_lines as _decoded_lines
 from mlmkit.core.records import delimited_rows, parse_json_line, text_field
+from mlmkit.corpus.documents import Document
 from mlmkit.corpus.mixture import parse_corpus_spec
 from mlmkit.corpus.python_docs import python_docs
 from mlmkit.errors import MlmkitError
@@ -235,10 +236,10 @@ def _read_hub(source: str, *, field, split, **_) -> Iterator[str]:
 
 
 def _read_fasta(path, *, encoding, encoding_errors, **_) -> Iterator[str]:
-    """A document per FASTA record: its sequence over all its lines (the header is the
-    record's id, `mlmkit.core.fasta.read_fasta`)."""
+    """A document per FASTA record: its sequence over all its lines, carrying the record's
+    id (the header's first word, `mlmkit.core.fasta.read_fasta`) that token shards keep."""
     for record in read_fasta(path, encoding, encoding_errors):
-        yield record.sequence
+        yield Document(record.sequence, record.id)
 
 
 _READERS = {**dict.fromkeys(FASTA_SUFFIXES, _read_fasta), ".txt": _read_txt, ".jsonl": _read_jsonl, ".csv": _read_delimited,

@@ -2,7 +2,9 @@
 
 A shard directory holds `tokens.bin` (uint16 when the vocabulary fits, else uint32),
 `word_starts.bin` (uint8, 1 where a token begins a word, from the fast tokenizer's
-`word_ids()`), `doc_offsets.npy` (int64, document i is tokens[off[i]:off[i+1]]) and
+`word_ids()`), `doc_offsets.npy` (int64, document i is tokens[off[i]:off[i+1]]), for a
+corpus whose documents carry source ids (a FASTA file's headers, `corpus.documents`)
+`doc_ids.txt` (document i's id on line i; an empty line where a document had none), and
 `meta.json`, written last. The directory is built under a temporary name and renamed,
 so a crash never leaves a half-written shard behind that a later run would trust.
 
@@ -34,6 +36,7 @@ from tokenizers import Tokenizer
 from mlmkit.core.cache import atomic_write_text, cache_dir
 from mlmkit.core.progress import Progress
 from mlmkit.core.staging import fsync_tree, remove_leftovers, staging_dir
+from mlmkit.corpus.documents import document_id
 from mlmkit.errors import MlmkitError
 
 FORMAT_VERSION = 1  # bump when the shard layout or the tokenization rules change
@@ -53,6 +56,8 @@ class TokenShards:
     word_starts: np.ndarray
     doc_offsets: np.ndarray
     meta: dict
+    doc_ids: list[str | None] | None = None
+    """Each document's id in its source (FASTA: the header's first word); None without."""
 
     @property
     def n_tokens(self) -> int:
@@ -64,6 +69,10 @@ class TokenShards:
 
     def document(self, index: int) -> np.ndarray:
         return np.asarray(self.tokens[self.doc_offsets[index]:self.doc_offsets[index + 1]])
+
+    def document_id(self, index: int) -> str | None:
+        """Document `index`'s id in its source (a FASTA record's), or None."""
+        return None if self.doc_ids is None else self.doc_ids[index]
 
 
 def tokenizer_fingerprint(tokenizer) -> str:
@@ -95,14 +104,25 @@ def _without_call_state(backend) -> str:
     return copy.to_str()
 
 
+def _hash_document(digests, document: str, data: bytes) -> None:
+    """Add one document (its UTF-8 `data`, and its source id if it has one) to `digests`:
+    two corpora of the same texts under different ids have different shards."""
+    ident = document_id(document)
+    for digest in digests:
+        digest.update(len(data).to_bytes(8, "little"))
+        digest.update(data)
+        if ident is not None:
+            name = ident.encode("utf-8")
+            digest.update(b"id" + len(name).to_bytes(8, "little") + name)
+
+
 def documents_fingerprint(documents: Iterable[str]) -> tuple[str, int]:
-    """A hash of the documents' text (in order) and their count: the corpus part of a key."""
+    """A hash of the documents' text and ids (in order) and their count: the corpus part of
+    a key."""
     digest = hashlib.blake2b(digest_size=16)
     count = 0
     for document in documents:
-        data = document.encode("utf-8")
-        digest.update(len(data).to_bytes(8, "little"))
-        digest.update(data)
+        _hash_document((digest,), document, document.encode("utf-8"))
         count += 1
     return digest.hexdigest(), count
 
@@ -119,30 +139,31 @@ def shard_key(corpus_hash: str, tokenizer, settings: dict | None = None) -> str:
 
 
 def _pieces(documents: Iterable[str], corpus_digest, max_documents: int, max_bytes: int):
-    """Bounded pieces of the corpus: (documents with text, piece hash, documents read).
+    """Bounded pieces of the corpus: (documents with text, their ids (None where a
+    document has none), piece hash, documents read).
 
     One pass: `corpus_digest` is updated exactly as `documents_fingerprint` does (so the
     cache key is the one of a separate hashing pass), each piece gets its own hash (the name
     it is stored under, so a rerun finds the pieces a killed one finished)."""
     batch: list[str] = []
+    ids: list[str | None] = []
     piece = hashlib.blake2b(digest_size=16)
     size = read = 0
     for document in documents:
         if not isinstance(document, str):
             raise MlmkitError(f"corpus documents must be strings, got {type(document).__name__}")
         data = document.encode("utf-8")
-        for digest in (corpus_digest, piece):
-            digest.update(len(data).to_bytes(8, "little"))
-            digest.update(data)
+        _hash_document((corpus_digest, piece), document, data)
         read += 1
         if document.strip():
-            batch.append(document)
+            batch.append(str(document))
+            ids.append(document_id(document))
             size += len(data)
         if len(batch) >= max_documents or size >= max_bytes:
-            yield batch, piece.hexdigest(), read
-            batch, piece, size, read = [], hashlib.blake2b(digest_size=16), 0, 0
+            yield batch, ids, piece.hexdigest(), read
+            batch, ids, piece, size, read = [], [], hashlib.blake2b(digest_size=16), 0, 0
     if read:
-        yield batch, piece.hexdigest(), read
+        yield batch, ids, piece.hexdigest(), read
 
 
 _WORKER_TOKENIZERS: dict[str, object] = {}
@@ -267,10 +288,12 @@ def encode_documents(backend: _Backend, table, documents: list[str], dtype) -> t
     return ids, starts, lengths
 
 
-def tokenize_piece(definition: str, dtype: str, documents: list[str], target: str) -> int:
+def tokenize_piece(definition: str, dtype: str, documents: list[str], target: str,
+                   doc_ids: list[str | None] | None = None) -> int:
     """Tokenize one piece into the folder `target` (tokens.bin, word_starts.bin,
-    lengths.npy, then done.json), built under a staging name and renamed: a piece is whole
-    or absent. Runs in a worker process; returns the piece's token count."""
+    lengths.npy, ids.json where documents carry ids, then done.json), built under a staging
+    name and renamed: a piece is whole or absent. Runs in a worker process; returns the
+    piece's token count."""
     target = Path(target)
     staging = staging_dir(target)
     try:
@@ -287,6 +310,8 @@ def tokenize_piece(definition: str, dtype: str, documents: list[str], target: st
             staging / "word_starts.bin")
         np.save(staging / "lengths.npy",
                 np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64))
+        if doc_ids is not None and any(i is not None for i in doc_ids):
+            (staging / "ids.json").write_text(json.dumps(doc_ids), encoding="utf-8")
         (staging / "done.json").write_text(json.dumps({"tokens": len(ids_all)}))
         fsync_tree(staging)
         try:
@@ -331,8 +356,10 @@ class _PieceBuilder:
         self.pool, self.pending = None, []
         self.held = None  # the first piece, until a second says processes are worth it
 
-    def add(self, documents: list[str], target: Path) -> None:
+    def add(self, documents: list[str], target: Path, ids: list[str | None]) -> None:
         args = (self.definition, self.dtype, documents, str(target))
+        if any(ident is not None for ident in ids):  # a text corpus's pieces carry none
+            args += (ids,)
         if self.workers <= 1:
             tokenize_piece(*args)
             return
@@ -381,6 +408,7 @@ def _write_shards(pieces: list[Path], tokenizer, target: Path, description: str,
     """Join finished pieces, in corpus order, into one shard folder (`target`)."""
     dtype = _token_dtype(tokenizer)
     lengths: list[np.ndarray] = []
+    ids: list[str | None] = []
     started = time.perf_counter()
     with open(target / "tokens.bin", "wb") as tok_file, \
             open(target / "word_starts.bin", "wb") as ws_file:
@@ -389,13 +417,21 @@ def _write_shards(pieces: list[Path], tokenizer, target: Path, description: str,
                 with open(piece / name, "rb") as source:
                     shutil.copyfileobj(source, out, 1 << 22)
             lengths.append(np.load(piece / "lengths.npy"))
+            named = piece / "ids.json"
+            ids.extend(json.loads(named.read_text(encoding="utf-8")) if named.exists()
+                       else [None] * len(lengths[-1]))
     all_lengths = np.concatenate(lengths) if lengths else np.zeros(0, dtype=np.int64)
-    all_lengths = all_lengths[all_lengths > 0]  # a document of only whitespace has no tokens
+    kept = all_lengths > 0  # a document of only whitespace has no tokens
+    all_lengths = all_lengths[kept]
     if len(all_lengths) == 0:
         raise MlmkitError(f"the corpus {description!r} has no text to tokenize: it is empty")
     offsets = np.zeros(len(all_lengths) + 1, dtype=np.int64)
     np.cumsum(all_lengths, out=offsets[1:])
     np.save(target / "doc_offsets.npy", offsets)
+    ids = [ident for ident, keep in zip(ids, kept, strict=True) if keep]
+    if any(ident is not None for ident in ids):
+        (target / "doc_ids.txt").write_text(
+            "".join(f"{ident or ''}\n" for ident in ids), encoding="utf-8")
     meta = {"dtype": np.dtype(dtype).name, "n_tokens": int(offsets[-1]),
             "n_documents": len(all_lengths), "vocab_size": len(tokenizer),
             "format": FORMAT_VERSION, "seconds": round(time.perf_counter() - started, 3),
@@ -412,10 +448,15 @@ def open_shards(path: str | Path) -> TokenShards:
     tokens = np.memmap(path / "tokens.bin", dtype=dtype, mode="r", shape=(n,))
     word_starts = np.memmap(path / "word_starts.bin", dtype=np.uint8, mode="r", shape=(n,))
     offsets = np.load(path / "doc_offsets.npy")
-    if int(offsets[-1]) != n or len(offsets) != meta["n_documents"] + 1:
+    doc_ids = None
+    if (path / "doc_ids.txt").exists():
+        lines = (path / "doc_ids.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        doc_ids = [line or None for line in lines]
+    if int(offsets[-1]) != n or len(offsets) != meta["n_documents"] + 1 \
+            or (doc_ids is not None and len(doc_ids) != meta["n_documents"]):
         raise MlmkitError(f"token shards at {path} are inconsistent: delete the directory")
     return TokenShards(path=path, tokens=tokens, word_starts=word_starts, doc_offsets=offsets,
-                       meta=meta)
+                       meta=meta, doc_ids=doc_ids)
 
 
 def _candidate(base: Path, first_piece: str, pieces_key: str) -> Path | None:
@@ -476,15 +517,15 @@ def tokenize_corpus(
                        enabled=None if show_progress else False)
         try:
             with bar:
-                for texts, piece, read in _pieces(documents(), digest, piece_documents,
-                                                  piece_bytes):
+                for texts, ids, piece, read in _pieces(documents(), digest, piece_documents,
+                                                       piece_bytes):
                     count += read
                     order.append(piece)
                     if len(order) == 1 and speculate:
                         candidate = _candidate(base, piece, pieces_key)
                     if candidate is None and not (folder / piece / "done.json").exists():
                         folder.mkdir(parents=True, exist_ok=True)
-                        builder.add(texts, folder / piece)
+                        builder.add(texts, folder / piece, ids)
                     bar.advance(read)
             builder.finish()
         finally:

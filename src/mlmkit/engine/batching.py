@@ -67,6 +67,7 @@ from mlmkit.models import as_mlm, masked_log_probs, masked_logits
 WORKING_MEMORY_BYTES = 1 << 30  # activations of one batch; the model and results come on top
 HEAD_MEMORY_BYTES = 384 << 20  # the [positions, V] logits and log-probs of one batch
 MIN_BATCH_TOKENS, MAX_BATCH_TOKENS = 256, 32768
+CPU_MAX_BATCH_TOKENS = 4096  # a CPU batch past this only spills (`default_batch_tokens`)
 CALLS = ("log_probs", "logits")
 BATCH_COST_TOKENS = 384  # a forward pass's fixed cost, in padded tokens (padding_segments)
 
@@ -79,7 +80,12 @@ def default_batch_tokens(model, max_length: int) -> int:
     2 rows of attention scores (heads × length) alive, in float32). On a CPU: fewer, so
     that the widest activation of a batch (tokens × intermediate size, float32) fills
     about half of the last-level cache (`cache_bytes`): matmuls whose operands stay in
-    cache run faster than the same work in batches that spill to memory.
+    cache run faster than the same work in batches that spill to memory. And at most
+    `CPU_MAX_BATCH_TOKENS`: a virtual machine reports its host's whole last-level cache
+    (hundreds of MiB) of which one process holds a share, and a CPU matmul is already at
+    its best rate over a few thousand rows, so a larger batch only adds cache misses
+    (benchmarks/batch_budget.py measures budgets on a machine; the PLL copies of a
+    265-token protein ran faster 8 to 16 a batch than 64 or 128).
     """
     config = model.config
     hidden = getattr(config, "hidden_size", None) or getattr(config, "dim", 768)
@@ -89,7 +95,7 @@ def default_batch_tokens(model, max_length: int) -> int:
     per_token = 4 * (8 * hidden + 2 * intermediate + 2 * heads * max(1, int(max_length)))
     budget = WORKING_MEMORY_BYTES // per_token
     if _device_type(model) == "cpu":
-        budget = min(budget, cache_bytes() // 2 // (4 * intermediate))
+        budget = min(budget, cache_bytes() // 2 // (4 * intermediate), CPU_MAX_BATCH_TOKENS)
     return int(np.clip(budget, MIN_BATCH_TOKENS, MAX_BATCH_TOKENS))
 
 

@@ -8,11 +8,12 @@ projection: applying it at every position costs 20–70% of the FLOPs and B×L×
 from __future__ import annotations
 
 import logging
+from functools import partial
 
 import torch
 
 from mlmkit.models.adapters import adapter_for
-from mlmkit.models.sparse_last_layer import sparse_hidden
+from mlmkit.models.sparse_last_layer import exact_rows, in_full_forward, sparse_hidden
 
 logger = logging.getLogger(__name__)
 _warned_fallback: set[str] = set()
@@ -76,6 +77,8 @@ def masked_logits(
     if selected is None:  # an architecture whose last layer runs in full
         hidden = adapter.encode(model, input_ids, attention_mask)
         selected = hidden.reshape(-1, hidden.shape[-1]).index_select(0, index)
+    if in_full_forward():  # the head's bits as in a full forward's product over all rows
+        return exact_rows(partial(adapter.head, model), selected)
     return adapter.head(model, selected)
 
 

@@ -25,9 +25,11 @@ import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
+from transformers.models.esm.modeling_esm import rotate_half
 
 from mlmkit.models.fast_esm import esm_last_layer_input
 from mlmkit.models.fast_modernbert import rotate_projections
@@ -43,18 +45,26 @@ _FULL_FORWARD = threading.local()
 
 @contextlib.contextmanager
 def full_forward():
-    """Within it, on this thread, `masked_logits` runs the model's own forward in full (no
-    sparse last layer, no family's faster layers). A batched forward then gives each row
-    the logits of that row's own forward, bit for bit on a CPU; the faster paths differ
-    from it by float32 rounding (about one unit in the last place of each log-probability),
-    which a sum over hundreds of positions (a protein's pseudo-log-likelihood, compared
-    with a one-copy-at-a-time implementation) adds up to 1e-5 and more."""
+    """Within it, on this thread, `masked_logits` runs the model's own operations (no
+    family's faster layers). A batched forward then gives each row the logits of that
+    row's own forward, bit for bit on a CPU; the faster paths differ from it by float32
+    rounding (about one unit in the last place of each log-probability), which a sum over
+    hundreds of positions (a protein's pseudo-log-likelihood, compared with a
+    one-copy-at-a-time implementation) adds up to 1e-5 and more. The last layer is still
+    computed only where it is read for a family with an `exact` layer function (ESM, SDPA
+    attention) and one read per row: the model's own operations in the model's order on
+    fewer rows, the same bits (tests/models/test_sparse_last_layer.py)."""
     previous = getattr(_FULL_FORWARD, "on", False)
     _FULL_FORWARD.on = True
     try:
         yield
     finally:
         _FULL_FORWARD.on = previous
+
+
+def in_full_forward() -> bool:
+    """Whether this thread is inside `full_forward()`."""
+    return getattr(_FULL_FORWARD, "on", False)
 
 
 class _Captured(Exception):
@@ -79,6 +89,9 @@ class SparseFamily:
     hook (ESM: `fast_esm`); it returns None where it does not apply (then the hook)."""
     positions: tuple[str, ...] = ("absolute",)
     """The `position_embedding_type`s the layer function handles."""
+    exact: Callable[..., torch.Tensor] | None = None
+    """Like `forward`, for one read per row in row order, with the model's own operations
+    in the model's order (under `full_forward`): the full layer's bits at the read column."""
 
 
 def _argument(args: tuple, kwargs: dict, index: int, name: str):
@@ -226,6 +239,56 @@ def _esm_layer(layer, hidden, mask, rows, cols, inputs):
     return layer.feed_forward_chunk(layer.attention.output(context, x))
 
 
+EXACT_ROWS = 64
+"""The fewest rows a matrix product of the exact path runs on: a CPU BLAS picks another
+kernel for a product of a few rows (MKL: under 16), whose sums round differently from the
+same rows in the full layer's product; padded to this many rows, each row's bits are the
+full product's."""
+
+
+def exact_rows(function: Callable[..., torch.Tensor], *rows: torch.Tensor) -> torch.Tensor:
+    """`function` of row-wise inputs [n, ...], run on them padded with zero rows to at
+    least `EXACT_ROWS` rows (its result's first n rows): the bits the same rows get inside
+    a larger batch."""
+    n = rows[0].shape[0]
+    if n >= EXACT_ROWS:
+        return function(*rows)
+    padded = [torch.cat([x, x.new_zeros(EXACT_ROWS - n, *x.shape[1:])]) for x in rows]
+    return function(*padded)[:n]
+
+
+def _esm_layer_exact(layer, hidden, mask, rows, cols, inputs):
+    """EsmLayer under SDPA attention at one column per row: transformers' operations in
+    transformers' order (the query scaled before its rotation, `rotate_half`, SDPA at scale
+    1, ESM's own GELU), each product on at least `EXACT_ROWS` rows and the attention on two
+    query rows (SDPA on one query row rounds differently): the full layer's bits at the
+    read columns. Returns [B, d]."""
+    att = layer.attention.self
+    batch, length, _ = hidden.shape
+    heads, head_dim = att.num_attention_heads, att.attention_head_size
+    normed = layer.attention.LayerNorm(hidden)
+    query = exact_rows(att.query, normed[rows, cols])
+    query = query.view(batch, 1, heads, head_dim).transpose(1, 2)
+    key = att.key(normed).view(batch, length, heads, head_dim).transpose(1, 2)
+    value = att.value(normed).view(batch, length, heads, head_dim).transpose(1, 2)
+    query = query * head_dim ** -0.5
+    rotary = inputs.get("position_embeddings")
+    if rotary is not None:
+        cos, sin = rotary  # [B|1, L, dh]
+        at = rows if cos.shape[0] > 1 else torch.zeros_like(rows)
+        query = query * cos[at, cols][:, None, None] + rotate_half(query) * sin[at, cols][:, None, None]
+        key = key * cos[:, None] + rotate_half(key) * sin[:, None]
+    if mask is not None:
+        mask = mask.expand(batch, -1, -1, -1)
+        if mask.shape[-2] != 1:
+            mask = mask[rows, :, cols].unsqueeze(2)
+    query = query.expand(-1, -1, 2, -1).contiguous()  # the same query twice
+    context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=1.0)
+    context = context[:, :, :1].transpose(1, 2).reshape(batch, heads * head_dim)
+    attended = exact_rows(layer.attention.output, context, hidden[rows, cols])
+    return exact_rows(layer.feed_forward_chunk, attended)
+
+
 def _albert_last(base):
     config = base.config
     layers, groups = config.num_hidden_layers, config.num_hidden_groups
@@ -249,7 +312,8 @@ SPARSE_FAMILIES: dict[str, SparseFamily] = {
                                final=lambda base, h: base.final_norm(h)),
     "esm": SparseFamily("esm", lambda base: (base.encoder.layer[-1], 1), _esm_layer,
                         final=lambda base, h: base.encoder.emb_layer_norm_after(h),
-                        prefix=esm_last_layer_input, positions=("absolute", "rotary")),
+                        prefix=esm_last_layer_input, positions=("absolute", "rotary"),
+                        exact=_esm_layer_exact),
 }
 
 
@@ -311,14 +375,17 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
     """
     family = _family(model)
     if family is None or rows.numel() == 0 or torch.compiler.is_compiling() \
-            or os.environ.get("MLMKIT_SPARSE_LAST_LAYER", "1") == "0" \
-            or getattr(_FULL_FORWARD, "on", False):
+            or os.environ.get("MLMKIT_SPARSE_LAST_LAYER", "1") == "0":
         return None
+    exact = in_full_forward()
+    if exact and (family.exact is None or model.config._attn_implementation != "sdpa"
+                  or not torch.equal(rows, torch.arange(len(input_ids), device=rows.device))):
+        return None  # the model's own forward in full
     base = getattr(model, family.base)
     layer, calls = family.last_layer(base)
     if _dropout_active(layer) or _sharded(layer):
         return None
-    if family.prefix is not None and not _dropout_active(base) \
+    if family.prefix is not None and not exact and not _dropout_active(base) \
             and not _root_sharded(model, base):
         entering = family.prefix(base, input_ids, attention_mask)
         if entering is not None:
@@ -349,5 +416,8 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
     args, kwargs = captured["args"], captured["kwargs"]
     hidden = _argument(args, kwargs, 0, "hidden_states")
     mask = _argument(args, kwargs, 1, "attention_mask")
+    if exact:
+        out = family.exact(layer, hidden, mask, rows, cols, kwargs)
+        return out if family.final is None else exact_rows(partial(family.final, base), out)
     out = family.forward(layer, hidden, mask, rows, cols, kwargs)
     return out if family.final is None else family.final(base, out)

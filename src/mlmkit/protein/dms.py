@@ -42,13 +42,18 @@ def read_scan(path: str | Path, mutation_col: str = "mutant") -> Scan:
     if not path.is_file():
         raise PathError(f"{path}: no such DMS file")
     try:
-        with open(path, encoding="utf-8", newline="") as f:
+        # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
+        with open(path, encoding="utf-8-sig", newline="") as f:
             reader = csv.reader(f)
             header = next(reader, None)
             if header is None or not any(field.strip() for field in header):
                 raise InvalidData(f"{path} is empty: a DMS file is a CSV with a header line "
                                   f"and a {mutation_col!r} column")
             columns = [field.strip() for field in header]
+            twice = sorted({name for name in columns if columns.count(name) > 1})
+            if twice:
+                raise InvalidData(f"{path} line 1: the column {twice[0]!r} appears twice: "
+                                  "name each column once")
             if mutation_col not in columns:
                 raise InvalidData(f"{path} line 1: no {mutation_col!r} column (its columns: "
                                   f"{', '.join(columns)}): name it with --mutation-field")

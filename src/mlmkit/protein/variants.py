@@ -34,7 +34,6 @@ from mlmkit.protein.windows import residue_window
 from mlmkit.scoring.masked_copies import score_token_ids
 
 STRATEGIES = ("masked-marginals", "wt-marginals", "mutant-marginals", "pll")
-CPU_PLL_COPIES = 16  # masked copies per batch of a PLL on a CPU (`_pll`)
 
 
 def residue_ids(tokenizer, sequence: str) -> np.ndarray:
@@ -221,10 +220,10 @@ def _pll(mlm, protein: _Protein, variants, *, strategy: str, run: dict) -> np.nd
     masked in turn, its true token read. Each distinct sequence (the wild type of a
     window, a mutant however often it is listed) is scored once, by the PLL engine
     (`scoring.masked_copies`: the masked copies of all sequences in token-budget batches,
-    the head only at each copy's masked column). The encoder runs the model's own full
-    forward (`full_forward`): each of the hundreds of summed log-probabilities is then the
-    one-copy-at-a-time value bit for bit, where the faster layers' float32 rounding would
-    add up to about 1e-5 over a 263-residue protein."""
+    the last layer and the head only at each copy's masked column). The encoder runs the
+    model's own operations (`full_forward`): each of the hundreds of summed
+    log-probabilities is then the one-copy-at-a-time value bit for bit, where the faster
+    layers' float32 rounding would add up to about 1e-5 over a 263-residue protein."""
     rows: list[np.ndarray] = []
     index_of: dict[bytes, int] = {}
 
@@ -243,14 +242,8 @@ def _pll(mlm, protein: _Protein, variants, *, strategy: str, run: dict) -> np.nd
                       scored(protein.ids, window)))
     residues = [np.arange(protein.prefix, protein.prefix + width) for width in
                 (len(row) - protein.specials for row in rows)]
-    budget = run["batch_tokens"]
-    if budget is None and mlm.device.type == "cpu":
-        # A CPU runs a protein's masked copies fastest a few at a time: 16 of BLAT_ECOLX's
-        # 265 tokens ran 15% faster than the engine's default, sized by the last-level
-        # cache the machine reports (64 copies), in which the activations spill.
-        budget = CPU_PLL_COPIES * max(len(row) for row in rows)
     with full_forward():  # a sum of hundreds of terms: each the model's own, bit for bit
-        log_probs = score_token_ids(mlm, rows, residues, batch_tokens=budget,
+        log_probs = score_token_ids(mlm, rows, residues, batch_tokens=run["batch_tokens"],
                                     precision=run["precision"], progress=run["progress"],
                                     max_length=max(len(row) for row in rows))
     pll = np.array([values.sum() for values in log_probs], dtype=np.float64)
