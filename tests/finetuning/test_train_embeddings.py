@@ -244,3 +244,28 @@ def test_each_option_is_a_flag_with_its_help():
         assert flag in options, f"mlmkit embed train lacks {flag}"
         assert options[flag].help == field.metadata["help"]
         assert options[flag].default == default_of(field)
+
+
+def test_splade_trains_a_sparse_encoder_folder(saved_tiny_mlm, data, tmp_path):
+    """The folder holds the MLM with its head: mlmkit's embed_sparse and sentence-transformers'
+    SparseEncoder read the same vectors from it; each epoch reports the vectors' non-zeros."""
+    st = pytest.importorskip("sentence_transformers.sparse_encoder")
+    result = mlmkit.train_embeddings(saved_tiny_mlm("bert"), data / "pairs.jsonl",
+                                     loss="splade", batch_size=8, epochs=2, lr=1e-3,
+                                     validation=data / "sts.tsv", run_dir=tmp_path / "run",
+                                     query_regularizer=1e-3, **RUNTIME)
+    assert result.status == "finished" and result.steps == 6 and len(result.history) == 2
+    assert set(result.metrics) == {"spearman", "pearson", "active_dims"}
+    for record in result.history:
+        assert np.isfinite(record["train_loss"]) and record["train_active_dims"] > 0
+        assert 0 < record["active_dims"] <= result.model.model.config.vocab_size
+    texts = ["open the file", "sort a list of items"]
+    ours = mlmkit.load(result.model_dir).embed_sparse(texts, top_k=10_000)
+    theirs = st.SparseEncoder(result.model_dir, device="cpu").encode(texts,
+                                                                     convert_to_tensor=True)
+    theirs = theirs.to_dense() if theirs.is_sparse else theirs
+    for row, vector in zip(theirs, ours, strict=True):
+        assert sorted(row.nonzero().squeeze(1).tolist()) == sorted(vector.token_ids)
+        assert torch.allclose(row[vector.token_ids], torch.tensor(vector.weights), atol=1e-5)
+    with pytest.raises(mlmkit.errors.ModelError, match="embed_sparse"):
+        mlmkit.load(result.model_dir).embed(texts)  # a sparse folder has no dense pooling
