@@ -86,7 +86,8 @@ def test_each_loss_trains_and_saves_a_sentence_transformers_folder(
     assert torch.equal(best[name], after[name])
 
 
-@pytest.mark.parametrize("loss,train", [("mnrl", "pairs.jsonl"), ("tsdae", "texts.txt")])
+@pytest.mark.parametrize("loss,train", [("mnrl", "pairs.jsonl"), ("tsdae", "texts.txt"),
+                                        ("splade", "pairs.jsonl")])
 def test_a_halted_run_resumes_to_the_same_weights(saved_tiny_mlm, data, tmp_path, loss, train):
     options = {"loss": loss, "batch_size": 8, "epochs": 2, "dropout": 0.1, **RUNTIME}
     whole = mlmkit.train_embeddings(saved_tiny_mlm("bert"), data / train,
