@@ -281,6 +281,9 @@ def test_splade_misuse_is_a_one_line_error_before_any_work(saved_tiny_mlm, tiny_
     with pytest.raises(InvalidArgument, match="document_regularizer"):
         mlmkit.train_embeddings(model, data / "pairs.jsonl", loss="splade",
                                 document_regularizer=-1.0, **RUNTIME)
+    with pytest.raises(InvalidArgument, match="regularizer_warmup"):
+        mlmkit.train_embeddings(model, data / "pairs.jsonl", loss="splade",
+                                regularizer_warmup=1.5, **RUNTIME)
     with pytest.raises(InvalidArgument, match="--loss splade"):
         mlmkit.train_embeddings(model, data / "pairs.jsonl", query_regularizer=0.1, **RUNTIME)
     with pytest.raises(InvalidArgument, match="normalize"):

@@ -157,7 +157,7 @@ class EmbeddingRecipe:
             return
         non_negative("query_regularizer", self.query_regularizer)
         non_negative("document_regularizer", self.document_regularizer)
-        probability("regularizer_warmup", self.regularizer_warmup)
+        probability("regularizer_warmup", self.regularizer_warmup, closed_high=True)
         if self.matryoshka_dims or self.normalize:
             raise InvalidArgument("matryoshka_dims and normalize (--matryoshka-dims, "
                                   "--normalize) shape dense vectors; splade's vectors are the "
