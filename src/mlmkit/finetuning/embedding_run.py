@@ -144,8 +144,8 @@ class EmbeddingRecipe:
                                       f"1..{width}, the model's width: give prefixes it has")
         return self
 
-
     def _check_splade(self) -> None:
+        """splade's weights are non-negative and its own; dense-only settings are refused."""
         regularizers = (self.query_regularizer, self.document_regularizer,
                         self.regularizer_warmup)
         if self.loss != "splade":
