@@ -18,6 +18,13 @@ training pairs scored 4 or more (sentence1 → sentence2 as anchor → positive)
 against sentence-transformers' `CachedMultipleNegativesRankingLoss`, and mlmkit's plain
 `mnrl` on the same batches for the memory it needs without the cache.
 
+`--loss splade` trains SPLADE on the same anchor → positive pairs: mlmkit's `splade` against
+sentence-transformers' SparseEncoder (MLMTransformer + SpladePooling) with
+`SpladeLoss(SparseMultipleNegativesRankingLoss)` and its trainer's default quadratic warm-up
+of the regulariser weights (5e-5 on queries, 3e-5 on documents on both sides); both models
+are then scored by the Spearman of the validation pairs' dot products, with the vectors'
+mean number of non-zeros beside it.
+
 Each side runs in its own subprocess, one after the other. Timed: the training call alone
 (`trainer.train()`; `mlmkit.train_embeddings` without validation, its tokenizing and the
 saving of its folder included), examples/s = training pairs × epochs / seconds; peak memory:
@@ -28,6 +35,7 @@ trained models are scored by the same code on STS-B validation (Spearman of the 
     .venv/bin/python benchmarks/embed_train.py --model runs/pretrain/final --threads 1
     .venv/bin/python benchmarks/embed_train.py --pairs 1000          # a quick look
     .venv/bin/python benchmarks/embed_train.py --loss cached-mnrl --batch-size 512 --mini-batch-size 32
+    .venv/bin/python benchmarks/embed_train.py --loss splade --batch-size 16
 """
 
 from __future__ import annotations
@@ -88,7 +96,7 @@ def worker(args) -> None:
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
-    data = out / ("train.tsv" if args.loss == "cosent" else "pairs.tsv")
+    data = out / {"cosent": "train.tsv", "splade": "anchors.tsv"}.get(args.loss, "pairs.tsv")
     if args.worker.startswith("mlmkit"):
         import mlmkit
         import mlmkit.finetuning  # imported before the clock starts, as the other side's
@@ -118,6 +126,12 @@ def worker(args) -> None:
             CoSENTLoss,
         )
 
+        if args.loss == "splade":
+            seconds, cpu, peak, folder = sparse_trainer(args, data, out)
+            loop = seconds
+            print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "loop_seconds": loop,
+                              "peak_mib": peak, **sparse_sts(folder, args.threads)}))
+            return
         firsts, seconds_, scores = training_pairs(data, None)
         transformer = Transformer(args.model, max_seq_length=128)
         model = SentenceTransformer(modules=[transformer, Pooling(
@@ -144,6 +158,10 @@ def worker(args) -> None:
         loop = seconds
         folder = str(out / "st-model")
         model.save(folder)
+    if args.loss == "splade":
+        print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "loop_seconds": loop,
+                          "peak_mib": peak, **sparse_sts(folder, args.threads)}))
+        return
     import mlmkit
     from mlmkit.evaluation.sts import evaluate_sts
 
@@ -153,13 +171,72 @@ def worker(args) -> None:
                       "peak_mib": peak, "spearman": sts.spearman, "pearson": sts.pearson}))
 
 
+def sparse_trainer(args, data: Path, out: Path):
+    """sentence-transformers' SPLADE training: (seconds, CPU seconds, peak MiB, folder)."""
+    from datasets import Dataset
+    from sentence_transformers.sparse_encoder import (
+        SparseEncoder,
+        SparseEncoderTrainer,
+        SparseEncoderTrainingArguments,
+    )
+    from sentence_transformers.sparse_encoder.losses import (
+        SparseMultipleNegativesRankingLoss,
+        SpladeLoss,
+    )
+    from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
+
+    from mlmkit.embeddings.pairs import read_examples
+
+    anchors, positives = read_examples(data).columns
+    model = SparseEncoder(modules=[MLMTransformer(args.model, max_seq_length=128),
+                                   SpladePooling("max")], device="cpu")
+    loss = SpladeLoss(model, SparseMultipleNegativesRankingLoss(model),
+                      document_regularizer_weight=3e-5, query_regularizer_weight=5e-5)
+    settings = SparseEncoderTrainingArguments(
+        output_dir=str(out / "st-run"), num_train_epochs=args.epochs,
+        per_device_train_batch_size=args.batch_size, learning_rate=args.lr,
+        warmup_ratio=0.1, weight_decay=0.01, max_grad_norm=1.0, seed=0, use_cpu=True,
+        save_strategy="no", report_to="none", logging_steps=10_000,
+        disable_tqdm=True, dataloader_drop_last=False)
+    trainer = SparseEncoderTrainer(model=model, args=settings, loss=loss,
+                                   train_dataset=Dataset.from_dict(
+                                       {"anchor": anchors, "positive": positives}))
+    began, cpu_began, resident = time.perf_counter(), time.process_time(), resident_mib()
+    trainer.train()
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu_began
+    peak = peak_mib() - resident
+    folder = str(out / "st-model")
+    model.save(folder)
+    return seconds, cpu, peak, folder
+
+
+def sparse_sts(folder: str, threads: int) -> dict:
+    """STS-B validation: Spearman and Pearson of the SPLADE vectors' dot products (mlmkit's
+    embed_sparse on either side's folder), and their mean number of non-zeros."""
+    import numpy as np
+
+    import mlmkit
+    from mlmkit.core.correlation import pearson, spearman
+    from mlmkit.embeddings.pairs import read_sts_pairs
+
+    firsts, seconds, gold = read_sts_pairs(STSB / "validation.tsv")
+    mlm = mlmkit.load(folder, device="cpu", threads=threads)
+    vectors = mlm.embed_sparse(firsts + seconds, top_k=int(mlm.model.config.vocab_size),
+                               progress=False)
+    weights = [dict(zip(v.token_ids, v.weights, strict=True)) for v in vectors]
+    dots = np.array([sum(w * weights[len(firsts) + i].get(t, 0.0) for t, w in a.items())
+                     for i, a in enumerate(weights[:len(firsts)])])
+    return {"spearman": spearman(dots, gold), "pearson": pearson(dots, gold),
+            "active_dims": float(np.mean([len(v.token_ids) for v in vectors]))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", help="a saved masked LM (default: a random --preset BERT)")
     parser.add_argument("--preset", default="mini", help="a BERT size: tiny, mini, small, base")
     parser.add_argument("--pairs", type=int, default=None, help="training pairs (default all)")
     parser.add_argument("--epochs", type=int, default=1)
-    parser.add_argument("--loss", choices=("cosent", "cached-mnrl"), default="cosent")
+    parser.add_argument("--loss", choices=("cosent", "cached-mnrl", "splade"), default="cosent")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--mini-batch-size", type=int, default=32,
                         help="cached-mnrl: texts per forward pass")
@@ -180,8 +257,10 @@ def main() -> None:
         close = [k for k, s in enumerate(scores) if s >= 4]  # the positives of cached-mnrl
         (tmp / "pairs.tsv").write_text("sentence1\tsentence2\tscore\n" + "".join(
             f"{firsts[k]}\t{seconds[k]}\t{scores[k]}\n" for k in close))
+        (tmp / "anchors.tsv").write_text("anchor\tpositive\n" + "".join(  # splade's
+            f"{firsts[k]}\t{seconds[k]}\n" for k in close))
         results = {}
-        sides = ("sentence-transformers", "mlmkit") if args.loss == "cosent" else \
+        sides = ("sentence-transformers", "mlmkit") if args.loss in ("cosent", "splade") else \
             ("sentence-transformers", "mlmkit", "mlmkit-mnrl")
         for side in sides:
             done = subprocess.run(
@@ -196,6 +275,7 @@ def main() -> None:
     pairs = len(scores) if args.loss == "cosent" else len(close)
     examples = pairs * args.epochs
     what = f"CoSENT on {pairs:,} STS-B training pairs" if args.loss == "cosent" else \
+        f"SPLADE on {pairs:,} STS-B training pairs scored >= 4" if args.loss == "splade" else \
         (f"cached MNRL on {pairs:,} STS-B training pairs scored >= 4, mini-batches of "
          f"{args.mini_batch_size} texts")
     print(f"embedding training: {what}, {args.epochs} "
@@ -206,7 +286,8 @@ def main() -> None:
         print(f"  {label:<22} {examples / r['seconds']:>8,.1f} examples/s ({r['seconds']:.1f} s "
               f"wall, {r['cpu_seconds']:.1f} s CPU; the step loop {r['loop_seconds']:.1f} s; "
               f"peak memory +{r['peak_mib']:,.0f} MiB)  "
-              f"STS-B validation Spearman {100 * r['spearman']:.2f}")
+              f"STS-B validation Spearman {100 * r['spearman']:.2f}"
+              + (f", {r['active_dims']:,.0f} non-zeros a vector" if "active_dims" in r else ""))
     st, ours = results["sentence-transformers"], results["mlmkit"]
     print(f"  speed-up: {st['seconds'] / ours['seconds']:.2f}x wall, "
           f"{st['cpu_seconds'] / ours['cpu_seconds']:.2f}x CPU time (target >= 1.5x); Spearman "

@@ -86,7 +86,8 @@ def test_each_loss_trains_and_saves_a_sentence_transformers_folder(
     assert torch.equal(best[name], after[name])
 
 
-@pytest.mark.parametrize("loss,train", [("mnrl", "pairs.jsonl"), ("tsdae", "texts.txt")])
+@pytest.mark.parametrize("loss,train", [("mnrl", "pairs.jsonl"), ("tsdae", "texts.txt"),
+                                        ("splade", "pairs.jsonl")])
 def test_a_halted_run_resumes_to_the_same_weights(saved_tiny_mlm, data, tmp_path, loss, train):
     options = {"loss": loss, "batch_size": 8, "epochs": 2, "dropout": 0.1, **RUNTIME}
     whole = mlmkit.train_embeddings(saved_tiny_mlm("bert"), data / train,
@@ -244,3 +245,58 @@ def test_each_option_is_a_flag_with_its_help():
         assert flag in options, f"mlmkit embed train lacks {flag}"
         assert options[flag].help == field.metadata["help"]
         assert options[flag].default == default_of(field)
+
+
+def test_splade_trains_a_sparse_encoder_folder(saved_tiny_mlm, data, tmp_path):
+    """The folder holds the MLM with its head: mlmkit's embed_sparse and sentence-transformers'
+    SparseEncoder read the same vectors from it; each epoch reports the vectors' non-zeros."""
+    st = pytest.importorskip("sentence_transformers.sparse_encoder")
+    result = mlmkit.train_embeddings(saved_tiny_mlm("bert"), data / "pairs.jsonl",
+                                     loss="splade", batch_size=8, epochs=2, lr=1e-3,
+                                     train_limit=16,
+                                     validation=data / "sts.tsv", run_dir=tmp_path / "run",
+                                     query_regularizer=1e-3, **RUNTIME)
+    assert result.status == "finished" and result.steps == 4 and len(result.history) == 2
+    assert set(result.metrics) == {"spearman", "pearson", "active_dims"}
+    for record in result.history:
+        assert np.isfinite(record["train_loss"]) and record["train_active_dims"] > 0
+        assert 0 < record["active_dims"] <= result.model.model.config.vocab_size
+    texts = ["open the file", "sort a list of items"]
+    ours = mlmkit.load(result.model_dir).embed_sparse(texts, top_k=10_000)
+    theirs = st.SparseEncoder(result.model_dir, device="cpu").encode(texts,
+                                                                     convert_to_tensor=True)
+    theirs = theirs.to_dense() if theirs.is_sparse else theirs
+    for row, vector in zip(theirs, ours, strict=True):
+        assert sorted(row.nonzero().squeeze(1).tolist()) == sorted(vector.token_ids)
+        assert torch.allclose(row[vector.token_ids], torch.tensor(vector.weights), atol=1e-5)
+    with pytest.raises(mlmkit.errors.ModelError, match="embed_sparse"):
+        mlmkit.load(result.model_dir).embed(texts)  # a sparse folder has no dense pooling
+
+
+def test_splade_misuse_is_a_one_line_error_before_any_work(saved_tiny_mlm, tiny_mlm, data,
+                                                           tmp_path):
+    model = saved_tiny_mlm("bert")
+    with pytest.raises(InvalidArgument, match="scored pairs"):
+        mlmkit.train_embeddings(model, data / "sts.tsv", loss="splade", **RUNTIME)
+    with pytest.raises(InvalidArgument, match="document_regularizer"):
+        mlmkit.train_embeddings(model, data / "pairs.jsonl", loss="splade",
+                                document_regularizer=-1.0, **RUNTIME)
+    with pytest.raises(InvalidArgument, match="regularizer_warmup"):
+        mlmkit.train_embeddings(model, data / "pairs.jsonl", loss="splade",
+                                regularizer_warmup=1.5, **RUNTIME)
+    with pytest.raises(InvalidArgument, match="--loss splade"):
+        mlmkit.train_embeddings(model, data / "pairs.jsonl", query_regularizer=0.1, **RUNTIME)
+    with pytest.raises(InvalidArgument, match="normalize"):
+        mlmkit.train_embeddings(model, data / "pairs.jsonl", loss="splade", normalize=True,
+                                **RUNTIME)
+    headless = tmp_path / "encoder-only"  # a BertModel: the encoder without the MLM head
+    tiny_mlm("bert").model.base_model.save_pretrained(headless)
+    tiny_mlm("bert").tokenizer.save_pretrained(headless)
+    with pytest.raises(mlmkit.errors.ModelError, match="no trained MLM head"):
+        mlmkit.train_embeddings(headless, data / "pairs.jsonl", loss="splade",
+                                run_dir=tmp_path / "run", **RUNTIME)
+    assert not (tmp_path / "run").exists()
+    done = CliRunner().invoke(app, ["embed", "train", str(model), str(data / "pairs.jsonl"),
+                                    "--loss", "splade", "--query-regularizer", "-0.5"])
+    assert done.exit_code == 1 and len(done.output.strip().splitlines()) == 1, done.output
+    assert done.output.startswith("error:") and "query_regularizer" in done.output

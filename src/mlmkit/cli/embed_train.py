@@ -1,5 +1,5 @@
 """`mlmkit embed train`: fine-tune a masked LM into a sentence encoder (MNRL, cached MNRL,
-CoSENT, SimCSE, TSDAE, Matryoshka), saved as a sentence-transformers folder. `mlmkit embed` hands it the arguments
+CoSENT, SimCSE, TSDAE, Matryoshka, SPLADE), saved as a sentence-transformers folder. `mlmkit embed` hands it the arguments
 after `train` (see `mlmkit.cli.embed.EmbedCommand`)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from mlmkit.core.results import dumps
 from mlmkit.options import as_keywords
 from mlmkit.options.embedding import EmbeddingTraining
 
-SHORT_HELP = "Train a sentence encoder (MNRL, cached MNRL, CoSENT, SimCSE, TSDAE)."
+SHORT_HELP = "Train a sentence encoder (MNRL, cached MNRL, CoSENT, SimCSE, TSDAE, SPLADE)."
 EXAMPLE = """
 Examples:
 
@@ -29,8 +29,11 @@ Examples:
 
   mlmkit embed train ./tiny-bert sentences.txt --loss tsdae --deletion-ratio 0.6 --run-dir runs/tsdae
 
+  mlmkit embed train ./tiny-bert pairs.jsonl --loss splade --query-regularizer 5e-5 --document-regularizer 3e-5 --run-dir runs/splade
+
 The best epoch (by the validation Spearman; the last without --validation) is saved in
-RUN_DIR/best, a folder SentenceTransformer(dir) and 'mlmkit embed' load.
+RUN_DIR/best, a folder SentenceTransformer(dir) and 'mlmkit embed' load (splade: a
+SparseEncoder folder, for 'mlmkit embed --sparse').
 """
 
 

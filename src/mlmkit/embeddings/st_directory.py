@@ -7,6 +7,12 @@ the pooling and normalisation from it, so `mlmkit.load(dir).embed(...)` gives th
 `SentenceTransformer(dir).encode(...)` gives; and writes it, so an mlmkit model loads in
 `SentenceTransformer(dir)` with the pooling and normalisation it was embedded with.
 
+A SPLADE model (`save_sparse_directory`) is written as sentence-transformers' SparseEncoder
+folder: the masked LM with its head (an MLMTransformer module) and a SpladePooling module
+(max over tokens of log(1 + relu(logit))), so `SparseEncoder(dir)` gives the vectors
+`mlmkit.load(dir).embed_sparse(...)` gives; `read_st_config` refuses it by name for dense
+embedding.
+
 Written in the classic layout (module types `sentence_transformers.models.*`, the
 `pooling_mode_*` flags) that every sentence-transformers release since 2.x reads; both the
 classic and the 6.x layouts are read.
@@ -29,6 +35,8 @@ CLASSIC_FLAGS = {"cls": "pooling_mode_cls_token", "mean": "pooling_mode_mean_tok
                  "mean_sqrt_len": "pooling_mode_mean_sqrt_len_tokens",
                  "lasttoken": "pooling_mode_lasttoken"}
 KNOWN_MODULES = ("Transformer", "Pooling", "Normalize")
+SPARSE_MODULES = ("MLMTransformer", "SpladePooling", "SparseAutoEncoder",
+                  "SparseStaticEmbedding")
 
 
 @dataclass(frozen=True)
@@ -83,6 +91,9 @@ def read_st_config(path) -> StConfig | None:
     for module in modules:
         kind = str(module.get("type", "")).rsplit(".", 1)[-1]
         folder = root / str(module.get("path", ""))
+        if kind in SPARSE_MODULES:
+            raise ModelError(f"{root} is a sparse (SPLADE) model: embed it with embed_sparse "
+                             "(mlmkit embed --sparse), not a dense pooling")
         if kind not in KNOWN_MODULES:
             raise ModelError(f"{root}: module {kind or module!r} is not one mlmkit embeds with "
                              f"({', '.join(KNOWN_MODULES)}); use SentenceTransformer for it")
@@ -139,6 +150,31 @@ def save_st_directory(mlm, directory, *, pooling: str = "mean", normalize: bool 
            {"prompts": {"default": prompt} if prompt else {},
             "default_prompt_name": "default" if prompt else None,
             "similarity_fn_name": "cosine"})
+    return publish_dir(staging, target)
+
+
+def save_sparse_directory(mlm, directory) -> Path:
+    """Write `mlm` (its masked LM with the head, and tokenizer) as a sentence-transformers
+    SparseEncoder folder: MLMTransformer + SpladePooling (max, log(1 + relu)), dot-product
+    similarity. The folder still loads as a masked LM. Written whole or not at all."""
+    target = Path(directory)
+    staging = staging_dir(target)
+    mlm.model.save_pretrained(staging)
+    mlm.tokenizer.save_pretrained(staging)
+    modules = [{"idx": 0, "name": "0", "path": "",
+                "type": "sentence_transformers.sparse_encoder.models.MLMTransformer"},
+               {"idx": 1, "name": "1", "path": "1_SpladePooling",
+                "type": "sentence_transformers.sparse_encoder.models.SpladePooling"}]
+    (staging / "1_SpladePooling").mkdir()
+    _write(staging / "1_SpladePooling" / "config.json",
+           {"pooling_strategy": "max", "activation_function": "relu",
+            "word_embedding_dimension": int(mlm.model.config.vocab_size)})
+    _write(staging / MODULES_FILE, modules)
+    _write(staging / "sentence_bert_config.json",
+           {"max_seq_length": int(mlm.max_length), "do_lower_case": False})
+    _write(staging / "config_sentence_transformers.json",
+           {"model_type": "SparseEncoder", "prompts": {}, "default_prompt_name": None,
+            "similarity_fn_name": "dot"})
     return publish_dir(staging, target)
 
 

@@ -9,7 +9,14 @@ from mlmkit.core.checks import count
 from mlmkit.core.devices import prepare
 from mlmkit.core.progress import status
 from mlmkit.embeddings.denoising import DELETION_RATIO
-from mlmkit.embeddings.pairs import Examples, read_examples, read_sts_pairs
+from mlmkit.embeddings.losses import DEFAULT_SCALE
+from mlmkit.embeddings.pairs import Examples, read_examples, read_sts_pairs, table_rows
+from mlmkit.embeddings.splade import (
+    DOCUMENT_REGULARIZER,
+    QUERY_REGULARIZER,
+    REGULARIZER_WARMUP,
+    SPLADE_SCALE,
+)
 from mlmkit.errors import InvalidArgument
 from mlmkit.finetuning.embedding_run import (
     EmbeddingRecipe,
@@ -31,7 +38,7 @@ def train_embeddings(
     pooling: str = "mean",
     normalize: bool = False,
     matryoshka_dims=None,
-    scale: float = 20.0,
+    scale: float | None = None,
     epochs: int = 1,
     lr: float = 5e-5,
     batch_size: int | None = None,
@@ -42,6 +49,9 @@ def train_embeddings(
     mini_batch_size: int | None = None,
     deletion_ratio: float = DELETION_RATIO,
     tie_decoder: bool = True,
+    query_regularizer: float = QUERY_REGULARIZER,
+    document_regularizer: float = DOCUMENT_REGULARIZER,
+    regularizer_warmup: float = REGULARIZER_WARMUP,
     score_field: str = "score",
     text_field: str | None = None,
     validation=None,
@@ -72,8 +82,16 @@ def train_embeddings(
     two dropout draws; needs `dropout` > 0 where the model has none) or "tsdae" (single
     texts: a `deletion_ratio` share of each text's words deleted, a decoder rebuilds the
     text from the pooled vector; `tie_decoder` shares the encoder's weights with it; only
-    the encoder is saved). `text_field`: the
+    the encoder is saved) or "splade" (SPLADE: (anchor, positive[, negative, ...]) rows,
+    each text a vocabulary-sized vector from the MLM head, max over tokens of
+    log(1 + relu(logit)); the ranking loss on dot products plus the FLOPS regulariser,
+    weighted `query_regularizer` on the anchors and `document_regularizer` on the rest,
+    both rising quadratically from 0 over the first `regularizer_warmup` share of the
+    steps; the model, head included, is saved as a SparseEncoder folder that
+    `mlmkit.load(dir).embed_sparse` reads; the validation pairs are scored by dot product,
+    with the vectors' mean non-zeros as `active_dims`). `text_field`: the
     text columns, comma-separated; `score_field`: cosent's score column.
+    `scale`: the similarity scale (default 20; splade: 1).
     `matryoshka_dims` ("256,128,64" or a list): the loss summed over these prefixes.
     `batch_size` (default 32): examples per optimizer step, the in-batch negatives of
     mnrl and simcse. `pooling` and `normalize` are saved with the model. `validation`: STS pairs scored
@@ -93,6 +111,8 @@ def train_embeddings(
     if score_field != "score" and loss != "cosent":
         raise InvalidArgument(f"score_field (--score-field) is the cosent loss's; loss={loss!r} "
                               "trains on unscored texts: leave it out")
+    if scale is None:
+        scale = SPLADE_SCALE if loss == "splade" else DEFAULT_SCALE
     recipe = EmbeddingRecipe(loss=loss, pooling=pooling, normalize=normalize,
                              matryoshka_dims=parse_dims(matryoshka_dims), scale=scale,
                              epochs=epochs, lr=lr,
@@ -100,11 +120,15 @@ def train_embeddings(
                              max_length=max_length,
                              warmup=warmup, weight_decay=weight_decay, dropout=dropout, seed=seed,
                              mini_batch_size=mini_batch_size, deletion_ratio=deletion_ratio,
-                             tie_decoder=tie_decoder)
+                             tie_decoder=tie_decoder, query_regularizer=query_regularizer,
+                             document_regularizer=document_regularizer,
+                             regularizer_warmup=regularizer_warmup)
     recipe.check(1 << 30)  # the settings alone, before reading the data (the width: below)
     if isinstance(train, Examples):
         examples = train
     else:
+        if loss == "splade":
+            _refuse_scores(train)
         examples = read_examples(train, text_field=text_field, single=loss in ("simcse", "tsdae"),
                                  score_field=score_field if loss == "cosent" else None)
     if train_limit is not None and train_limit < len(examples):
@@ -118,3 +142,16 @@ def train_embeddings(
                                halt_after=halt_after, batch_tokens=batch_tokens,
                                progress=progress,
                                say=status if progress is not False else None)
+
+
+def _refuse_scores(path) -> None:
+    """splade learns from which text is whose positive, not from scores: a file of scored
+    pairs (a `score` column) would train on every pair as a match, so it is refused."""
+    try:
+        first = next(iter(table_rows(path, "train examples")), None)
+    except (OSError, ValueError):  # read_examples reports on it by itself
+        return
+    if first is not None and "score" in first[1]:
+        raise InvalidArgument(f"{path} holds scored pairs (a score column): the splade loss "
+                              "trains on (anchor, positive[, negative...]) rows; give those, "
+                              "or use --loss cosent for scored pairs")

@@ -8,9 +8,12 @@
                     cached-mnrl: the same loss through GradCache, the texts in mini-batches
                     (`embedding_cache`); tsdae: each text's vector from a copy with words
                     deleted, a decoder rebuilding the text (`mlmkit.embeddings.denoising`);
+                    splade: sparse vectors from the MLM head (`embedding_sparse`), the
+                    ranking loss on dot products plus FLOPS (`mlmkit.embeddings.splade`);
                     AdamW, linear warm-up and decay, gradient clipping at 1.0;
                     with validation pairs, Spearman of the cosine; keep the best epoch
-    save the best epoch as a sentence-transformers folder (run_dir/best), metrics.json
+    save the best epoch as a sentence-transformers folder (run_dir/best; splade: a
+    SparseEncoder folder, the MLM with its head), metrics.json
 
 With a run directory the training state (weights, optimizer, schedule, RNG, position in
 the epoch, best so far) is saved every `save_every` steps, at each epoch's end and on
@@ -50,10 +53,19 @@ from mlmkit.embeddings.denoising import (
 from mlmkit.embeddings.embed import embed
 from mlmkit.embeddings.losses import LOSSES, matryoshka_loss
 from mlmkit.embeddings.pairs import Examples, cosine_rows
-from mlmkit.embeddings.st_directory import save_st_directory
-from mlmkit.errors import InvalidArgument, RunError
+from mlmkit.embeddings.splade import (
+    DOCUMENT_REGULARIZER,
+    QUERY_REGULARIZER,
+    REGULARIZER_WARMUP,
+    active_dims,
+    regularizer_weight,
+    splade_loss,
+)
+from mlmkit.embeddings.st_directory import save_sparse_directory, save_st_directory
+from mlmkit.errors import InvalidArgument, ModelError, RunError
 from mlmkit.finetuning.embedding_cache import cached_backward
 from mlmkit.finetuning.embedding_encoder import TrainingEncoder
+from mlmkit.finetuning.embedding_sparse import SparseTrainingEncoder
 from mlmkit.finetuning.encode import quiet_tokenizer
 from mlmkit.mlm import MLM, load
 from mlmkit.models.fast_modernbert import use_fast_layers
@@ -88,6 +100,9 @@ class EmbeddingRecipe:
     mini_batch_size: int | None = None  # cached-mnrl: texts per forward pass
     deletion_ratio: float = DELETION_RATIO  # tsdae: the share of words deleted
     tie_decoder: bool = True  # tsdae: the decoder shares the encoder's weights
+    query_regularizer: float = QUERY_REGULARIZER  # splade: FLOPS weights and their warm-up
+    document_regularizer: float = DOCUMENT_REGULARIZER
+    regularizer_warmup: float = REGULARIZER_WARMUP
 
     def check(self, width: int) -> EmbeddingRecipe:
         choice("loss", self.loss, TRAINING_LOSSES)
@@ -119,6 +134,7 @@ class EmbeddingRecipe:
                                   f"--no-tie-decoder) are the tsdae loss's; loss={self.loss!r} "
                                   "has no decoder: leave them out or use --loss tsdae")
         probability("deletion_ratio", self.deletion_ratio)
+        self._check_splade()
         if self.loss == "tsdae" and self.matryoshka_dims:
             raise InvalidArgument("matryoshka_dims (--matryoshka-dims) shapes a contrastive "
                                   "loss; tsdae reconstructs from the whole vector: leave it out")
@@ -127,6 +143,25 @@ class EmbeddingRecipe:
                 raise InvalidArgument(f"matryoshka_dims (--matryoshka-dims) {dim} is outside "
                                       f"1..{width}, the model's width: give prefixes it has")
         return self
+
+    def _check_splade(self) -> None:
+        """splade's weights are non-negative and its own; dense-only settings are refused."""
+        regularizers = (self.query_regularizer, self.document_regularizer,
+                        self.regularizer_warmup)
+        if self.loss != "splade":
+            if regularizers != (QUERY_REGULARIZER, DOCUMENT_REGULARIZER, REGULARIZER_WARMUP):
+                raise InvalidArgument(f"query_regularizer, document_regularizer and "
+                                      f"regularizer_warmup are the splade loss's; "
+                                      f"loss={self.loss!r} has no sparse vectors: leave them "
+                                      "out or use --loss splade")
+            return
+        non_negative("query_regularizer", self.query_regularizer)
+        non_negative("document_regularizer", self.document_regularizer)
+        probability("regularizer_warmup", self.regularizer_warmup, closed_high=True)
+        if self.matryoshka_dims or self.normalize:
+            raise InvalidArgument("matryoshka_dims and normalize (--matryoshka-dims, "
+                                  "--normalize) shape dense vectors; splade's vectors are the "
+                                  "vocabulary's weights: leave them out")
 
 
 def parse_dims(value) -> tuple[int, ...] | None:
@@ -261,6 +296,10 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
     say = say or (lambda message: None)
     width = int(mlm.model.config.hidden_size)
     recipe.check(width)
+    if recipe.loss == "splade" and getattr(mlm, "untrained_head", ()):
+        raise ModelError(f"{mlm.name!r} has no trained MLM head ({len(mlm.untrained_head)} head "
+                         "weight(s) missing): splade reads its vectors from the head; start "
+                         "from a masked-LM checkpoint")
     torch.manual_seed(recipe.seed)
     model = copy.deepcopy(mlm.model)  # the caller's model is left as it was
     if recipe.dropout is not None:
@@ -287,6 +326,10 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
         columns = [columns[0], columns[0]]  # each text is its own positive, through dropout
     words = _word_ids(tokenizer, train.columns[0], max_length) \
         if recipe.loss == "tsdae" else None
+    if recipe.loss == "splade" and (len(columns) < 2 or train.scores is not None):
+        raise InvalidArgument("the splade loss trains on (anchor, positive[, negative...]) "
+                              "rows, not scored pairs or single texts: give unscored rows "
+                              "(text_field=)")
     if recipe.loss == "cosent" and (len(columns) != 2 or train.scores is None):
         raise InvalidArgument("the cosent loss trains on scored pairs: two text columns and "
                               "a score column (text_field=, score_field=)")
@@ -294,6 +337,8 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     encoder = TrainingEncoder(model, pad_id, recipe.pooling, precision,
                               batch_tokens or TRAIN_BATCH_TOKENS)
+    sparse = SparseTrainingEncoder(model, pad_id, precision, batch_tokens or TRAIN_BATCH_TOKENS) \
+        if recipe.loss == "splade" else None
     decoder = build_decoder(model, tie=recipe.tie_decoder) if recipe.loss == "tsdae" else None
     trained = {"model": model} if decoder is None else {"model": model, "decoder": decoder}
     parameters = list({id(p): p for module in trained.values() for p in module.parameters()
@@ -309,7 +354,7 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
                                     "train_examples": len(train),
                                     "train_content": _digest(train)}, default=str))
     run_path = Path(run_dir) if run_dir is not None else None
-    step, epoch, position, history, losses = 0, 0, 0, [], []
+    step, epoch, position, history, losses, actives = 0, 0, 0, [], [], []
     best = {"score": -math.inf, "epoch": 0, "metrics": {}}
     best_state, elapsed, seen = None, 0.0, 0
     if run_path is not None:
@@ -325,6 +370,7 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
             step, epoch, position = state["step"], state["epoch"], state["position"]
             history, best, elapsed = state["history"], state["best"], state["elapsed"]
             seen, losses = state["seen"], state["losses"]
+            actives = state.get("actives", [])
             say(f"resuming at epoch {epoch + 1}, step {step}")
         elif checkpoint.list_states(run_path):
             raise RunError(f"run directory {str(run_path)!r} already holds a training run: "
@@ -336,7 +382,11 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
 
     def save_model(target: Path) -> None:
         hf_logging.disable_progress_bar()  # one bar per saved shard clutters the training's
-        save_st_directory(bound(), target, pooling=recipe.pooling, normalize=recipe.normalize)
+        if sparse is not None:
+            save_sparse_directory(bound(), target)
+        else:
+            save_st_directory(bound(), target, pooling=recipe.pooling,
+                              normalize=recipe.normalize)
 
     def save() -> None:
         if run_path is None:
@@ -347,9 +397,24 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
             "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
             "rng": torch.get_rng_state(), "step": step, "epoch": epoch, "position": position,
             "history": history, "best": best, "elapsed": elapsed, "seen": seen,
-            "losses": losses})
+            "losses": losses, "actives": actives})
+
+    def evaluate_sparse() -> dict:
+        """Spearman and Pearson of the validation pairs' dot products (SPLADE's similarity)
+        and the vectors' mean number of non-zero weights (what FLOPS drives down)."""
+        firsts, seconds, gold = validation
+        ids, _ = _tokenize(tokenizer, firsts + seconds, max_length)
+        model.eval()
+        with torch.no_grad():
+            vectors = torch.cat([sparse(ids[i:i + 64]) for i in range(0, len(ids), 64)])
+        model.train()
+        dots = (vectors[:len(firsts)] * vectors[len(firsts):]).sum(1).cpu().numpy()
+        return {"spearman": spearman(dots, gold), "pearson": pearson(dots, gold),
+                "active_dims": active_dims(vectors)}
 
     def evaluate() -> dict:
+        if sparse is not None:
+            return evaluate_sparse()
         firsts, seconds, gold = validation
         model.eval()
         vectors = embed((model, tokenizer), firsts + seconds, pooling=recipe.pooling,
@@ -385,6 +450,14 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
                     vectors = encoder(noisy)
                     with autocast(precision, encoder.device):
                         loss = reconstruction_loss(decoder, vectors, targets, pad_id)
+                elif sparse is not None:
+                    vectors = sparse([column[i] for column in columns for i in rows])
+                    actives.append(active_dims(vectors.detach()))
+                    weights = (regularizer_weight(recipe.query_regularizer, step, total,
+                                                  recipe.regularizer_warmup),
+                               regularizer_weight(recipe.document_regularizer, step, total,
+                                                  recipe.regularizer_warmup))
+                    loss = splade_loss(vectors.split(len(rows)), recipe.scale, *weights)
                 elif recipe.loss == "cached-mnrl":
                     loss = cached_backward(encoder, [c[i] for c in columns for i in rows],
                                            len(rows), contrastive, mini_batch_size)
@@ -420,6 +493,8 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
             elapsed += time.perf_counter() - started
             record = {"epoch": epoch + 1, "step": step,
                       "train_loss": float(np.mean(losses)) if losses else None}
+            if sparse is not None:  # the training vectors' non-zeros, with or without validation
+                record["train_active_dims"] = float(np.mean(actives)) if actives else None
             metrics = evaluate() if validation is not None else {}
             record.update(metrics)
             history.append(record)
@@ -431,7 +506,7 @@ def train_embedding_run(mlm: MLM, train: Examples, recipe: EmbeddingRecipe, *, p
                     save_model(run_path / "best")
             say(f"epoch {epoch + 1}/{recipe.epochs}: loss {record['train_loss']:.4f}"
                 + "".join(f", {k} {v:.4f}" for k, v in metrics.items()))
-            epoch, position, losses = epoch + 1, 0, []
+            epoch, position, losses, actives = epoch + 1, 0, [], []
             save()
     if status == "finished":
         if best_state is not None:

@@ -31,7 +31,7 @@ class Embedding:
     layers: int = option(4, "last-k-layers pooling: how many of the last layers to average.")
 
 
-TRAINING_LOSSES = ("mnrl", "cached-mnrl", "cosent", "simcse", "tsdae")
+TRAINING_LOSSES = ("mnrl", "cached-mnrl", "cosent", "simcse", "tsdae", "splade")
 
 
 @dataclass(frozen=True)
@@ -39,13 +39,14 @@ class EmbeddingTraining:
     """How a masked LM is trained into a sentence encoder (each field is a flag of
     `mlmkit embed train` and a keyword of `mlmkit.train_embeddings`)."""
 
-    loss: Literal["mnrl", "cached-mnrl", "cosent", "simcse", "tsdae"] = option(
+    loss: Literal["mnrl", "cached-mnrl", "cosent", "simcse", "tsdae", "splade"] = option(
         "mnrl", "mnrl: in-batch negatives on (anchor, positive[, negative...]) rows; "
         "cached-mnrl: the same through GradCache (large batches in --mini-batch-size pieces of "
         "memory); cosent: scored pairs (STS-B: sentence1, sentence2, score); simcse: single "
         "texts, each its own positive through two dropout draws (unsupervised); tsdae: single "
         "texts, rebuilt by a decoder from the vector of a copy with words deleted "
-        "(unsupervised).")
+        "(unsupervised); splade: sparse vectors from the MLM head on (anchor, positive[, "
+        "negative...]) rows, ranked by dot product, made sparse by the FLOPS regulariser.")
     pooling: Literal["mean", "cls", "max", "weighted-mean"] = option(
         "mean", "How token vectors become one (saved in the sentence-transformers folder).")
     normalize: bool = option(
@@ -53,7 +54,9 @@ class EmbeddingTraining:
     matryoshka_dims: str | None = option(
         None, "Matryoshka: the loss summed over these nested prefixes of the vector, "
         "comma-separated (e.g. 256,128,64), so a vector cut to its first N dimensions works.")
-    scale: float = option(20.0, "The similarity scale (1 / temperature) of the loss.")
+    scale: float | None = option(
+        None, "The similarity scale (1 / temperature) of the loss (default 20; splade: 1, "
+        "its dot products are unbounded).")
     epochs: int = option(1, "Passes over the training examples.")
     lr: float = option(5e-5, "Peak learning rate (AdamW, linear warm-up and decay).")
     batch_size: int | None = option(
@@ -73,6 +76,14 @@ class EmbeddingTraining:
     tie_decoder: bool = option(
         True, "tsdae: the decoder shares the encoder's weights (the TSDAE set-up); "
         "--no-tie-decoder gives it its own copy.")
+    query_regularizer: float = option(
+        5e-5, "splade: the weight of the FLOPS regulariser on the anchors (queries).")
+    document_regularizer: float = option(
+        3e-5, "splade: the weight of the FLOPS regulariser on the positives and negatives "
+        "(documents).")
+    regularizer_warmup: float = option(
+        1 / 3, "splade: the share of the steps over which the regulariser weights rise "
+        "quadratically from 0 (0: full weight from the first step).")
     score_field: str = option("score", "cosent: the column holding each pair's score.")
     text_field: str | None = option(
         None, "The text columns, comma-separated (default: anchor,positive,negative*... if "
