@@ -30,7 +30,7 @@ from mlmkit.models import load_mlm
 from mlmkit.models.preset_table import parse_preset
 from mlmkit.models.unpadded import check_unpadded_family, check_unpadded_model
 from mlmkit.pretraining.budget import Budget
-from mlmkit.pretraining.config import MAX_VOCAB_SIZE, MIN_VOCAB_SIZE, PretrainConfig
+from mlmkit.pretraining.config import AUTO, MAX_VOCAB_SIZE, MIN_VOCAB_SIZE, PretrainConfig
 from mlmkit.pretraining.data import (
     build_data,
     eval_blocks,
@@ -42,10 +42,12 @@ from mlmkit.pretraining.data import (
 from mlmkit.pretraining.extension import STABLE_DIR, continuation
 from mlmkit.pretraining.guards import batch_repeats_warning, check_step_memory, tiny_lr_warning
 from mlmkit.pretraining.hooks import EvaluationHook
+from mlmkit.pretraining.micro_batch import check_auto_batch, fit_micro_batch
 from mlmkit.pretraining.phases import attach_phases
 from mlmkit.pretraining.plots import plots_installed
 from mlmkit.pretraining.prefetch import BatchProducer, can_prefetch
 from mlmkit.pretraining.run_readme import write_run_readme
+from mlmkit.pretraining.static_shapes import check_static_shapes
 from mlmkit.pretraining.run_state import (
     check_fingerprints,
     check_finite,
@@ -266,6 +268,8 @@ class Run:
         totals, n_tokens = global_counts(runtime, prepared.counts, n_tokens)
         micro = torch.arange(len(prepared.tensors["input_ids"])).split(self.micro_batch)
         for i, rows in enumerate(micro):
+            if config.cuda_graphs:  # a new replay: the last one's outputs were read
+                torch.compiler.cudagraph_mark_step_begin()
             with runtime.no_sync(self.objective, last_micro_step=i == len(micro) - 1):
                 tensors = prepared.rows(rows, runtime.device)
                 with runtime.autocast():
@@ -373,6 +377,11 @@ class Run:
             "processes": self.runtime.world_size,
             # the precision the steps ran in ("auto" resolved on their device)
             "precision": self.runtime.precision,
+            # --batch-tokens auto: the measured micro-batch, which a resume keeps
+            **({"micro_batch": {"rows": self.config.batch_size // self.config.grad_accum
+                                // self.runtime.world_size,
+                                "grad_accum": self.config.grad_accum}}
+               if self.config.batch_tokens == AUTO else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -627,6 +636,8 @@ def check_config(config: PretrainConfig, world_size: int,
             check_unpadded_family(parse_preset(config.model)[0])
     if config.flex_attention:
         check_flex_attention(config, runtime_device)
+    check_auto_batch(config, world_size)
+    check_static_shapes(config, runtime_device)
     if config.masking not in (None, "default"):
         try:
             check_masking(config.masking, flag_name="--masking", total_steps=config.steps)
@@ -697,6 +708,8 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
         enable_activation_checkpointing(objective)
     if config.compile:
         objective.compile()
+    config = fit_micro_batch(config, runtime, objective, data, saved)  # --batch-tokens auto
+    objective.config = config
     check_sizes(config, runtime, data, objective, schedule)
     runtime.wrap_objective(objective)  # DDP around the objective's loss (distributed only)
     optimizer = build_optimizer(objective.modules, lr=config.lr,

@@ -73,6 +73,23 @@ class Runtime:
             torch.cuda.synchronize(self.device)
 
 
+def compile_layers_on(config, device: torch.device) -> bool:
+    """Whether a run compiles its encoder layers (`--compile-layers`): as asked, else (None,
+    the default) on a GPU unless the whole loss is compiled (`--compile`). On a GPU the
+    compiled layers fuse the elementwise work between the matmuls that eager mode runs as
+    separate kernels; on a CPU compiling costs minutes of a short run for little gain."""
+    asked = getattr(config, "compile_layers", False)
+    if asked is not None:
+        return bool(asked)
+    return torch.device(device).type == "cuda" and not getattr(config, "compile", False)
+
+
+def compile_mode(config) -> dict:
+    """torch.compile's keywords for a run's compiled regions: CUDA graphs (mode
+    reduce-overhead) with `--cuda-graphs`, else the default mode."""
+    return {"mode": "reduce-overhead"} if getattr(config, "cuda_graphs", False) else {}
+
+
 def training_threads(threads: int | None = None) -> int | None:
     """Threads for a training run: `threads` or `$MLMKIT_THREADS` when given; else the usable
     cores (`os.sched_getaffinity`) less those other processes keep busy (the 1-minute load
