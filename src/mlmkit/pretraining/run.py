@@ -47,7 +47,6 @@ from mlmkit.pretraining.phases import attach_phases
 from mlmkit.pretraining.plots import plots_installed
 from mlmkit.pretraining.prefetch import BatchProducer, can_prefetch
 from mlmkit.pretraining.run_readme import write_run_readme
-from mlmkit.pretraining.static_shapes import check_static_shapes
 from mlmkit.pretraining.run_state import (
     check_fingerprints,
     check_finite,
@@ -59,6 +58,7 @@ from mlmkit.pretraining.run_state import (
     save_run_tokenizer,
     stored_config,
 )
+from mlmkit.pretraining.static_shapes import check_static_shapes
 from mlmkit.training.checkpoint import (
     list_states,
     load_latest_state,
