@@ -14,10 +14,9 @@ from typer.testing import CliRunner
 from mlmkit.cli import app
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.static_positions import capacity, fixed_capacity_positions
-from mlmkit.pretraining import PretrainConfig, pretrain
-from mlmkit.pretraining import micro_batch
-from mlmkit.pretraining.data import prepare_rows, rank_rows
+from mlmkit.pretraining import PretrainConfig, micro_batch, pretrain
 from mlmkit.pretraining import run as run_module
+from mlmkit.pretraining.data import prepare_rows, rank_rows
 from mlmkit.pretraining.run import build_run
 from mlmkit.pretraining.static_shapes import check_static_shapes
 from mlmkit.training.checkpoint import load_latest_state
