@@ -44,7 +44,9 @@ def test_compile_layers_is_on_by_default_on_a_gpu_only():
     assert not compile_layers_on(config.replace(compile_layers=False), CUDA)
     assert compile_layers_on(config.replace(compile_layers=True), CPU)
     assert compile_mode(config) == {}
-    assert compile_mode(config.replace(cuda_graphs=True)) == {"mode": "reduce-overhead"}
+    graphs = compile_mode(config.replace(cuda_graphs=True))["options"]
+    assert graphs["triton.cudagraphs"] and graphs["triton.cudagraph_skip_dynamic_graphs"]
+    torch.compile(torch.nn.Linear(2, 2), **compile_mode(config.replace(cuda_graphs=True)))
     with pytest.raises(InvalidArgument, match="--compile-layers 'yes': use true or false"):
         config.replace(compile_layers="yes")
 

@@ -84,10 +84,17 @@ def compile_layers_on(config, device: torch.device) -> bool:
     return torch.device(device).type == "cuda" and not getattr(config, "compile", False)
 
 
+CUDA_GRAPHS = {"triton.cudagraphs": True, "triton.cudagraph_skip_dynamic_graphs": True}
+"""torch.compile's mode "reduce-overhead" (its one option), and no graphs for code compiled
+for dynamic shapes: the training step's static shapes get a graph each, while evaluation
+and pseudo-perplexity scoring (a new length per batch) run their compiled code without
+recording a graph per length."""
+
+
 def compile_mode(config) -> dict:
-    """torch.compile's keywords for a run's compiled regions: CUDA graphs (mode
-    reduce-overhead) with `--cuda-graphs`, else the default mode."""
-    return {"mode": "reduce-overhead"} if getattr(config, "cuda_graphs", False) else {}
+    """torch.compile's keywords for a run's compiled regions: CUDA graphs with
+    `--cuda-graphs` (`CUDA_GRAPHS`), else the default mode."""
+    return {"options": dict(CUDA_GRAPHS)} if getattr(config, "cuda_graphs", False) else {}
 
 
 def training_threads(threads: int | None = None) -> int | None:
