@@ -165,6 +165,8 @@ def test_a_measured_micro_batch_trains_as_its_grad_accum_and_a_resume_keeps_it(
     monkeypatch.setattr(micro_batch, "gauge_for", lambda device: (FakeGpu(), None))
     monkeypatch.setattr(micro_batch, "largest_micro_batch", two_rows_fit)
     monkeypatch.setattr(run_module, "plots_installed", lambda: False)  # seconds of plotting
+    estimated = []  # the shape-based memory estimate: not asked once the step is measured
+    monkeypatch.setattr(run_module, "check_step_memory", lambda *a, **k: estimated.append(1))
     corpus = tmp_path / "corpus.txt"  # small: three runs read it
     corpus.write_text("".join(f"Return the value {i} of the attribute, or raise an error "
                               f"when the key {i % 7} is missing.\n" for i in range(300)))
@@ -185,6 +187,8 @@ def test_a_measured_micro_batch_trains_as_its_grad_accum_and_a_resume_keeps_it(
     pretrain(resume=tmp_path / "auto", overrides={"halt_after": None})
     assert "the micro-batch measured when the run started, 2 block(s), --grad-accum 4" \
         in capfd.readouterr().err
+    assert not estimated
     # the trials left no trace (dropout's random state, gradients, the weights)
     pretrain(tiny_config(tmp_path / "by-hand", tokenizer_path, grad_accum=4, **settings))
+    assert estimated
     assert_same_weights(tmp_path / "auto", tmp_path / "by-hand")

@@ -106,20 +106,23 @@ def measure_micro_batch(config: PretrainConfig, runtime, objective, data, gauge=
 
 
 def fit_micro_batch(config: PretrainConfig, runtime, objective, data,
-                    saved_state: dict | None, gauge=None, peak=None) -> PretrainConfig:
+                    saved_state: dict | None, gauge=None, peak=None
+                    ) -> tuple[PretrainConfig, bool]:
     """The config whose --grad-accum gives the measured micro-batch (`--batch-tokens
-    auto`); a resumed run's measured one when its state holds it."""
+    auto`; a resumed run's measured one when its state holds it), and whether the
+    micro-batch was measured (then the estimate of `guards.check_step_memory`, which
+    counts attention scores that fused kernels never store, is not asked)."""
     if config.batch_tokens != AUTO:
-        return config
+        return config, False
     stored = (saved_state or {}).get("micro_batch")
     if stored is not None:  # resumed: the micro-batch the run measured when it started
         if runtime.is_main:
             status(f"--batch-tokens auto: the micro-batch measured when the run started, "
                    f"{stored['rows']} block(s), --grad-accum {stored['grad_accum']}")
-        return config.replace(grad_accum=stored["grad_accum"])
+        return config.replace(grad_accum=stored["grad_accum"]), True
     fit = measure_micro_batch(config, runtime, objective, data, gauge, peak)
     if fit is None:
-        return config
+        return config, False
     rows = config.batch_size // runtime.world_size
     # every process takes the smallest micro-batch any of them measured
     accum = int(runtime.max(float(rows // fit.rows)))
@@ -129,4 +132,4 @@ def fit_micro_batch(config: PretrainConfig, runtime, objective, data,
                f"{accum} (peak {human_bytes(fit.peak)} measured at {fit.rows} block(s), "
                f"with {human_bytes(fit.reserve)} for gradients and optimizer state, within "
                f"{human_bytes(fit.budget)})")
-    return config.replace(grad_accum=accum)
+    return config.replace(grad_accum=accum), True

@@ -648,14 +648,17 @@ def check_config(config: PretrainConfig, world_size: int,
 
 
 def check_sizes(config: PretrainConfig, runtime: Runtime, data, objective,
-                schedule: Schedule) -> None:
-    """The batch against the data and the memory, and the schedule against the budget,
-    before the first step (`mlmkit.pretraining.guards`)."""
+                schedule: Schedule, memory_measured: bool = False) -> None:
+    """The batch against the data and the memory (unless `memory_measured`: --batch-tokens
+    auto measured the step's), and the schedule against the budget, before the first step
+    (`mlmkit.pretraining.guards`)."""
     warnings_ = [batch_repeats_warning(config.batch_size, len(data.train), config.seq_len),
                  tiny_lr_warning(config, schedule)]
     if runtime.is_main:
         for line in filter(None, warnings_):
             warn(line)
+    if memory_measured:
+        return
     modules = list(objective.modules.values())
     check_step_memory(
         config, [m.config for m in modules if hasattr(m, "config")],
@@ -708,9 +711,9 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
         enable_activation_checkpointing(objective)
     if config.compile:
         objective.compile()
-    config = fit_micro_batch(config, runtime, objective, data, saved)  # --batch-tokens auto
+    config, measured = fit_micro_batch(config, runtime, objective, data, saved)  # auto
     objective.config = config
-    check_sizes(config, runtime, data, objective, schedule)
+    check_sizes(config, runtime, data, objective, schedule, memory_measured=measured)
     runtime.wrap_objective(objective)  # DDP around the objective's loss (distributed only)
     optimizer = build_optimizer(objective.modules, lr=config.lr,
                                 weight_decay=config.weight_decay,
