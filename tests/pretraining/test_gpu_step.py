@@ -135,6 +135,9 @@ def test_auto_batch_tokens_are_read_and_refused_where_they_cannot_hold():
         micro_batch.check_auto_batch(auto.replace(batch_warmup_tokens=100), 1)
     with pytest.raises(InvalidArgument, match="--batch-tokens auto with --parallel fsdp"):
         micro_batch.check_auto_batch(auto.replace(parallel="fsdp"), 2)
+    longer = [{"steps": 5}, {"steps": 5, "seq_len": 256}]
+    with pytest.raises(InvalidArgument, match="a phase trains on blocks of 256 tokens"):
+        micro_batch.check_auto_batch(auto.replace(phases=longer), 1)
     micro_batch.check_auto_batch(auto, 1)
     # micro-batches that keep the step and at least the given accumulation
     assert micro_batch.micro_batch_candidates(auto, 1) == [1, 2, 3, 4, 6]

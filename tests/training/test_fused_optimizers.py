@@ -108,6 +108,11 @@ def test_build_optimizer_takes_the_fused_adamw_on_the_cpu():
     stable = build_optimizer({"m": module}, lr=1e-3, weight_decay=0.01, betas=(0.9, 0.98),
                              eps=1e-6, device=torch.device("cpu"), kind="stableadamw")
     assert isinstance(stable, StableAdamW) and stable.foreach
+    # a device without the fused kernel: the foreach one
+    meta = build_optimizer({"m": torch.nn.Linear(4, 4, device="meta")}, lr=1e-3,
+                           weight_decay=0.01, betas=(0.9, 0.98), eps=1e-6,
+                           device=torch.device("meta"))
+    assert not meta.defaults["fused"] and meta.defaults["foreach"]
 
 
 # ---- the micro-batch that fits (a faked device: peak = fixed + per-row cost)

@@ -42,6 +42,12 @@ def check_auto_batch(config: PretrainConfig, world_size: int) -> None:
                               "batch sizes round to --grad-accum, which the measurement would "
                               "choose, so results would depend on the machine; give "
                               "--batch-tokens N or --grad-accum N")
+    longest = max((int(phase.get("seq_len", config.seq_len)) for phase in config.phases or []
+                   if isinstance(phase, dict)), default=config.seq_len)
+    if longest > config.seq_len:
+        raise InvalidArgument(f"--batch-tokens auto measures blocks of --seq-len "
+                              f"{config.seq_len}, and a phase trains on blocks of {longest} "
+                              "tokens: give --batch-tokens N that fits the longest phase")
     if config.parallel == "fsdp" and world_size > 1:
         raise InvalidArgument("--batch-tokens auto with --parallel fsdp: the trial steps would "
                               "gather weights over processes that may measure differently; "

@@ -39,7 +39,18 @@ def build_optimizer(modules: dict[str, torch.nn.Module], *, lr: float, weight_de
     if kind == "stableadamw" or decoupled:
         return StableAdamW(groups, lr=lr, betas=betas, eps=eps,
                            clip_updates=kind == "stableadamw", decoupled=decoupled, max_lr=lr)
-    try:
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, fused=True)
-    except (RuntimeError, TypeError, ValueError):
-        return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, foreach=True)
+    return torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, **adamw_kernel(groups))
+
+
+FUSED_DEVICES = ("cpu", "cuda")
+"""Devices whose fused AdamW kernel mlmkit uses (measured on the CPU, the default on CUDA)."""
+
+
+def adamw_kernel(groups: list[dict]) -> dict:
+    """AdamW's keyword for its kernel: fused when every parameter is a float tensor on a
+    device of `FUSED_DEVICES`, else foreach."""
+    params = [p for group in groups for p in group["params"]]
+    if params and all(p.device.type in FUSED_DEVICES and p.is_floating_point()
+                      for p in params):
+        return {"fused": True}
+    return {"foreach": True}
