@@ -156,7 +156,7 @@ class FakeGpu:
         return 0
 
 
-def test_a_measured_micro_batch_trains_as_its_grad_accum_and_a_resume_keeps_it(
+def test_a_measured_micro_batch_trains_as_its_grad_accum_given_by_hand(
         tmp_path, tokenizer_path, monkeypatch, capfd):
     real = micro_batch.largest_micro_batch
 
@@ -169,28 +169,33 @@ def test_a_measured_micro_batch_trains_as_its_grad_accum_and_a_resume_keeps_it(
     monkeypatch.setattr(run_module, "plots_installed", lambda: False)  # seconds of plotting
     estimated = []  # the shape-based memory estimate: not asked once the step is measured
     monkeypatch.setattr(run_module, "check_step_memory", lambda *a, **k: estimated.append(1))
-    corpus = tmp_path / "corpus.txt"  # small: three runs read it
+    corpus = tmp_path / "corpus.txt"  # small: two runs read it
     corpus.write_text("".join(f"Return the value {i} of the attribute, or raise an error "
                               f"when the key {i % 7} is missing.\n" for i in range(300)))
-    settings = {"steps": 4, "pppl_sentences": 0, "eval_blocks": 2, "corpus": str(corpus)}
-    halted = pretrain(tiny_config(tmp_path / "auto", tokenizer_path, batch_tokens="auto",
-                                  halt_after=2, **settings))
-    assert halted.interrupted
+    settings = {"steps": 3, "pppl_sentences": 0, "eval_blocks": 2, "corpus": str(corpus)}
+    pretrain(tiny_config(tmp_path / "auto", tokenizer_path, batch_tokens="auto", **settings))
     assert "--batch-tokens auto: a micro-batch of 2 block(s) (64 tokens) per process, " \
            "--grad-accum 4" in capfd.readouterr().err
     state, _ = load_latest_state(tmp_path / "auto")
     assert state["micro_batch"] == {"rows": 2, "grad_accum": 4}
-    assert state["config"]["batch_tokens"] == "auto"
+    assert state["config"]["batch_tokens"] == "auto" and not estimated
+    # the trials left no trace (dropout's random state, gradients, the weights)
+    pretrain(tiny_config(tmp_path / "by-hand", tokenizer_path, grad_accum=4, **settings))
+    assert_same_weights(tmp_path / "auto", tmp_path / "by-hand")
+    assert estimated
 
+
+def test_a_resumed_run_keeps_its_measured_micro_batch(monkeypatch, capfd):
     def not_again(*args):
         raise AssertionError("a resumed run measured again")
 
-    monkeypatch.setattr(micro_batch, "largest_micro_batch", not_again)
-    pretrain(resume=tmp_path / "auto", overrides={"halt_after": None})
+    monkeypatch.setattr(micro_batch, "measure_micro_batch", not_again)
+    config = PretrainConfig(steps=10, batch_size=8, batch_tokens="auto")
+    runtime = build_runtime("cpu", "fp32", threads=1)
+    saved = {"micro_batch": {"rows": 2, "grad_accum": 4}}
+    resumed, measured = micro_batch.fit_micro_batch(config, runtime, None, None, saved)
+    assert resumed.grad_accum == 4 and measured
     assert "the micro-batch measured when the run started, 2 block(s), --grad-accum 4" \
         in capfd.readouterr().err
-    assert not estimated
-    # the trials left no trace (dropout's random state, gradients, the weights)
-    pretrain(tiny_config(tmp_path / "by-hand", tokenizer_path, grad_accum=4, **settings))
-    assert estimated
-    assert_same_weights(tmp_path / "auto", tmp_path / "by-hand")
+    given = config.replace(batch_tokens=None)
+    assert micro_batch.fit_micro_batch(given, runtime, None, None, saved) == (given, False)
