@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from mlmkit.cli import app
 from mlmkit.errors import InvalidArgument
+from mlmkit.models.regional_compile import has_layer_list
 from mlmkit.models.static_positions import capacity, fixed_capacity_positions
 from mlmkit.pretraining import PretrainConfig, micro_batch, pretrain
 from mlmkit.pretraining import run as run_module
@@ -39,10 +40,14 @@ def tokenizer_path(wordpiece_tokenizer, fixture_dir) -> str:
 def test_compile_layers_is_on_by_default_on_a_gpu_only():
     config = PretrainConfig(steps=1)
     assert config.compile_layers is None  # config.yaml says "auto" as null
-    assert compile_layers_on(config, CUDA) and not compile_layers_on(config, CPU)
-    assert not compile_layers_on(config.replace(compile=True), CUDA)  # the whole loss is
-    assert not compile_layers_on(config.replace(compile_layers=False), CUDA)
+    assert compile_layers_on(config, CUDA, compiler_ready=True)
+    assert not compile_layers_on(config, CUDA, compiler_ready=False)  # no triton, old GPU
+    assert not compile_layers_on(config, CPU)
+    assert not compile_layers_on(config.replace(compile=True), CUDA, True)  # the whole loss
+    assert not compile_layers_on(config.replace(compile_layers=False), CUDA, True)
     assert compile_layers_on(config.replace(compile_layers=True), CPU)
+    assert has_layer_list(torch.nn.Sequential(torch.nn.ModuleList([torch.nn.Linear(2, 2)])))
+    assert not has_layer_list(torch.nn.Linear(2, 2))  # the default leaves it eager
     assert compile_mode(config) == {}
     graphs = compile_mode(config.replace(cuda_graphs=True))["options"]
     assert graphs["triton.cudagraphs"] and graphs["triton.cudagraph_skip_dynamic_graphs"]
@@ -77,10 +82,10 @@ def test_cuda_graphs_on_a_cpu_is_refused_in_one_line_before_any_work(tmp_path,
 ])
 def test_cuda_graphs_refuse_what_changes_shape(change, words):
     base = PretrainConfig(steps=10, device="cuda", cuda_graphs=True)
-    check_static_shapes(base, CUDA)  # packed blocks, layers compiled by default: fine
-    check_static_shapes(base.replace(compile_layers=False, compile=True), CUDA)
+    check_static_shapes(base, CUDA, True)  # packed blocks, layers compiled by default: fine
+    check_static_shapes(base.replace(compile_layers=False, compile=True), CUDA, True)
     with pytest.raises(InvalidArgument, match=words):
-        check_static_shapes(base.replace(**change), CUDA)
+        check_static_shapes(base.replace(**change), CUDA, True)
 
 
 def test_capacities_are_few_and_coarse():

@@ -27,8 +27,9 @@ def check_cuda_graphs_device(device) -> None:
                               "drop --cuda-graphs")
 
 
-def check_static_shapes(config, device) -> None:
-    """What --cuda-graphs needs of the run (`device`: the resolved one, None if not yet)."""
+def check_static_shapes(config, device, compiler_ready: bool | None = None) -> None:
+    """What --cuda-graphs needs of the run (`device`: the resolved one, None if not yet;
+    `compiler_ready`: see `compile_layers_on`)."""
     if not config.cuda_graphs:
         return
     check_cuda_graphs_device(device if device is not None else config.device)
@@ -41,6 +42,6 @@ def check_static_shapes(config, device) -> None:
     if config.batch_warmup_tokens:
         raise InvalidArgument("--cuda-graphs with --batch-warmup-tokens: the micro-batch grows "
                               "step by step, a new shape each time; drop one of them")
-    if not config.compile and not compile_layers_on(config, device or "cuda"):
+    if not config.compile and not compile_layers_on(config, device or "cuda", compiler_ready):
         raise InvalidArgument("--cuda-graphs replays compiled code: add --compile-layers (or "
                               "--compile), or drop --cuda-graphs")

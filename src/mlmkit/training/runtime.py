@@ -8,6 +8,7 @@ runtime (torchrun) replaces `Runtime` by one with the same methods.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 from dataclasses import dataclass
 
@@ -73,15 +74,27 @@ class Runtime:
             torch.cuda.synchronize(self.device)
 
 
-def compile_layers_on(config, device: torch.device) -> bool:
+def compile_layers_on(config, device: torch.device, compiler_ready: bool | None = None
+                      ) -> bool:
     """Whether a run compiles its encoder layers (`--compile-layers`): as asked, else (None,
-    the default) on a GPU unless the whole loss is compiled (`--compile`). On a GPU the
+    the default) on a GPU that inductor compiles for (`compiler_ready`, by default
+    `inductor_ready(device)`) unless the whole loss is compiled (`--compile`). On a GPU the
     compiled layers fuse the elementwise work between the matmuls that eager mode runs as
     separate kernels; on a CPU compiling costs minutes of a short run for little gain."""
     asked = getattr(config, "compile_layers", False)
     if asked is not None:
         return bool(asked)
-    return torch.device(device).type == "cuda" and not getattr(config, "compile", False)
+    device = torch.device(device)
+    if device.type != "cuda" or getattr(config, "compile", False):
+        return False
+    return inductor_ready(device) if compiler_ready is None else compiler_ready
+
+
+def inductor_ready(device: torch.device) -> bool:
+    """Whether torch.compile's default backend builds kernels for this GPU: triton
+    installed and a device it supports (compute capability 7.0 or newer)."""
+    return importlib.util.find_spec("triton") is not None and \
+        torch.cuda.get_device_capability(device) >= (7, 0)
 
 
 CUDA_GRAPHS = {"triton.cudagraphs": True, "triton.cudagraph_skip_dynamic_graphs": True}

@@ -16,7 +16,7 @@ from mlmkit.masking.config import parse_masking_option
 from mlmkit.models import LoadedMLM, build_mlm, masked_logits
 from mlmkit.models.cross_entropy import cross_entropy_top1
 from mlmkit.models.fast_modernbert import use_fast_layers
-from mlmkit.models.regional_compile import compile_layers
+from mlmkit.models.regional_compile import compile_layers, has_layer_list
 from mlmkit.models.static_positions import capacity, fixed_capacity_positions, logits_at
 from mlmkit.models.unpadded import unpadded_logits, unpadded_mlm_loss
 from mlmkit.scoring.masked_copies import score_token_ids
@@ -106,7 +106,8 @@ def build_run_model(config, tokenizer, runtime, init_model=None):
         model.set_attn_implementation("flex_attention")
     use_fast_layers(model)
     if compile_layers_on(config, runtime.device):  # regional torch.compile, layer by layer
-        compile_layers(model, **compile_mode(config))
+        if getattr(config, "compile_layers", None) is not None or has_layer_list(model):
+            compile_layers(model, **compile_mode(config))  # asked, or a default that fits
     return model.to(runtime.device)
 
 
