@@ -192,8 +192,10 @@ class MLMObjective(Objective):
         total = max(totals["masked"], 1.0)
         if self._static:  # fixed slots: the masked count is read once, on the host
             count = int(t["mask"].sum())
+            # packed blocks without padding attend without a mask (as `masked_logits` does)
+            attention = None if bool(t["attention_mask"].all()) else t["attention_mask"]
             loss_sum, correct, targets, per_token = self._loss_fn(
-                self.model, t["input_ids"], t["attention_mask"], t["mask"], t["labels"],
+                self.model, t["input_ids"], attention, t["mask"], t["labels"],
                 self.config.label_smoothing, capacity(count, t["mask"].numel()))
             targets, per_token = targets[:count], per_token[:count]
         else:
