@@ -30,6 +30,11 @@ DEVICE = os.environ.get("MLMKIT_TEST_DEVICE") or ("cuda" if torch.cuda.is_availa
 pytestmark = pytest.mark.skipif(not DEVICE,
                                 reason="needs a CUDA GPU (or MLMKIT_TEST_DEVICE=cpu)")
 
+# A test of what exists on a GPU alone (its kernels, its memory gauge, CUDA graphs): skipped
+# under MLMKIT_TEST_DEVICE=cpu too.
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(),
+                                reason="CUDA-only: the kernel or gauge exists on a GPU alone")
+
 TEXTS = ["Return the list of items.", "Open the file for reading and writing.",
          "The value of the first argument is returned when the second one is missing."]
 
@@ -300,6 +305,7 @@ def test_compiled_layers_on_the_gpu_train_as_the_eager_ones(tmp_path, fixture_di
 UNPADDED_KINDS = ("modernbert", "eurobert", "bert", "roberta", "xlm-roberta", "electra")
 
 
+@needs_cuda
 @pytest.mark.parametrize("kind", UNPADDED_KINDS)
 @pytest.mark.parametrize("kernel", ["varlen", "flex_attention"])
 def test_unpadded_kernels_on_the_gpu_equal_the_document_mask(kind, kernel):
@@ -327,6 +333,7 @@ def test_unpadded_kernels_on_the_gpu_equal_the_document_mask(kind, kernel):
     assert float((masked_grad - fast_grad).norm()) <= 5e-2 * float(masked_grad.norm())
 
 
+@needs_cuda
 @pytest.mark.parametrize("model, tokenizer", [("bert-tiny", "wordpiece"),
                                               ("modernbert-tiny", "bpe")])
 def test_unpadded_gpu_training_runs_the_varlen_kernel_as_flex_attention_does(
@@ -348,3 +355,66 @@ def test_unpadded_gpu_training_runs_the_varlen_kernel_as_flex_attention_does(
     assert "FlexAttention" in flex.summary["objective"]
     a, b = ([r["loss"] for r in run.history if r["split"] == "train"] for run in (varlen, flex))
     assert len(a) == len(b) and all(close(x, y, 2e-2) for x, y in zip(a, b, strict=True))
+
+
+# -- compiled, fused step (gpustep)
+
+
+@needs_cuda
+def test_fused_optimizers_on_the_gpu_step_as_their_references_on_the_cpu():
+    from mlmkit.training.optimizer import build_optimizer
+    from mlmkit.training.stable_adamw import StableAdamW
+
+    for kind in ("adamw", "stableadamw"):
+        cpu = torch.nn.Linear(32, 16)
+        gpu = copy.deepcopy(cpu).cuda()
+        fast = build_optimizer({"m": gpu}, lr=1e-2, weight_decay=0.1, betas=(0.9, 0.98),
+                               eps=1e-6, device=torch.device("cuda"), kind=kind)
+        assert kind != "adamw" or fast.defaults["fused"] is True  # the default on a GPU
+        params = list(cpu.parameters())
+        reference = (torch.optim.AdamW(params, lr=1e-2, betas=(0.9, 0.98), eps=1e-6,
+                                       weight_decay=0.0, foreach=False)
+                     if kind == "adamw" else StableAdamW(params, lr=1e-2, foreach=False))
+        fast.param_groups[0]["weight_decay"] = 0.0  # the reference decays nothing either
+        for step in range(5):
+            for p, q in zip(cpu.parameters(), gpu.parameters(), strict=True):
+                g = torch.randn(p.shape, generator=torch.Generator().manual_seed(step))
+                p.grad, q.grad = g.clone(), g.cuda()
+            fast.step()
+            reference.step()
+        for p, q in zip(cpu.parameters(), gpu.parameters(), strict=True):
+            torch.testing.assert_close(q.cpu(), p, rtol=1e-5, atol=1e-6)
+
+
+@needs_cuda
+def test_the_gpu_gauge_measures_and_auto_batch_tokens_fits_the_step(
+        tmp_path, fixture_dir, wordpiece_tokenizer, capfd):
+    from mlmkit.pretraining.run import build_run
+    from mlmkit.training.step_memory import CudaGauge
+
+    gauge = CudaGauge(torch.device("cuda"))
+    peak = gauge.peak(lambda: torch.ones(256 << 20, dtype=torch.uint8, device="cuda"))
+    assert peak >= 256 << 20 and gauge.budget() > peak
+    run = build_run(tiny_config(tmp_path / "auto", str(fixture_dir / "tok-wordpiece"),
+                                device="cuda", batch_tokens="auto", pppl_sentences=0))
+    assert run.config.grad_accum == 1  # a tiny model's whole step fits a GPU
+    assert "--batch-tokens auto: a micro-batch of 8 block(s)" in capfd.readouterr().err
+    assert run.state_dict()["micro_batch"] == {"rows": 8, "grad_accum": 1}
+
+
+@needs_cuda
+@pytest.mark.parametrize("options", [{"compile_layers": True, "cuda_graphs": True},
+                                     {"compile": True, "cuda_graphs": True}],
+                         ids=["layers", "whole-loss"])
+def test_cuda_graph_steps_train_as_the_eager_ones(options, tmp_path, fixture_dir):
+    from mlmkit.pretraining import pretrain
+
+    tokenizer = str(fixture_dir / "tok-wordpiece")
+    common = dict(device="cuda", dropout=0.0, steps=4, pppl_sentences=0, log_every=1,
+                  mask_stream="counter")
+    eager = pretrain(tiny_config(tmp_path / "eager", tokenizer, compile_layers=False,
+                                 **common))
+    graphs = pretrain(tiny_config(tmp_path / "graphs", tokenizer, **options, **common))
+    a, b = ([r["loss"] for r in run.history if r["split"] == "train"]
+            for run in (eager, graphs))
+    assert len(a) == len(b) == 4 and all(close(x, y, 1e-3) for x, y in zip(a, b, strict=True))

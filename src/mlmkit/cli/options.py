@@ -296,7 +296,7 @@ def _flag(field: dataclasses.Field, kind, given: bool) -> inspect.Parameter:
     a bool), its help, type (choices for a Literal) and default. With `given`, the flag
     defaults to "not given" and its help says the field's default."""
     meta = field.metadata
-    if field.name in SHARED:
+    if field.name in SHARED and not meta.get("own_flag"):  # own_flag: e.g. N or auto
         option = SHARED[field.name]
         return inspect.Parameter(field.name, inspect.Parameter.KEYWORD_ONLY, default=option,
                                  annotation=type(option.default) if option.default is not None

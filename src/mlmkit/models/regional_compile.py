@@ -27,6 +27,16 @@ def encoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
     return best
 
 
+def has_layer_list(model: torch.nn.Module) -> bool:
+    """Whether `model` has a list of layers `compile_layers` can compile (the default of a
+    GPU run compiles them where it has; `--compile-layers` asked for refuses otherwise)."""
+    try:
+        encoder_layers(model)
+    except MlmkitError:
+        return False
+    return True
+
+
 def compile_layers(model: torch.nn.Module, **options) -> int:
     """Compile every encoder layer in place (`Module.compile`); returns how many."""
     layers = encoder_layers(model)

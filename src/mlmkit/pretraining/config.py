@@ -29,6 +29,7 @@ MIN_VOCAB_SIZE = 64  # the smallest vocabulary a trained tokenizer is given
 MIN_SEQ_LEN, MAX_SEQ_LEN = 8, 8192  # 8: [CLS] [SEP] and a few tokens
 MAX_BATCH = 2**20
 MAX_COUNT = 10**15  # steps, tokens, cadences: far beyond any run, but finite
+AUTO = "auto"  # --batch-tokens auto: the micro-batch measured to fit (training.step_memory)
 
 
 def _f(default, help: str, group: str = STUDIED, **kwargs):
@@ -169,9 +170,11 @@ class PretrainConfig:
     flex_attention: bool = _f(False, "with --unpadded on a GPU: attention through PyTorch's "
                                      "FlexAttention with a document block mask (blocks "
                                      "without a pair of one document are skipped)", RUNTIME)
-    compile_layers: bool = _f(False, "torch.compile each encoder layer on its own (regional: "
-                                     "one layer's compile time, the embedding, head and loss "
-                                     "stay eager)", RUNTIME)
+    compile_layers: bool | None = _f(None, "torch.compile each encoder layer on its own "
+                                            "(regional: one layer's compile time, the "
+                                            "embedding, head and loss stay eager)", RUNTIME,
+                                     shown_default="on with --device cuda (unless "
+                                                   "--compile), else off")
     prefetch: int | None = _f(None, "build the next N steps' batches on a background thread "
                                     "(pinned and copied to a GPU on a side stream) while the "
                                     "step trains; the same batches as without; 0: in the "
@@ -188,10 +191,23 @@ class PretrainConfig:
                                    "says other processes keep busy, at least 1: threads "
                                    "waiting on busy cores slow every step; the run's first "
                                    "status line says the count)", RUNTIME)
-    batch_tokens: int | None = _f(None, "largest micro-batch in tokens (a memory bound): when "
-                                        "a step's blocks exceed it, --grad-accum is raised "
-                                        "until each micro-step fits; the step, and so the "
-                                        "result, stay the same", RUNTIME)
+    batch_tokens: int | str | None = _f(None, "largest micro-batch in tokens (a memory "
+                                              "bound): when a step's blocks exceed it, "
+                                              "--grad-accum is raised until each micro-step "
+                                              "fits; the step, and so the result, stay the "
+                                              "same. auto: the largest micro-batch measured "
+                                              "to fit the device's free memory (trial "
+                                              "steps before the first; a resumed run keeps "
+                                              "the one it measured)", RUNTIME,
+                                        own_flag=True, metavar="N|auto")
+    # -- compiled, fused step (mlmkit.training.step_memory, mlmkit.pretraining.static_shapes)
+    cuda_graphs: bool = _f(False, "replay each compiled region's kernels as CUDA graphs "
+                                  "(torch.compile mode reduce-overhead): fewer kernel "
+                                  "launches; needs a GPU, --compile-layers or --compile, and "
+                                  "shapes that stay the same from step to step (no batch "
+                                  "warm-up, no --unpadded); with --compile the masked "
+                                  "positions are padded to a few fixed sizes", RUNTIME)
+    # -- end of compiled, fused step
     log_every: int = _f(10, "log training metrics every N steps", RUNTIME)
     halt_after: int | None = _f(None, "stop (saving state) after this many steps of this "
                                       "process, as on SIGTERM; resume later with --resume",
@@ -227,7 +243,9 @@ class PretrainConfig:
             if getattr(self, name) is not None:
                 _text(name, getattr(self, name))
         for name in ("compile", "progress", "activation_checkpointing", "allow_untrained_head",
-                     "compile_layers"):
+                     "compile_layers", "cuda_graphs"):
+            if name == "compile_layers" and self.compile_layers is None:  # auto: the device's
+                continue
             if not isinstance(getattr(self, name), bool):
                 raise InvalidArgument(f"--{flag(name)} {getattr(self, name)!r}: use true or "
                                       "false")
@@ -304,6 +322,9 @@ class PretrainConfig:
         self.fill_mask_examples = checks.count("fill_mask_examples", self.fill_mask_examples, 0, 1000)
         self.progress_every = float(checks.non_negative("progress_every", self.progress_every))
         self._validate_positions()
+        if self.cuda_graphs and self.device == "cpu":
+            raise InvalidArgument("--cuda-graphs: CUDA graphs need a GPU and this run is on "
+                                  "cpu: train with --device cuda or drop --cuda-graphs")
         if self.phases is not None:  # checked now: a bad phase would fail mid-run
             check_config_phases(self)
 
@@ -332,6 +353,15 @@ class PretrainConfig:
         step is unchanged, so is what the run computes."""
         if self.batch_tokens is None:
             return
+        if isinstance(self.batch_tokens, str):  # the flag's text: auto or a count
+            text = self.batch_tokens.strip().lower()
+            if text == AUTO:
+                self.batch_tokens = AUTO  # measured once the model is built (build_run)
+                return
+            if not text.isdigit():
+                raise InvalidArgument(f"--batch-tokens {self.batch_tokens!r}: give a number "
+                                      "of tokens or auto")
+            self.batch_tokens = int(text)
         self.batch_tokens = checks.count("batch_tokens", self.batch_tokens, 1)
         if self.batch_tokens < self.seq_len:
             raise InvalidArgument(f"--batch-tokens {self.batch_tokens} is less than one block "

@@ -36,7 +36,7 @@ from mlmkit.models.unpadded import (
 )
 from mlmkit.models.varlen_attention import attention_dropout
 from mlmkit.pretraining.budget import Budget
-from mlmkit.pretraining.config import MAX_VOCAB_SIZE, MIN_VOCAB_SIZE, PretrainConfig
+from mlmkit.pretraining.config import AUTO, MAX_VOCAB_SIZE, MIN_VOCAB_SIZE, PretrainConfig
 from mlmkit.pretraining.data import (
     build_data,
     eval_blocks,
@@ -48,6 +48,7 @@ from mlmkit.pretraining.data import (
 from mlmkit.pretraining.extension import STABLE_DIR, continuation
 from mlmkit.pretraining.guards import batch_repeats_warning, check_step_memory, tiny_lr_warning
 from mlmkit.pretraining.hooks import EvaluationHook
+from mlmkit.pretraining.micro_batch import check_auto_batch, fit_micro_batch
 from mlmkit.pretraining.phases import attach_phases
 from mlmkit.pretraining.plots import plots_installed
 from mlmkit.pretraining.prefetch import BatchProducer, can_prefetch, prefetch_depth
@@ -63,6 +64,7 @@ from mlmkit.pretraining.run_state import (
     save_run_tokenizer,
     stored_config,
 )
+from mlmkit.pretraining.static_shapes import check_static_shapes
 from mlmkit.training.checkpoint import (
     list_states,
     load_latest_state,
@@ -277,6 +279,8 @@ class Run:
         totals, n_tokens = global_counts(runtime, prepared.counts, n_tokens)
         micro = torch.arange(len(prepared.tensors["input_ids"])).split(self.micro_batch)
         for i, rows in enumerate(micro):
+            if config.cuda_graphs:  # a new replay: the last one's outputs were read
+                torch.compiler.cudagraph_mark_step_begin()
             with runtime.no_sync(self.objective, last_micro_step=i == len(micro) - 1):
                 tensors = prepared.rows(rows, runtime.device)
                 with runtime.autocast():
@@ -384,6 +388,11 @@ class Run:
             "processes": self.runtime.world_size,
             # the precision the steps ran in ("auto" resolved on their device)
             "precision": self.runtime.precision,
+            # --batch-tokens auto: the measured micro-batch, which a resume keeps
+            **({"micro_batch": {"rows": self.config.batch_size // self.config.grad_accum
+                                // self.runtime.world_size,
+                                "grad_accum": self.config.grad_accum}}
+               if self.config.batch_tokens == AUTO else {}),
         }
 
     def load_state_dict(self, state: dict) -> None:
@@ -648,6 +657,8 @@ def check_config(config: PretrainConfig, world_size: int,
             check_unpadded_family(parse_preset(config.model)[0])
     if config.flex_attention:
         check_flex_attention(config, runtime_device)
+    check_auto_batch(config, world_size)
+    check_static_shapes(config, runtime_device)
     if config.masking not in (None, "default"):
         try:
             check_masking(config.masking, flag_name="--masking", total_steps=config.steps)
@@ -658,14 +669,17 @@ def check_config(config: PretrainConfig, world_size: int,
 
 
 def check_sizes(config: PretrainConfig, runtime: Runtime, data, objective,
-                schedule: Schedule) -> None:
-    """The batch against the data and the memory, and the schedule against the budget,
-    before the first step (`mlmkit.pretraining.guards`)."""
+                schedule: Schedule, memory_measured: bool = False) -> None:
+    """The batch against the data and the memory (unless `memory_measured`: --batch-tokens
+    auto measured the step's), and the schedule against the budget, before the first step
+    (`mlmkit.pretraining.guards`)."""
     warnings_ = [batch_repeats_warning(config.batch_size, len(data.train), config.seq_len),
                  tiny_lr_warning(config, schedule)]
     if runtime.is_main:
         for line in filter(None, warnings_):
             warn(line)
+    if memory_measured:
+        return
     modules = list(objective.modules.values())
     check_step_memory(
         config, [m.config for m in modules if hasattr(m, "config")],
@@ -723,7 +737,9 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
         enable_activation_checkpointing(objective)
     if config.compile:
         objective.compile()
-    check_sizes(config, runtime, data, objective, schedule)
+    config, measured = fit_micro_batch(config, runtime, objective, data, saved)  # auto
+    objective.config = config
+    check_sizes(config, runtime, data, objective, schedule, memory_measured=measured)
     runtime.wrap_objective(objective)  # DDP around the objective's loss (distributed only)
     optimizer = build_optimizer(objective.modules, lr=config.lr,
                                 weight_decay=config.weight_decay,

@@ -8,6 +8,7 @@ runtime (torchrun) replaces `Runtime` by one with the same methods.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 from dataclasses import dataclass
 
@@ -71,6 +72,42 @@ class Runtime:
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
+
+
+def compile_layers_on(config, device: torch.device, compiler_ready: bool | None = None
+                      ) -> bool:
+    """Whether a run compiles its encoder layers (`--compile-layers`): as asked, else (None,
+    the default) on a GPU that inductor compiles for (`compiler_ready`, by default
+    `inductor_ready(device)`) unless the whole loss is compiled (`--compile`). On a GPU the
+    compiled layers fuse the elementwise work between the matmuls that eager mode runs as
+    separate kernels; on a CPU compiling costs minutes of a short run for little gain."""
+    asked = getattr(config, "compile_layers", False)
+    if asked is not None:
+        return bool(asked)
+    device = torch.device(device)
+    if device.type != "cuda" or getattr(config, "compile", False):
+        return False
+    return inductor_ready(device) if compiler_ready is None else compiler_ready
+
+
+def inductor_ready(device: torch.device) -> bool:
+    """Whether torch.compile's default backend builds kernels for this GPU: triton
+    installed and a device it supports (compute capability 7.0 or newer)."""
+    return importlib.util.find_spec("triton") is not None and \
+        torch.cuda.get_device_capability(device) >= (7, 0)
+
+
+CUDA_GRAPHS = {"triton.cudagraphs": True, "triton.cudagraph_skip_dynamic_graphs": True}
+"""torch.compile's mode "reduce-overhead" (its one option), and no graphs for code compiled
+for dynamic shapes: the training step's static shapes get a graph each, while evaluation
+and pseudo-perplexity scoring (a new length per batch) run their compiled code without
+recording a graph per length."""
+
+
+def compile_mode(config) -> dict:
+    """torch.compile's keywords for a run's compiled regions: CUDA graphs with
+    `--cuda-graphs` (`CUDA_GRAPHS`), else the default mode."""
+    return {"options": dict(CUDA_GRAPHS)} if getattr(config, "cuda_graphs", False) else {}
 
 
 def training_threads(threads: int | None = None) -> int | None:

@@ -22,8 +22,12 @@ lr 1e-3). With `decoupled=True` this optimizer does that (with update clipping, 
 the place of α_t, as in the paper's algorithm: a clipped step also decays less).
 
 With `clip_updates=False` and `decoupled=False` this is exactly torch's AdamW (same
-operations in the same order; tested). Written with foreach (multi-tensor) ops; the
-state (step, exp_avg, exp_avg_sq per parameter) is a plain `Optimizer.state_dict()`.
+operations in the same order; tested). The update runs as foreach (multi-tensor) ops over
+all tensors of one device, dtype and step count: a handful of kernels a step instead of a
+dozen per parameter. `foreach=False` runs the same arithmetic one tensor at a time: the
+reference the multi-tensor path is tested against (and measured against in
+benchmarks/optimizer_step.py). The state (step, exp_avg, exp_avg_sq per parameter) is a
+plain `Optimizer.state_dict()`, the same for both paths.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ class StableAdamW(torch.optim.Optimizer):
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.98),
                  eps: float = 1e-6, weight_decay: float = 0.0, *, clip_updates: bool = True,
-                 decoupled: bool = False, max_lr: float | None = None):
+                 decoupled: bool = False, max_lr: float | None = None, foreach: bool = True):
         if not lr > 0 or not eps > 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"StableAdamW: bad hyperparameters lr={lr} betas={betas} "
                              f"eps={eps} weight_decay={weight_decay}")
@@ -45,6 +49,7 @@ class StableAdamW(torch.optim.Optimizer):
                     "clip_updates": clip_updates, "decoupled": decoupled,
                     "max_lr": lr if max_lr is None else max_lr}
         super().__init__(params, defaults)
+        self.foreach = foreach
         self.last_rms: list[torch.Tensor] = []  # each stepped tensor's RMS_t (diagnostics)
 
     @torch.no_grad()
@@ -71,8 +76,36 @@ class StableAdamW(torch.optim.Optimizer):
                 key = (p.device, p.dtype, int(state["step"].item()))
                 buckets.setdefault(key, []).append(p)
             for (_, _, step), params in buckets.items():
-                self._update(group, params, step)
+                if self.foreach:
+                    self._update(group, params, step)
+                else:
+                    for p in params:
+                        self._update_one(group, p, step)
         return loss
+
+    def _update_one(self, group: dict, p: torch.Tensor, step: int) -> None:
+        """One step of one tensor: `_update`'s arithmetic, op for op, without foreach."""
+        beta1, beta2 = group["betas"]
+        lr, eps, decay = group["lr"], group["eps"], group["weight_decay"]
+        grad, state = p.grad, self.state[p]
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        bias1, bias2 = 1 - beta1 ** step, 1 - beta2 ** step
+        denom = exp_avg_sq.sqrt().div_(bias2 ** 0.5)
+        scale = None
+        if group["clip_updates"]:
+            ratio = grad * denom.clamp_min(eps).reciprocal_()
+            size = torch.tensor(float(p.numel()), device=ratio.device).sqrt()
+            rms = torch.linalg.vector_norm(ratio).float() / size
+            self.last_rms.append(rms)
+            scale = float(1.0 / rms.clamp_min(1.0))
+        denom.add_(eps)
+        step_size = lr / bias1
+        if decay:
+            factor = decay * (lr / group["max_lr"] if group["decoupled"] else lr)
+            p.mul_(1 - factor * (1.0 if scale is None else scale))
+        p.addcdiv_(exp_avg, denom, value=-step_size * (1.0 if scale is None else scale))
 
     def _update(self, group: dict, params: list, step: int) -> None:
         """One step of tensors sharing device, dtype and step count (foreach ops, two

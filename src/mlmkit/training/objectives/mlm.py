@@ -16,13 +16,15 @@ from mlmkit.masking.config import parse_masking_option
 from mlmkit.models import LoadedMLM, build_mlm, masked_logits
 from mlmkit.models.cross_entropy import cross_entropy_top1
 from mlmkit.models.fast_modernbert import use_fast_layers
-from mlmkit.models.regional_compile import compile_layers
+from mlmkit.models.regional_compile import compile_layers, has_layer_list
+from mlmkit.models.static_positions import capacity, fixed_capacity_positions, logits_at
 from mlmkit.models.unpadded import unpadded_kernel, unpadded_logits, unpadded_mlm_loss
 from mlmkit.models.varlen_attention import use_varlen_attention, varlen_usable
 from mlmkit.scoring.masked_copies import score_token_ids
 from mlmkit.tokenizer import save_tokenizer
 from mlmkit.training.objective import LossOutput, Objective, Prepared
 from mlmkit.training.objectives.metrics import masked_token_metrics, pseudo_perplexity
+from mlmkit.training.runtime import compile_layers_on, compile_mode
 
 EVAL_SEED_OFFSET = 1_000_003  # evaluation masks never coincide with a training step's
 
@@ -108,8 +110,9 @@ def build_run_model(config, tokenizer, runtime, init_model=None):
                                                               runtime.precision):
         use_varlen_attention(model)  # each document a sequence of FlashAttention's varlen
     use_fast_layers(model)
-    if getattr(config, "compile_layers", False):  # regional torch.compile, layer by layer
-        compile_layers(model)
+    if compile_layers_on(config, runtime.device):  # regional torch.compile, layer by layer
+        if getattr(config, "compile_layers", None) is not None or has_layer_list(model):
+            compile_layers(model, **compile_mode(config))  # asked, or a default that fits
     return model.to(runtime.device)
 
 
@@ -120,6 +123,21 @@ def sparse_mlm_loss(model, input_ids, attention_mask, mask, labels, label_smooth
     targets = labels[mask]
     per_token, top1 = cross_entropy_top1(logits, targets, label_smoothing)
     return per_token.sum(), (top1 == targets).sum(), targets, per_token
+
+
+def static_sparse_mlm_loss(model, input_ids, attention_mask, mask, labels,
+                           label_smoothing: float, slots: int):
+    """`sparse_mlm_loss` with the masked positions in `slots` fixed slots
+    (`mlmkit.models.static_positions`): every shape is fixed by the batch's and `slots`,
+    so a compiled step can be replayed as a CUDA graph. The invalid slots' losses are
+    weighted zero; the per-token losses and targets come back with all `slots` entries,
+    the valid ones first."""
+    index, valid = fixed_capacity_positions(mask, slots)
+    logits = logits_at(model, input_ids, attention_mask, index)
+    targets = torch.where(valid, labels.reshape(-1).index_select(0, index), 0)
+    per_token, top1 = cross_entropy_top1(logits, targets, label_smoothing)
+    per_token = per_token * valid
+    return per_token.sum(), ((top1 == targets) & valid).sum(), targets, per_token
 
 
 def _unpadded_log_probs(model, input_ids, documents, mask):
@@ -139,6 +157,7 @@ class MLMObjective(Objective):
         self.model = build_run_model(config, tokenizer, runtime, init_model)
         self.policy = build_masking_policy(config, tokenizer)
         self._loss_fn = sparse_mlm_loss
+        self._static = False  # the masked positions in fixed slots (compiled CUDA graphs)
         self._unpadded = bool(getattr(config, "unpadded", False))
         if self._unpadded:  # attention within each document, no padding
             self._loss_fn = unpadded_mlm_loss
@@ -149,7 +168,14 @@ class MLMObjective(Objective):
         return {"model": self.model}
 
     def compile(self) -> None:
-        self._loss_fn = torch.compile(self._loss_fn, dynamic=True)
+        """The loss (model included) compiled; with --cuda-graphs for fixed shapes: the
+        masked positions in fixed slots, each slot count recorded as a graph once."""
+        if getattr(self.config, "cuda_graphs", False):
+            self._static = True
+            self._loss_fn = torch.compile(static_sparse_mlm_loss, dynamic=False,
+                                          **compile_mode(self.config))
+        else:
+            self._loss_fn = torch.compile(self._loss_fn, dynamic=True)
 
     def _mask(self, batch, step: int, seed: int, device=None,
               rows=None) -> dict[str, torch.Tensor]:
@@ -169,9 +195,18 @@ class MLMObjective(Objective):
     def loss(self, tensors: dict[str, torch.Tensor], totals: dict[str, float]) -> LossOutput:
         t = tensors
         total = max(totals["masked"], 1.0)
-        loss_sum, correct, targets, per_token = self._loss_fn(
-            self.model, t["input_ids"], t["attention_mask"], t["mask"], t["labels"],
-            self.config.label_smoothing)
+        if self._static:  # fixed slots: the masked count is read once, on the host
+            count = int(t["mask"].sum())
+            # packed blocks without padding attend without a mask (as `masked_logits` does)
+            attention = None if bool(t["attention_mask"].all()) else t["attention_mask"]
+            loss_sum, correct, targets, per_token = self._loss_fn(
+                self.model, t["input_ids"], attention, t["mask"], t["labels"],
+                self.config.label_smoothing, capacity(count, t["mask"].numel()))
+            targets, per_token = targets[:count], per_token[:count]
+        else:
+            loss_sum, correct, targets, per_token = self._loss_fn(
+                self.model, t["input_ids"], t["attention_mask"], t["mask"], t["labels"],
+                self.config.label_smoothing)
         update = getattr(self.policy, "update_losses", None)
         if update is not None:  # loss-based masking learns which tokens are hard
             update(targets.detach(), per_token.detach())
