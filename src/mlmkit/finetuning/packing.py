@@ -9,9 +9,10 @@ its examples (any order, bucketed or not) and the encoder runs on their real tok
   emptiest row that holds it; as few rows as the tokens need), so the attention of a row
   costs at most that many keys per token, never the whole batch's. The width is fitted to
   each batch (`row_width`): of the multiples of 16 from the longest sequence up to 128, the
-  one whose rows hold the fewest slots. Sixteen random SST-2 sentences fill 3 rows of 128
-  to 77%, 5 rows of 64 to 92%: every projection, norm and activation runs on the slots, so
-  the slots a batch leaves empty are time spent on nothing;
+  one whose rows hold the fewest slots. A batch of short sentences may fill three rows of
+  128 to three quarters and five rows of 64 to over nine tenths: every projection, norm
+  and activation runs on the slots, so the slots a batch leaves empty are time spent on
+  nothing;
 - the indexed mask (each token's sequence number in its row, 0 on padding) keeps attention
   within each sequence and restarts positions per sequence (`models.unpadded`);
 - each sequence is pooled as the classifier pools it (`classifier_pooling`: its first
