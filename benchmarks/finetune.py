@@ -36,7 +36,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-import torch  # noqa: E402
+from trainer_baseline import run_trainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SST2 = ROOT.parent / "shared" / "data" / "sst2"
@@ -83,46 +83,9 @@ def run_mlmkit(model_dir, train, test, args, seed, bucket: bool = False,
             "correct": (run._predictions == run._labels).tolist()}
 
 
-def run_trainer(model_dir, train, test, args, seed, group_by_length: bool) -> dict:
-    from transformers import (
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-        DataCollatorWithPadding,
-        PrinterCallback,
-        Trainer,
-        TrainingArguments,
-    )
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    tok = AutoTokenizer.from_pretrained(model_dir)
-
-    def load(path):
-        rows = [line.split("\t") for line in Path(path).read_text().splitlines()[1:]]
-        enc = tok([r[0] for r in rows], truncation=True, max_length=128)
-        return [{**{k: enc[k][i] for k in enc}, "labels": int(r[1])}
-                for i, r in enumerate(rows)]
-
-    train_rows, test_rows = load(train), load(test)
-    torch.manual_seed(seed)
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2)
-    with tempfile.TemporaryDirectory() as out:
-        targs = TrainingArguments(
-            output_dir=out, per_device_train_batch_size=16, per_device_eval_batch_size=64,
-            learning_rate=args.lr, num_train_epochs=args.epochs, warmup_steps=0.1,
-            weight_decay=0.01, seed=seed, eval_strategy="no", save_strategy="no",
-            report_to="none", logging_strategy="no", use_cpu=True, dataloader_num_workers=0,
-            train_sampling_strategy="group_by_length" if group_by_length else "random",
-            disable_tqdm=True)
-        trainer = Trainer(model=model, args=targs, train_dataset=train_rows,
-                          data_collator=DataCollatorWithPadding(tok))
-        trainer.remove_callback(PrinterCallback)
-        metrics = trainer.train().metrics
-        predictions = trainer.predict(test_rows)
-    correct = predictions.predictions.argmax(-1) == predictions.label_ids
-    return {"accuracy": float(correct.mean()),
-            "examples_per_s": len(train_rows) * args.epochs / metrics["train_runtime"],
-            "train_seconds": metrics["train_runtime"], "correct": correct.tolist()}
+def trainer_side(model_dir, train, test, args, seed, group_by_length: bool) -> dict:
+    return run_trainer(model_dir, train, test, lr=args.lr, epochs=args.epochs, seed=seed,
+                       group_by_length=group_by_length)
 
 
 def difference_interval(a: np.ndarray, b: np.ndarray, n_boot: int = 4000,
@@ -164,8 +127,8 @@ def main() -> None:
     runners = {"mlmkit": lambda *a: run_mlmkit(*a),
                "mlmkit, bucket": lambda *a: run_mlmkit(*a, bucket=True),
                "mlmkit, precision auto": lambda *a: run_mlmkit(*a, precision="auto"),
-               "Trainer": lambda *a: run_trainer(*a, group_by_length=False),
-               "Trainer, group_by_length": lambda *a: run_trainer(*a, group_by_length=True)}
+               "Trainer": lambda *a: trainer_side(*a, group_by_length=False),
+               "Trainer, group_by_length": lambda *a: trainer_side(*a, group_by_length=True)}
     from mlmkit.core.devices import set_threads
 
     args.threads = set_threads(args.threads)

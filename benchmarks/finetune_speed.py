@@ -39,6 +39,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from trainer_baseline import run_trainer  # noqa: E402
 
 SST2 = Path(__file__).resolve().parents[2] / "shared" / "data" / "sst2"
 
@@ -80,46 +81,6 @@ def run_mlmkit(model_dir, train, valid, args, **options) -> dict:
     run = result.runs[0]
     return {"examples_per_s": run.examples_per_s, "accuracy": run.history[-1]["accuracy"],
             "train_seconds": run.train_seconds}
-
-
-def run_trainer(model_dir, train, valid, args, bf16: bool) -> dict:
-    from transformers import (
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-        DataCollatorWithPadding,
-        Trainer,
-        TrainingArguments,
-    )
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    tok = AutoTokenizer.from_pretrained(model_dir)
-
-    def load(path):
-        rows = [line.split("\t") for line in Path(path).read_text().splitlines()[1:]]
-        enc = tok([r[0] for r in rows], truncation=True, max_length=128)
-        return [{"input_ids": ids, "attention_mask": mask, "labels": int(r[1])}
-                for ids, mask, r in zip(enc["input_ids"], enc["attention_mask"], rows,
-                                        strict=True)]
-
-    train_rows, valid_rows = load(train), load(valid)
-    torch.manual_seed(args.seed)
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2)
-    with tempfile.TemporaryDirectory() as out:
-        targs = TrainingArguments(
-            output_dir=out, per_device_train_batch_size=16, per_device_eval_batch_size=64,
-            learning_rate=args.lr, num_train_epochs=args.epochs, warmup_steps=0.1,
-            weight_decay=0.01, max_grad_norm=1.0, lr_scheduler_type="linear",
-            seed=args.seed, eval_strategy="no", save_strategy="no", report_to=[],
-            logging_strategy="no", use_cpu=True, dataloader_num_workers=0, bf16=bf16,
-            train_sampling_strategy="group_by_length", disable_tqdm=True)
-        trainer = Trainer(model=model, args=targs, train_dataset=train_rows,
-                          data_collator=DataCollatorWithPadding(tok))
-        metrics = trainer.train().metrics
-        predictions = trainer.predict(valid_rows)
-    accuracy = float(np.mean(predictions.predictions.argmax(-1) == predictions.label_ids))
-    return {"examples_per_s": len(train_rows) * args.epochs / metrics["train_runtime"],
-            "accuracy": accuracy, "train_seconds": metrics["train_runtime"]}
 
 
 def example_flops(model_dir, train) -> float:
@@ -173,7 +134,9 @@ def main() -> None:
                 "mlmkit, padded + bucketed": lambda: run_mlmkit(
                     model_dir, train, valid, args, packed=False, bucket=True)}
         for name, half in trainers.items():
-            runs[name] = lambda half=half: run_trainer(model_dir, train, valid, args, half)
+            runs[name] = lambda half=half: run_trainer(model_dir, train, valid, lr=args.lr,
+                                                       epochs=args.epochs, seed=args.seed,
+                                                       bf16=half)
         for _ in range(args.repeats):
             for name, run in runs.items():
                 rows.setdefault(name, []).append(run())

@@ -43,6 +43,20 @@ def test_pack_rows_fills_few_rows_without_overlap():
     assert rows == 2 and start[0] == 0 and row[1] == row[2] != row[0]
 
 
+def test_row_width_leaves_the_fewest_empty_slots():
+    from mlmkit.finetuning.packing import pack_rows, row_width
+
+    # sixteen short sentences: 3 rows of 128 would be 23% empty, 5 rows of 64 are 8% empty
+    lengths = np.array([14, 9, 38, 22, 11, 17, 30, 8, 12, 25, 19, 6, 15, 27, 21, 20])
+    width = row_width(lengths, 128)
+    slots = {w: pack_rows(lengths, w)[2] * w for w in range(48, 129, 16)}
+    assert width % 16 == 0 and width >= lengths.max()
+    assert slots[width] == min(slots.values()) < slots[128]
+    assert width == min(w for w, n in slots.items() if n == slots[width])  # narrower on a tie
+    assert row_width(np.array([200, 10, 10]), 128) == 208  # a longer sequence sets it
+    assert row_width(np.array([3]), 128) == 16
+
+
 def _classifier(tiny_mlm, pooling: str):
     from mlmkit.finetuning import methods
 
@@ -70,7 +84,8 @@ def test_packed_batches_give_the_padded_logits_loss_and_gradients(tiny_mlm, pool
     padded = collate(encoded, index, mlm.tokenizer.pad_token_id, device)
     packed = collate_packed(encoded, index, mlm.tokenizer.pad_token_id, device, row_tokens=64)
     assert packed["input_ids"].shape[0] > 1  # several rows: sequences meet other rows
-    assert packed["input_ids"].shape[1] == 64  # one width, whatever the batch
+    width = packed["input_ids"].shape[1]  # fitted to the batch: a multiple of 16, ≤ 64
+    assert width % 16 == 0 and width <= 64 and width >= encoded.lengths.max()
     assert packed["input_ids"].numel() < padded["input_ids"].numel()
 
     def run(loss_of, batch):

@@ -5,9 +5,14 @@ A padded batch of short texts is mostly padding unless it is bucketed by length,
 bucketing changes which examples share a step (it costs accuracy). Packed, a batch keeps
 its examples (any order, bucketed or not) and the encoder runs on their real tokens only:
 
-- the batch's sequences go into rows of `row_tokens` tokens (the longest first, each into
-  the emptiest row that holds it; as few rows as the tokens need), so the attention of a
-  row costs at most `row_tokens` keys per token, never the whole batch's;
+- the batch's sequences go into rows of one width (the longest first, each into the
+  emptiest row that holds it; as few rows as the tokens need), so the attention of a row
+  costs at most that many keys per token, never the whole batch's. The width is fitted to
+  each batch (`row_width`): of the multiples of 16 from the longest sequence up to 128, the
+  one whose rows hold the fewest slots. A batch of short sentences may fill three rows of
+  128 to three quarters and five rows of 64 to over nine tenths: every projection, norm
+  and activation runs on the slots, so the slots a batch leaves empty are time spent on
+  nothing;
 - the indexed mask (each token's sequence number in its row, 0 on padding) keeps attention
   within each sequence and restarts positions per sequence (`models.unpadded`);
 - each sequence is pooled as the classifier pools it (`classifier_pooling`: its first
@@ -33,11 +38,13 @@ from mlmkit.engine.batching import cut_batches
 from mlmkit.finetuning.encode import Encoded
 from mlmkit.models.unpadded import UNPADDED_MODEL_TYPES, unpadded_hidden
 
-# Every packed row is this long (padded at its end; a longer sequence gets a row of its
-# own): attention costs at most this many keys a token, and the matrix products see a few
-# shapes only (1, 2, 3... rows), whose kernels a CPU library builds once and reuses; a new
-# shape every step (a width fitted to each batch) costs more than the padding saves.
+# A packed row is at most this wide unless one sequence is longer (it sets the width then),
+# and its width is a multiple of ROW_STEP: the matrix products see a few dozen shapes,
+# whose kernels a CPU library builds once and reuses (a width fitted to the token exactly
+# would be a new shape almost every step, and building a kernel costs more than the
+# padding it saves).
 ROW_TOKENS = 128
+ROW_STEP = 16
 EVAL_MAX_ROWS = 512
 
 
@@ -71,15 +78,32 @@ def pack_rows(lengths: np.ndarray, row_tokens: int) -> tuple[np.ndarray, np.ndar
     return row, start, len(fill)
 
 
+def row_width(lengths: np.ndarray, row_tokens: int = ROW_TOKENS,
+              step: int = ROW_STEP) -> int:
+    """The width of a batch's packed rows: of the multiples of `step` from the longest
+    sequence up to `row_tokens`, the one whose rows (`pack_rows`) hold the fewest slots
+    (rows × width; the narrower on a tie, its attention is cheaper). A sequence longer
+    than `row_tokens` sets the width."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    narrowest = -(-max(int(lengths.max(initial=1)), 1) // step) * step
+    best = None
+    for width in range(narrowest, max(narrowest, int(row_tokens)) + 1, step):
+        slots = pack_rows(lengths, width)[2] * width
+        if best is None or slots < best[0]:
+            best = (slots, width)
+    return best[1]
+
+
 def collate_packed(encoded: Encoded, index: np.ndarray, pad_id: int, device,
                    row_tokens: int = ROW_TOKENS) -> dict:
-    """The rows `index` of `encoded` packed (`pack_rows`): input ids and the indexed mask
-    [rows, row_tokens] (wider only for a longer sequence), the flat position of each sequence's first
-    token and the sequence of each token (for pooling, in `index` order), and labels."""
+    """The rows `index` of `encoded` packed (`pack_rows`, rows `row_width` wide, at most
+    `row_tokens` unless a sequence is longer): input ids and the indexed mask [rows, width],
+    the flat position of each sequence's first token and the sequence of each token (for
+    pooling, in `index` order), and labels."""
     lengths = encoded.lengths[index]
-    row, start, rows = pack_rows(lengths, row_tokens)
+    width = row_width(lengths, row_tokens)
+    row, start, rows = pack_rows(lengths, width)
     ends = start + lengths
-    width = max(int(row_tokens), int(ends.max()))  # one width: see ROW_TOKENS
     ids = np.full((rows, width), pad_id, dtype=np.int64)
     documents = np.zeros((rows, width), dtype=np.int64)
     number = np.zeros(rows, dtype=np.int64)
