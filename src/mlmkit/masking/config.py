@@ -124,7 +124,7 @@ def build_policy(config, tokenizer, stats=None):
 
     `stats` is a directory written by `mlmkit mask stats` (or a loaded `MaskingStats`),
     else the config's own `stats` field; components that need it (pmi units, frequency /
-    tfidf / informask weights) say so when it is missing.
+    tfidf / bm25 / informask weights) say so when it is missing.
     """
     full = resolve(config)
     if stats is None:

@@ -81,7 +81,8 @@ class PretrainConfig:
                                  "span, pmi, mask40, ...) or a YAML mapping; default: 30% "
                                  "whole-word masking, 80/10/10")
     masking_stats: str | None = _f(None, "statistics folder from `mlmkit mask stats` (needed "
-                                         "by pmi / frequency / tfidf / informask masking)")
+                                         "by pmi / frequency / tfidf / bm25 (rom) / "
+                                         "informask masking)")
     mask_stream: str = _f("row", "random stream of the masks: row (a generator per row, on "
                                  "the host; runs saved without this field used it) or "
                                  "counter (keyed by seed, step, row and position: the whole "
