@@ -40,8 +40,12 @@ def reference_bm25(ids, docs, maskable, df, n_docs, avglen, k1, b):
     return torch.tensor(out)
 
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("params", [{}, {"k1": 1.2, "b": 0.75}])
-def test_bm25_weights_equal_a_plain_reference(wordpiece_tokenizer, params):
+def test_bm25_weights_equal_a_plain_reference(wordpiece_tokenizer, params, device):
     vocab = len(wordpiece_tokenizer)
     g = torch.Generator().manual_seed(3)
     frequencies = {t: int(torch.randint(0, 100, (), generator=g)) for t in range(5, 12)}
@@ -51,13 +55,13 @@ def test_bm25_weights_equal_a_plain_reference(wordpiece_tokenizer, params):
     ids = torch.randint(5, 12, (4, 25), generator=g)  # few ids: many repeats
     docs = (torch.rand(4, 25, generator=g) < 0.15).long().cumsum(1)
     maskable = torch.rand(4, 25, generator=g) < 0.9
-    got = weights.token_weights(ids, maskable, docs)
+    got = weights.token_weights(ids.to(device), maskable.to(device), docs.to(device)).cpu()
     k1, b = params.get("k1", 0.9), params.get("b", 0.4)
     expected = reference_bm25(ids.tolist(), docs.tolist(), maskable.tolist(),
                               stats.doc_freq.tolist(), 100, 2000 / 100, k1, b)
     assert torch.allclose(got, expected.float(), rtol=1e-5)
     # without document ids each row is one document; without a maskable mask every token counts
-    whole = weights.token_weights(ids, None, None)
+    whole = weights.token_weights(ids.to(device), None, None).cpu()
     expected = reference_bm25(ids.tolist(), [[0] * 25] * 4, [[True] * 25] * 4,
                               stats.doc_freq.tolist(), 100, 20.0, k1, b)
     assert torch.allclose(whole, expected.float(), rtol=1e-5)
