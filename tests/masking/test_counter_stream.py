@@ -20,7 +20,7 @@ from mlmkit.masking.counter_stream import (
 from mlmkit.pretraining.data import row_seed
 
 POLICIES = ["bert", "whole_word", "span", "pmi", "diffusion", "mask40", "upmlm", "film",
-            "frequency", "tfidf", "informask", "loss",
+            "frequency", "tfidf", "rom", "informask", "loss",
             {"units": "whole_word", "rate": {"schedule": "linear", "start": 0.3, "end": 0.15},
              "total_steps": 10},
             {"rate": 0.3, "count": "bernoulli", "corruption": [0.6, 0.3, 0.1]}]
@@ -87,7 +87,7 @@ def text_rows(wordpiece_tokenizer, corpus_sample):
 
 
 def _policy(spec, tokenizer, stats):
-    needs = isinstance(spec, str) and spec in ("pmi", "frequency", "tfidf", "informask")
+    needs = isinstance(spec, str) and spec in ("pmi", "frequency", "tfidf", "rom", "informask")
     return build_policy(spec, tokenizer, stats=stats if needs else None)
 
 

@@ -11,7 +11,9 @@ import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-from mlmkit.errors import InvalidArgument
+from mlmkit.errors import InvalidArgument, MlmkitError
+from mlmkit.masking import compute_stats
+from mlmkit.masking.stats import save_stats
 from mlmkit.pretraining import PretrainConfig, pretrain
 from mlmkit.pretraining.config import from_dict
 from mlmkit.pretraining.recipes import load_recipe, recipe_config, recipe_names
@@ -19,7 +21,8 @@ from mlmkit.pretraining.run import build_run
 from mlmkit.protein import protein_tokenizer
 
 RECIPES = ["bert", "cramming", "electra", "esm2", "ettin", "mdlm", "mmbert", "modernbert",
-           "mosaicbert", "neobert", "roberta"]
+           "mosaicbert", "neobert", "retromae", "roberta", "rom"]
+NEEDS_STATS = {"rom"}  # BM25 weights: the corpus's document frequencies
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +35,14 @@ def tokenizer_dirs(tokenizer_factory, fixture_dir):
     protein_tokenizer(fixture_dir / "tok-protein")
     out["protein"] = str(fixture_dir / "tok-protein")
     return out
+
+
+@pytest.fixture(scope="module")
+def wordpiece_stats(tokenizer_dirs, wordpiece_tokenizer, corpus_sample, tmp_path_factory):
+    """`mlmkit mask stats` of the sample corpus for the wordpiece tokenizer."""
+    directory = tmp_path_factory.mktemp("stats")
+    save_stats(compute_stats(corpus_sample[:200], wordpiece_tokenizer), directory)
+    return str(directory)
 
 
 def tiny(values: dict, run_dir, tokenizer_dirs) -> dict:
@@ -70,11 +81,13 @@ def test_recipe_list_matches_the_issue():
 
 
 @pytest.mark.parametrize("name", RECIPES)
-def test_each_phase_of_each_recipe_takes_effect(name, tmp_path, tokenizer_dirs):
+def test_each_phase_of_each_recipe_takes_effect(name, tmp_path, tokenizer_dirs, request):
     recipe = load_recipe(name)
     assert recipe.source and recipe.scaled_down
     n = len(recipe.phases)
     values = recipe_config(name, {"steps": n})
+    if name in NEEDS_STATS:
+        values["masking_stats"] = request.getfixturevalue("wordpiece_stats")
     assert [p["steps"] for p in values["phases"]] == [1] * n
     run = build_run(from_dict(tiny(values, tmp_path / "run", tokenizer_dirs)))
     seen = record_prepare(run)
@@ -213,3 +226,23 @@ def test_cli_show_and_errors(tmp_path):
     assert bad.exit_code == 1 and "is not a recipe: use one of" in bad.output
     both = runner.invoke(app, ["pretrain", "--recipe", "bert", "--resume", "--run-dir", str(tmp_path)])
     assert both.exit_code == 1 and "drop --recipe" in both.output
+
+
+@pytest.mark.parametrize("name, weights", [("retromae", "uniform"), ("rom", "bm25")])
+def test_retrieval_recipes_train_two_steps(name, weights, tmp_path, tokenizer_dirs, request):
+    """RetroMAE (uniform 30% encoder masking) and ROM (BM25-weighted): two steps of the
+    encoder + decoder objective; ROM without statistics says how to make them."""
+    values = tiny(recipe_config(name, {"steps": 2}), tmp_path / "run", tokenizer_dirs)
+    if name == "rom":
+        with pytest.raises(MlmkitError, match="mask stats"):
+            build_run(from_dict(values))
+        values["masking_stats"] = request.getfixturevalue("wordpiece_stats")
+    run = build_run(from_dict(values))
+    assert run.objective.name == "retromae" and run.config.decoder_masking_rate == 0.5
+    assert run.objective.policy.weights.name == weights
+    seen = record_prepare(run)
+    run.step()
+    run.step()
+    assert run.done() and {step for step, *_ in seen} == {0, 1}
+    masked = sum(c["masked"] for _, _, c, _ in seen) / sum(t for *_, t in seen)
+    assert abs(masked - 0.3) < 0.08

@@ -108,3 +108,45 @@ def test_options_are_checked(fixture_dir, corpus, tmp_path, wordpiece_tokenizer)
     with pytest.raises(InvalidArgument, match="unpadded"):
         _objective(fixture_dir, corpus, tmp_path, wordpiece_tokenizer, model="modernbert-tiny",
                    unpadded=True)
+
+
+def test_dupmae_bag_of_words_term_changes_the_loss_and_trains(fixture_dir, corpus, tmp_path,
+                                                              wordpiece_tokenizer):
+    """The term equals a plain computation of DupMAE's loss, adds to the total with its
+    weight, and a tiny run with it lowers it."""
+    plain = _objective(fixture_dir, corpus, tmp_path, wordpiece_tokenizer)
+    dup = _objective(fixture_dir, corpus, tmp_path, wordpiece_tokenizer, dupmae_weight=0.5)
+    dup.model.load_state_dict(plain.model.state_dict())
+    dup.decoder.load_state_dict(plain.decoder.state_dict())
+    tok = wordpiece_tokenizer
+    encoded = tok([" ".join(WORDS), "the list is empty"], padding=True, return_tensors="pt")
+    ids, attention = encoded["input_ids"], encoded["attention_mask"]
+    batch = SimpleNamespace(input_ids=ids, attention_mask=attention,
+                            word_starts=torch.ones_like(ids, dtype=torch.bool),
+                            document_ids=torch.zeros_like(ids))
+    with torch.no_grad():
+        base = plain.loss(plain.prepare(batch, step=0).tensors, plain.prepare(batch, 0).counts)
+        prepared = dup.prepare(batch, step=0)
+        out = dup.loss(prepared.tensors, prepared.counts)
+        hidden = dup.adapter.encode(dup.model, prepared.tensors["input_ids"], attention)
+        logits = dup.adapter.head(dup.model, hidden).float()
+    assert prepared.counts["blocks"] == 2
+    expected = []
+    for row in range(2):
+        words = [i for i, a in zip(ids[row].tolist(), attention[row].tolist(), strict=True)
+                 if a and i not in tok.all_special_ids]
+        positions = [c for c in range(ids.shape[1]) if attention[row, c]
+                     and int(ids[row, c]) not in tok.all_special_ids]
+        pooled = logits[row, positions].amax(0)
+        log_probs = torch.log_softmax(pooled, -1)
+        expected.append(-sum(log_probs[w] for w in set(words)) / len(set(words)))
+    bow = sum(expected) / 2
+    assert float(out.metrics["bow_loss"]) == pytest.approx(float(bow), rel=1e-5)
+    assert float(out.loss) == pytest.approx(float(base.loss) + 0.5 * float(bow), rel=1e-5)
+    assert "bow_loss" not in base.metrics and "DupMAE" in dup.describe()
+
+    result = pretrain(_config(fixture_dir, corpus, tmp_path / "run", steps=6, dupmae_weight=1.0))
+    train = [r for r in result.history if r["split"] == "train"]
+    assert train[-1]["bow_loss"] < train[0]["bow_loss"]
+    with pytest.raises(InvalidArgument, match="dupmae-weight"):
+        _config(fixture_dir, corpus, tmp_path / "r", objective="mlm", dupmae_weight=1.0)

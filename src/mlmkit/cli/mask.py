@@ -55,7 +55,7 @@ def load_tokenizer(name: str):
 @subcommand(mask_app, "stats", help="Compute token, document, n-gram PMI and informativeness "
                   "statistics of a corpus for a tokenizer, and save them." + STATS_EXAMPLE,
                   short_help="Corpus statistics for informed masking (pmi, frequency, "
-                  "tfidf, informask).")
+                  "tfidf, bm25 / rom, informask).")
 def stats_command(
     corpus: str = typer.Argument(..., help="python-docs, a file, a directory or a glob."),
     tokenizer: str = typer.Argument(..., help="Tokenizer directory or hub name."),
@@ -102,7 +102,7 @@ def preview_command(
     seed: int = SEED,
     step: int = typer.Option(0, help="Training step (schedules, per-step randomness)."),
     stats: Path = typer.Option(None, help="Statistics from `mlmkit mask stats` (pmi, "
-                               "frequency, tfidf, informask need them)."),
+                               "frequency, tfidf, bm25 / rom, informask need them)."),
 ) -> None:
     from mlmkit.masking.preview import preview_masking
 

@@ -3,8 +3,8 @@
     {"units": "whole_word", "rate": {"schedule": "linear", "start": 0.3, "end": 0.15},
      "weights": "frequency", "corruption": [0.8, 0.1, 0.1], "total_steps": 10000}
 
-`stats` may name the directory of `mlmkit mask stats` (for pmi / frequency / tfidf /
-informask). A component is a name or a mapping with a `name` (for rates also `schedule`) and its
+`stats` may name the directory of `mlmkit mask stats` (for pmi / frequency / tfidf / bm25
+/ informask). A component is a name or a mapping with a `name` (for rates also `schedule`) and its
 parameters; a rate may be a bare number. `name`/`preset` at the top picks a preset whose
 fields the other keys override. Unknown keys and names are errors listing the valid ones.
 """
@@ -44,6 +44,8 @@ PRESETS: dict[str, dict] = {
     "film": {"rate": {"name": "beta", "a": 2.0, "b": 2.0}, "corruption": [1.0, 0.0, 0.0]},
     "frequency": {"units": "whole_word", "weights": "frequency"},
     "tfidf": {"units": "whole_word", "weights": "tfidf"},
+    # ROM (Long et al. 2022): important terms (BM25 weight) masked more, stop-words less
+    "rom": {"units": "whole_word", "weights": "bm25"},
     "informask": {"weights": "informask"},
     "loss": {"weights": "loss"},
 }
@@ -122,7 +124,7 @@ def build_policy(config, tokenizer, stats=None):
 
     `stats` is a directory written by `mlmkit mask stats` (or a loaded `MaskingStats`),
     else the config's own `stats` field; components that need it (pmi units, frequency /
-    tfidf / informask weights) say so when it is missing.
+    tfidf / bm25 / informask weights) say so when it is missing.
     """
     full = resolve(config)
     if stats is None:

@@ -6,6 +6,8 @@
   table of per-token training loss, fed by `policy.update_losses` per micro-batch and
   updated once per optimizer step (`end_step`) from all micro-batches and processes;
 - `tfidf`: important terms more often (ROM): (1 + log tf in the document) × idf;
+- `bm25`: important terms more often (ROM) by the BM25 term weight, whose tf saturates
+  (k1) and is normalised by the document's length (b);
 - `informask`: informative tokens more often (InforMask): exp(informativeness / temperature),
   informativeness being a token's mean PMI with its contexts in the corpus.
 The statistics come from `mlmkit mask stats` (see `mlmkit.masking.stats`).
@@ -124,7 +126,8 @@ class TfidfWeights(Weights):
         ids = input_ids.clamp(0, self.size - 1)
         # Number the documents of the batch 0, 1, ... (a new one at each row start and each
         # change of document id), so that one key names a token in a document.
-        new_document = torch.ones_like(ids, dtype=torch.bool)
+        new_document = torch.zeros_like(ids, dtype=torch.bool)
+        new_document[:, :1] = True
         if document_ids is not None:
             new_document[:, 1:] = document_ids[:, 1:] != document_ids[:, :-1]
         documents = int(new_document.sum())
@@ -133,9 +136,56 @@ class TfidfWeights(Weights):
         dtype = torch.int32 if small else torch.int64
         document = new_document.view(-1).cumsum(0, dtype=dtype) - 1
         key = document * self.size + ids.view(-1).to(dtype)
-        _, inverse, counts = torch.unique(key, return_inverse=True, return_counts=True)
-        tf_weight = 1.0 + torch.log(counts.float())  # per distinct (document, token)
+        distinct, inverse, counts = torch.unique(key, return_inverse=True, return_counts=True)
+        tf_weight = self._tf_weight(counts.float(), distinct // self.size, document, documents,
+                                    maskable)
         return tf_weight.index_select(0, inverse).view(ids.shape) * take(idf, ids)
+
+    def _tf_weight(self, tf, tf_document, document, documents, maskable):
+        """The weight of each distinct (document, token) from its count `tf` (`tf_document`:
+        its document; `document`: the document of each position; `documents`: how many)."""
+        return 1.0 + torch.log(tf)
+
+
+@WEIGHTS.register("bm25")
+class BM25Weights(TfidfWeights):
+    """idf × tf·(k1 + 1) / (tf + k1·(1 − b + b·len/avglen)), per token of a document.
+
+    tf counts the token within its own document of the (packed) row and len is that
+    document's maskable tokens there (all of its tokens when the caller gives no maskable
+    mask); avglen is the corpus's mean document length in tokens. idf is BM25's
+    log(1 + (N − df + 0.5) / (df + 0.5)), positive even for a token in every document. The
+    defaults k1=0.9, b=0.4 are Anserini's for passage retrieval: a weight that saturates fast
+    in tf and is mildly normalised by length, so the idf (stop-words low) dominates.
+    """
+
+    PARAMS = {"k1": 0.9, "b": 0.4}
+    name = "bm25"
+
+    def __init__(self, k1=0.9, b=0.4, stats=None, **_):
+        Weights.__init__(self)
+        stats = _need(stats, "bm25")
+        self.k1, self.b = float(k1), float(b)
+        if self.k1 < 0 or not 0.0 <= self.b <= 1.0:
+            raise MlmkitError(f"bm25 weights: k1={k1} must be ≥ 0 and b={b} in [0, 1]")
+        df = stats.doc_freq.double()
+        n_docs = float(stats.n_docs)
+        idf = torch.log1p((n_docs - df + 0.5) / (df + 0.5))
+        self.table = idf.float().clamp(min=1e-6)  # a positive weight for every token
+        self.size = df.numel()
+        self.average_length = max(stats.n_tokens / max(stats.n_docs, 1), 1.0)
+
+    def _tf_weight(self, tf, tf_document, document, documents, maskable):
+        counted = (torch.ones_like(document, dtype=torch.float32) if maskable is None
+                   else maskable.reshape(-1).float())
+        lengths = torch.zeros(documents, dtype=torch.float32, device=tf.device)
+        lengths.index_add_(0, document.long(), counted)
+        length = lengths.index_select(0, tf_document.long())
+        norm = self.k1 * (1.0 - self.b + self.b * length / self.average_length)
+        return tf * (self.k1 + 1.0) / (tf + norm)
+
+    def describe(self) -> str:
+        return f"bm25(k1={self.k1:g}, b={self.b:g})"
 
 
 @WEIGHTS.register("loss")

@@ -82,7 +82,8 @@ class PretrainConfig:
                                  "span, pmi, mask40, ...) or a YAML mapping; default: 30% "
                                  "whole-word masking, 80/10/10")
     masking_stats: str | None = _f(None, "statistics folder from `mlmkit mask stats` (needed "
-                                         "by pmi / frequency / tfidf / informask masking)")
+                                         "by pmi / frequency / tfidf / bm25 (rom) / "
+                                         "informask masking)")
     mask_stream: str = _f("counter", "random stream of the masks: counter (keyed by seed, "
                                      "step, row and position: the whole batch in a few tensor "
                                      "ops, on the model's device, the same on any device and "
@@ -92,6 +93,9 @@ class PretrainConfig:
     label_smoothing: float = _f(0.0, "label smoothing of the MLM cross-entropy")
     decoder_masking_rate: float = _f(0.5, "--objective retromae: share of tokens masked in "
                                           "the decoder's copy (RetroMAE: 0.5-0.7)")
+    dupmae_weight: float = _f(0.0, "--objective retromae: weight of DupMAE's bag-of-words "
+                                   "loss (the max-pooled MLM-head logits of every token "
+                                   "predict the block's words); 0: off")
     batch_size: int = _f(16, "blocks per optimizer step (all accumulation steps together)")
     grad_accum: int = _f(1, "gradient accumulation micro-steps per optimizer step")
     step_tokens: int | None = _f(None, "tokens per optimizer step (= --batch-size × --seq-len; "
@@ -267,6 +271,10 @@ class PretrainConfig:
         self.seq_len = checks.count("seq_len", self.seq_len, MIN_SEQ_LEN, MAX_SEQ_LEN)
         checks.probability("label_smoothing", self.label_smoothing)
         checks.probability("decoder_masking_rate", self.decoder_masking_rate)
+        self.dupmae_weight = checks.non_negative("dupmae_weight", self.dupmae_weight)
+        if self.dupmae_weight and self.objective != "retromae":
+            raise InvalidArgument(f"--dupmae-weight {self.dupmae_weight:g} is a term of "
+                                  "--objective retromae: add it, or drop --dupmae-weight")
         self.batch_size = checks.count("batch_size", self.batch_size, 1, MAX_BATCH)
         self.grad_accum = checks.count("grad_accum", self.grad_accum, 1, MAX_BATCH)
         self._resolve_step_tokens()

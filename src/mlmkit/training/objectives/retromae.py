@@ -14,6 +14,14 @@ The decoder (its layer, learned positions and norms; token embeddings and head a
 with the encoder) exists only during pretraining: the exported checkpoint is the encoder's
 plain masked LM, loadable anywhere the MLM objective's output is. Blocks should hold one
 text each (`--packing document` or `crop`), so that [CLS] summarises one text.
+
+DupMAE (Liu et al. 2023) adds a second decoding task for the ordinary tokens' states, so
+that they too carry the block's content (`dupmae_weight` > 0): the encoder's hidden states of
+every non-special token go through the MLM head to vocabulary logits, are max-pooled over
+positions into one vector z of the block, and z predicts the block's bag of words -- the
+distinct tokens of the uncorrupted input -- with a multi-label softmax loss,
+-Σ_{t ∈ BoW} log softmax(z)_t. mlmkit averages that over each block's distinct tokens and
+then over blocks, and adds it weighted by `dupmae_weight` to the two MLM losses.
 """
 
 from __future__ import annotations
@@ -78,6 +86,8 @@ class RetroMAEObjective(MLMObjective):
         ).to(runtime.device)
         self.decoder_policy = build_policy(decoder_masking(config.decoder_masking_rate),
                                            tokenizer)
+        self.dupmae_weight = float(getattr(config, "dupmae_weight", 0.0))
+        self.special_ids = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
 
     @property
     def modules(self) -> dict[str, nn.Module]:
@@ -95,9 +105,31 @@ class RetroMAEObjective(MLMObjective):
                                    document_ids=batch.document_ids, rows=rows)
         tensors.update(decoder_input_ids=copy.input_ids, decoder_mask=copy.mask,
                        original=batch.input_ids)
-        return Prepared(tensors=tensors, counts={
-            "masked": float(tensors["mask"].sum()),
-            "decoder_masked": float(copy.mask.sum())})
+        counts = {"masked": float(tensors["mask"].sum()),
+                  "decoder_masked": float(copy.mask.sum())}
+        if self.dupmae_weight:
+            words = self.bag_of_words_positions(batch.input_ids, batch.attention_mask)
+            tensors["words"] = words.to(tensors["mask"].device)
+            counts["blocks"] = float(words.any(dim=1).sum())
+        return Prepared(tensors=tensors, counts=counts)
+
+    def bag_of_words_positions(self, input_ids, attention_mask) -> torch.Tensor:
+        """Bool [B, L]: the real tokens (not padding, not special) of each block."""
+        special = torch.isin(input_ids, self.special_ids.to(input_ids.device))
+        return attention_mask.bool() & ~special
+
+    def bag_of_words_loss(self, hidden, original, words, blocks: float) -> torch.Tensor:
+        """DupMAE's term: summed over blocks, divided by `blocks` (of all micro-batches)."""
+        logits = self.adapter.head(self.model, hidden).float()  # [B, L, V]
+        logits = logits.masked_fill(~words[..., None], float("-inf"))
+        pooled = logits.amax(dim=1)  # [B, V]; -inf for a block without words
+        present = torch.zeros_like(pooled, dtype=torch.int32).scatter_reduce_(
+            1, original.masked_fill(~words, 0), words.int(), "amax").bool()  # the bag of words
+        has_words = words.any(dim=1)
+        log_probs = torch.log_softmax(pooled[has_words], dim=-1)
+        bag = present[has_words]
+        per_block = -(log_probs.masked_fill(~bag, 0.0)).sum(1) / bag.sum(1)
+        return per_block.sum() / max(blocks, 1.0)
 
     def loss(self, tensors: dict[str, torch.Tensor], totals: dict[str, float]) -> LossOutput:
         t, smoothing = tensors, self.config.label_smoothing
@@ -113,13 +145,21 @@ class RetroMAEObjective(MLMObjective):
             self.adapter.head(self.model, decoded[t["decoder_mask"]]), decoder_targets,
             smoothing)
         decoder_loss = decoder_per_token.sum() / max(totals["decoder_masked"], 1.0)
-        return LossOutput(loss=encoder_loss + decoder_loss, metrics={
+        metrics = {
             "loss": encoder_loss.detach(),
             "accuracy": (top1 == targets).sum().float() / max(totals["masked"], 1.0),
             "decoder_loss": decoder_loss.detach(),
             "decoder_accuracy": (decoder_top1 == decoder_targets).sum().float()
-            / max(totals["decoder_masked"], 1.0)})
+            / max(totals["decoder_masked"], 1.0)}
+        total = encoder_loss + decoder_loss
+        if self.dupmae_weight:
+            bow_loss = self.bag_of_words_loss(hidden, t["original"], t["words"],
+                                              totals["blocks"])
+            total = total + self.dupmae_weight * bow_loss
+            metrics["bow_loss"] = bow_loss.detach()
+        return LossOutput(loss=total, metrics=metrics)
 
     def describe(self) -> str:
-        return (f"RetroMAE (decoder masking {self.config.decoder_masking_rate:.0%}), encoder "
-                + super().describe())
+        dupmae = f", DupMAE bag of words × {self.dupmae_weight:g}" if self.dupmae_weight else ""
+        return (f"RetroMAE (decoder masking {self.config.decoder_masking_rate:.0%}{dupmae}), "
+                "encoder " + super().describe())
