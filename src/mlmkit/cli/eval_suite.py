@@ -72,8 +72,9 @@ def compare_command(
     quick: bool = typer.Option(False, "--quick", help="Quick suites for runs and models."),
     parts: str = typer.Option(None, "--parts", help="Parts of the suites to run (see eval "
                               "suite)."),
-    retrieval: str = typer.Option(None, "--retrieval", help="A BEIR folder for the "
-                                  "retrieval part of runs and models (see eval suite)."),
+    retrieval: str = typer.Option(None, "--retrieval", help="A BEIR folder or data name "
+                                  "(scifact, nanobeir/SET) for the retrieval part of runs and "
+                                  "models (see eval suite)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples (0: none)."),
     offline: bool = typer.Option(False, "--offline", help="Load hub model names from the "
                                  "local Hugging Face cache only, never the network."),

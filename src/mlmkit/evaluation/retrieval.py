@@ -17,7 +17,8 @@ import numpy as np
 from mlmkit.core import checks
 from mlmkit.core.output import open_output
 from mlmkit.core.records import check_input_file, display_name, read_json_objects, read_table
-from mlmkit.errors import InvalidData, PathError
+from mlmkit.errors import InvalidArgument, InvalidData, PathError
+from mlmkit.evaluation.data_names import beir_folder
 from mlmkit.evaluation.ranking_metrics import METRICS, mean_metrics, per_query
 from mlmkit.mlm import load
 
@@ -150,19 +151,26 @@ def read_beir(corpus, queries, qrels) -> BeirSet:
     return BeirSet(doc_ids, doc_texts, {q: all_queries[q] for q in judged}, judged)
 
 
-def read_beir_folder(folder, flag: str = "--retrieval") -> BeirSet:
-    """A BEIR folder: `corpus.jsonl`, `queries.jsonl` and `qrels/test.tsv` (as BEIR's
-    downloads unpack); errors name `flag`."""
+def beir_files(folder, flag: str = "--data") -> tuple[Path, Path, Path]:
+    """(corpus.jsonl, queries.jsonl, qrels/) of a BEIR folder, after checking they are
+    there (as BEIR's downloads unpack and `mlmkit data fetch` writes); errors name `flag`."""
     folder = Path(folder)
     if not folder.is_dir():
         raise PathError(f"{flag} {str(folder)!r} is not a folder: pass a BEIR folder holding "
-                        "corpus.jsonl, queries.jsonl and qrels/test.tsv")
+                        "corpus.jsonl, queries.jsonl and qrels/test.tsv, or a data name "
+                        "(scifact, nanobeir/SET)")
     missing = [name for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")
                if not (folder / name).is_file()]
     if missing:
         raise PathError(f"{flag} {str(folder)!r} has no {', '.join(missing)}: a BEIR folder "
                         "holds corpus.jsonl, queries.jsonl and qrels/test.tsv")
-    return read_beir(folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels")
+    return folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels"
+
+
+def read_beir_folder(folder, flag: str = "--retrieval") -> BeirSet:
+    """A BEIR folder read and checked: `corpus.jsonl`, `queries.jsonl` and
+    `qrels/test.tsv`; errors name `flag`."""
+    return read_beir(*beir_files(folder, flag))
 
 
 def retrieve(mlm, data: BeirSet, top_k: int = TOP_K, embed=None, **embedding):
@@ -178,13 +186,26 @@ def retrieve(mlm, data: BeirSet, top_k: int = TOP_K, embed=None, **embedding):
             for i, query in enumerate(query_ids)}
 
 
-def evaluate_retrieval(model, corpus, queries, qrels, *, top_k: int = TOP_K,
-                       **embedding) -> RetrievalResult:
+def check_retrieval_inputs(data, corpus, queries, qrels) -> None:
+    """Either `data` (a BEIR folder or data name) or all three files, not both."""
+    files = (corpus, queries, qrels)
+    if (data is None) == (files == (None, None, None)) or (data is None and None in files):
+        raise InvalidArgument("pass a BEIR folder or data name (data=, --data) or all three "
+                              "of corpus, queries and qrels (--corpus, --queries, --qrels), "
+                              "not both")
+
+
+def evaluate_retrieval(model, corpus=None, queries=None, qrels=None, *, data=None,
+                       top_k: int = TOP_K, **embedding) -> RetrievalResult:
     """Embed `corpus` and the judged `queries` (BEIR files), retrieve each query's `top_k`
     documents by cosine similarity, and score the run against `qrels` as trec_eval does.
-    `embedding`: `embed`'s options (pooling, dimensions, prompt, batch_tokens)."""
+    `data` instead of the three files: a BEIR folder, or a data name (scifact,
+    nanobeir/SET: `mlmkit.evaluation.data_names`). `embedding`: `embed`'s options (pooling,
+    dimensions, prompt, batch_tokens)."""
     top_k = checks.count("top_k", top_k, 1)
-    data = read_beir(corpus, queries, qrels)
+    check_retrieval_inputs(data, corpus, queries, qrels)
+    files = (corpus, queries, qrels) if data is None else beir_files(beir_folder(data))
+    data = read_beir(*files)
     mlm = load(model, allow_untrained_head=True)
     run = retrieve(mlm, data, top_k, **embedding)
     means = mean_metrics(per_query(run, data.qrels))

@@ -48,6 +48,7 @@ from mlmkit.corpus.python_docs import python_docs
 from mlmkit.embeddings import embed
 from mlmkit.embeddings.pairs import cosine_rows, read_sts_pairs
 from mlmkit.errors import InvalidArgument, InvalidData, MissingExtra, PathError
+from mlmkit.evaluation.data_names import beir_folder
 from mlmkit.evaluation.ranking_metrics import per_query
 from mlmkit.evaluation.retrieval import BeirSet, read_beir_folder, retrieve
 from mlmkit.evaluation.suite_data import missing_data
@@ -250,7 +251,7 @@ def evaluate_suite(
         raise InvalidArgument("a BEIR folder (--retrieval) is given but --parts has no "
                               "retrieval part: add retrieval to --parts or drop --retrieval")
     if retrieval is not None:  # read and checked now: a bad file fails before any work
-        retrieval = (str(retrieval), read_beir_folder(retrieval))
+        retrieval = (str(retrieval), read_beir_folder(beir_folder(retrieval, "--retrieval")))
     if texts is not None and parts is not None and "pppl" not in chosen:
         raise InvalidArgument("a texts file (--texts) is given but --parts has no pppl part: "
                               "add pppl to --parts or drop --texts")

@@ -7,6 +7,13 @@ name). Its default is `$MLMKIT_DATA`, else the `data` folder of mlmkit's cache: 
 that does not depend on the working directory (a default relative to this repository's
 checkout meant nothing to an installed mlmkit). `fetch` fills it from the hub, in the
 layout and columns the suite reads.
+
+The embedding evaluations' data sets are fetched into the same folder: `stsb/`
+(`train.tsv`, `validation.tsv`, `test.tsv`: sentence1, sentence2, score, from
+mteb/stsbenchmark-sts), and BEIR folders (`corpus.jsonl`, `queries.jsonl`, `qrels/test.tsv`):
+`scifact/` (BeIR/scifact and its qrels) and `nanobeir/SET/`, one per NanoBEIR set (the
+zeta-alpha-ai/Nano* sets: configs corpus, queries and qrels, each a `train` split; their
+qrels have no score column, every pair listed is relevant).
 """
 
 from __future__ import annotations
@@ -21,8 +28,31 @@ from mlmkit.core.cache import atomic_write_text
 from mlmkit.core.data_dir import default_data_dir
 from mlmkit.errors import InvalidArgument, PathError
 
-HUB_NAMES = {"blimp": "nyu-mll/blimp", "sst2": "stanfordnlp/sst2", "agnews": "fancyzhx/ag_news"}
+NANOBEIR = {name.lower(): f"zeta-alpha-ai/Nano{name}" for name in (
+    "ClimateFEVER", "DBPedia", "FEVER", "FiQA2018", "HotpotQA", "MSMARCO", "NFCorpus", "NQ",
+    "QuoraRetrieval", "SCIDOCS", "ArguAna", "SciFact", "Touche2020")}
+"""The NanoBEIR sets (50 queries and a few thousand documents each), by folder name."""
+
+HUB_NAMES = {"blimp": "nyu-mll/blimp", "sst2": "stanfordnlp/sst2", "agnews": "fancyzhx/ag_news",
+             "stsb": "mteb/stsbenchmark-sts", "scifact": "BeIR/scifact",
+             "nanobeir": "zeta-alpha-ai/Nano*",
+             **{f"nanobeir/{name}": repo for name, repo in NANOBEIR.items()}}
 """The data sets `fetch` knows, by their folder name, and their hub repositories."""
+
+SCIFACT_QRELS = "BeIR/scifact-qrels"
+STS_SPLITS = ("train", "validation", "test")
+BEIR_FILES = ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv")
+
+LOCAL_INSTEAD = {
+    "stsb": "pass an STS file (sentence1, sentence2, score) instead",
+    "scifact": "pass a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) instead",
+    "nanobeir": "pass a BEIR folder (corpus.jsonl, queries.jsonl, qrels/test.tsv) instead",
+}
+"""What to pass where a data set cannot be fetched (default: the suite's --data)."""
+
+
+def local_instead(name: str) -> str:
+    return LOCAL_INSTEAD.get(name.split("/")[0], "pass --data DIR to the suite")
 
 BLIMP_FIELDS = ("sentence_good", "sentence_bad", "field", "linguistics_term", "UID", "pairID")
 
@@ -46,22 +76,28 @@ def missing_data(name: str, folder: Path, part: str, flag: str, parts_flag: str,
 
 
 def fetch(name: str, data_dir: str | Path | None = None) -> Path:
-    """Download the data set `name` (blimp, sst2 or agnews) from the hub into
+    """Download the data set `name` (blimp, sst2, agnews, stsb, scifact, nanobeir or
+    nanobeir/SET) from the hub into
     `data_dir/name` (default: `default_data_dir()`), in the suite's layout; the folder."""
     if name not in HUB_NAMES:
+        shown = [n for n in HUB_NAMES if not n.startswith("nanobeir/")] + ["nanobeir/SET"]
         raise InvalidArgument(f"data set {name!r} is not known: use one of "
-                              f"{', '.join(HUB_NAMES)}")
+                              f"{', '.join(shown)} (SET: {', '.join(NANOBEIR)})")
     root = default_data_dir() if data_dir is None else Path(data_dir).expanduser()
     if root.exists() and not root.is_dir():
         raise PathError(f"--data-dir {str(root)!r} is a file: name a folder")
     if hub.offline_now() or hub.hub_unreachable():
         raise PathError(f"'mlmkit data fetch {name}' needs the Hugging Face hub "
                         f"({HUB_NAMES[name]}), which cannot be reached from here: fetch it on "
-                        f"a machine that can and copy {name}/ into {str(root)!r}, or pass "
-                        "--data DIR to the suite")
+                        f"a machine that can and copy {name}/ into {str(root)!r}, or "
+                        f"{local_instead(name)}")
     folder = root / name
     folder.mkdir(parents=True, exist_ok=True)
-    {"blimp": _blimp, "sst2": _sst2, "agnews": _agnews}[name](folder)
+    if name.startswith("nanobeir/"):
+        _nanobeir_set(name.split("/", 1)[1], folder)
+    else:
+        {"blimp": _blimp, "sst2": _sst2, "agnews": _agnews, "stsb": _stsb,
+         "scifact": _scifact, "nanobeir": _nanobeir}[name](folder)
     return folder
 
 
@@ -91,3 +127,50 @@ def _agnews(folder: Path) -> None:
     rows = datasets.load_dataset(HUB_NAMES["agnews"], split="train")
     names = rows.features["label"].names
     atomic_write_text(folder / "train.tsv", _tsv(rows, ("text", "label"), names))
+
+
+def _flat(text) -> str:
+    """One line of text: a TSV cell may hold no tab or newline."""
+    return " ".join(str(text).split())
+
+
+def _stsb(folder: Path) -> None:
+    for split in STS_SPLITS:
+        rows = datasets.load_dataset(HUB_NAMES["stsb"], split=split)
+        lines = ["sentence1\tsentence2\tscore"] + [
+            f"{_flat(row['sentence1'])}\t{_flat(row['sentence2'])}\t{float(row['score'])}"
+            for row in rows]
+        atomic_write_text(folder / f"{split}.tsv", "\n".join(lines) + "\n")
+
+
+def write_beir(folder: Path, corpus, queries, qrels) -> None:
+    """A BEIR folder from rows of the hub's corpus (_id, title, text), queries (_id, text)
+    and qrels (query-id, corpus-id, score; no score: relevant). qrels/test.tsv is written
+    last: a folder that has it is complete."""
+    atomic_write_text(folder / "corpus.jsonl", "".join(
+        json.dumps({"_id": str(row["_id"]), "title": row.get("title") or "",
+                    "text": row["text"]}) + "\n" for row in corpus))
+    atomic_write_text(folder / "queries.jsonl", "".join(
+        json.dumps({"_id": str(row["_id"]), "text": row["text"]}) + "\n" for row in queries))
+    (folder / "qrels").mkdir(exist_ok=True)
+    atomic_write_text(folder / "qrels" / "test.tsv", "query-id\tcorpus-id\tscore\n" + "".join(
+        f"{row['query-id']}\t{row['corpus-id']}\t{int(row.get('score', 1))}\n"
+        for row in qrels))
+
+
+def _scifact(folder: Path) -> None:
+    repo = HUB_NAMES["scifact"]
+    write_beir(folder, datasets.load_dataset(repo, "corpus", split="corpus"),
+               datasets.load_dataset(repo, "queries", split="queries"),
+               datasets.load_dataset(SCIFACT_QRELS, split="test"))
+
+
+def _nanobeir_set(name: str, folder: Path) -> None:
+    write_beir(folder, *(datasets.load_dataset(NANOBEIR[name], config, split="train")
+                         for config in ("corpus", "queries", "qrels")))
+
+
+def _nanobeir(folder: Path) -> None:
+    for name in NANOBEIR:
+        (folder / name).mkdir(exist_ok=True)
+        _nanobeir_set(name, folder / name)

@@ -25,8 +25,10 @@ class Suite:
     variants: str | None = option(None, "A YAML list of deep mutational scans (dms, sequence, "
                                   "offset, target) for zero-shot variant effects (Spearman).")
     retrieval: str | None = option(None, "A BEIR folder (corpus.jsonl, queries.jsonl, "
-                                   "qrels/test.tsv) for the retrieval part: NDCG@10, MRR@10, "
-                                   "Recall@100 of exact cosine search.")
+                                   "qrels/test.tsv) or a data name (scifact, nanobeir/SET: "
+                                   "fetched into $MLMKIT_DATA the first time) for the "
+                                   "retrieval part: NDCG@10, MRR@10, Recall@100 of exact "
+                                   "cosine search.")
     run_dir: str | None = option(None, "Write suite.json, suite.md and suite.png here.",
                                  flag="--run-dir")
     offline: bool = option(False, "Load a hub model name from the local Hugging Face cache "
