@@ -143,12 +143,7 @@ def worker(args) -> None:
         else:
             dataset = Dataset.from_dict({"anchor": firsts, "positive": seconds_})
             loss = CachedMultipleNegativesRankingLoss(model, mini_batch_size=args.mini_batch_size)
-        settings = SentenceTransformerTrainingArguments(
-            output_dir=str(out / "st-run"), num_train_epochs=args.epochs,
-            per_device_train_batch_size=args.batch_size, learning_rate=args.lr,
-            warmup_ratio=0.1, weight_decay=0.01, max_grad_norm=1.0, seed=0, use_cpu=True,
-            save_strategy="no", report_to="none", logging_steps=10_000,
-            disable_tqdm=True, dataloader_drop_last=False)
+        settings = SentenceTransformerTrainingArguments(**trainer_settings(args, out))
         trainer = SentenceTransformerTrainer(model=model, args=settings, train_dataset=dataset,
                                              loss=loss)
         began, cpu_began, resident = time.perf_counter(), time.process_time(), resident_mib()
@@ -169,6 +164,16 @@ def worker(args) -> None:
                        STSB / "validation.tsv", pooling="mean")
     print(json.dumps({"seconds": seconds, "cpu_seconds": cpu, "loop_seconds": loop,
                       "peak_mib": peak, "spearman": sts.spearman, "pearson": sts.pearson}))
+
+
+def trainer_settings(args, out: Path) -> dict:
+    """The training arguments both sentence-transformers trainers get: the run's epochs,
+    batch and learning rate, the schedule mlmkit's side uses, no saving, logging or bars."""
+    return dict(output_dir=str(out / "st-run"), num_train_epochs=args.epochs,
+                per_device_train_batch_size=args.batch_size, learning_rate=args.lr,
+                warmup_ratio=0.1, weight_decay=0.01, max_grad_norm=1.0, seed=0, use_cpu=True,
+                save_strategy="no", report_to="none", logging_steps=10_000,
+                disable_tqdm=True, dataloader_drop_last=False)
 
 
 def sparse_trainer(args, data: Path, out: Path):
@@ -192,12 +197,7 @@ def sparse_trainer(args, data: Path, out: Path):
                                    SpladePooling("max")], device="cpu")
     loss = SpladeLoss(model, SparseMultipleNegativesRankingLoss(model),
                       document_regularizer_weight=3e-5, query_regularizer_weight=5e-5)
-    settings = SparseEncoderTrainingArguments(
-        output_dir=str(out / "st-run"), num_train_epochs=args.epochs,
-        per_device_train_batch_size=args.batch_size, learning_rate=args.lr,
-        warmup_ratio=0.1, weight_decay=0.01, max_grad_norm=1.0, seed=0, use_cpu=True,
-        save_strategy="no", report_to="none", logging_steps=10_000,
-        disable_tqdm=True, dataloader_drop_last=False)
+    settings = SparseEncoderTrainingArguments(**trainer_settings(args, out))
     trainer = SparseEncoderTrainer(model=model, args=settings, loss=loss,
                                    train_dataset=Dataset.from_dict(
                                        {"anchor": anchors, "positive": positives}))

@@ -125,10 +125,6 @@ def save_st_directory(mlm, directory, *, pooling: str = "mean", normalize: bool 
     if pooling not in ST_POOLINGS.values():
         raise InvalidArgument(f"pooling={pooling!r} has no sentence-transformers Pooling "
                               f"module: save with one of {', '.join(ST_POOLINGS.values())}")
-    target = Path(directory)
-    staging = staging_dir(target)
-    mlm.model.save_pretrained(staging)
-    mlm.tokenizer.save_pretrained(staging)
     modules = [{"idx": 0, "name": "0", "path": "",
                 "type": "sentence_transformers.models.Transformer"},
                {"idx": 1, "name": "1", "path": "1_Pooling",
@@ -136,45 +132,49 @@ def save_st_directory(mlm, directory, *, pooling: str = "mean", normalize: bool 
     if normalize:
         modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
                         "type": "sentence_transformers.models.Normalize"})
-        (staging / "2_Normalize").mkdir()
     st_name = {value: key for key, value in ST_POOLINGS.items()}[pooling]
     flags = {flag: name == st_name for name, flag in CLASSIC_FLAGS.items()}
-    config = {"word_embedding_dimension": int(mlm.model.config.hidden_size), **flags,
-              "include_prompt": True}
-    (staging / "1_Pooling").mkdir()
-    _write(staging / "1_Pooling" / "config.json", config)
-    _write(staging / MODULES_FILE, modules)
-    _write(staging / "sentence_bert_config.json",
-           {"max_seq_length": int(mlm.max_length), "do_lower_case": False})
-    _write(staging / "config_sentence_transformers.json",
-           {"prompts": {"default": prompt} if prompt else {},
-            "default_prompt_name": "default" if prompt else None,
-            "similarity_fn_name": "cosine"})
-    return publish_dir(staging, target)
+    pooling_config = {"word_embedding_dimension": int(mlm.model.config.hidden_size), **flags,
+                      "include_prompt": True}
+    return _write_folder(mlm, directory, modules, {"1_Pooling": pooling_config},
+                         {"prompts": {"default": prompt} if prompt else {},
+                          "default_prompt_name": "default" if prompt else None,
+                          "similarity_fn_name": "cosine"})
 
 
 def save_sparse_directory(mlm, directory) -> Path:
     """Write `mlm` (its masked LM with the head, and tokenizer) as a sentence-transformers
     SparseEncoder folder: MLMTransformer + SpladePooling (max, log(1 + relu)), dot-product
     similarity. The folder still loads as a masked LM. Written whole or not at all."""
-    target = Path(directory)
-    staging = staging_dir(target)
-    mlm.model.save_pretrained(staging)
-    mlm.tokenizer.save_pretrained(staging)
     modules = [{"idx": 0, "name": "0", "path": "",
                 "type": "sentence_transformers.sparse_encoder.models.MLMTransformer"},
                {"idx": 1, "name": "1", "path": "1_SpladePooling",
                 "type": "sentence_transformers.sparse_encoder.models.SpladePooling"}]
-    (staging / "1_SpladePooling").mkdir()
-    _write(staging / "1_SpladePooling" / "config.json",
-           {"pooling_strategy": "max", "activation_function": "relu",
-            "word_embedding_dimension": int(mlm.model.config.vocab_size)})
+    pooling_config = {"pooling_strategy": "max", "activation_function": "relu",
+                      "word_embedding_dimension": int(mlm.model.config.vocab_size)}
+    return _write_folder(mlm, directory, modules, {"1_SpladePooling": pooling_config},
+                         {"model_type": "SparseEncoder", "prompts": {},
+                          "default_prompt_name": None, "similarity_fn_name": "dot"})
+
+
+def _write_folder(mlm, directory, modules: list[dict], module_configs: dict,
+                  st_config: dict) -> Path:
+    """The folder both layouts share: the masked LM and tokenizer at the root, a folder per
+    module after the first (its config.json from `module_configs`, else empty, as
+    Normalize's), modules.json, the sequence length and `st_config`; written whole or not
+    at all."""
+    target = Path(directory)
+    staging = staging_dir(target)
+    mlm.model.save_pretrained(staging)
+    mlm.tokenizer.save_pretrained(staging)
+    for module in modules[1:]:
+        (staging / module["path"]).mkdir()
+        if module["path"] in module_configs:
+            _write(staging / module["path"] / "config.json", module_configs[module["path"]])
     _write(staging / MODULES_FILE, modules)
     _write(staging / "sentence_bert_config.json",
            {"max_seq_length": int(mlm.max_length), "do_lower_case": False})
-    _write(staging / "config_sentence_transformers.json",
-           {"model_type": "SparseEncoder", "prompts": {}, "default_prompt_name": None,
-            "similarity_fn_name": "dot"})
+    _write(staging / "config_sentence_transformers.json", st_config)
     return publish_dir(staging, target)
 
 
