@@ -107,3 +107,14 @@ def test_what_cannot_be_a_shard_or_a_merge_is_refused(tiny_mlm, corpus, tmp_path
     result = runner.invoke(app, ["embed", "x", "--text", "a", "--shard", "0/2"])
     assert result.exit_code != 0 and "--shard splits an input file" in result.output
     assert not (tmp_path / "out.npy").exists()
+
+
+def test_chunk_and_shard_flags_are_refused_before_a_model_loads(corpus):
+    """A model path that does not exist would fail the load: the flag's error comes first."""
+    for command in ("embed", "score"):
+        bad_shard = runner.invoke(app, [command, "no-such-model", str(corpus), "--shard", "2/2",
+                                        "-o", "x.jsonl"])
+        assert bad_shard.exit_code != 0 and "--shard 2/2" in bad_shard.output
+        bad_chunk = runner.invoke(app, [command, "no-such-model", str(corpus), "--chunk-texts",
+                                        "0", "-o", "x.jsonl"])
+        assert bad_chunk.exit_code != 0 and "--chunk-texts" in bad_chunk.output

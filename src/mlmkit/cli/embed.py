@@ -22,6 +22,7 @@ from mlmkit.cli.options import (
     TEXTS_FILE,
     Command,
     Runtime,
+    check_chunked_file,
     command,
     trusting,
 )
@@ -99,6 +100,7 @@ def embed_command(
         inputs = [input_file] if input_file is not None else []
         if input_file is not None:
             check_input_file(input_file)
+            check_chunked_file(chunk_texts, shard)
         check_output_path(output, inputs=inputs)
         if is_fasta(input_file or "") and text_field is not None:
             raise InvalidArgument(f"--text-field {text_field!r}: a FASTA file has no fields "

@@ -29,6 +29,7 @@ from typer.core import TyperCommand, TyperGroup
 from mlmkit.cli import help as help_text
 from mlmkit.cli import vocabulary
 from mlmkit.core import checks
+from mlmkit.engine.job_shards import parse_shard
 from mlmkit.options import default_of, fields_of, types_of
 
 DEVICE = typer.Option("auto", "--device", help="auto (the first GPU if any, else cpu), cpu, "
@@ -80,6 +81,16 @@ RESUME = typer.Option(True, "--resume/--no-resume", help="Continue the work a ki
 SHARD = typer.Option(None, "--shard", metavar="I/N", help="Only pieces I, I+N, ... of "
                      "--chunk-texts texts (I from 0), one job per shard; 'merge' (e.g. mlmkit "
                      "score merge) joins the N outputs.")
+
+
+def check_chunked_file(chunk_texts: int, shard: str | None) -> None:
+    """--chunk-texts and --shard checked before a model loads (the file job checks them
+    again, for its Python callers)."""
+    checks.count("chunk_texts", chunk_texts, 1)
+    if shard is not None:
+        parse_shard(shard)
+
+
 TEXT_FIELD = typer.Option(None, "--text-field", help="JSONL/TSV/CSV input: the field holding "
                           "the text (default: text).")
 ENCODING_ERRORS = typer.Option("strict", "--encoding-errors", help="strict (stop at the "

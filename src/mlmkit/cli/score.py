@@ -21,6 +21,7 @@ from mlmkit.cli.options import (
     TEXTS_FILE,
     Command,
     Runtime,
+    check_chunked_file,
     command,
     field_option,
     trusting,
@@ -102,6 +103,7 @@ def score_command(
             raise InvalidArgument('give a file of texts (- for standard input) or --text '
                                   '"a sentence"')
         check_input_file(input_file)
+        check_chunked_file(chunk_texts, shard)
         check_output_path(output, inputs=[input_file])
         runtime.seed_everything()
         group, rank_device = mlmkit.engine.process_group.init(runtime.device)
