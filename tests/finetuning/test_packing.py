@@ -97,7 +97,12 @@ def test_packed_batches_give_the_padded_logits_loss_and_gradients(tiny_mlm, pool
 
     model.train()  # dropout is 0 in the tiny preset: train mode, deterministic
     want, want_grads = run(lambda b: methods.head_loss(model, b, False), padded)
+    last_layer_runs = []
+    hook = model.model.layers[-1].register_forward_hook(lambda *_: last_layer_runs.append(1))
     got, got_grads = run(lambda b: packed_loss(model, b, False), packed)
+    hook.remove()
+    # reading first tokens, the last layer runs only there (models.sparse_last_layer)
+    assert len(last_layer_runs) == (pooling == "mean")
     torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
     assert want_grads.keys() == got_grads.keys()
     for name, grad in want_grads.items():

@@ -142,6 +142,32 @@ def test_fast_modernbert_layers_equal_transformers_under_bf16_autocast(tiny_mlm)
         assert (got[2][name] - grad).abs().max() / scale < 2e-2, name
 
 
+def test_bf16_cpu_attention_is_float32_where_it_is_differentiated(tiny_mlm, monkeypatch):
+    """The CPU flash-attention backward is slow in bf16: under bf16 autocast a training
+    forward hands the attention float32 inputs (its output is rounded back to bf16), an
+    inference forward keeps bf16 (the faster forward)."""
+    model = copy.deepcopy(tiny_mlm("modernbert").model)
+    use_fast_layers(model)
+    seen = []
+    sdpa = F.scaled_dot_product_attention
+
+    def spy(query, *args, **kwargs):
+        seen.append(query.dtype)
+        return sdpa(query, *args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    input_ids = torch.randint(5, model.config.vocab_size, (2, 24))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model.train()
+        model(input_ids=input_ids).logits.float().sum().backward()
+        trained, seen[:] = list(seen), []
+        with torch.no_grad():
+            model.eval()
+            model(input_ids=input_ids)
+    assert trained and set(trained) == {torch.float32}
+    assert seen and set(seen) == {torch.bfloat16}
+
+
 def test_fast_rotary_of_bf16_projections_is_transformers_float32_rotation():
     from transformers.models.modernbert.modeling_modernbert import apply_rotary_pos_emb
 

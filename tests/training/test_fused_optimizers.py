@@ -159,3 +159,26 @@ def test_the_cpu_gauge_measures_a_trial_peak():
     baseline = gauge.peak(lambda: None)
     grown = gauge.peak(lambda: torch.ones(64 << 20, dtype=torch.uint8).add_(1))
     assert grown - baseline >= 48 << 20  # a 64 MiB tensor was resident at the peak
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("spread", [10.0, 1e-3])  # clipped, and under the limit
+def test_clipping_inside_the_step_equals_clipping_first(fused, spread):
+    from mlmkit.training.optimizer import clip_in_step
+
+    torch.manual_seed(0)
+    first = [torch.randn(shape, requires_grad=True) for shape in ((64, 32), (32,), (7,))]
+    inside = [p.detach().clone().requires_grad_() for p in first]
+    for a, b in zip(first, inside, strict=True):
+        grad = torch.randn_like(a) * spread
+        a.grad, b.grad = grad.clone(), grad.clone()
+    kernel = {"fused": True} if fused else {"foreach": True}
+    want_opt = torch.optim.AdamW(first, lr=1e-2, weight_decay=0.01, **kernel)
+    got_opt = torch.optim.AdamW(inside, lr=1e-2, weight_decay=0.01, **kernel)
+    want_norm = torch.nn.utils.clip_grad_norm_(first, 1.0, foreach=True)
+    want_opt.step()
+    got_norm = clip_in_step(got_opt, inside, 1.0)
+    got_opt.step()
+    torch.testing.assert_close(got_norm, want_norm)
+    for a, b in zip(first, inside, strict=True):
+        torch.testing.assert_close(b, a, atol=1e-7, rtol=1e-6)

@@ -36,7 +36,7 @@ import torch
 
 from mlmkit.engine.batching import cut_batches
 from mlmkit.finetuning.encode import Encoded
-from mlmkit.models.unpadded import UNPADDED_MODEL_TYPES, unpadded_hidden
+from mlmkit.models.unpadded import UNPADDED_MODEL_TYPES, unpadded_hidden, unpadded_hidden_at
 
 # A packed row is at most this wide unless one sequence is longer (it sets the width then),
 # and its width is a multiple of ROW_STEP: the matrix products see a few dozen shapes,
@@ -126,11 +126,12 @@ def collate_packed(encoded: Encoded, index: np.ndarray, pad_id: int, device,
 def packed_logits(model: torch.nn.Module, batch: dict) -> torch.Tensor:
     """[n_sequences, n_labels] logits of a packed batch, through the classifier's pooling,
     head and classifier (`ModernBertForSequenceClassification.forward` on packed rows)."""
-    hidden = unpadded_hidden(model, batch["input_ids"], batch["documents"])
-    flat = hidden.reshape(-1, hidden.shape[-1])
-    if model.config.classifier_pooling == "cls":
-        pooled = flat.index_select(0, batch["firsts"])
+    if model.config.classifier_pooling == "cls":  # the last layer only at the first tokens
+        pooled = unpadded_hidden_at(model, batch["input_ids"], batch["documents"],
+                                    batch["firsts"])
     else:  # mean over each sequence's tokens (summed in float32)
+        hidden = unpadded_hidden(model, batch["input_ids"], batch["documents"])
+        flat = hidden.reshape(-1, hidden.shape[-1])
         keep = batch["sequence"] >= 0
         sums = torch.zeros(len(batch["lengths"]), flat.shape[-1], dtype=torch.float32,
                            device=flat.device)

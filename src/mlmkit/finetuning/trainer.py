@@ -62,6 +62,7 @@ from mlmkit.finetuning.packing import (
 from mlmkit.models.fast_modernbert import use_fast_layers
 from mlmkit.training import checkpoint
 from mlmkit.training.checkpoint import save_model_dir
+from mlmkit.training.optimizer import clip_in_step
 from mlmkit.training.signals import StopOnSignal
 
 EVAL_BATCH_TOKENS = 16384
@@ -394,7 +395,7 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                     raise RunError(f"the loss is {loss.item()} at step {step + 1}: lower --lr "
                                    "or use --precision fp32")
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(trainer.trainable, MAX_GRAD_NORM, foreach=True)
+                clip_in_step(optimizer, trainer.trainable, MAX_GRAD_NORM)
                 optimizer.step()
                 schedule.step()
                 optimizer.zero_grad(set_to_none=True)

@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from transformers.models.esm.modeling_esm import rotate_half
 
 from mlmkit.models.fast_esm import esm_last_layer_input
-from mlmkit.models.fast_modernbert import rotate_projections
+from mlmkit.models.fast_modernbert import attention_in_float32, rotate_projections, widened
 
 try:
     from torch.distributed.fsdp import FSDPModule
@@ -137,9 +137,13 @@ def _attend(query, key, value, mask, rows, cols, *, scaling: float, dropout: flo
                 padded = mask.new_full((batch, mask.shape[1], most, mask.shape[-1]), fill)
                 padded[rows, :, slot, :] = picked
                 mask = padded
-    out = F.scaled_dot_product_attention(q, key, value, attn_mask=mask, dropout_p=dropout,
-                                         scale=scaling)  # [B, H, m, dh]
-    out = out.transpose(1, 2)
+    dtype, context = q.dtype, contextlib.nullcontext()
+    if attention_in_float32(q):  # a bf16 CPU backward (fast_modernbert)
+        q, key, value, mask, context = widened(q, key, value, mask)
+    with context:
+        out = F.scaled_dot_product_attention(q, key, value, attn_mask=mask, dropout_p=dropout,
+                                             scale=scaling)  # [B, H, m, dh]
+    out = out.to(dtype).transpose(1, 2)
     out = out[:, 0] if slot is None else out[rows, slot]
     return out.reshape(n, heads * head_dim)
 
@@ -368,11 +372,12 @@ def _root_sharded(model: torch.nn.Module, base: torch.nn.Module) -> bool:
 
 
 def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
-                  attention_mask: torch.Tensor | None, rows: torch.Tensor,
-                  cols: torch.Tensor) -> torch.Tensor | None:
+                  attention_mask: torch.Tensor | dict | None, rows: torch.Tensor,
+                  cols: torch.Tensor, **inputs) -> torch.Tensor | None:
     """The base model's output hidden states [n, d] at (rows[i], cols[i]), computing the
     last layer only there; None when this model cannot (the caller runs the full encoder).
-    """
+    `inputs` go to the base model's forward with the ids and mask (the position ids of
+    unpadded rows, `models.unpadded`)."""
     family = _family(model)
     if family is None or rows.numel() == 0 or torch.compiler.is_compiling() \
             or os.environ.get("MLMKIT_SPARSE_LAST_LAYER", "1") == "0":
@@ -385,7 +390,7 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
     layer, calls = family.last_layer(base)
     if _dropout_active(layer) or _sharded(layer):
         return None
-    if family.prefix is not None and not exact and not _dropout_active(base) \
+    if family.prefix is not None and not exact and not inputs and not _dropout_active(base) \
             and not _root_sharded(model, base):
         entering = family.prefix(base, input_ids, attention_mask)
         if entering is not None:
@@ -406,7 +411,7 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
 
     handle = layer.register_forward_pre_hook(capture, with_kwargs=True)
     try:
-        base(input_ids=input_ids, attention_mask=attention_mask)
+        base(input_ids=input_ids, attention_mask=attention_mask, **inputs)
     except _Captured:
         pass
     finally:

@@ -42,6 +42,7 @@ import torch
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.adapters import adapter_for
 from mlmkit.models.cross_entropy import cross_entropy_top1
+from mlmkit.models.sparse_last_layer import sparse_hidden
 from mlmkit.models.varlen_attention import document_layout, uses_varlen
 
 try:  # torch >= 2.5
@@ -163,25 +164,52 @@ def _model_inputs(model, input_ids: torch.Tensor, documents: torch.Tensor) -> di
             "token_type_ids": torch.zeros_like(input_ids)}
 
 
+def _encoder(model: torch.nn.Module) -> torch.nn.Module:
+    return getattr(model, {**ROTARY_MODEL_TYPES, **ABSOLUTE_MODEL_TYPES}[model.config.model_type])
+
+
+def _masks(model: torch.nn.Module, documents: torch.Tensor):
+    """The document mask as the encoder takes it: ModernBERT's per layer type (its local
+    layers' window kept within the document), one mask elsewhere."""
+    dtype = _encoder(model).get_input_embeddings().weight.dtype
+    if model.config.model_type != "modernbert":
+        return _attention_mask(documents, model, dtype)
+    window = getattr(model.config, "sliding_window", None)
+    masks = {"full_attention": _attention_mask(documents, model, dtype)}
+    if "sliding_attention" in set(model.config.layer_types):
+        masks["sliding_attention"] = _attention_mask(documents, model, dtype, window)
+    return masks
+
+
 def unpadded_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
                     documents: torch.Tensor) -> torch.Tensor:
     """Hidden states [B, L, d] of a masked LM's encoder with attention kept within each
     document of `documents` (the indexed mask) and positions restarting per document."""
     check_unpadded_model(model)
-    model_type = model.config.model_type
-    encoder = getattr(model, {**ROTARY_MODEL_TYPES, **ABSOLUTE_MODEL_TYPES}[model_type])
+    encoder = _encoder(model)
     inputs = _model_inputs(model, input_ids, documents)
     if uses_varlen(model):  # no mask: the documents travel as sequence boundaries
         return encoder(**inputs, **document_layout(documents)).last_hidden_state
-    dtype = encoder.get_input_embeddings().weight.dtype
-    if model_type == "modernbert":
-        window = getattr(model.config, "sliding_window", None)
-        masks = {"full_attention": _attention_mask(documents, model, dtype)}
-        if "sliding_attention" in set(model.config.layer_types):
-            masks["sliding_attention"] = _attention_mask(documents, model, dtype, window)
-        return encoder(**inputs, attention_mask=masks).last_hidden_state
-    mask = _attention_mask(documents, model, dtype)
-    return encoder(**inputs, attention_mask=mask).last_hidden_state
+    return encoder(**inputs, attention_mask=_masks(model, documents)).last_hidden_state
+
+
+def unpadded_hidden_at(model: torch.nn.Module, input_ids: torch.Tensor,
+                       documents: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+    """`unpadded_hidden` at the flat positions `at` [n] (row × width + column): [n, d].
+    Where the family allows it (`models.sparse_last_layer`) the last layer runs only at
+    those positions (a classifier reading each document's first token needs one query per
+    document there, not one per token); the values equal the full encoder's rows within
+    float rounding, and so do the gradients."""
+    check_unpadded_model(model)
+    if not uses_varlen(model) and not _uses_flex(model):
+        inputs = _model_inputs(model, input_ids, documents)
+        width = input_ids.shape[1]
+        out = sparse_hidden(model, inputs.pop("input_ids"), _masks(model, documents),
+                            at // width, at % width, **inputs)
+        if out is not None:
+            return out
+    hidden = unpadded_hidden(model, input_ids, documents)
+    return hidden.reshape(-1, hidden.shape[-1]).index_select(0, at)
 
 
 def unpadded_logits(model: torch.nn.Module, input_ids: torch.Tensor, documents: torch.Tensor,

@@ -54,3 +54,20 @@ def adamw_kernel(groups: list[dict]) -> dict:
                       for p in params):
         return {"fused": True}
     return {"foreach": True}
+
+
+def clip_in_step(optimizer: torch.optim.Optimizer, parameters: list[torch.Tensor],
+                 max_norm: float) -> torch.Tensor:
+    """Clip the gradients' total norm to `max_norm` as `torch.nn.utils.clip_grad_norm_`
+    does, inside the optimizer's next step where its kernel can: a fused AdamW divides each
+    gradient by its `grad_scale` as it reads it (the hook `torch.amp.GradScaler` uses), so
+    the clip costs one pass over the gradients (the norm) instead of two (the norm, then a
+    scaling pass). The scale is the clip's coefficient inverted, (norm + 1e-6) / max_norm
+    and at least 1: the step equals clipping first within float rounding. Other optimizers
+    are clipped first. Returns the total norm before clipping."""
+    grads = [p.grad for p in parameters if p.grad is not None]
+    if not getattr(optimizer, "defaults", {}).get("fused"):
+        return torch.nn.utils.clip_grad_norm_(parameters, max_norm, foreach=True)
+    norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+    optimizer.grad_scale = ((norm + 1e-6) / max_norm).clamp_(min=1.0)
+    return norm
