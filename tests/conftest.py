@@ -198,6 +198,33 @@ def mlmkit_command(fork_server) -> list[str]:
     return [str(fork_server.shim_dir / "mlmkit")]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _one_click_command_per_app():
+    """typer's CliRunner builds the app's whole click command tree on every `invoke` (about
+    15 ms for mlmkit's, and the CLI tests invoke it well over a thousand times); a real
+    `mlmkit` process builds it once. Here each app's tree is built once and reused, and built
+    again if commands are registered on the app later."""
+    import typer.main
+    import typer.testing
+
+    build = typer.testing._get_command
+    built = {}
+
+    def registrations(app) -> tuple:
+        return (len(app.registered_commands), len(app.registered_groups),
+                *(registrations(group.typer_instance) for group in app.registered_groups))
+
+    def get_command(app):
+        key = registrations(app)
+        if id(app) not in built or built[id(app)][0] != key:
+            built[id(app)] = key, build(app), app  # the app is kept: its id stays its own
+        return built[id(app)][1]
+
+    typer.testing._get_command = get_command
+    yield
+    typer.testing._get_command = build
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
