@@ -10,7 +10,9 @@ minus the imports. The server itself never runs a torch operation, so forking it
 A shim named `mlmkit`, put first on PATH, sends its argv, cwd, environment and its three
 file descriptors to the server, forwards the signals it gets (SIGTERM, SIGINT, ...; not
 SIGKILL) to the child and exits with the child's status; when the server is not reachable
-it execs the real `mlmkit`. `MLMKIT_TEST_REAL_PROCESSES=1` turns the server off.
+it execs the real `mlmkit`. A test that must SIGKILL a process asks the server directly
+(`Server.start`: the child's own pid). `MLMKIT_TEST_REAL_PROCESSES=1` turns the server
+off.
 
     python tests/forkserver.py SOCKET    # serve until killed
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import select
 import signal
 import socket
 import struct
@@ -89,6 +92,26 @@ def write_shim(directory: Path, real_mlmkit: str) -> Path:
     return shim
 
 
+class Child:
+    """A process the server forked for `Server.start`: its pid, and its exit status once it
+    ends (None when it died of a signal: it never reported one)."""
+
+    def __init__(self, conn: socket.socket):
+        self._conn = conn
+        (self.pid,) = struct.unpack("!i", conn.recv(4, socket.MSG_WAITALL))
+
+    def running(self) -> bool:
+        """Whether it has neither reported its status nor died (either ends the wait)."""
+        readable, _, _ = select.select([self._conn], [], [], 0)
+        return not readable
+
+    def wait(self, timeout: float) -> int | None:
+        self._conn.settimeout(timeout)
+        status = self._conn.recv(4, socket.MSG_WAITALL)
+        self._conn.close()
+        return struct.unpack("!i", status)[0] if len(status) == 4 else None
+
+
 class Server:
     """The running server process: start it, wait until it listens, stop it."""
 
@@ -103,6 +126,27 @@ class Server:
                 raise RuntimeError("the test fork server did not start")
             time.sleep(0.05)
 
+    def _request(self, kind: str, argv: list[str], cwd: Path, env: dict[str, str],
+                 fds: list[int]) -> socket.socket:
+        """Ask for a child with `fds` as its stdin, stdout and stderr; the connection that
+        brings its pid, then its exit status."""
+        conn = socket.socket(socket.AF_UNIX)
+        conn.connect(str(self.socket_path))
+        message = json.dumps({"kind": kind, "argv": argv, "cwd": str(cwd), "env": env}).encode()
+        socket.send_fds(conn, [struct.pack("!Q", len(message)) + message], fds)
+        return conn
+
+    def start(self, kind: str, argv: list[str], cwd: Path, env: dict[str, str],
+              stderr: int) -> Child:
+        """A child started without waiting for it (stdin and stdout /dev/null, stderr the
+        file descriptor `stderr`): unlike a process started through the shim, it can be
+        sent SIGKILL."""
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            return Child(self._request(kind, argv, cwd, env, [null, null, stderr]))
+        finally:
+            os.close(null)
+
     def run(self, kind: str, argv: list[str], cwd: Path, env: dict[str, str],
             timeout: float) -> subprocess.CompletedProcess:
         """Like subprocess.run(capture_output=True, text=True), through the server."""
@@ -110,12 +154,7 @@ class Server:
         err_r, err_w = os.pipe()
         null = os.open(os.devnull, os.O_RDONLY)
         try:
-            conn = socket.socket(socket.AF_UNIX)
-            conn.connect(str(self.socket_path))
-            message = json.dumps({"kind": kind, "argv": argv, "cwd": str(cwd),
-                                  "env": env}).encode()
-            socket.send_fds(conn, [struct.pack("!Q", len(message)) + message],
-                            [null, out_w, err_w])
+            conn = self._request(kind, argv, cwd, env, [null, out_w, err_w])
         finally:
             for fd in (out_w, err_w, null):
                 os.close(fd)
