@@ -167,10 +167,11 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def fork_server(tmp_path_factory):
     """This worker's test fork server (tests/forkserver.py), or None with
-    MLMKIT_TEST_REAL_PROCESSES=1: every `mlmkit` process a test starts through it skips the
-    ~3 s of torch and transformers imports and is otherwise a real process (its own pid,
-    pipes, signals and exit status). Started on first use; one for the README test and the
-    CLI tests alike."""
+    MLMKIT_TEST_REAL_PROCESSES=1: every `mlmkit` process a test starts through it (and every
+    `python -c` / `python -` of the pages, whose PATH has the shims first) skips the ~3 s of
+    torch and transformers imports and is otherwise a real process (its own pid, pipes,
+    signals and exit status). Started on first use; one for the README test and the CLI
+    tests alike."""
     import forkserver
 
     if forkserver.disabled():
@@ -179,6 +180,7 @@ def fork_server(tmp_path_factory):
     place = tmp_path_factory.mktemp("forkserver")
     shim_dir = place / "bin"
     forkserver.write_shim(shim_dir, str(Path(sys.executable).parent / "mlmkit"))
+    forkserver.write_shim(shim_dir, sys.executable, "python")  # `python -c` / `python -`
     socket_path = place / "socket"
     # The shim finds the server through the environment its caller gives it.
     os.environ["MLMKIT_FORKSERVER"] = str(socket_path)

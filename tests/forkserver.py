@@ -33,15 +33,17 @@ import time
 from pathlib import Path
 
 SHIM = '''#!{python} -I
-"""mlmkit through the test fork server (tests/forkserver.py), or the real one."""
+"""{name} through the test fork server (tests/forkserver.py), or the real one."""
 import json, os, socket, struct, sys
 path = os.environ.get("MLMKIT_FORKSERVER", "")
 try:
+    if not ({forwarded}):
+        raise OSError("not a form the server runs")
     conn = socket.socket(socket.AF_UNIX)
     conn.connect(path)
 except OSError:
     os.execv({real!r}, [{real!r}] + sys.argv[1:])
-message = json.dumps({{"kind": "mlmkit", "argv": ["mlmkit"] + sys.argv[1:],
+message = json.dumps({{"kind": {kind!r}, "argv": {argv},
                       "cwd": os.getcwd(), "env": dict(os.environ)}}).encode()
 socket.send_fds(conn, [struct.pack("!Q", len(message)) + message], [0, 1, 2])
 def read_int():
@@ -55,7 +57,7 @@ def read_int():
             if forwarded:
                 signal.signal(forwarded[-1], signal.SIG_DFL)
                 os.kill(os.getpid(), forwarded[-1])
-            sys.exit("mlmkit (test fork server): the child died without a status")
+            sys.exit("{name} (test fork server): the child died without a status")
         reply += chunk
     return struct.unpack("!i", reply)[0]
 import signal
@@ -84,10 +86,24 @@ def disabled() -> bool:
     return os.environ.get("MLMKIT_TEST_REAL_PROCESSES", "") not in ("", "0")
 
 
-def write_shim(directory: Path, real_mlmkit: str) -> Path:
+# What each shim sends the server: the kind of child, the condition under which it asks the
+# server at all (else it execs the real program), and the child's argv.
+SHIMS = {
+    "mlmkit": ("mlmkit", "True", '["mlmkit"] + sys.argv[1:]'),
+    # `python -c CODE ...` and `python - ...` (a script on stdin) only; any other form runs
+    # the real interpreter
+    "python": ("python", 'sys.argv[1:2] == ["-"] or sys.argv[1:2] == ["-c"] and len(sys.argv) > 2',
+               "sys.argv[1:]"),
+}
+
+
+def write_shim(directory: Path, real: str, name: str = "mlmkit") -> Path:
+    """The shim `name` (a key of SHIMS) in `directory`, falling back to the program `real`."""
+    kind, forwarded, argv = SHIMS[name]
     directory.mkdir(parents=True, exist_ok=True)
-    shim = directory / "mlmkit"
-    shim.write_text(SHIM.format(python=sys.executable, real=real_mlmkit), encoding="utf-8")
+    shim = directory / name
+    shim.write_text(SHIM.format(python=sys.executable, real=real, name=name, kind=kind,
+                                forwarded=forwarded, argv=argv), encoding="utf-8")
     shim.chmod(0o755)
     return shim
 
@@ -212,6 +228,8 @@ def _child(request: dict, fds: list[int], conn: socket.socket) -> None:
             from mlmkit.cli import main
 
             main()
+        elif sys.argv[0] in ("-c", "-"):
+            _run_code(sys.argv[1] if sys.argv[0] == "-c" else sys.stdin.read(), sys.argv[0])
         else:
             import runpy
 
@@ -245,6 +263,19 @@ def _child(request: dict, fds: list[int], conn: socket.socket) -> None:
         conn.sendall(struct.pack("!i", code))
     finally:
         os._exit(code)
+
+
+def _run_code(code: str, flag: str) -> None:
+    """`python -c CODE ARGS` or `python - ARGS` (CODE on stdin): CODE runs as a fresh
+    interpreter's `__main__`, with sys.argv and sys.path[0] as that interpreter sets them."""
+    import types
+
+    if flag == "-c":
+        del sys.argv[1]  # python -c CODE A B: sys.argv == ["-c", "A", "B"]
+    sys.path.insert(0, "")
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    exec(compile(code, "<string>" if flag == "-c" else "<stdin>", "exec"), main.__dict__)
 
 
 def _preload() -> None:
