@@ -5,12 +5,15 @@ Nothing here touches the network; everything is built in a session temp dir.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+import mlmkit.pretraining.plots as pretraining_plots
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -20,6 +23,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # pytest-xdist runs a test per core): the library's own thread resolver reads this too.
 os.environ.setdefault("MLMKIT_THREADS", "1")
 torch.set_num_threads(1)
+
+PLOTS_INSTALLED = pretraining_plots.plots_installed  # see _plots_only_where_checked
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -225,6 +230,48 @@ def _one_click_command_per_app():
     typer.testing._get_command = get_command
     yield
     typer.testing._get_command = build
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "plots: the test checks what a pretraining run draws "
+                                       "(plots/, tensorboard/): its runs draw them")
+
+
+@pytest.fixture(autouse=True)
+def _plots_only_where_checked(request, monkeypatch):
+    """A tiny pretraining run spends about a fifth of its time drawing plots/*.png and
+    writing TensorBoard events. The runs of a test draw them only when the test is marked
+    `plots` (it checks them) or inside `drawing_plots()`; elsewhere a run goes on as without
+    the `plots` extra, minus the warning. The pages' runs and the `mlmkit` processes of the
+    CLI tests draw them as always."""
+    marked = request.node.get_closest_marker("plots") is not None
+    _use_plots(monkeypatch, PLOTS_INSTALLED if marked else _no_plots)
+
+
+@pytest.fixture(scope="session")
+def drawing_plots():
+    """A context manager: the pretraining runs inside it draw their plots (a shared fixture's
+    run, which a `plots` test checks, whichever test builds it first)."""
+
+    @contextlib.contextmanager
+    def drawing():
+        with pytest.MonkeyPatch.context() as patch:
+            _use_plots(patch, PLOTS_INSTALLED)
+            yield
+
+    return drawing
+
+
+def _use_plots(patch: pytest.MonkeyPatch, chosen) -> None:
+    patch.setattr(pretraining_plots, "plots_installed", chosen)
+    # run.py holds its own reference (bound when it is first imported, maybe in a test)
+    run = sys.modules.get("mlmkit.pretraining.run")
+    if run is not None:
+        patch.setattr(run, "plots_installed", chosen)
+
+
+def _no_plots() -> bool:
+    return False
 
 
 @pytest.fixture(autouse=True)
