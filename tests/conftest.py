@@ -171,27 +171,37 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def fork_server(tmp_path_factory):
-    """This worker's test fork server (tests/forkserver.py), or None with
+    """The test fork server (tests/forkserver.py), or None with
     MLMKIT_TEST_REAL_PROCESSES=1: every `mlmkit` process a test starts through it (and every
     `python -c` / `python -` of the pages, whose PATH has the shims first) skips the ~3 s of
     torch and transformers imports and is otherwise a real process (its own pid, pipes,
     signals and exit status). Started on first use; one for the README test and the CLI
-    tests alike."""
+    tests alike, and under pytest-xdist one for all the workers (the first that needs it
+    starts it; it ends with the controller)."""
     import forkserver
+    from filelock import FileLock
 
     if forkserver.disabled():
         yield None
         return
-    place = tmp_path_factory.mktemp("forkserver")
+    # Under pytest-xdist the workers' temp dirs share their parent (one per run).
+    base = tmp_path_factory.getbasetemp()
+    shared = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    place = base.parent / "forkserver" if shared else tmp_path_factory.mktemp("forkserver")
+    place.mkdir(exist_ok=True)
     shim_dir = place / "bin"
-    forkserver.write_shim(shim_dir, str(Path(sys.executable).parent / "mlmkit"))
-    forkserver.write_shim(shim_dir, sys.executable, "python")  # `python -c` / `python -`
     socket_path = place / "socket"
     # The shim finds the server through the environment its caller gives it.
     os.environ["MLMKIT_FORKSERVER"] = str(socket_path)
-    server = forkserver.Server(socket_path, dict(os.environ), shim_dir)
+    with FileLock(str(place / "lock")):
+        if not (shim_dir / "python").exists():
+            forkserver.write_shim(shim_dir, str(Path(sys.executable).parent / "mlmkit"))
+            forkserver.write_shim(shim_dir, sys.executable, "python")  # -c CODE / - only
+        server = forkserver.Server(socket_path, dict(os.environ), shim_dir,
+                                   owner=os.getppid() if shared else os.getpid())
     yield server
-    server.stop()
+    if not shared:
+        server.stop()
     os.environ.pop("MLMKIT_FORKSERVER", None)
 
 

@@ -14,7 +14,7 @@ it execs the real `mlmkit`. A test that must SIGKILL a process asks the server d
 (`Server.start`: the child's own pid). `MLMKIT_TEST_REAL_PROCESSES=1` turns the server
 off.
 
-    python tests/forkserver.py SOCKET    # serve until killed
+    python tests/forkserver.py SOCKET OWNER_PID   # serve until killed or the owner ends
 """
 
 from __future__ import annotations
@@ -129,18 +129,35 @@ class Child:
 
 
 class Server:
-    """The running server process: start it, wait until it listens, stop it."""
+    """The running server process: start it (or find it started), wait until it listens,
+    stop it.
 
-    def __init__(self, socket_path: Path, env: dict[str, str], shim_dir: Path):
+    `owner` is the pid of the process whose lifetime the server shares: it exits soon after
+    that process does (under pytest-xdist, the controller, so that every worker uses the one
+    server that the first of them started)."""
+
+    def __init__(self, socket_path: Path, env: dict[str, str], shim_dir: Path, owner: int):
         self.socket_path = socket_path
         self.shim_dir = shim_dir  # holds the `mlmkit` shim that talks to this server
-        self.process = subprocess.Popen([sys.executable, __file__, str(socket_path)], env=env,
-                                        stdin=subprocess.DEVNULL)
+        self.process = None
+        if self._listening():
+            return
+        socket_path.unlink(missing_ok=True)  # a server of an earlier run that has gone
+        self.process = subprocess.Popen([sys.executable, __file__, str(socket_path),
+                                         str(owner)], env=env, stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 300
         while not socket_path.exists():
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the test fork server did not start")
             time.sleep(0.05)
+
+    def _listening(self) -> bool:
+        try:
+            with socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(str(self.socket_path))
+        except OSError:
+            return False
+        return True
 
     def _request(self, kind: str, argv: list[str], cwd: Path, env: dict[str, str],
                  fds: list[int]) -> socket.socket:
@@ -189,6 +206,9 @@ class Server:
                                            b"".join(stderr_bytes).decode(errors="replace"))
 
     def stop(self) -> None:
+        """Stop the server if this object started it."""
+        if self.process is None:
+            return
         self.process.terminate()
         try:
             self.process.wait(10)
@@ -199,6 +219,10 @@ class Server:
 
 def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
     header, fds, _, _ = socket.recv_fds(conn, 8, 3)
+    if len(header) < 8:  # a caller that only looked whether the server listens
+        for fd in fds:
+            os.close(fd)
+        raise ConnectionError("no request")
     (length,) = struct.unpack("!Q", header)
     body = b""
     while len(body) < length:
@@ -304,15 +328,22 @@ def _preload() -> None:
             pass
 
 
-def serve(socket_path: str) -> None:
+def serve(socket_path: str, owner: int) -> None:
     _preload()
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(socket_path + ".tmp")
     listener.listen(16)
+    listener.settimeout(1.0)  # to look after the owner now and then
     os.rename(socket_path + ".tmp", socket_path)  # exists only once it listens
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     while True:
-        conn, _ = listener.accept()
+        try:
+            conn, _ = listener.accept()
+        except TimeoutError:
+            if not _alive(owner):
+                os._exit(0)
+            continue
+        conn.settimeout(None)
         try:
             request, fds = _receive(conn)
         except (OSError, ValueError):
@@ -333,5 +364,15 @@ def serve(socket_path: str) -> None:
                 break
 
 
-if __name__ == "__main__":
-    serve(sys.argv[1])
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+if __name__ == "__main__":  # forkserver.py SOCKET OWNER_PID
+    serve(sys.argv[1], int(sys.argv[2]))
