@@ -5,12 +5,15 @@ Nothing here touches the network; everything is built in a session temp dir.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+
+import mlmkit.pretraining.plots as pretraining_plots
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -20,6 +23,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # pytest-xdist runs a test per core): the library's own thread resolver reads this too.
 os.environ.setdefault("MLMKIT_THREADS", "1")
 torch.set_num_threads(1)
+
+PLOTS_INSTALLED = pretraining_plots.plots_installed  # see _plots_only_where_checked
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -166,25 +171,37 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session")
 def fork_server(tmp_path_factory):
-    """This worker's test fork server (tests/forkserver.py), or None with
-    MLMKIT_TEST_REAL_PROCESSES=1: every `mlmkit` process a test starts through it skips the
-    ~3 s of torch and transformers imports and is otherwise a real process (its own pid,
-    pipes, signals and exit status). Started on first use; one for the README test and the
-    CLI tests alike."""
+    """The test fork server (tests/forkserver.py), or None with
+    MLMKIT_TEST_REAL_PROCESSES=1: every `mlmkit` process a test starts through it (and every
+    `python -c` / `python -` of the pages, whose PATH has the shims first) skips the ~3 s of
+    torch and transformers imports and is otherwise a real process (its own pid, pipes,
+    signals and exit status). Started on first use; one for the README test and the CLI
+    tests alike, and under pytest-xdist one for all the workers (the first that needs it
+    starts it; it ends with the controller)."""
     import forkserver
+    from filelock import FileLock
 
     if forkserver.disabled():
         yield None
         return
-    place = tmp_path_factory.mktemp("forkserver")
+    # Under pytest-xdist the workers' temp dirs share their parent (one per run).
+    base = tmp_path_factory.getbasetemp()
+    shared = os.environ.get("PYTEST_XDIST_WORKER") is not None
+    place = base.parent / "forkserver" if shared else tmp_path_factory.mktemp("forkserver")
+    place.mkdir(exist_ok=True)
     shim_dir = place / "bin"
-    forkserver.write_shim(shim_dir, str(Path(sys.executable).parent / "mlmkit"))
     socket_path = place / "socket"
     # The shim finds the server through the environment its caller gives it.
     os.environ["MLMKIT_FORKSERVER"] = str(socket_path)
-    server = forkserver.Server(socket_path, dict(os.environ), shim_dir)
+    with FileLock(str(place / "lock")):
+        if not (shim_dir / "python").exists():
+            forkserver.write_shim(shim_dir, str(Path(sys.executable).parent / "mlmkit"))
+            forkserver.write_shim(shim_dir, sys.executable, "python")  # -c CODE / - only
+        server = forkserver.Server(socket_path, dict(os.environ), shim_dir,
+                                   owner=os.getppid() if shared else os.getpid())
     yield server
-    server.stop()
+    if not shared:
+        server.stop()
     os.environ.pop("MLMKIT_FORKSERVER", None)
 
 
@@ -196,6 +213,75 @@ def mlmkit_command(fork_server) -> list[str]:
     if fork_server is None:
         return [sys.executable, "-m", "mlmkit"]
     return [str(fork_server.shim_dir / "mlmkit")]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_click_command_per_app():
+    """typer's CliRunner builds the app's whole click command tree on every `invoke` (about
+    15 ms for mlmkit's, and the CLI tests invoke it well over a thousand times); a real
+    `mlmkit` process builds it once. Here each app's tree is built once and reused, and built
+    again if commands are registered on the app later."""
+    import typer.main
+    import typer.testing
+
+    build = typer.testing._get_command
+    built = {}
+
+    def registrations(app) -> tuple:
+        return (len(app.registered_commands), len(app.registered_groups),
+                *(registrations(group.typer_instance) for group in app.registered_groups))
+
+    def get_command(app):
+        key = registrations(app)
+        if id(app) not in built or built[id(app)][0] != key:
+            built[id(app)] = key, build(app), app  # the app is kept: its id stays its own
+        return built[id(app)][1]
+
+    typer.testing._get_command = get_command
+    yield
+    typer.testing._get_command = build
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "plots: the test checks what a pretraining run draws "
+                                       "(plots/, tensorboard/): its runs draw them")
+
+
+@pytest.fixture(autouse=True)
+def _plots_only_where_checked(request, monkeypatch):
+    """A tiny pretraining run spends about a fifth of its time drawing plots/*.png and
+    writing TensorBoard events. The runs of a test draw them only when the test is marked
+    `plots` (it checks them) or inside `drawing_plots()`; elsewhere a run goes on as without
+    the `plots` extra, minus the warning. The pages' runs and the `mlmkit` processes of the
+    CLI tests draw them as always."""
+    marked = request.node.get_closest_marker("plots") is not None
+    _use_plots(monkeypatch, PLOTS_INSTALLED if marked else _no_plots)
+
+
+@pytest.fixture(scope="session")
+def drawing_plots():
+    """A context manager: the pretraining runs inside it draw their plots (a shared fixture's
+    run, which a `plots` test checks, whichever test builds it first)."""
+
+    @contextlib.contextmanager
+    def drawing():
+        with pytest.MonkeyPatch.context() as patch:
+            _use_plots(patch, PLOTS_INSTALLED)
+            yield
+
+    return drawing
+
+
+def _use_plots(patch: pytest.MonkeyPatch, chosen) -> None:
+    patch.setattr(pretraining_plots, "plots_installed", chosen)
+    # run.py holds its own reference (bound when it is first imported, maybe in a test)
+    run = sys.modules.get("mlmkit.pretraining.run")
+    if run is not None:
+        patch.setattr(run, "plots_installed", chosen)
+
+
+def _no_plots() -> bool:
+    return False
 
 
 @pytest.fixture(autouse=True)

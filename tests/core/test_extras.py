@@ -76,6 +76,7 @@ def test_serve_without_its_extra_fails_at_once(monkeypatch, tmp_path, missing):
 # ---- plots: matplotlib, tensorboard
 
 
+@pytest.mark.plots
 def test_pretraining_without_plots_trains_and_warns_once(monkeypatch, tmp_path,
                                                          wordpiece_tokenizer, capsys):
     from mlmkit.pretraining import PretrainConfig, pretrain

@@ -130,6 +130,7 @@ def test_cli_suite_and_compare(saved_tiny_mlm, small_data, suite, tmp_path):
         load_suite(tmp_path / "junk.json")
 
 
+@pytest.mark.plots
 def test_pretrain_logs_the_suite_as_learning_curves(wordpiece_tokenizer, corpus_sample,
                                                     small_data, tmp_path, monkeypatch):
     import torch

@@ -4,12 +4,9 @@ every process: --grad-accum 1 × B equals 2 × B/2, and two gloo ranks hold the 
 from __future__ import annotations
 
 import os
-import socket
-import time
 
-import pytest
 import torch
-import torch.multiprocessing as mp
+from gloo_ranks import free_port, run_ranks
 
 from mlmkit.masking.weights import LossWeights
 
@@ -81,12 +78,6 @@ def test_a_step_left_open_ends_before_the_next_masks_and_survives_a_checkpoint()
 # ---- two gloo processes
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _rank(rank: int, world: int, port: int, out_dir: str) -> None:
     import torch.distributed as dist
 
@@ -109,17 +100,7 @@ def _rank(rank: int, world: int, port: int, out_dir: str) -> None:
 
 
 def test_two_gloo_ranks_hold_the_same_table(tmp_path):
-    context = mp.start_processes(_rank, args=(2, _free_port(), str(tmp_path)), nprocs=2,
-                                 join=False, start_method="spawn")
-    deadline = time.monotonic() + 120
-    try:
-        while not context.join(timeout=1):
-            if time.monotonic() > deadline:
-                pytest.fail("two gloo processes did not finish in 120 s")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
+    run_ranks(_rank, (2, free_port(), str(tmp_path)), 2, 120)
     tables = [torch.load(tmp_path / f"table{r}.pt") for r in range(2)]
     assert torch.equal(tables[0], tables[1])
     # ... and equal to one process that saw every row both ranks saw

@@ -202,12 +202,15 @@ def test_staging_dir_survives_its_parent_being_removed(tmp_path, monkeypatch):
 
 
 @pytest.fixture(scope="session")
-def reference_run(tmp_path_factory, tokenizer_path):
-    """An uninterrupted 12-step run (with dropout) that resumed runs must reproduce."""
+def reference_run(tmp_path_factory, tokenizer_path, drawing_plots):
+    """An uninterrupted 12-step run (with dropout) that resumed runs must reproduce; it
+    draws its plots, which the next test checks."""
     run_dir = tmp_path_factory.mktemp("reference")
-    return pretrain(tiny_config(run_dir, tokenizer_path, eval_every=6))
+    with drawing_plots():
+        return pretrain(tiny_config(run_dir, tokenizer_path, eval_every=6))
 
 
+@pytest.mark.plots
 def test_tiny_run_learns_and_saves_a_plain_hf_model(reference_run, tokenizer_path):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 

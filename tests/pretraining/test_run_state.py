@@ -269,6 +269,7 @@ def test_a_non_finite_loss_stops_the_run_and_keeps_the_last_good_checkpoint(
     assert resumed.summary["steps"] == 6 and resumed.final_dir is not None
 
 
+@pytest.mark.plots
 def test_signal_stops_without_evaluation_or_plots(corpus_file, tmp_path, monkeypatch):
     """The first signal: save after the step, no evaluation at that step, no plots."""
     import mlmkit.pretraining.loop as loop

@@ -30,21 +30,19 @@ def corpus(tmp_path_factory):
     return path
 
 
-# The killed run is a fresh `python -m mlmkit` (SIGKILL cannot reach a fork server's child
-# through its shim); the runs to their end may go through the fork server.
-FRESH = [sys.executable, "-m", "mlmkit"]
-
-
 def _argv(command, model, source, out, *extra):
     return [*command, "score", str(model), str(source), "-o", str(out),
             "--chunk-texts", str(CHUNK), "--device", "cpu", "--json", *extra]
 
 
-ENV = dict(os.environ, MLMKIT_THREADS="1", OMP_NUM_THREADS="1")
+def _env() -> dict[str, str]:
+    """Read when a run starts: the fork server's shim finds the server through the
+    environment (MLMKIT_FORKSERVER), which its fixture sets after this module is imported."""
+    return dict(os.environ, MLMKIT_THREADS="1", OMP_NUM_THREADS="1")
 
 
 def _run(argv):
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=ENV)
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=600, env=_env())
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -53,26 +51,47 @@ def _partials(out):
     return list(out.parent.glob(f".{out.name}.*.partial"))
 
 
-def _kill_after(argv, out, lines: int):
-    """Start a run and SIGKILL it once its partial output holds at least `lines` lines."""
-    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               env=ENV)
+class _Fresh:
+    """`python -m mlmkit ARGS` as a fresh process, for when the test fork server is off."""
+
+    def __init__(self, args, stderr):
+        self.process = subprocess.Popen([sys.executable, "-m", "mlmkit", *args], env=_env(),
+                                        stdout=subprocess.DEVNULL, stderr=stderr)
+        self.pid = self.process.pid
+
+    def running(self):
+        return self.process.poll() is None
+
+    def wait(self, timeout):
+        code = self.process.wait(timeout)
+        return None if code == -signal.SIGKILL else code
+
+
+def _kill_after(args, out, lines: int, fork_server, log):
+    """Start `mlmkit ARGS` and SIGKILL it once its partial output holds at least `lines`
+    lines. The process is the fork server's child itself (the shim cannot pass SIGKILL on),
+    or a fresh interpreter when the server is off."""
+    with open(log, "wb") as stderr:
+        if fork_server is None:
+            process = _Fresh(args, stderr)
+        else:
+            process = fork_server.start("mlmkit", ["mlmkit", *args], out.parent, _env(),
+                                        stderr.fileno())
     deadline = time.monotonic() + 300
     try:
         while time.monotonic() < deadline:
             found = _partials(out)
             if found and found[0].read_bytes().count(b"\n") >= lines:
                 break
-            assert process.poll() is None, "the run ended before it could be killed: " + \
-                process.stderr.read().decode()[-2000:]
+            assert process.running(), "the run ended before it could be killed: " + \
+                log.read_text(errors="replace")[-2000:]
             time.sleep(0.01)
         else:
             pytest.fail("no partial output appeared")
     finally:
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-        process.stderr.close()
-    assert process.returncode == -signal.SIGKILL
+        os.kill(process.pid, signal.SIGKILL)
+        status = process.wait(60)
+    assert status is None, f"the run ended with status {status} before it was killed"
     assert not out.exists()
 
 
@@ -88,12 +107,13 @@ def reference(corpus, saved_tiny_mlm):
 
 @pytest.mark.slow
 def test_a_killed_run_resumes_to_a_byte_identical_file(corpus, saved_tiny_mlm, reference,
-                                                       tmp_path, mlmkit_command):
+                                                       tmp_path, mlmkit_command, fork_server):
     model = saved_tiny_mlm("bert")
     whole = tmp_path / "uninterrupted.jsonl"  # the same command, never killed
     _run(_argv(mlmkit_command, model, corpus, whole))
     out = tmp_path / "scores.jsonl"
-    _kill_after(_argv(FRESH, model, corpus, out), out, 2 * CHUNK)
+    _kill_after(_argv([], model, corpus, out), out, 2 * CHUNK, fork_server,
+                tmp_path / "killed.log")
     (partial,) = _partials(out)
     with partial.open("ab") as handle:  # a line cut in half by the kill
         handle.write(b'{"line": 99999, "text": "cut')

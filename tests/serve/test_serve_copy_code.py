@@ -70,7 +70,7 @@ def run_python(code: str):
 def test_copied_score_and_compare_code_keep_stride_span_and_unk(browser, server):  # noqa: F811
     """The options the API takes beyond the page's first ones (stride, spans, unk): the
     copied Python (`mlmkit.score`'s keywords) and curl give the numbers on screen."""
-    long = " ".join(["Open the file for reading and return its lines."] * 20)  # > 128 tokens
+    long = " ".join(["Open the file for reading and return its lines."] * 12)  # 158 tokens > 128
     context, page, problems = open_page(browser, server)
     page.click("#tab-score")
     page.fill("#score-input", long)

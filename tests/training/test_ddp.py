@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
-import time
 from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
+from gloo_ranks import free_port, run_ranks
 
 from mlmkit.pretraining import PretrainConfig, pretrain
 
@@ -20,12 +18,6 @@ from mlmkit.pretraining import PretrainConfig, pretrain
 pytestmark = pytest.mark.slow
 
 DEADLINE_S = 400  # a hung collective fails the test instead of blocking the suite
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _worker(rank: int, world: int, port: int, config: dict | None, resume: str | None,
@@ -84,18 +76,7 @@ def run_processes(world: int, out_dir: Path, config: dict | None = None,
                   resume: str | None = None) -> list[dict]:
     """Run `pretrain` on `world` gloo processes; the state dict of each rank."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    context = mp.start_processes(_worker, args=(world, _free_port(), config, resume,
-                                                str(out_dir)),
-                                 nprocs=world, join=False, start_method="spawn")
-    deadline = time.monotonic() + DEADLINE_S
-    try:
-        while not context.join(timeout=1):
-            if time.monotonic() > deadline:
-                pytest.fail(f"{world} processes did not finish in {DEADLINE_S} s")
-    finally:
-        for process in context.processes:
-            if process.is_alive():
-                process.kill()
+    run_ranks(_worker, (world, free_port(), config, resume, str(out_dir)), world, DEADLINE_S)
     return [torch.load(out_dir / f"rank{r}.pt") for r in range(world)]
 
 
