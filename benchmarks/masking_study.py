@@ -17,7 +17,7 @@ Steps: one tokenizer (`mlmkit tokenizer train python-docs`) and one statistics f
 (study.md / study.json). Every step is skipped when its output exists, so a stopped study
 continues where it stopped (a pretraining run left half-way is resumed with --resume).
 
-    nice python benchmarks/masking_study.py --out runs/masking-study        # the README's run
+    nice python benchmarks/masking_study.py --out runs/masking-study        # docs/benchmarks.md's run
     (modernbert-tiny, 300 steps of 16 x 128 tokens each, 1 thread: 777 CPU seconds in all,
     49 minutes of wall time on the shared 2-core machine at a load average of 10 to 20)
     python benchmarks/masking_study.py --out /tmp/ms --steps 20 --parts blimp,cloze   # a look
@@ -74,7 +74,7 @@ def run(args: list[str], log: Path, timings: dict, name: str) -> None:
 
 
 def study_table(out: Path, names: list[str], seed: int) -> str:
-    """The README's table: one row per policy (short names), each headline number with its
+    """The table of docs/benchmarks.md: one row per policy (short names), each headline number with its
     bootstrap 95% interval, then each policy's difference from random15 (paired, same items;
     `*` where the interval of the difference excludes 0)."""
     from mlmkit.evaluation import compare_suites, load_suite

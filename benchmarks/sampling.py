@@ -42,7 +42,7 @@ agreement with the exact loop and the largest log-probability error of a cached 
     nice .venv/bin/python benchmarks/sampling.py --threads 1 --windows 256 \
         --plot docs/img/diffusion_sampling.png --json sampling.json
 
-The README's run continues that 4,000-step model for 24,000 more steps (--init, a fresh
+The run in docs/benchmarks.md continues that 4,000-step model for 24,000 more steps (--init, a fresh
 warm-up and decay; 44 CPU-minutes at one thread) and samples from it:
 
     nice .venv/bin/python benchmarks/sampling.py --threads 1 --train-only model
