@@ -158,3 +158,41 @@ def test_equal_length_batches_cover_each_row_once_within_the_budget():
         assert len(batch) == 1 or len(batch) * lengths[batch].max() <= 256
     one_length = sum(len(set(lengths[b].tolist())) == 1 for b in batches)
     assert one_length >= len(batches) // 2  # most batches need no padding
+
+
+def test_packed_lora_classifier_reads_its_adapters_in_the_last_layer(tiny_mlm, monkeypatch):
+    """With LoRA on ModernBERT's fused QKV projection, the last layer computed at the first
+    tokens goes through the adapter as the full layer does: the same loss and gradients."""
+    pytest.importorskip("peft")
+    from mlmkit.finetuning.encode import encode_pairs
+    from mlmkit.finetuning.lora import LoraOptions, add_lora, base_of
+    from mlmkit.finetuning.packing import collate_packed, packed_loss
+
+    mlm, model = _classifier(tiny_mlm, "cls")
+    model = add_lora(model, LoraOptions(), "head")
+    for module in model.modules():  # adapters that start at zero would hide a skipped one
+        if hasattr(module, "lora_B"):
+            for weight in module.lora_B.values():
+                torch.nn.init.normal_(weight.weight, std=0.5)
+    texts = [("a fine film , warm and funny",), ("dull",), ("it is , at best , a curiosity",)]
+    encoded = encode_pairs(mlm.tokenizer, texts * 4, np.array([1, 0, 0] * 4), 128)
+    batch = collate_packed(encoded, np.arange(12), mlm.tokenizer.pad_token_id,
+                           torch.device("cpu"))
+    base = base_of(model)
+
+    def run(sparse: str):
+        monkeypatch.setenv("MLMKIT_SPARSE_LAST_LAYER", sparse)
+        model.zero_grad()
+        loss = packed_loss(base, batch, False)
+        loss.backward()
+        return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()
+                               if p.grad is not None}
+
+    model.train()
+    want, want_grads = run("0")
+    got, got_grads = run("1")
+    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert any("lora" in name for name in want_grads)
+    assert want_grads.keys() == got_grads.keys()
+    for name, grad in want_grads.items():
+        torch.testing.assert_close(got_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)

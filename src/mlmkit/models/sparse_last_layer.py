@@ -203,11 +203,15 @@ def _modernbert_layer(layer, hidden, mask, rows, cols, inputs):
     batch, length, d = hidden.shape
     heads = d // att.head_dim
     normed = layer.attn_norm(hidden)
-    weight, bias = att.Wqkv.weight, att.Wqkv.bias
-    key_value = F.linear(normed, weight[d:], None if bias is None else bias[d:])
-    key_value = key_value.view(batch, length, 2, heads, att.head_dim)
     x = hidden[rows, cols]
-    query = F.linear(normed[rows, cols], weight[:d], None if bias is None else bias[:d])
+    if type(att.Wqkv) is torch.nn.Linear:  # the query's third of the product at the reads only
+        weight, bias = att.Wqkv.weight, att.Wqkv.bias
+        key_value = F.linear(normed, weight[d:], None if bias is None else bias[d:])
+        query = F.linear(normed[rows, cols], weight[:d], None if bias is None else bias[:d])
+    else:  # a wrapped projection (a LoRA adapter): its own forward, its own weights
+        qkv = att.Wqkv(normed)
+        key_value, query = qkv[..., d:], qkv[rows, cols, :d]
+    key_value = key_value.view(batch, length, 2, heads, att.head_dim)
     query = query.view(len(x), 1, heads, att.head_dim)
     at = rows if cos.shape[0] > 1 else torch.zeros_like(rows)
     # rotated in float32 whatever the dtype (transformers' rule); one gradient buffer
