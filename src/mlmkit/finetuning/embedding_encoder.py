@@ -64,6 +64,27 @@ def pack_rows(lengths: np.ndarray, capacity: int) -> list[list[int]]:
     return rows
 
 
+
+def grouped_vectors(ids: list[list[int]], lengths: np.ndarray, max_tokens: int, pad_id: int,
+                    device, encode) -> torch.Tensor:
+    """`encode(input_ids, mask, full)` of each length group of `ids` (`length_groups`,
+    each padded to its own longest text; `mask` [g, L] long, `full`: no padding in the
+    group), the vectors put back in the order of `ids`."""
+    parts, order = [], []
+    for group in length_groups(lengths, max_tokens):
+        longest = int(lengths[group].max())
+        batch = np.full((len(group), longest), pad_id, dtype=np.int64)
+        for row, index in enumerate(group):
+            batch[row, :lengths[index]] = ids[index]
+        mask = torch.from_numpy(np.arange(longest)[None, :] < lengths[group][:, None])
+        parts.append(encode(torch.from_numpy(batch).to(device), mask.to(device, torch.long),
+                            bool(lengths[group].min() == longest)))
+        order.append(group)
+    vectors = torch.cat(parts)
+    inverse = torch.empty(len(ids), dtype=torch.long)
+    inverse[torch.from_numpy(np.concatenate(order))] = torch.arange(len(ids))
+    return vectors[inverse.to(vectors.device)]
+
 class TrainingEncoder:
     """Pooled vectors [n, d] (float32, with gradients) of token-id lists."""
 
@@ -105,23 +126,11 @@ class TrainingEncoder:
                              len(ids), self.pooling)
 
     def _grouped(self, ids: list[list[int]], lengths: np.ndarray) -> torch.Tensor:
-        parts, order = [], []
-        for group in length_groups(lengths, self.max_tokens):
-            longest = int(lengths[group].max())
-            batch = np.full((len(group), longest), self.pad_id, dtype=np.int64)
-            for row, index in enumerate(group):
-                batch[row, :lengths[index]] = ids[index]
-            input_ids = torch.from_numpy(batch).to(self.device)
-            mask = torch.from_numpy(np.arange(longest)[None, :] < lengths[group][:, None])
-            mask = mask.to(self.device, torch.long)
-            full = bool(lengths[group].min() == longest)
+        def encode(input_ids, mask, full):
             with autocast(self.precision, self.device):
                 hidden = self.model.base_model(input_ids=input_ids,
                                                attention_mask=None if full else mask
                                                ).last_hidden_state
-            parts.append(pool(hidden, mask, self.pooling))
-            order.append(group)
-        vectors = torch.cat(parts)
-        inverse = torch.empty(len(ids), dtype=torch.long)
-        inverse[torch.from_numpy(np.concatenate(order))] = torch.arange(len(ids))
-        return vectors[inverse.to(vectors.device)]
+            return pool(hidden, mask, self.pooling)
+
+        return grouped_vectors(ids, lengths, self.max_tokens, self.pad_id, self.device, encode)

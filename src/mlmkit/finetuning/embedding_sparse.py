@@ -14,7 +14,7 @@ import torch
 
 from mlmkit.core.devices import autocast
 from mlmkit.embeddings.splade import splade_vectors
-from mlmkit.finetuning.embedding_encoder import length_groups
+from mlmkit.finetuning.embedding_encoder import grouped_vectors
 
 
 class SparseTrainingEncoder:
@@ -26,19 +26,9 @@ class SparseTrainingEncoder:
         self.device = next(model.parameters()).device
 
     def __call__(self, ids: list[list[int]]) -> torch.Tensor:
-        lengths = np.fromiter(map(len, ids), np.int64, len(ids))
-        parts, order = [], []
-        for group in length_groups(lengths, self.max_tokens):
-            longest = int(lengths[group].max())
-            batch = np.full((len(group), longest), self.pad_id, dtype=np.int64)
-            for row, index in enumerate(group):
-                batch[row, :lengths[index]] = ids[index]
-            mask = torch.from_numpy(np.arange(longest)[None, :] < lengths[group][:, None])
+        def encode(input_ids, mask, full):
             with autocast(self.precision, self.device):
-                parts.append(splade_vectors(self.model, torch.from_numpy(batch).to(self.device),
-                                            mask.to(self.device, torch.long)))
-            order.append(group)
-        vectors = torch.cat(parts)
-        inverse = torch.empty(len(ids), dtype=torch.long)
-        inverse[torch.from_numpy(np.concatenate(order))] = torch.arange(len(ids))
-        return vectors[inverse.to(vectors.device)]
+                return splade_vectors(self.model, input_ids, mask)
+
+        lengths = np.fromiter(map(len, ids), np.int64, len(ids))
+        return grouped_vectors(ids, lengths, self.max_tokens, self.pad_id, self.device, encode)
