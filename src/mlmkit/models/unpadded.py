@@ -201,14 +201,18 @@ def unpadded_hidden_at(model: torch.nn.Module, input_ids: torch.Tensor,
     document there, not one per token); the values equal the full encoder's rows within
     float rounding, and so do the gradients."""
     check_unpadded_model(model)
-    if not uses_varlen(model) and not _uses_flex(model):
+    if uses_varlen(model) or _uses_flex(model):
+        hidden = unpadded_hidden(model, input_ids, documents)
+    else:
         inputs = _model_inputs(model, input_ids, documents)
+        masks = _masks(model, documents)
         width = input_ids.shape[1]
-        out = sparse_hidden(model, inputs.pop("input_ids"), _masks(model, documents),
-                            at // width, at % width, **inputs)
+        out = sparse_hidden(model, inputs.pop("input_ids"), masks, at // width, at % width,
+                            **inputs)
         if out is not None:
             return out
-    hidden = unpadded_hidden(model, input_ids, documents)
+        hidden = _encoder(model)(input_ids=input_ids, attention_mask=masks,
+                                 **inputs).last_hidden_state
     return hidden.reshape(-1, hidden.shape[-1]).index_select(0, at)
 
 
