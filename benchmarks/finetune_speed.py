@@ -1,5 +1,5 @@
 """Fine-tuning speed: `mlmkit.finetune` against the Hugging Face Trainer at its best CPU
-settings, in one run.
+settings, in one run (SST-2, or AG News with `--task agnews`).
 
 The baseline is the Trainer with `train_sampling_strategy="group_by_length"` (its own
 length grouping: little padding), in bf16 (autocast, where the device multiplies bf16
@@ -41,17 +41,40 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from trainer_baseline import run_trainer  # noqa: E402
 
-SST2 = Path(__file__).resolve().parents[2] / "shared" / "data" / "sst2"
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SST2 = DATA / "sst2"
+# AG News' labels as the task numbers them (mlmkit.finetuning.tasks)
+AGNEWS_LABELS = ("World", "Sports", "Business", "Sci/Tech")
 
 
-def write_sample(folder: Path, n_train: int, n_valid: int) -> tuple[Path, Path]:
-    """A seeded sample of each SST-2 split, as TSV files both sides read."""
+def task_rows(task: str) -> tuple[str, list[str], list[str]]:
+    """(header, training lines, validation lines) of `task`'s TSV files, labels as numbers.
+    AG News has a training file only: its validation lines are drawn from it (disjoint from
+    the training sample, `write_sample`)."""
+    if task == "sst2":
+        train = (SST2 / "train.tsv").read_text().splitlines()
+        return train[0], train[1:], (SST2 / "validation.tsv").read_text().splitlines()[1:]
+    lines = (DATA / "agnews" / "train.tsv").read_text().splitlines()
+    numbered = [f"{text}\t{AGNEWS_LABELS.index(label)}"
+                for text, label in (line.rsplit("\t", 1) for line in lines[1:])]
+    return lines[0], numbered, numbered
+
+
+def write_sample(folder: Path, n_train: int, n_valid: int,
+                 task: str = "sst2") -> tuple[Path, Path]:
+    """A seeded sample of each split of `task` (sst2, agnews), as TSV files both sides read
+    (labels as numbers)."""
+    header, train, valid = task_rows(task)
+    drawn = np.random.default_rng(0).permutation(len(train))
+    samples = [(train, drawn[:n_train])]
+    if valid is train:  # one file: validation rows from those the training sample left
+        samples.append((train, drawn[n_train:n_train + n_valid]))
+    else:
+        samples.append((valid, np.random.default_rng(0).permutation(len(valid))[:n_valid]))
     out = []
-    for name, n in (("train", n_train), ("validation", n_valid)):
-        lines = (SST2 / f"{name}.tsv").read_text().splitlines()
-        order = np.random.default_rng(0).permutation(len(lines) - 1)[:n] + 1
+    for name, (lines, rows) in zip(("train", "validation"), samples, strict=True):
         path = folder / f"{name}.tsv"
-        path.write_text("\n".join([lines[0], *(lines[i] for i in sorted(order))]) + "\n")
+        path.write_text("\n".join([header, *(lines[i] for i in sorted(rows))]) + "\n")
         out.append(path)
     return out[0], out[1]
 
@@ -75,7 +98,7 @@ def build_model(folder: Path, preset: str, train_file: Path) -> Path:
 def run_mlmkit(model_dir, train, valid, args, **options) -> dict:
     import mlmkit
 
-    result = mlmkit.finetune(str(model_dir), "sst2", train=train, validation=valid,
+    result = mlmkit.finetune(str(model_dir), args.task, train=train, validation=valid,
                              epochs=args.epochs, lr=args.lr, seed=args.seed, device="cpu",
                              threads=args.threads, progress=False, **options)
     run = result.runs[0]
@@ -83,7 +106,7 @@ def run_mlmkit(model_dir, train, valid, args, **options) -> dict:
             "train_seconds": run.train_seconds}
 
 
-def example_flops(model_dir, train) -> float:
+def example_flops(model_dir, train, labels: int) -> float:
     """Mean training FLOPs of one training row: its real tokens, a classifier read at its
     first token (benchmarks/flops.py)."""
     from flops import classifier_train_flops
@@ -93,11 +116,14 @@ def example_flops(model_dir, train) -> float:
     config = AutoConfig.from_pretrained(model_dir)
     texts = [line.split("\t")[0] for line in Path(train).read_text().splitlines()[1:]]
     lengths = [len(ids) for ids in tok(texts, truncation=True, max_length=128)["input_ids"]]
-    return classifier_train_flops(config, lengths, 2) / len(lengths)
+    return classifier_train_flops(config, lengths, labels) / len(lengths)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", choices=("sst2", "agnews"), default="sst2",
+                        help="SST-2 (short sentences) or AG News (4 classes, news leads of "
+                        "about 50 tokens)")
     parser.add_argument("--model", default=None, help="a saved masked LM (default: a random "
                         "--preset model built here)")
     parser.add_argument("--preset", default="modernbert-mini", help="the model `make demo` "
@@ -125,7 +151,8 @@ def main() -> None:
     rows: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        train, valid = write_sample(folder, args.train, args.valid)
+        train, valid = write_sample(folder, args.train, args.valid, args.task)
+        labels = 4 if args.task == "agnews" else 2
         model_dir = Path(args.model) if args.model else build_model(folder, args.preset,
                                                                     train)
         runs = {"mlmkit": lambda: run_mlmkit(model_dir, train, valid, args),
@@ -136,16 +163,16 @@ def main() -> None:
         for name, half in trainers.items():
             runs[name] = lambda half=half: run_trainer(model_dir, train, valid, lr=args.lr,
                                                        epochs=args.epochs, seed=args.seed,
-                                                       bf16=half)
+                                                       bf16=half, num_labels=labels)
         for _ in range(args.repeats):
             for name, run in runs.items():
                 rows.setdefault(name, []).append(run())
-        per_example = example_flops(model_dir, train)
+        per_example = example_flops(model_dir, train, labels)
     peak = matmul_peak(torch.bfloat16 if bf16 else None, threads=args.threads)
     best = {name: max(runs, key=lambda r: r["examples_per_s"]) for name, runs in rows.items()}
     baseline = max(trainers, key=lambda name: best[name]["examples_per_s"])
     base = best[baseline]["examples_per_s"]
-    print(f"SST-2, {args.model or args.preset}, lr {args.lr:g}, {args.train} training rows × "
+    print(f"{args.task}, {args.model or args.preset}, lr {args.lr:g}, {args.train} training rows × "
           f"{args.epochs} epoch(s), {args.valid} validation rows, {args.threads} thread(s), "
           f"best of {args.repeats}; load average {load:.2f} at start, "
           f"{os.getloadavg()[0]:.2f} at the end")

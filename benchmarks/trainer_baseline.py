@@ -28,7 +28,7 @@ def tokenized_rows(tokenizer, path: str | Path, max_length: int = 128) -> list[d
 
 
 def run_trainer(model_dir, train, scored, *, lr: float, epochs: int, seed: int,
-                group_by_length: bool = True, bf16: bool = False) -> dict:
+                group_by_length: bool = True, bf16: bool = False, num_labels: int = 2) -> dict:
     """Fine-tune `model_dir` on the `train` TSV with `transformers.Trainer`, then predict the
     `scored` TSV with the last epoch's model: examples/s, training seconds, accuracy and each
     scored row's correctness."""
@@ -47,7 +47,7 @@ def run_trainer(model_dir, train, scored, *, lr: float, epochs: int, seed: int,
     train_rows = tokenized_rows(tokenizer, train)
     scored_rows = tokenized_rows(tokenizer, scored)
     torch.manual_seed(seed)
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=2)
+    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=num_labels)
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
             output_dir=out, per_device_train_batch_size=16, per_device_eval_batch_size=64,

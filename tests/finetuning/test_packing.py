@@ -3,6 +3,8 @@ training through them end to end."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -57,32 +59,51 @@ def test_row_width_leaves_the_fewest_empty_slots():
     assert row_width(np.array([3]), 128) == 16
 
 
-def _classifier(tiny_mlm, pooling: str):
+def _classifier(tiny_mlm, pooling: str, family: str = "modernbert"):
     from mlmkit.finetuning import methods
 
-    mlm = tiny_mlm("modernbert")
+    mlm = tiny_mlm(family)
     model = methods.build_classifier(mlm, ["negative", "positive"], 0)
     model.config.classifier_pooling = pooling
+    for module in model.modules():  # BERT's 0.1: equal losses need no random draws
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
     return mlm, model
 
 
-@pytest.mark.parametrize("pooling", ["cls", "mean"])
-def test_packed_batches_give_the_padded_logits_loss_and_gradients(tiny_mlm, pooling):
+TEXTS = [("a fine film , warm and funny",), ("dull",), ("not what i hoped for at all , "
+         "and far too long for what it has to say",), ("great",), ("it is , at best , "
+         "a curiosity",)]
+PAIRS = [("a man plays a guitar", "someone is playing music"), ("dull", "the film bored me"),
+         ("it rains in the north of the country today", "the sun shines"), ("great", "fine"),
+         ("two dogs run on the beach", "animals are outside")]
+
+
+@pytest.mark.parametrize("family, pooling, texts", [
+    ("modernbert", "cls", TEXTS), ("modernbert", "mean", TEXTS), ("bert", "cls", TEXTS),
+    ("bert", "cls", PAIRS), ("roberta", "cls", TEXTS), ("xlm-roberta", "cls", PAIRS),
+    ("electra", "cls", TEXTS)], ids=["modernbert-cls", "modernbert-mean", "bert", "bert-pairs",
+                                     "roberta", "xlm-roberta-pairs", "electra"])
+def test_packed_batches_give_the_padded_logits_loss_and_gradients(tiny_mlm, family, pooling,
+                                                                  texts):
     from mlmkit.finetuning import methods
     from mlmkit.finetuning.encode import collate, encode_pairs
     from mlmkit.finetuning.packing import collate_packed, packed_loss, supports_packing
 
-    mlm, model = _classifier(tiny_mlm, pooling)
+    mlm, model = _classifier(tiny_mlm, pooling, family)
     assert supports_packing(model)
-    texts = [("a fine film , warm and funny",), ("dull",), ("not what i hoped for at all , "
-             "and far too long for what it has to say",), ("great",), ("it is , at best , "
-             "a curiosity",)] * 6
+    texts = texts * 6
     labels = np.array([1, 0, 0, 1, 0] * 6)
-    encoded = encode_pairs(mlm.tokenizer, texts, labels, 128)
+    encoded = encode_pairs(mlm.tokenizer, texts, labels, 128, methods.takes_segments(model))
+    if family == "bert" and len(texts[0]) == 2:  # segments as BERT's tokenizer types them:
+        sep = mlm.tokenizer.sep_token_id  # 1 after the first [SEP] (this one writes none)
+        types = [[int(sep in ids[:k]) for k in range(len(ids))] for ids in encoded.ids]
+        encoded = dataclasses.replace(encoded, type_ids=types)
     index = np.random.default_rng(1).permutation(len(texts))
     device = torch.device("cpu")
     padded = collate(encoded, index, mlm.tokenizer.pad_token_id, device)
     packed = collate_packed(encoded, index, mlm.tokenizer.pad_token_id, device, row_tokens=64)
+    assert ("token_type_ids" in packed) == ("token_type_ids" in padded)
     assert packed["input_ids"].shape[0] > 1  # several rows: sequences meet other rows
     width = packed["input_ids"].shape[1]  # fitted to the batch: a multiple of 16, ≤ 64
     assert width % 16 == 0 and width <= 64 and width >= encoded.lengths.max()
@@ -95,10 +116,12 @@ def test_packed_batches_give_the_padded_logits_loss_and_gradients(tiny_mlm, pool
         return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()
                                if p.grad is not None}
 
-    model.train()  # dropout is 0 in the tiny preset: train mode, deterministic
+    model.train()  # dropout 0 (`_classifier`): train mode, deterministic
     want, want_grads = run(lambda b: methods.head_loss(model, b, False), padded)
     last_layer_runs = []
-    hook = model.model.layers[-1].register_forward_hook(lambda *_: last_layer_runs.append(1))
+    last = model.model.layers[-1] if family == "modernbert" else \
+        model.base_model.encoder.layer[-1]
+    hook = last.register_forward_hook(lambda *_: last_layer_runs.append(1))
     got, got_grads = run(lambda b: packed_loss(model, b, False), packed)
     hook.remove()
     # reading first tokens, the last layer runs only there (models.sparse_last_layer)
@@ -109,8 +132,9 @@ def test_packed_batches_give_the_padded_logits_loss_and_gradients(tiny_mlm, pool
         torch.testing.assert_close(got_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
     model.eval()
     with torch.no_grad():
-        logits = model(input_ids=padded["input_ids"],
-                       attention_mask=padded["attention_mask"]).logits
+        logits = model(input_ids=padded["input_ids"], attention_mask=padded["attention_mask"],
+                       **({"token_type_ids": padded["token_type_ids"]}
+                          if "token_type_ids" in padded else {})).logits
         from mlmkit.finetuning.packing import packed_logits
 
         torch.testing.assert_close(packed_logits(model, packed), logits, atol=1e-5, rtol=1e-5)
@@ -141,10 +165,11 @@ def test_packed_training_is_the_default_only_where_the_model_has_it(tiny_mlm, ss
                           validation=str(sst / "validation.tsv"))
     device = torch.device("cpu")
     assert Trainer(tiny_mlm("modernbert"), data, Recipe(), device, "fp32").packed
-    assert not Trainer(tiny_mlm("bert"), data, Recipe(), device, "fp32").packed
+    assert Trainer(tiny_mlm("bert"), data, Recipe(), device, "fp32").packed
+    assert not Trainer(tiny_mlm("distilbert"), data, Recipe(), device, "fp32").packed
     assert not Trainer(tiny_mlm("modernbert"), data, Recipe(), device, "fp32", False).packed
     with pytest.raises(InvalidArgument, match="--packed"):
-        Trainer(tiny_mlm("bert"), data, Recipe(), device, "fp32", True)
+        Trainer(tiny_mlm("distilbert"), data, Recipe(), device, "fp32", True)
 
 
 def test_equal_length_batches_cover_each_row_once_within_the_budget():

@@ -20,9 +20,11 @@ its examples (any order, bucketed or not) and the encoder runs on their real tok
   logits equal the padded batch's up to float rounding and a saved checkpoint is the same
   `AutoModelForSequenceClassification`.
 
-Supported: `head` fine-tuning of the families with unpadded attention whose classifier is
-transformers' ModernBERT classifier (ModernBERT, Ettin, mmBERT). `supports_packing` says
-whether a model qualifies; elsewhere batches are padded.
+Supported: `head` fine-tuning of the families with unpadded attention, through their own
+transformers classifiers: ModernBERT's (ModernBERT, Ettin, mmBERT; first-token or mean
+pooling) and those of BERT's shape that read the first token (BERT's pooler, RoBERTa's,
+XLM-R's and ELECTRA's classification heads; a pair's token type ids travel packed too).
+`supports_packing` says whether a model qualifies; elsewhere batches are padded.
 
 For evaluation, `equal_length_batches` cuts the split sorted by length with the engine's
 token-budget cutter: most batches hold rows of one length, which need no padding and no
@@ -33,6 +35,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+
+from transformers import (
+    BertForSequenceClassification,
+    ElectraForSequenceClassification,
+    RobertaForSequenceClassification,
+    XLMRobertaForSequenceClassification,
+)
 
 from mlmkit.engine.batching import cut_batches
 from mlmkit.finetuning.encode import Encoded
@@ -48,13 +57,41 @@ ROW_STEP = 16
 EVAL_MAX_ROWS = 512
 
 
+def _bert_head(model, first: torch.Tensor) -> torch.Tensor:
+    """`BertForSequenceClassification` after its encoder: the pooler (dense, tanh) on the
+    first token, dropout, the classifier."""
+    return model.classifier(model.dropout(model.bert.pooler(first[:, None])))
+
+
+def _first_token_head(model, first: torch.Tensor) -> torch.Tensor:
+    """RoBERTa's, XLM-R's and ELECTRA's classification heads, which read the first token of
+    the [B, L, d] states they are given."""
+    return model.classifier(first[:, None])
+
+
+# transformers' sequence classifiers of BERT's shape -> their computation from the first
+# token's last hidden state [n, d] to logits (each class's own forward after its encoder)
+FIRST_TOKEN_HEADS = {
+    BertForSequenceClassification: _bert_head,
+    RobertaForSequenceClassification: _first_token_head,
+    XLMRobertaForSequenceClassification: _first_token_head,
+    ElectraForSequenceClassification: _first_token_head,
+}
+
+
+def _modernbert_layout(model: torch.nn.Module) -> bool:
+    return (getattr(model.config, "classifier_pooling", None) in ("cls", "mean")
+            and all(hasattr(model, name) for name in ("model", "head", "drop", "classifier")))
+
+
 def supports_packing(model: torch.nn.Module) -> bool:
     """Whether `model` (a sequence classifier) can run packed batches: a family with
-    unpadded attention and the ModernBERT classifier's layout (encoder, head, classifier)."""
+    unpadded attention whose classifier is ModernBERT's (encoder, head, classifier) or one
+    of BERT's shape in `FIRST_TOKEN_HEADS`."""
     config = getattr(model, "config", None)
-    return (getattr(config, "model_type", None) in UNPADDED_MODEL_TYPES
-            and getattr(config, "classifier_pooling", None) in ("cls", "mean")
-            and all(hasattr(model, name) for name in ("model", "head", "drop", "classifier")))
+    if getattr(config, "model_type", None) not in UNPADDED_MODEL_TYPES:
+        return False
+    return type(model) in FIRST_TOKEN_HEADS or _modernbert_layout(model)
 
 
 def pack_rows(lengths: np.ndarray, row_tokens: int) -> tuple[np.ndarray, np.ndarray, int]:
@@ -106,30 +143,43 @@ def collate_packed(encoded: Encoded, index: np.ndarray, pad_id: int, device,
     ends = start + lengths
     ids = np.full((rows, width), pad_id, dtype=np.int64)
     documents = np.zeros((rows, width), dtype=np.int64)
+    types = None if encoded.type_ids is None else np.zeros((rows, width), dtype=np.int64)
     number = np.zeros(rows, dtype=np.int64)
     for k, i in enumerate(index):
         ids[row[k], start[k]:ends[k]] = encoded.ids[i]
         number[row[k]] += 1
         documents[row[k], start[k]:ends[k]] = number[row[k]]
+        if types is not None:
+            types[row[k], start[k]:ends[k]] = encoded.type_ids[i]
     flat = row * width + start
     sequence = np.full(rows * width, -1, dtype=np.int64)
     for k in range(len(index)):
         sequence[flat[k]:flat[k] + lengths[k]] = k
-    return {"input_ids": torch.from_numpy(ids).to(device),
-            "documents": torch.from_numpy(documents).to(device),
-            "firsts": torch.from_numpy(flat).to(device),
-            "sequence": torch.from_numpy(sequence).to(device),
-            "lengths": torch.from_numpy(lengths).to(device),
-            "labels": torch.from_numpy(encoded.labels[index]).to(device)}
+    batch = {"input_ids": torch.from_numpy(ids).to(device),
+             "documents": torch.from_numpy(documents).to(device),
+             "firsts": torch.from_numpy(flat).to(device),
+             "sequence": torch.from_numpy(sequence).to(device),
+             "lengths": torch.from_numpy(lengths).to(device),
+             "labels": torch.from_numpy(encoded.labels[index]).to(device)}
+    if types is not None:
+        batch["token_type_ids"] = torch.from_numpy(types).to(device)
+    return batch
 
 
 def packed_logits(model: torch.nn.Module, batch: dict) -> torch.Tensor:
     """[n_sequences, n_labels] logits of a packed batch, through the classifier's pooling,
-    head and classifier (`ModernBertForSequenceClassification.forward` on packed rows)."""
-    if model.config.classifier_pooling == "cls":  # the last layer only at the first tokens
-        pooled = unpadded_hidden_at(model, batch["input_ids"], batch["documents"],
-                                    batch["firsts"])
-    else:  # mean over each sequence's tokens (summed in float32)
+    head and classifier (the classifier's own forward after its encoder, on packed rows)."""
+    types = batch.get("token_type_ids")
+    head = FIRST_TOKEN_HEADS.get(type(model))
+    if head is not None or model.config.classifier_pooling == "cls":
+        # the last layer only at the first tokens, its dropout (BERT's 0.1) drawn there
+        first = unpadded_hidden_at(model, batch["input_ids"], batch["documents"],
+                                   batch["firsts"], token_type_ids=types,
+                                   full_forward_stream=False)
+        if head is not None:
+            return head(model, first)
+        pooled = first
+    else:  # ModernBERT's mean over each sequence's tokens (summed in float32)
         hidden = unpadded_hidden(model, batch["input_ids"], batch["documents"])
         flat = hidden.reshape(-1, hidden.shape[-1])
         keep = batch["sequence"] >= 0

@@ -263,8 +263,8 @@ def _packing(model, recipe: Recipe, asked: bool | None) -> bool:
     if asked and not able:
         raise InvalidArgument(
             f"packed=True (--packed): a {model.config.model_type!r} model with method "
-            f"{recipe.method!r} has no packed batches (head fine-tuning of ModernBERT-type "
-            "models only): drop --packed")
+            f"{recipe.method!r} has no packed batches (head fine-tuning of ModernBERT-, BERT-, "
+            "RoBERTa-, XLM-R- and ELECTRA-type classifiers only): drop --packed")
     return able if asked is None else asked
 
 

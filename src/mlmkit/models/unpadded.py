@@ -151,17 +151,21 @@ def _as_attention_mask(mask: torch.Tensor, model, dtype: torch.dtype) -> torch.T
     return additive.masked_fill_(~mask, torch.finfo(dtype).min)
 
 
-def _model_inputs(model, input_ids: torch.Tensor, documents: torch.Tensor) -> dict:
+def _model_inputs(model, input_ids: torch.Tensor, documents: torch.Tensor,
+                  token_type_ids: torch.Tensor | None = None) -> dict:
     """The encoder's inputs besides the mask: positions restarting per document (absolute
-    ones where the family's start, RoBERTa's after the padding index), token type 0."""
+    ones where the family's start, RoBERTa's after the padding index), and the token types
+    (`token_type_ids` packed as the ids are, else 0: each document its own first segment)."""
     positions = document_positions(documents)
     model_type = model.config.model_type
     if model_type in ROTARY_MODEL_TYPES:
         return {"input_ids": input_ids, "position_ids": positions}
     if model_type in POSITIONS_AFTER_PADDING:
         positions = positions + model.config.pad_token_id + 1
+    if token_type_ids is None:
+        token_type_ids = torch.zeros_like(input_ids)
     return {"input_ids": input_ids, "position_ids": positions,
-            "token_type_ids": torch.zeros_like(input_ids)}
+            "token_type_ids": token_type_ids}
 
 
 def _encoder(model: torch.nn.Module) -> torch.nn.Module:
@@ -182,33 +186,37 @@ def _masks(model: torch.nn.Module, documents: torch.Tensor):
 
 
 def unpadded_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
-                    documents: torch.Tensor) -> torch.Tensor:
+                    documents: torch.Tensor,
+                    token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
     """Hidden states [B, L, d] of a masked LM's encoder with attention kept within each
-    document of `documents` (the indexed mask) and positions restarting per document."""
+    document of `documents` (the indexed mask) and positions restarting per document
+    (token types: `token_type_ids`, else 0)."""
     check_unpadded_model(model)
     encoder = _encoder(model)
-    inputs = _model_inputs(model, input_ids, documents)
+    inputs = _model_inputs(model, input_ids, documents, token_type_ids)
     if uses_varlen(model):  # no mask: the documents travel as sequence boundaries
         return encoder(**inputs, **document_layout(documents)).last_hidden_state
     return encoder(**inputs, attention_mask=_masks(model, documents)).last_hidden_state
 
 
 def unpadded_hidden_at(model: torch.nn.Module, input_ids: torch.Tensor,
-                       documents: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+                       documents: torch.Tensor, at: torch.Tensor,
+                       token_type_ids: torch.Tensor | None = None, *,
+                       full_forward_stream: bool = True) -> torch.Tensor:
     """`unpadded_hidden` at the flat positions `at` [n] (row × width + column): [n, d].
     Where the family allows it (`models.sparse_last_layer`) the last layer runs only at
     those positions (a classifier reading each document's first token needs one query per
     document there, not one per token); the values equal the full encoder's rows within
-    float rounding, and so do the gradients."""
+    float rounding, and so do the gradients (`full_forward_stream`: `sparse_hidden`'s)."""
     check_unpadded_model(model)
     if uses_varlen(model) or _uses_flex(model):
-        hidden = unpadded_hidden(model, input_ids, documents)
+        hidden = unpadded_hidden(model, input_ids, documents, token_type_ids)
     else:
-        inputs = _model_inputs(model, input_ids, documents)
+        inputs = _model_inputs(model, input_ids, documents, token_type_ids)
         masks = _masks(model, documents)
         width = input_ids.shape[1]
         out = sparse_hidden(model, inputs.pop("input_ids"), masks, at // width, at % width,
-                            **inputs)
+                            full_forward_stream=full_forward_stream, **inputs)
         if out is not None:
             return out
         hidden = _encoder(model)(input_ids=input_ids, attention_mask=masks,

@@ -32,7 +32,8 @@ class Finetuning:
         "the best on the validation split).")
     packed: bool | None = option(
         None, "Packed batches: no padding, attention within each example (head fine-tuning "
-        "of ModernBERT-type models). Default: wherever the model has them.")
+        "of ModernBERT-, BERT-, RoBERTa-, XLM-R- and ELECTRA-type models). Default: wherever "
+        "the model has them.")
     shots: int | None = option(None, "Few-shot: K training examples per class.")
     seeds: int = option(1, "Runs with seeds seed..seed+N-1; mean ± std.")
     template: str | None = option(
