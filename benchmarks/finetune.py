@@ -14,8 +14,9 @@ difference mlmkit − Trainer with a 95% bootstrap interval (seeds and held-out 
 resampled: the interval covers the seed-to-seed spread and the test set's finite size);
 training examples/s of each side (training steps only) and the ratios.
 
-`--sides` picks the rows: also `mlmkit-bucket` (length-bucketed batches) and `mlmkit-auto`
-(precision "auto": bf16 autocast where the hardware has it), each compared with the first.
+`--sides` picks the rows: also `mlmkit-bucket` (length-bucketed batches), `mlmkit-padded`
+(padded batches, no packing) and `mlmkit-auto` (precision "auto": bf16 autocast where the
+hardware has it), each compared with the first.
 
 The model: `--model DIR`; by default the one `make demo` trains (runs/pretrain/final), else
 a tiny BERT with random weights is built and said (its accuracies are near chance).
@@ -42,9 +43,11 @@ ROOT = Path(__file__).resolve().parents[1]
 SST2 = ROOT.parent / "shared" / "data" / "sst2"
 DEMO_MODEL = ROOT / "runs" / "pretrain" / "final"
 # --sides names → the rows' labels; on request: "mlmkit-bucket" (length-bucketed batches),
-# "mlmkit-auto" (precision "auto": bf16 autocast where the hardware multiplies bf16 natively)
+# "mlmkit-auto" (precision "auto": bf16 autocast where the hardware multiplies bf16 natively),
+# "mlmkit-padded" (padded batches in the same random order, where packing is the default)
 SIDES = {"mlmkit": "mlmkit", "trainer": "Trainer", "trainer-by-length": "Trainer, group_by_length",
-         "mlmkit-bucket": "mlmkit, bucket", "mlmkit-auto": "mlmkit, precision auto"}
+         "mlmkit-bucket": "mlmkit, bucket", "mlmkit-auto": "mlmkit, precision auto",
+         "mlmkit-padded": "mlmkit, padded"}
 DEFAULT_SIDES = "mlmkit,trainer,trainer-by-length"
 
 
@@ -70,13 +73,14 @@ def tiny_model(folder: Path, train_file: Path) -> Path:
 
 
 def run_mlmkit(model_dir, train, test, args, seed, bucket: bool = False,
-               precision: str = "fp32") -> dict:
+               precision: str = "fp32", packed: bool | None = None) -> dict:
     import mlmkit
 
     result = mlmkit.finetune(str(model_dir), "sst2", train=train, test=test, epochs=args.epochs,
                              lr=args.lr, batch_size=16, max_length=128, warmup=0.1,
                              weight_decay=0.01, seed=seed, device="cpu", precision=precision,
-                             threads=args.threads, progress=False, bucket=bucket)
+                             threads=args.threads, progress=False, bucket=bucket,
+                             packed=packed)
     run = result.runs[0]
     return {"accuracy": run.test_metrics["accuracy"], "examples_per_s": run.examples_per_s,
             "train_seconds": run.train_seconds,
@@ -127,6 +131,7 @@ def main() -> None:
     runners = {"mlmkit": lambda *a: run_mlmkit(*a),
                "mlmkit, bucket": lambda *a: run_mlmkit(*a, bucket=True),
                "mlmkit, precision auto": lambda *a: run_mlmkit(*a, precision="auto"),
+               "mlmkit, padded": lambda *a: run_mlmkit(*a, packed=False),
                "Trainer": lambda *a: trainer_side(*a, group_by_length=False),
                "Trainer, group_by_length": lambda *a: trainer_side(*a, group_by_length=True)}
     from mlmkit.core.devices import set_threads
