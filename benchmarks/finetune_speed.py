@@ -8,7 +8,8 @@ of bf16 autocast can cost more than its faster products save. mlmkit's rows:
 
 - `mlmkit` (the default): packed batches, no padding and no length bucketing (examples
   meet in a random order, as in the Trainer's default sampler), where the model has
-  unpadded attention (ModernBERT and its presets; finetuning/packing.py);
+  unpadded attention (ModernBERT and its presets, BERT, RoBERTa, XLM-R, ELECTRA;
+  finetuning/packing.py);
 - `mlmkit, fp32`: the same without bf16 autocast (`precision="fp32"`);
 - `mlmkit, padded + bucketed`: padded batches bucketed by length (the default of families
   without packing; bucketing changes which examples share a step).
