@@ -48,17 +48,17 @@ SST2 = DATA / "sst2"
 AGNEWS_LABELS = ("World", "Sports", "Business", "Sci/Tech")
 
 
-def task_rows(task: str) -> tuple[str, list[str], list[str]]:
-    """(header, training lines, validation lines) of `task`'s TSV files, labels as numbers.
-    AG News has a training file only: its validation lines are drawn from it (disjoint from
-    the training sample, `write_sample`)."""
+def task_rows(task: str) -> tuple[str, list[str], list[str] | None]:
+    """(header, training lines, validation lines or None) of `task`'s TSV files, labels as
+    numbers. AG News has a training file only (None: `write_sample` draws the validation
+    rows from it, disjoint from the training sample)."""
     if task == "sst2":
         train = (SST2 / "train.tsv").read_text().splitlines()
         return train[0], train[1:], (SST2 / "validation.tsv").read_text().splitlines()[1:]
     lines = (DATA / "agnews" / "train.tsv").read_text().splitlines()
     numbered = [f"{text}\t{AGNEWS_LABELS.index(label)}"
                 for text, label in (line.rsplit("\t", 1) for line in lines[1:])]
-    return lines[0], numbered, numbered
+    return lines[0], numbered, None
 
 
 def write_sample(folder: Path, n_train: int, n_valid: int,
@@ -68,7 +68,10 @@ def write_sample(folder: Path, n_train: int, n_valid: int,
     header, train, valid = task_rows(task)
     drawn = np.random.default_rng(0).permutation(len(train))
     samples = [(train, drawn[:n_train])]
-    if valid is train:  # one file: validation rows from those the training sample left
+    if valid is None:  # validation rows from those the training sample left
+        if n_train + n_valid > len(train):
+            raise SystemExit(f"--train {n_train} + --valid {n_valid}: {task} has "
+                             f"{len(train)} rows; ask for fewer")
         samples.append((train, drawn[n_train:n_train + n_valid]))
     else:
         samples.append((valid, np.random.default_rng(0).permutation(len(valid))[:n_valid]))
@@ -81,7 +84,8 @@ def write_sample(folder: Path, n_train: int, n_valid: int,
 
 
 def build_model(folder: Path, preset: str, train_file: Path) -> Path:
-    """A random `preset` model with a WordPiece tokenizer trained on SST-2 sentences."""
+    """A random `preset` model with a WordPiece tokenizer trained on the training sample's
+    texts and 20,000 SST-2 sentences."""
     from mlmkit.models import build_mlm
     from mlmkit.tokenizer import train_tokenizer
 
@@ -153,7 +157,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         train, valid = write_sample(folder, args.train, args.valid, args.task)
-        labels = 4 if args.task == "agnews" else 2
+        labels = len(AGNEWS_LABELS) if args.task == "agnews" else 2
         model_dir = Path(args.model) if args.model else build_model(folder, args.preset,
                                                                     train)
         runs = {"mlmkit": lambda: run_mlmkit(model_dir, train, valid, args),
@@ -173,7 +177,8 @@ def main() -> None:
     best = {name: max(runs, key=lambda r: r["examples_per_s"]) for name, runs in rows.items()}
     baseline = max(trainers, key=lambda name: best[name]["examples_per_s"])
     base = best[baseline]["examples_per_s"]
-    print(f"{args.task}, {args.model or args.preset}, lr {args.lr:g}, {args.train} training rows × "
+    task = {"sst2": "SST-2", "agnews": "AG News"}[args.task]
+    print(f"{task}, {args.model or args.preset}, lr {args.lr:g}, {args.train} training rows × "
           f"{args.epochs} epoch(s), {args.valid} validation rows, {args.threads} thread(s), "
           f"best of {args.repeats}; load average {load:.2f} at start, "
           f"{os.getloadavg()[0]:.2f} at the end")

@@ -221,3 +221,32 @@ def test_packed_lora_classifier_reads_its_adapters_in_the_last_layer(tiny_mlm, m
     assert want_grads.keys() == got_grads.keys()
     for name, grad in want_grads.items():
         torch.testing.assert_close(got_grads[name], grad, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_packed_bert_with_dropout_reads_the_last_layer_at_first_tokens_only(tiny_mlm):
+    """With BERT's dropout drawing, packed batches still run the last layer only at the
+    first tokens (its dropout drawn there), and train: finite loss, gradients everywhere."""
+    from mlmkit.finetuning import methods
+    from mlmkit.finetuning.encode import encode_pairs
+    from mlmkit.finetuning.packing import collate_packed, packed_loss
+
+    mlm = tiny_mlm("bert")
+    model = methods.build_classifier(mlm, ["negative", "positive"], 0).train()
+    assert model.bert.encoder.layer[-1].output.dropout.p == 0.1  # BERT's default
+    encoded = encode_pairs(mlm.tokenizer, TEXTS * 4, np.array([1, 0, 0, 1, 0] * 4), 128)
+    batch = collate_packed(encoded, np.arange(20), mlm.tokenizer.pad_token_id,
+                           torch.device("cpu"))
+    runs = []
+    hook = model.bert.encoder.layer[-1].register_forward_hook(lambda *_: runs.append(1))
+    torch.manual_seed(0)
+    first = packed_loss(model, batch, False)
+    first.backward()
+    hook.remove()
+    assert runs == [] and torch.isfinite(first)
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+    torch.manual_seed(1)
+    assert packed_loss(model, batch, False) != first  # dropout draws
+    model.eval()
+    with torch.no_grad():
+        torch.manual_seed(2)
+        assert packed_loss(model, batch, False) == packed_loss(model, batch, False)

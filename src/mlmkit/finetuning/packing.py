@@ -15,9 +15,10 @@ its examples (any order, bucketed or not) and the encoder runs on their real tok
   nothing;
 - the indexed mask (each token's sequence number in its row, 0 on padding) keeps attention
   within each sequence and restarts positions per sequence (`models.unpadded`);
-- each sequence is pooled as the classifier pools it (`classifier_pooling`: its first
-  token, or the mean of its tokens) and goes through the classifier's own head, so the
-  logits equal the padded batch's up to float rounding and a saved checkpoint is the same
+- each sequence is pooled as the classifier pools it (its first token; ModernBERT's
+  `classifier_pooling` may say the mean of its tokens) and goes through the classifier's
+  own head, so the logits equal the padded batch's up to float rounding (without dropout;
+  with it, in distribution: the draws differ) and a saved checkpoint is the same
   `AutoModelForSequenceClassification`.
 
 Supported: `head` fine-tuning of the families with unpadded attention, through their own
@@ -35,7 +36,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-
 from transformers import (
     BertForSequenceClassification,
     ElectraForSequenceClassification,
@@ -136,7 +136,8 @@ def collate_packed(encoded: Encoded, index: np.ndarray, pad_id: int, device,
     """The rows `index` of `encoded` packed (`pack_rows`, rows `row_width` wide, at most
     `row_tokens` unless a sequence is longer): input ids and the indexed mask [rows, width],
     the flat position of each sequence's first token and the sequence of each token (for
-    pooling, in `index` order), and labels."""
+    pooling, in `index` order), labels, and the token type ids packed as the ids are where
+    `encoded` has them (sentence pairs of models that read segments)."""
     lengths = encoded.lengths[index]
     width = row_width(lengths, row_tokens)
     row, start, rows = pack_rows(lengths, width)
@@ -175,7 +176,7 @@ def packed_logits(model: torch.nn.Module, batch: dict) -> torch.Tensor:
         # the last layer only at the first tokens, its dropout (BERT's 0.1) drawn there
         first = unpadded_hidden_at(model, batch["input_ids"], batch["documents"],
                                    batch["firsts"], token_type_ids=types,
-                                   full_forward_stream=False)
+                                   keep_random_stream=False)
         if head is not None:
             return head(model, first)
         pooled = first

@@ -346,7 +346,8 @@ def sparse_last_layer_supported(model: torch.nn.Module) -> bool:
 
 def _dropout_active(layer: torch.nn.Module) -> bool:
     """Whether running `layer` draws random numbers (training with a dropout above 0): then
-    the full layer runs, so a run's random stream, hence its losses, stay those of a full
+    the full layer runs (unless the caller gives up the random stream, `sparse_hidden`'s
+    `keep_random_stream`), so a run's random stream, hence its losses, stay those of a full
     forward."""
     if not layer.training:
         return False
@@ -377,15 +378,15 @@ def _root_sharded(model: torch.nn.Module, base: torch.nn.Module) -> bool:
 
 def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
                   attention_mask: torch.Tensor | dict | None, rows: torch.Tensor,
-                  cols: torch.Tensor, *, full_forward_stream: bool = True,
+                  cols: torch.Tensor, *, keep_random_stream: bool = True,
                   **inputs) -> torch.Tensor | None:
     """The base model's output hidden states [n, d] at (rows[i], cols[i]), computing the
     last layer only there; None when this model cannot (the caller runs the full encoder).
     `inputs` go to the base model's forward with the ids and mask (the position ids of
-    unpadded rows, `models.unpadded`). With `full_forward_stream=False` a last layer with
-    active dropout runs sparse too: its dropout then draws for the rows read only, the same
-    distribution as the full layer's but not its random stream (for callers whose batches
-    differ from a padded forward's anyway, such as packed fine-tuning)."""
+    unpadded rows, `models.unpadded`). With `keep_random_stream=False` a last layer with
+    active dropout runs at the positions read too: its dropout then draws for those rows
+    only, the same distribution as the full layer's but not its random stream (for callers
+    whose batches differ from a padded forward's anyway, such as packed fine-tuning)."""
     family = _family(model)
     if family is None or rows.numel() == 0 or torch.compiler.is_compiling() \
             or os.environ.get("MLMKIT_SPARSE_LAST_LAYER", "1") == "0":
@@ -396,7 +397,7 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
         return None  # the model's own forward in full
     base = getattr(model, family.base)
     layer, calls = family.last_layer(base)
-    if (full_forward_stream and _dropout_active(layer)) or _sharded(layer):
+    if (keep_random_stream and _dropout_active(layer)) or _sharded(layer):
         return None
     if family.prefix is not None and not exact and not inputs and not _dropout_active(base) \
             and not _root_sharded(model, base):

@@ -202,12 +202,13 @@ def unpadded_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
 def unpadded_hidden_at(model: torch.nn.Module, input_ids: torch.Tensor,
                        documents: torch.Tensor, at: torch.Tensor,
                        token_type_ids: torch.Tensor | None = None, *,
-                       full_forward_stream: bool = True) -> torch.Tensor:
+                       keep_random_stream: bool = True) -> torch.Tensor:
     """`unpadded_hidden` at the flat positions `at` [n] (row × width + column): [n, d].
     Where the family allows it (`models.sparse_last_layer`) the last layer runs only at
     those positions (a classifier reading each document's first token needs one query per
     document there, not one per token); the values equal the full encoder's rows within
-    float rounding, and so do the gradients (`full_forward_stream`: `sparse_hidden`'s)."""
+    float rounding, and so do the gradients. With `keep_random_stream=False` the last layer
+    runs there even when it draws dropout (`sparse_hidden`): equal in distribution then."""
     check_unpadded_model(model)
     if uses_varlen(model) or _uses_flex(model):
         hidden = unpadded_hidden(model, input_ids, documents, token_type_ids)
@@ -216,7 +217,7 @@ def unpadded_hidden_at(model: torch.nn.Module, input_ids: torch.Tensor,
         masks = _masks(model, documents)
         width = input_ids.shape[1]
         out = sparse_hidden(model, inputs.pop("input_ids"), masks, at // width, at % width,
-                            full_forward_stream=full_forward_stream, **inputs)
+                            keep_random_stream=keep_random_stream, **inputs)
         if out is not None:
             return out
         hidden = _encoder(model)(input_ids=input_ids, attention_mask=masks,
