@@ -64,7 +64,6 @@ def pack_rows(lengths: np.ndarray, capacity: int) -> list[list[int]]:
     return rows
 
 
-
 def grouped_vectors(ids: list[list[int]], lengths: np.ndarray, max_tokens: int, pad_id: int,
                     device, encode) -> torch.Tensor:
     """`encode(input_ids, mask, full)` of each length group of `ids` (`length_groups`,
@@ -84,6 +83,7 @@ def grouped_vectors(ids: list[list[int]], lengths: np.ndarray, max_tokens: int, 
     inverse = torch.empty(len(ids), dtype=torch.long)
     inverse[torch.from_numpy(np.concatenate(order))] = torch.arange(len(ids))
     return vectors[inverse.to(vectors.device)]
+
 
 class TrainingEncoder:
     """Pooled vectors [n, d] (float32, with gradients) of token-id lists."""

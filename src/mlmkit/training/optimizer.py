@@ -65,9 +65,9 @@ def clip_in_step(optimizer: torch.optim.Optimizer, parameters: list[torch.Tensor
     scaling pass). The scale is the clip's coefficient inverted, (norm + 1e-6) / max_norm
     and at least 1: the step equals clipping first within float rounding. Other optimizers
     are clipped first. Returns the total norm before clipping."""
-    grads = [p.grad for p in parameters if p.grad is not None]
     if not getattr(optimizer, "defaults", {}).get("fused"):
         return torch.nn.utils.clip_grad_norm_(parameters, max_norm, foreach=True)
+    grads = [p.grad for p in parameters if p.grad is not None]
     norm = torch.nn.utils.get_total_norm(grads, foreach=True)
     optimizer.grad_scale = ((norm + 1e-6) / max_norm).clamp_(min=1.0)
     return norm
