@@ -12,7 +12,9 @@ import transformers
 
 from mlmkit.models import masked_logits
 from mlmkit.models import sparse_last_layer as sparse
+from mlmkit.models.exact_rows import EXACT_ROWS
 from mlmkit.models.fast_esm import esm_last_layer_input
+from mlmkit.models.row_groups import GROUP_TOKENS, row_groups
 from mlmkit.protein import protein_tokenizer
 
 
@@ -128,34 +130,24 @@ def test_full_forward_runs_the_models_own_layers(monkeypatch):
         assert calls == [1]
 
 
-@pytest.mark.parametrize("positions", ["rotary", "absolute"])
-def test_full_forward_last_layer_at_the_read_columns_keeps_the_bits(positions, monkeypatch):
-    """Under `full_forward()`, PLL copies (one read per row, in row order) run ESM's last
-    layer only at the read column with the model's own operations: each copy's logits are
-    those of the model's forward of that copy alone, bit for bit (a sum of hundreds of them
-    is a protein's PLL), in a batch of a few rows and with padding."""
-    model, tokenizer = _esm(positions)
-    calls = []
-    family = sparse.SPARSE_FAMILIES["esm"]
-    monkeypatch.setitem(sparse.SPARSE_FAMILIES, "esm", replace(
-        family, exact=lambda *a: calls.append(1) or family.exact(*a)))
-    generator = torch.Generator().manual_seed(5)
-    sequence = torch.randint(4, 24, (30,), generator=generator)
-    sequence[0], sequence[-1] = tokenizer.cls_token_id, tokenizer.eos_token_id
-    columns = torch.arange(1, 6)
-    ids = sequence.repeat(len(columns), 1)
-    ids[torch.arange(len(columns)), columns] = tokenizer.mask_token_id
-    pairs = torch.stack([torch.arange(len(columns)), columns], 1)
-    with torch.inference_mode():
-        with sparse.full_forward():
-            got = masked_logits(model, ids, None, pairs)
-        for row, column in enumerate(columns):
-            alone = model(input_ids=ids[row:row + 1]).logits[0, column]
-            assert torch.equal(got[row], alone)
-        padded, mask = _batch(tokenizer)
-        reads = torch.tensor([[0, 3], [1, 2], [2, 5]])
-        with sparse.full_forward():
-            got = masked_logits(model, padded, mask, reads)
-        full = model(input_ids=padded, attention_mask=mask).logits[reads[:, 0], reads[:, 1]]
-        assert torch.equal(got, full)
-    assert calls == [1, 1]
+def test_rows_run_in_groups_without_gradients_with_the_same_result():
+    """Without gradients the rows run a group at a time (`row_groups`); each row's hidden
+    states are those of the whole batch at once (as with gradients), padding masks sliced
+    along with the rows."""
+    model, tokenizer = _esm("rotary")
+    ids, mask = _batch(tokenizer, lengths=(12, 7, 12) * 80)
+    assert len(row_groups(*ids.shape)) > 1
+    whole, _, _ = esm_last_layer_input(model.esm, ids, mask)
+    with torch.no_grad():
+        grouped, _, _ = esm_last_layer_input(model.esm, ids, mask)
+    assert torch.equal(grouped, whole.detach())
+
+
+def test_row_groups_cover_the_batch_in_groups_of_enough_tokens():
+    for batch, length in [(1, 5), (3, 1026), (70, 30), (200, 265), (5, 2)]:
+        groups = row_groups(batch, length)
+        assert groups[0][0] == 0 and groups[-1][1] == batch
+        assert all(a[1] == b[0] for a, b in zip(groups, groups[1:], strict=False))
+        sizes = [end - start for start, end in groups]
+        assert max(sizes) - min(sizes) <= 1
+        assert len(groups) == 1 or min(sizes) * length >= max(EXACT_ROWS, GROUP_TOKENS - length)

@@ -10,7 +10,8 @@ element-wise operations. This module computes the same layers with one scaled at
 call (the query's scale applied to the scores), the rotation of `fast_modernbert` (ESM's
 rotary embedding is ModernBERT's) and PyTorch's fused erf GELU; the embeddings (token
 dropout included), the rotary angles and every weight are the model's own. The hidden
-states equal transformers' within float rounding (tests/models/test_fast_esm.py).
+states equal transformers' within float rounding (tests/models/test_fast_esm.py). Without
+gradients the rows run a group at a time (`row_groups`: the element-wise steps in cache).
 
 Used for inference and for training without dropout: with a dropout drawing, gradient
 checkpointing or FSDP-sharded layers the caller runs transformers' forward instead.
@@ -22,6 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from mlmkit.models.fast_modernbert import rotate_projections
+from mlmkit.models.row_groups import row_groups
 
 
 def _esm_layer(layer, hidden: torch.Tensor, mask: torch.Tensor | None,
@@ -56,6 +58,17 @@ def _residual(out: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
     return out.add_(hidden) if out.dtype == hidden.dtype else out + hidden
 
 
+def embedded(base: torch.nn.Module, input_ids: torch.Tensor,
+             attention_mask: torch.Tensor | None):
+    """(the embeddings an `EsmModel` gives its first layer, its rotary (cos, sin) or None),
+    by the model's own modules."""
+    hidden = base.embeddings(input_ids=input_ids, attention_mask=attention_mask)
+    if base.rotary_embeddings is None:
+        return hidden, None
+    positions = torch.arange(input_ids.shape[1], device=input_ids.device)[None]
+    return hidden, base.rotary_embeddings(hidden, positions)
+
+
 def esm_last_layer_input(base: torch.nn.Module, input_ids: torch.Tensor,
                          attention_mask: torch.Tensor | None):
     """(hidden states [B, L, d] entering `base`'s last layer, the attention mask that layer
@@ -66,13 +79,17 @@ def esm_last_layer_input(base: torch.nn.Module, input_ids: torch.Tensor,
     if getattr(base.config, "position_embedding_type", "absolute") not in ("rotary", "absolute") \
             or (base.training and getattr(base.encoder, "gradient_checkpointing", False)):
         return None
-    hidden = base.embeddings(input_ids=input_ids, attention_mask=attention_mask)
-    rotary = None
-    if base.rotary_embeddings is not None:
-        positions = torch.arange(input_ids.shape[1], device=input_ids.device)[None]
-        rotary = base.rotary_embeddings(hidden, positions)
+    hidden, rotary = embedded(base, input_ids, attention_mask)
     mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
+    groups = row_groups(*input_ids.shape) if not torch.is_grad_enabled() else [(0, len(hidden))]
     for layer in base.encoder.layer[:-1]:
-        hidden = _esm_layer(layer, hidden, mask, rotary)
+        if len(groups) == 1:
+            hidden = _esm_layer(layer, hidden, mask, rotary)
+            continue
+        out = torch.empty_like(hidden)
+        for start, end in groups:
+            out[start:end] = _esm_layer(layer, hidden[start:end],
+                                        None if mask is None else mask[start:end], rotary)
+        hidden = out
     return hidden, mask, {"position_embeddings": rotary}
 

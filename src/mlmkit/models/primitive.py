@@ -13,7 +13,8 @@ from functools import partial
 import torch
 
 from mlmkit.models.adapters import adapter_for
-from mlmkit.models.sparse_last_layer import exact_rows, in_full_forward, sparse_hidden
+from mlmkit.models.exact_rows import exact_rows
+from mlmkit.models.sparse_last_layer import in_full_forward, sparse_hidden
 
 logger = logging.getLogger(__name__)
 _warned_fallback: set[str] = set()

@@ -29,8 +29,9 @@ from functools import partial
 
 import torch
 import torch.nn.functional as F
-from transformers.models.esm.modeling_esm import rotate_half
 
+from mlmkit.models.exact_esm import esm_last_layer_input_exact, rotated
+from mlmkit.models.exact_rows import exact_rows
 from mlmkit.models.fast_esm import esm_last_layer_input
 from mlmkit.models.fast_modernbert import attention_in_float32, rotate_projections, widened
 
@@ -92,6 +93,9 @@ class SparseFamily:
     exact: Callable[..., torch.Tensor] | None = None
     """Like `forward`, for one read per row in row order, with the model's own operations
     in the model's order (under `full_forward`): the full layer's bits at the read column."""
+    exact_prefix: Callable[..., tuple | None] | None = None
+    """Like `prefix`, with the model's own operations in the model's order (under
+    `full_forward`): transformers' bits entering the last layer (ESM: `exact_esm`)."""
 
 
 def _argument(args: tuple, kwargs: dict, index: int, name: str):
@@ -247,27 +251,9 @@ def _esm_layer(layer, hidden, mask, rows, cols, inputs):
     return layer.feed_forward_chunk(layer.attention.output(context, x))
 
 
-EXACT_ROWS = 64
-"""The fewest rows a matrix product of the exact path runs on: a CPU BLAS picks another
-kernel for a product of a few rows (MKL: under 16), whose sums round differently from the
-same rows in the full layer's product; padded to this many rows, each row's bits are the
-full product's."""
-
-
-def exact_rows(function: Callable[..., torch.Tensor], *rows: torch.Tensor) -> torch.Tensor:
-    """`function` of row-wise inputs [n, ...], run on them padded with zero rows to at
-    least `EXACT_ROWS` rows (its result's first n rows): the bits the same rows get inside
-    a larger batch."""
-    n = rows[0].shape[0]
-    if n >= EXACT_ROWS:
-        return function(*rows)
-    padded = [torch.cat([x, x.new_zeros(EXACT_ROWS - n, *x.shape[1:])]) for x in rows]
-    return function(*padded)[:n]
-
-
 def _esm_layer_exact(layer, hidden, mask, rows, cols, inputs):
     """EsmLayer under SDPA attention at one column per row: transformers' operations in
-    transformers' order (the query scaled before its rotation, `rotate_half`, SDPA at scale
+    transformers' order (the query scaled before its rotation, `rotated`, SDPA at scale
     1, ESM's own GELU), each product on at least `EXACT_ROWS` rows and the attention on two
     query rows (SDPA on one query row rounds differently): the full layer's bits at the
     read columns. Returns [B, d]."""
@@ -284,8 +270,8 @@ def _esm_layer_exact(layer, hidden, mask, rows, cols, inputs):
     if rotary is not None:
         cos, sin = rotary  # [B|1, L, dh]
         at = rows if cos.shape[0] > 1 else torch.zeros_like(rows)
-        query = query * cos[at, cols][:, None, None] + rotate_half(query) * sin[at, cols][:, None, None]
-        key = key * cos[:, None] + rotate_half(key) * sin[:, None]
+        query = rotated(query, cos[at, cols][:, None, None], sin[at, cols][:, None, None])
+        key = rotated(key, cos[:, None], sin[:, None])
     if mask is not None:
         mask = mask.expand(batch, -1, -1, -1)
         if mask.shape[-2] != 1:
@@ -321,7 +307,7 @@ SPARSE_FAMILIES: dict[str, SparseFamily] = {
     "esm": SparseFamily("esm", lambda base: (base.encoder.layer[-1], 1), _esm_layer,
                         final=lambda base, h: base.encoder.emb_layer_norm_after(h),
                         prefix=esm_last_layer_input, positions=("absolute", "rotary"),
-                        exact=_esm_layer_exact),
+                        exact=_esm_layer_exact, exact_prefix=esm_last_layer_input_exact),
 }
 
 
@@ -406,6 +392,13 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
             hidden, mask, inputs = entering
             out = family.forward(layer, hidden, mask, rows, cols, inputs)
             return out if family.final is None else family.final(base, out)
+    if exact and family.exact_prefix is not None and not inputs \
+            and not _root_sharded(model, base):
+        entering = family.exact_prefix(base, input_ids, attention_mask)
+        if entering is not None:
+            hidden, mask, inputs = entering
+            out = family.exact(layer, hidden, mask, rows, cols, inputs)
+            return out if family.final is None else exact_rows(partial(family.final, base), out)
     captured: dict = {}
     seen = [0]
     thread = threading.get_ident()
