@@ -10,10 +10,11 @@ from dataclasses import replace
 import pytest
 import torch
 import transformers
+from transformers.models.esm.modeling_esm import apply_rotary_pos_emb
 
 from mlmkit.models import masked_logits
 from mlmkit.models import sparse_last_layer as sparse
-from mlmkit.models.exact_esm import esm_last_layer_input_exact
+from mlmkit.models.exact_esm import esm_last_layer_input_exact, rotated
 from mlmkit.models.row_groups import row_groups
 from mlmkit.protein import protein_tokenizer
 
@@ -63,6 +64,10 @@ def test_steps_aside_where_the_bits_are_not_assured():
             assert esm_last_layer_input_exact(model.esm, ids, None) is None
     assert esm_last_layer_input_exact(model.esm, ids, None) is None  # gradients on
     model.train()
+    model.config.attention_probs_dropout_prob = 0.1  # a float on the attention, not a module
+    with torch.inference_mode():
+        assert esm_last_layer_input_exact(model.esm, ids, None) is None
+    model.config.attention_probs_dropout_prob = 0.0
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.1
@@ -104,3 +109,16 @@ def test_full_forward_pll_copies_are_each_copy_alone_bit_for_bit(positions, monk
         assert torch.equal(got, full)
     assert len(row_groups(*ids.shape)) > 1
     assert lasts == [1, 1] and len(prefixes) == 2
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("angles", [torch.float32, torch.float64])
+def test_rotated_is_transformers_rotation_bit_for_bit(dtype, angles):
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(3, 4, 20, 16, generator=generator).to(dtype)
+    cos = torch.randn(1, 1, 20, 16, generator=generator, dtype=angles)
+    sin = torch.randn(1, 1, 20, 16, generator=generator, dtype=angles)
+    want, _ = apply_rotary_pos_emb(x, x, cos[0], sin[0], unsqueeze_dim=1)
+    got = rotated(x, cos, sin)
+    assert got.dtype == want.dtype == dtype
+    assert torch.equal(got, want)

@@ -14,10 +14,13 @@ the bits it gets in any larger product (tests/models/test_exact_esm.py compares 
 layer's input with transformers' by `torch.equal`, for one copy and for many, short and
 long).
 
-It applies where the bits are defined by those operations alone: float32 weights and
-activations, no autocast, no gradient, no dropout, SDPA attention without a padding mask
-(PLL copies of one length); elsewhere it returns None and the caller runs transformers'
-forward.
+It applies where the bits are defined by those operations alone: on a CPU (the row
+argument is a CPU BLAS's), float32 weights and activations, no autocast, no gradient, no
+dropout, SDPA attention without a padding mask (PLL copies of one length); elsewhere it
+returns None and the caller runs transformers' forward. Rows of under about a dozen
+tokens are the exception the BLAS makes: a one-copy forward of so short a peptide runs its
+products on a few rows, which MKL computes with another kernel, and rounds differently
+(by up to about 4e-7) from the same rows in a batch, here as in transformers' batches.
 """
 
 from __future__ import annotations
@@ -32,13 +35,13 @@ from mlmkit.models.row_groups import row_groups
 
 
 def rotated(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """transformers' ESM rotation of one projection, `x * cos + rotate_half(x) * sin` in
-    float32 and cast back to x's dtype: the same products and sum, the rotated halves
-    written into one buffer instead of a negation and a concatenation."""
+    """transformers' ESM rotation of one projection, `x.float() * cos + rotate_half(x.float())
+    * sin` cast back to x's dtype: the same products and sum in the same dtype, the rotated
+    halves written into one buffer instead of a negation and a concatenation."""
     dtype, x = x.dtype, x.float()
     half = x.shape[-1] // 2
-    turned = torch.empty_like(x)
-    torch.neg(x[..., half:], out=turned[..., :half])
+    turned = x.new_empty(x.shape, dtype=torch.promote_types(x.dtype, sin.dtype))
+    turned[..., :half].copy_(x[..., half:]).neg_()
     turned[..., half:] = x[..., :half]
     return (x * cos).add_(turned.mul_(sin)).to(dtype)
 
@@ -75,14 +78,14 @@ def _layer(layer, hidden: torch.Tensor, rotary, out: torch.Tensor) -> None:
 
 def _applies(base: torch.nn.Module, input_ids: torch.Tensor, attention_mask) -> bool:
     config = base.config
-    return (attention_mask is None and not torch.is_grad_enabled()
-            and not torch.is_autocast_enabled(input_ids.device.type)
+    drawing = base.training and (config.attention_probs_dropout_prob > 0 or any(
+        isinstance(m, torch.nn.Dropout) and m.p > 0 for m in base.modules()))
+    return (input_ids.device.type == "cpu" and attention_mask is None
+            and not torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
             and base.embeddings.word_embeddings.weight.dtype == torch.float32
-            and config._attn_implementation == "sdpa"
+            and config._attn_implementation == "sdpa" and not drawing
             and not config.is_decoder and not config.add_cross_attention
-            and getattr(config, "position_embedding_type", "absolute") in ("rotary", "absolute")
-            and not any(isinstance(m, torch.nn.Dropout) and m.p > 0 and m.training
-                        for m in base.modules()))
+            and getattr(config, "position_embedding_type", "absolute") in ("rotary", "absolute"))
 
 
 def esm_last_layer_input_exact(base: torch.nn.Module, input_ids: torch.Tensor,

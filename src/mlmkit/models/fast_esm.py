@@ -11,7 +11,8 @@ call (the query's scale applied to the scores), the rotation of `fast_modernbert
 rotary embedding is ModernBERT's) and PyTorch's fused erf GELU; the embeddings (token
 dropout included), the rotary angles and every weight are the model's own. The hidden
 states equal transformers' within float rounding (tests/models/test_fast_esm.py). Without
-gradients the rows run a group at a time (`row_groups`: the element-wise steps in cache).
+gradients on a CPU the rows run a group at a time (`row_groups`: the element-wise steps in
+cache).
 
 Used for inference and for training without dropout: with a dropout drawing, gradient
 checkpointing or FSDP-sharded layers the caller runs transformers' forward instead.
@@ -81,7 +82,8 @@ def esm_last_layer_input(base: torch.nn.Module, input_ids: torch.Tensor,
         return None
     hidden, rotary = embedded(base, input_ids, attention_mask)
     mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
-    groups = row_groups(*input_ids.shape) if not torch.is_grad_enabled() else [(0, len(hidden))]
+    grouped = input_ids.device.type == "cpu" and not torch.is_grad_enabled()
+    groups = row_groups(*input_ids.shape) if grouped else [(0, len(hidden))]
     for layer in base.encoder.layer[:-1]:
         if len(groups) == 1:
             hidden = _esm_layer(layer, hidden, mask, rotary)

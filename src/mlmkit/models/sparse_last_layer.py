@@ -12,7 +12,7 @@ positions within float tolerance (tests/models/test_sparse_last_layer.py, every 
 
 Families: BERT, RoBERTa, XLM-R, CamemBERT, ELECTRA, DistilBERT, ALBERT, ModernBERT, ESM
 (whose layers up to the last run in `fast_esm`'s faster code rather than the model's
-forward).
+forward; under `full_forward`, in `exact_esm`'s, which has the forward's bits).
 Others (DeBERTa-v2's relative attention, architectures without an adapter) keep the full
 last layer: `sparse_last_layer_supported(model)` says which. `MLMKIT_SPARSE_LAST_LAYER=0`
 in the environment runs the full last layer everywhere (the benchmarks' reference rows).
@@ -253,10 +253,10 @@ def _esm_layer(layer, hidden, mask, rows, cols, inputs):
 
 def _esm_layer_exact(layer, hidden, mask, rows, cols, inputs):
     """EsmLayer under SDPA attention at one column per row: transformers' operations in
-    transformers' order (the query scaled before its rotation, `rotated`, SDPA at scale
-    1, ESM's own GELU), each product on at least `EXACT_ROWS` rows and the attention on two
-    query rows (SDPA on one query row rounds differently): the full layer's bits at the
-    read columns. Returns [B, d]."""
+    transformers' order (the query scaled before its rotation, the rotation's products and
+    sum as `exact_esm.rotated` computes them, SDPA at scale 1, ESM's own GELU), each product
+    on at least `EXACT_ROWS` rows and the attention on two query rows (SDPA on one query
+    row rounds differently): the full layer's bits at the read columns. Returns [B, d]."""
     att = layer.attention.self
     batch, length, _ = hidden.shape
     heads, head_dim = att.num_attention_heads, att.attention_head_size
@@ -385,20 +385,13 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
     layer, calls = family.last_layer(base)
     if (keep_random_stream and _dropout_active(layer)) or _sharded(layer):
         return None
-    if family.prefix is not None and not exact and not inputs and not _dropout_active(base) \
+    prefix = family.exact_prefix if exact else family.prefix
+    if prefix is not None and not inputs and (exact or not _dropout_active(base)) \
             and not _root_sharded(model, base):
-        entering = family.prefix(base, input_ids, attention_mask)
+        entering = prefix(base, input_ids, attention_mask)
         if entering is not None:
             hidden, mask, inputs = entering
-            out = family.forward(layer, hidden, mask, rows, cols, inputs)
-            return out if family.final is None else family.final(base, out)
-    if exact and family.exact_prefix is not None and not inputs \
-            and not _root_sharded(model, base):
-        entering = family.exact_prefix(base, input_ids, attention_mask)
-        if entering is not None:
-            hidden, mask, inputs = entering
-            out = family.exact(layer, hidden, mask, rows, cols, inputs)
-            return out if family.final is None else exact_rows(partial(family.final, base), out)
+            return _last_layer(family, base, layer, hidden, mask, rows, cols, inputs, exact)
     captured: dict = {}
     seen = [0]
     thread = threading.get_ident()
@@ -423,8 +416,15 @@ def sparse_hidden(model: torch.nn.Module, input_ids: torch.Tensor,
     args, kwargs = captured["args"], captured["kwargs"]
     hidden = _argument(args, kwargs, 0, "hidden_states")
     mask = _argument(args, kwargs, 1, "attention_mask")
+    return _last_layer(family, base, layer, hidden, mask, rows, cols, kwargs, exact)
+
+
+def _last_layer(family: SparseFamily, base, layer, hidden, mask, rows, cols, inputs,
+                exact: bool) -> torch.Tensor:
+    """The last layer at the reads from its input, then the base model's final norm; with
+    `exact`, the model's own operations (the norm's product padded to `EXACT_ROWS`)."""
     if exact:
-        out = family.exact(layer, hidden, mask, rows, cols, kwargs)
+        out = family.exact(layer, hidden, mask, rows, cols, inputs)
         return out if family.final is None else exact_rows(partial(family.final, base), out)
-    out = family.forward(layer, hidden, mask, rows, cols, kwargs)
+    out = family.forward(layer, hidden, mask, rows, cols, inputs)
     return out if family.final is None else family.final(base, out)
