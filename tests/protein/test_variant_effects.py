@@ -9,6 +9,7 @@ import pytest
 from esm_reference import Reference
 
 import mlmkit
+import mlmkit.protein.variants as variants_module
 from mlmkit.errors import InvalidArgument, InvalidData
 from mlmkit.protein import STRATEGIES, residue_window
 
@@ -47,6 +48,23 @@ def test_each_strategy_equals_its_definition(esm_mlm, reference, strategy, seque
     expected = reference.score(strategy, sequence, mutations, offset=24)
     np.testing.assert_allclose(got, expected, atol=1e-5, rtol=0)
     assert got.dtype == np.float64 and got.shape == (len(mutations),)
+
+
+def test_pll_is_exact_in_float32_and_fused_under_bf16(esm_mlm, esm_dir, monkeypatch):
+    """float32 PLL runs the model's own operations (`full_forward`: sums of hundreds of
+    terms, each the one-copy value); bf16, which rounds every term anyway, the fused
+    layers."""
+    entered = []
+    exact = variants_module.full_forward
+    monkeypatch.setattr(variants_module, "full_forward",
+                        lambda: entered.append(1) or exact())
+    mutations = _mutations(SHORT)
+    fp32 = esm_mlm.variant_effects(SHORT, mutations, strategy="pll")
+    assert entered == [1]
+    bf16 = mlmkit.load(esm_dir, device="cpu", precision="bf16")
+    fast = bf16.variant_effects(SHORT, mutations, strategy="pll")
+    assert entered == [1]
+    np.testing.assert_allclose(fast, fp32, atol=0.5)
 
 
 def test_scores_do_not_depend_on_the_batching(esm_mlm):

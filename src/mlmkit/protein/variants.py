@@ -21,6 +21,7 @@ the window of its mutations' mean position, the wild type the same window.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -220,10 +221,11 @@ def _pll(mlm, protein: _Protein, variants, *, strategy: str, run: dict) -> np.nd
     masked in turn, its true token read. Each distinct sequence (the wild type of a
     window, a mutant however often it is listed) is scored once, by the PLL engine
     (`scoring.masked_copies`: the masked copies of all sequences in token-budget batches,
-    the last layer and the head only at each copy's masked column). The encoder runs the
-    model's own operations (`full_forward`): each of the hundreds of summed
+    the last layer and the head only at each copy's masked column). In float32 the encoder
+    runs the model's own operations (`full_forward`): each of the hundreds of summed
     log-probabilities is then the one-copy-at-a-time value bit for bit, where the faster
-    layers' float32 rounding would add up to about 1e-5 over a 263-residue protein."""
+    layers' float32 rounding would add up to about 1e-5 over a 263-residue protein. Under
+    bf16 autocast, which rounds every term anyway, it runs the faster layers."""
     rows: list[np.ndarray] = []
     index_of: dict[bytes, int] = {}
 
@@ -242,7 +244,10 @@ def _pll(mlm, protein: _Protein, variants, *, strategy: str, run: dict) -> np.nd
                       scored(protein.ids, window)))
     residues = [np.arange(protein.prefix, protein.prefix + width) for width in
                 (len(row) - protein.specials for row in rows)]
-    with full_forward():  # a sum of hundreds of terms: each the model's own, bit for bit
+    # A sum of hundreds of terms: in float32 each the model's own, bit for bit. bf16
+    # autocast rounds every term anyway, so it takes the faster fused layers.
+    exact = full_forward() if run["precision"] == "fp32" else contextlib.nullcontext()
+    with exact:
         log_probs = score_token_ids(mlm, rows, residues, batch_tokens=run["batch_tokens"],
                                     precision=run["precision"], progress=run["progress"],
                                     max_length=max(len(row) for row in rows))
