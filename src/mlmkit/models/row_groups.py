@@ -16,8 +16,8 @@ copies; the whole 4,096-token batch 5–20% slower."""
 
 def row_groups(batch: int, length: int) -> list[tuple[int, int]]:
     """(start, end) of consecutive groups of rows of length `length`: about `GROUP_TOKENS`
-    tokens each (one row if a row is longer), never fewer than `EXACT_ROWS` tokens, their
-    sizes differing by one at most."""
+    tokens each (one row if a row is longer), at least `EXACT_ROWS` tokens (or the whole
+    batch), their sizes differing by one at most."""
     length = max(length, 1)
     group = max(GROUP_TOKENS // length, -(-EXACT_ROWS // length), 1)
     count = max(batch // group, 1)
