@@ -1,4 +1,4 @@
-"""ESM's encoder with transformers' arithmetic: every layer's output equals transformers'
+"""ESM's encoder with transformers' arithmetic: the last layer's input equals transformers'
 bit for bit (`torch.equal`), whatever the number of copies, the length or the positions;
 where the bits are not assured it steps aside; and batched PLL copies through it have the
 logits of each copy alone, bit for bit."""
@@ -64,10 +64,13 @@ def test_steps_aside_where_the_bits_are_not_assured():
             assert esm_last_layer_input_exact(model.esm, ids, None) is None
     assert esm_last_layer_input_exact(model.esm, ids, None) is None  # gradients on
     model.train()
-    model.config.attention_probs_dropout_prob = 0.1  # a float on the attention, not a module
+    attention = model.esm.encoder.layer[1].attention.self
+    attention.dropout = 0.1  # a float on the attention, not a module
     with torch.inference_mode():
         assert esm_last_layer_input_exact(model.esm, ids, None) is None
-    model.config.attention_probs_dropout_prob = 0.0
+    attention.dropout = 0.0
+    with torch.inference_mode():  # training, but nothing draws
+        assert esm_last_layer_input_exact(model.esm, ids, None) is not None
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
             module.p = 0.1

@@ -78,8 +78,10 @@ def _layer(layer, hidden: torch.Tensor, rotary, out: torch.Tensor) -> None:
 
 def _applies(base: torch.nn.Module, input_ids: torch.Tensor, attention_mask) -> bool:
     config = base.config
-    drawing = base.training and (config.attention_probs_dropout_prob > 0 or any(
-        isinstance(m, torch.nn.Dropout) and m.p > 0 for m in base.modules()))
+    drawing = base.training and any(  # attention dropout is a float on the attention
+        (isinstance(m, torch.nn.Dropout) and m.p > 0)
+        or (isinstance(getattr(m, "dropout", None), float) and m.dropout > 0)
+        for m in base.modules())
     return (input_ids.device.type == "cpu" and attention_mask is None
             and not torch.is_grad_enabled() and not torch.is_autocast_enabled("cpu")
             and base.embeddings.word_embeddings.weight.dtype == torch.float32
