@@ -42,10 +42,10 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from trainer_baseline import run_trainer  # noqa: E402
 
+from mlmkit.finetuning.tasks import get_task  # noqa: E402
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SST2 = DATA / "sst2"
-# AG News' labels as the task numbers them (mlmkit.finetuning.tasks)
-AGNEWS_LABELS = ("World", "Sports", "Business", "Sci/Tech")
 
 
 def task_rows(task: str) -> tuple[str, list[str], list[str] | None]:
@@ -56,7 +56,8 @@ def task_rows(task: str) -> tuple[str, list[str], list[str] | None]:
         train = (SST2 / "train.tsv").read_text().splitlines()
         return train[0], train[1:], (SST2 / "validation.tsv").read_text().splitlines()[1:]
     lines = (DATA / "agnews" / "train.tsv").read_text().splitlines()
-    numbered = [f"{text}\t{AGNEWS_LABELS.index(label)}"
+    labels = get_task(task).labels  # numbered as mlmkit's task numbers them
+    numbered = [f"{text}\t{labels.index(label)}"
                 for text, label in (line.rsplit("\t", 1) for line in lines[1:])]
     return lines[0], numbered, None
 
@@ -157,7 +158,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         train, valid = write_sample(folder, args.train, args.valid, args.task)
-        labels = len(AGNEWS_LABELS) if args.task == "agnews" else 2
+        labels = len(get_task(args.task).labels)
         model_dir = Path(args.model) if args.model else build_model(folder, args.preset,
                                                                     train)
         runs = {"mlmkit": lambda: run_mlmkit(model_dir, train, valid, args),
