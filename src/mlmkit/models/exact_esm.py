@@ -30,7 +30,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from mlmkit.models.fast_esm import embedded
+from mlmkit.models.fast_esm import embeddings_and_rotary
 from mlmkit.models.row_groups import row_groups
 
 
@@ -98,7 +98,7 @@ def esm_last_layer_input_exact(base: torch.nn.Module, input_ids: torch.Tensor,
     module's docstring)."""
     if not _applies(base, input_ids, attention_mask):
         return None
-    hidden, rotary = embedded(base, input_ids, None)
+    hidden, rotary = embeddings_and_rotary(base, input_ids, None)
     groups = row_groups(*input_ids.shape)
     for layer in base.encoder.layer[:-1]:
         out = torch.empty_like(hidden)

@@ -59,8 +59,8 @@ def _residual(out: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
     return out.add_(hidden) if out.dtype == hidden.dtype else out + hidden
 
 
-def embedded(base: torch.nn.Module, input_ids: torch.Tensor,
-             attention_mask: torch.Tensor | None):
+def embeddings_and_rotary(base: torch.nn.Module, input_ids: torch.Tensor,
+                          attention_mask: torch.Tensor | None):
     """(the embeddings an `EsmModel` gives its first layer, its rotary (cos, sin) or None),
     by the model's own modules."""
     hidden = base.embeddings(input_ids=input_ids, attention_mask=attention_mask)
@@ -80,7 +80,7 @@ def esm_last_layer_input(base: torch.nn.Module, input_ids: torch.Tensor,
     if getattr(base.config, "position_embedding_type", "absolute") not in ("rotary", "absolute") \
             or (base.training and getattr(base.encoder, "gradient_checkpointing", False)):
         return None
-    hidden, rotary = embedded(base, input_ids, attention_mask)
+    hidden, rotary = embeddings_and_rotary(base, input_ids, attention_mask)
     mask = None if attention_mask is None else attention_mask.bool()[:, None, None, :]
     grouped = input_ids.device.type == "cpu" and not torch.is_grad_enabled()
     groups = row_groups(*input_ids.shape) if grouped else [(0, len(hidden))]
