@@ -142,7 +142,7 @@ def saved_tiny_mlm(tiny_mlm, fixture_dir):
 
 @pytest.fixture(scope="session")
 def esm_dir(fixture_dir) -> Path:
-    """A saved tiny random ESM-2 (`esm2-tiny`, 66 positions: 64 residues in a window) with
+    """A saved tiny random ESM-2 (`esm2-tiny`, inputs of 66 tokens: 64 residues in a window) with
     ESM's amino-acid tokenizer, built locally (no hub)."""
     from mlmkit.models import build_mlm
     from mlmkit.protein import protein_tokenizer

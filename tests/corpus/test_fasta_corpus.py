@@ -26,6 +26,15 @@ def test_records_are_documents_over_their_lines(tmp_path):
     assert records[0].description == "sp|P1|first protein"
 
 
+def test_sequences_are_read_in_upper_case_keeping_special_tokens(tmp_path):
+    """Lower case (soft-masked) residues are the same residues: read as the alphabet's."""
+    path = tmp_path / "soft.fasta"
+    path.write_text(">a\nmktAYiak\n>b\nmk<mask>ay\n")
+    assert [r.sequence for r in read_fasta(path)] == ["MKTAYIAK", "MK<mask>AY"]
+    ids = protein_tokenizer()(next(read_corpus(path)))["input_ids"]
+    assert protein_tokenizer().unk_token_id not in ids
+
+
 def test_gzipped_fasta_and_directories(tmp_path):
     with gzip.open(tmp_path / "a.fa.gz", "wt") as f:
         f.write(FASTA)

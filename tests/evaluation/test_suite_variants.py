@@ -50,3 +50,37 @@ def test_eval_suite_command_takes_variants(esm_dir, scans):
                                       "--variants", str(scans), "--device", "cpu", "--json"])
     assert result.exit_code == 0, result.output
     assert "variants_spearman_scan" in result.stdout
+
+
+@pytest.mark.parametrize("entry, message", [
+    ("{dms: scan.csv, sequence: wt.fasta, offset: '24', target: fitness}",
+     "scan 1's offset is '24': give the number"),
+    ("{dms: scan.csv, sequence: wt.fasta, offset: 1.5, target: fitness}",
+     "scan 1's offset is 1.5"),
+    ("{dms: scan.csv, sequence: null, target: fitness}", "scan 1's sequence is None"),
+    ("{dms: scan.csv, sequence: wt.seq, target: fitness}",
+     "scan 1's sequence 'wt.seq': no such FASTA file"),
+])
+def test_a_bad_scan_entry_is_one_line_naming_it(scans, entry, message):
+    from mlmkit.errors import MlmkitError
+    from mlmkit.evaluation.suite import read_scans
+
+    scans.write_text(f"- {entry}\n")
+    with pytest.raises(MlmkitError, match=message):
+        read_scans(scans)
+
+
+def test_scans_read_their_files_beside_the_scans_file_and_need_names_of_their_own(
+        scans, tmp_path, monkeypatch):
+    from mlmkit.evaluation.suite import read_scans
+
+    (tmp_path / "wt.seq").write_text(f">wt\n{SEQUENCE.lower()}\n")  # no FASTA suffix
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "scan.csv").write_text((tmp_path / "scan.csv").read_text())
+    scans.write_text("- {dms: scan.csv, sequence: wt.seq, offset: 24, target: fitness}\n")
+    monkeypatch.chdir("/")
+    assert read_scans(scans)[0].sequence == SEQUENCE
+    scans.write_text("- {dms: scan.csv, sequence: wt.seq, offset: 24, target: fitness}\n"
+                     "- {dms: sub/scan.csv, sequence: wt.seq, offset: 24, target: fitness}\n")
+    with pytest.raises(InvalidData, match="scans 1 and 2 are both named 'scan'"):
+        read_scans(scans)

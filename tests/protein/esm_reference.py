@@ -30,7 +30,9 @@ def _parse(text, offset):
 class Reference:
     def __init__(self, model, tokenizer):
         self.model, self.tokenizer = model.eval(), tokenizer
-        self.window = model.config.max_position_embeddings - 2
+        # ESM numbers positions after the padding index (ESM-2's 1,026 position embeddings
+        # hold 1,024 tokens), and <cls> and <eos> take two of those: 1,022 residues
+        self.window = model.config.max_position_embeddings - 4
 
     def _log_probs(self, residues: str, masked_at=None):
         """log-softmax of the full logits of <cls> residues <eos> (masked at one residue)."""

@@ -7,6 +7,7 @@ import torch
 import transformers
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
+import mlmkit
 from mlmkit.models import build_mlm, masked_log_probs
 from mlmkit.models.preset_table import ESM2_SIZES, parse_preset
 from mlmkit.protein import VOCABULARY, protein_tokenizer
@@ -56,6 +57,21 @@ def test_esm2_8m_builds_with_its_parameter_count():
     model = build_mlm("esm2-8m", protein_tokenizer())
     assert model.config.max_position_embeddings == 1026
     assert 7.0e6 < sum(p.numel() for p in model.parameters()) < 8.5e6
+
+
+def test_esm2_reads_1022_residues_as_the_released_models():
+    """The released ESM-2 configs hold 1,026 positions, numbered after the padding index,
+    and their tokenizer sets no limit: 1,024 tokens, 1,022 residues (ESM's crop)."""
+    from mlmkit.models.load import model_max_length
+    from mlmkit.protein.variants import _Protein
+
+    tokenizer = protein_tokenizer()
+    model = build_mlm("esm2-tiny", tokenizer)
+    assert model_max_length(model, tokenizer) == 1024
+    tokenizer.model_max_length = int(1e30)  # as `EsmTokenizer` of the hub checkpoints
+    mlm = mlmkit.load((model, tokenizer), device="cpu")
+    assert mlm.max_length == 1024
+    assert _Protein(mlm, "M" * 1030).window == 1022
 
 
 def test_tiny_esm_saves_loads_and_has_a_sparse_head(esm_dir):

@@ -127,3 +127,30 @@ def test_bad_fasta_files_are_one_line(esm_dir, tmp_path, fasta, message):
     assert result.exit_code == 1
     assert message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_the_scan_or_the_wild_type_may_come_from_standard_input(esm_dir, esm_mlm, tmp_path):
+    """`-` reads standard input; a wild type longer than a file name is letters, not a path."""
+    long = (SEQUENCE * 8)[:300]
+    dms = "mutant,fitness\nK25A,0.5\nT26G,-1.0\nM24L,0.1\n"
+    expected = esm_mlm.variant_effects(long, ["K25A", "T26G", "M24L"], offset=24)
+    for args, stdin in (([str(esm_dir), "-", "--sequence", long], dms),
+                        ([str(esm_dir), _write(tmp_path / "d.csv", dms), "--sequence", "-"],
+                         f">wt\n{long[:100]}\n{long[100:].lower()}\n")):
+        result = CliRunner().invoke(app, ["protein", "variants", *args, "--offset", "24",
+                                          "-o", "-", "--device", "cpu"], input=stdin)
+        assert result.exit_code == 0, result.output
+        scores = [float(row["score"]) for row in csv.DictReader(result.stdout.splitlines())]
+        np.testing.assert_allclose(scores, expected, atol=1e-12)
+    both = _invoke(["protein", "variants", str(esm_dir), "-", "--sequence", "-", "-o", "-"])
+    assert both.exit_code == 1 and "both read standard input" in both.output
+
+
+def test_a_constant_target_is_refused_and_a_nan_correlation_is_null_in_json(esm_dir, tmp_path):
+    same = _write(tmp_path / "same.csv", "mutant,fitness\nK25A,1\nT26G,1\nM24L,1\n")
+    result = _invoke(["protein", "variants", str(esm_dir), same, "--sequence", SEQUENCE,
+                      "--offset", "24", "--target-field", "fitness", "--device", "cpu"])
+    assert result.exit_code == 1
+    assert "every row of" in result.output and "values that differ" in result.output
+    score = spearman_score([1.0, 2.0, 3.0, 4.0], [5.0] * 4, n_boot=0)
+    assert score.note == "undefined: one side holds a single value"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import warnings
-from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -16,7 +15,7 @@ from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, OUTPUT, Runtime,
 from mlmkit.core import checks
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import warn
-from mlmkit.core.records import check_input_file
+from mlmkit.core.records import check_input_file, names_a_file
 from mlmkit.core.results import dumps
 from mlmkit.errors import InvalidArgument
 
@@ -59,7 +58,7 @@ def _hint_file_given_as_text(texts: list[str], spellings) -> None:
     meant as input: say so before the model loads, not "the input has no mask"."""
     pattern = re.compile("|".join(re.escape(s) for s in spellings))
     for text in texts:
-        if not pattern.search(text) and "\n" not in text and Path(text).is_file():
+        if not pattern.search(text) and "\n" not in text and names_a_file(text):
             raise InvalidArgument(f"{text!r} is a file, taken here as a text to fill (it has "
                                   f"no mask): read inputs from it with --file {text}")
 

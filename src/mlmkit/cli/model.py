@@ -58,7 +58,7 @@ def init_command(
     max_length: int = typer.Option(None, "--max-length", help="Longest input, in tokens "
                                                               f"(position embeddings; 1 to "
                                                               f"{MAX_POSITIONS}; default: "
-                                                              "512, ESM-2's 1,026 for esm2)."),
+                                                              "512, ESM-2's 1,024 for esm2)."),
     seed: int = typer.Option(0, help="Seed of the random initialisation."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Replace an existing directory."),
 ) -> None:

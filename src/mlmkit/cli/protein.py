@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 from typing import Literal
 
 import typer
@@ -13,7 +14,7 @@ from mlmkit.cli.options import JSON, Runtime, command, command_group, trusting
 from mlmkit.core.correlation import spearman_score
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
-from mlmkit.errors import InvalidArgument
+from mlmkit.errors import InvalidArgument, InvalidData
 
 PROTEIN_HELP = ("Protein masked LMs (ESM-2): zero-shot variant effects of DMS files, binder "
                 "design.")
@@ -35,9 +36,10 @@ protein_app = command_group(PROTEIN_HELP, epilog=EXAMPLE)
 
 def variants_command(
     model: str = typer.Argument(..., help="Model directory or hub name (an ESM-2 model)."),
-    dms: str = typer.Argument(..., metavar="DMS", help="CSV with one variant per row."),
+    dms: str = typer.Argument(..., metavar="DMS", help="CSV with one variant per row (- for "
+                              "standard input)."),
     sequence: str = typer.Option(..., "--sequence", help="The wild type: amino-acid letters "
-                                 "or a FASTA file of one record."),
+                                 "or a FASTA file of one record (- for standard input)."),
     mutation_col: str = typer.Option("mutant", "--mutation-field", help="The column of the "
                                      "mutations (A42G; multi-mutants A42G:V50L)."),
     offset: int = typer.Option(1, "--offset", help="The number of the sequence's first "
@@ -64,6 +66,9 @@ def variants_command(
                                   "--target-field for a correlation")
         if output is not None:
             check_output_path(output, [dms], "-o/--output")
+        if dms == "-" and sequence == "-":
+            raise InvalidArgument("the DMS file and --sequence both read standard input: give "
+                                  "one of them as a file")
         protein = mlmkit.protein
         wild_type = protein.check_sequence(protein.read_sequence(sequence),
                                            f"--sequence {sequence}")
@@ -73,6 +78,9 @@ def variants_command(
                                   "one with --score-field")
         mutations = protein.dms.check_mutations(scan, wild_type, mutation_col, offset)
         target = protein.dms.numbers(scan, target_col) if target_col else None
+        if target is not None and len(set(target)) < 2:
+            raise InvalidData(f"--target-field {target_col}: every row of {dms} holds "
+                              f"{target[0]!r}: Spearman's ρ needs values that differ")
         mlm = mlmkit.load(model, **runtime.load_keywords())
         scores = mlm.variant_effects(wild_type, mutations, strategy=strategy, offset=offset,
                                      progress=None)
@@ -89,7 +97,8 @@ def variants_command(
 
 
 def _report(result, target_col: str, strategy: str, as_json: bool, to_stderr: bool) -> None:
-    line = {"strategy": strategy, "target": target_col, "spearman": result.value,
+    value = result.value if math.isfinite(result.value) else None  # JSON has no NaN
+    line = {"strategy": strategy, "target": target_col, "spearman": value,
             "low": result.low, "high": result.high, "n": result.n, "note": result.note}
     if as_json:
         text = json.dumps(line)
@@ -115,7 +124,8 @@ Examples:
 def binders_command(
     model: str = typer.Argument(..., help="Model directory or hub name (an ESM-2 model)."),
     target: str = typer.Argument(..., metavar="TARGET", help="The target protein: amino-acid "
-                                 "letters or a FASTA file of one record."),
+                                 "letters or a FASTA file of one record (- for standard "
+                                 "input)."),
     length: int = typer.Option(..., "--length", help="Residues of each binder."),
     n: int = typer.Option(8, "-n", "--n", help="Binders to design."),
     terminus: Literal["C", "N"] = typer.Option("C", "--terminus", help="Where the binder "

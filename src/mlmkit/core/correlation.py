@@ -54,6 +54,8 @@ def spearman_score(x, y, n_boot: int = 1000, seed: int = 0, level: float = 0.95)
     value = spearman(x, y)
     n = len(x)
     note = too_few(n) or too_few_replicates(n_boot, level)
+    if n and (np.ptp(x) == 0 or np.ptp(y) == 0):
+        note = "undefined: one side holds a single value"
     if n_boot == 0 or note:
         return Score("spearman", "overall", value, n=n, note=note)
     replicates = []

@@ -1,20 +1,23 @@
 """FASTA files: records of a `>` header line and a sequence over one or more lines.
 
-Plain or gzip-compressed (`.gz`), read a line at a time (`core.records.decoded_lines`:
-a decoding error names the line). The header's first word is the record's id. A record
-without a sequence, or a file without records, is an error naming the line.
+Plain or gzip-compressed (`.gz`), or standard input (`-`), read a line at a time
+(`core.records.decoded_lines`: a decoding error names the line). The header's first word is
+the record's id; sequences are read in upper case. A record without a sequence, or a file
+without records, is an error naming the line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.core.records import STDIN, decoded_lines, read_texts
+from mlmkit.core.records import STDIN, decoded_lines, display_name, names_a_file, read_texts
 from mlmkit.errors import InvalidArgument, InvalidData
 
 FASTA_SUFFIXES = (".fasta", ".fa", ".faa", ".fna", ".fas")
+_SPECIAL = re.compile(r"(<[^<>]*>)")
 
 
 @dataclass(frozen=True)
@@ -30,28 +33,37 @@ class Record:
 
 def read_fasta(path: str | Path, encoding: str = "utf-8",
                encoding_errors: str = "strict") -> Iterator[Record]:
-    """The records of a FASTA file, in order, one at a time."""
+    """The records of a FASTA file (`-`: standard input), in order, one at a time."""
+    yield from _records(display_name(path) if str(path) == STDIN else path,
+                        decoded_lines(path, encoding, encoding_errors))
+
+
+def _records(name, lines: Iterable[tuple[int, str]]) -> Iterator[Record]:
     header, header_line, parts = None, 0, []
-    for number, line in decoded_lines(path, encoding, encoding_errors):
+    for number, line in lines:
         line = line.strip()
         if not line or line.startswith(";"):
             continue
         if line.startswith(">"):
             if header is not None:
-                yield _record(path, header, header_line, parts)
+                yield _record(name, header, header_line, parts)
             header, header_line, parts = line[1:].strip(), number, []
         elif header is None:
-            raise InvalidData(f"{path} line {number}: sequence before any '>' header: "
+            raise InvalidData(f"{name} line {number}: sequence before any '>' header: "
                               "is this a FASTA file?")
         else:
             parts.append(line)
     if header is None:
-        raise InvalidData(f"{path}: no FASTA record (a record starts with a '>' header line)")
-    yield _record(path, header, header_line, parts)
+        raise InvalidData(f"{name}: no FASTA record (a record starts with a '>' header line)")
+    yield _record(name, header, header_line, parts)
 
 
 def _record(path, header: str, line: int, parts: list[str]) -> Record:
-    sequence = "".join("".join(parts).split())
+    # upper case: residues and bases are case-insensitive in FASTA (lower case marks
+    # soft-masked regions), and the tokenizers' alphabets are upper case; a special token
+    # written into a sequence (<mask>) keeps its spelling
+    pieces = _SPECIAL.split("".join("".join(parts).split()))
+    sequence = "".join(p if i % 2 else p.upper() for i, p in enumerate(pieces))
     if not sequence:
         raise InvalidData(f"{path} line {line}: the record {header!r} has no sequence")
     return Record(id=header.split()[0] if header else f"record-{line}", description=header,
@@ -84,10 +96,17 @@ def is_fasta(path: str | Path) -> bool:
 
 
 def read_sequence(value: str) -> str:
-    """A wild-type sequence given as letters or as a FASTA file of one record."""
-    if not (is_fasta(value) or "/" in value or Path(value).is_file()):
+    """A wild-type sequence given as letters, as a FASTA file of one record, or as `-`:
+    standard input holding either."""
+    if value == STDIN:
+        lines = list(decoded_lines(STDIN))
+        if not any(line.lstrip().startswith(">") for _, line in lines):
+            return "".join(line for _, line in lines)
+        records = list(_records(display_name(STDIN), lines))
+    elif not (is_fasta(value) or "/" in value or names_a_file(value)):
         return value
-    records = list(read_fasta(value))
+    else:
+        records = list(read_fasta(value))
     if len(records) != 1:
         raise InvalidData(f"{value}: {len(records)} records; --sequence takes a FASTA file of "
                           "one record")

@@ -28,6 +28,15 @@ def display_name(path) -> str:
     return "standard input" if str(path) == STDIN else repr(str(path))
 
 
+def names_a_file(value) -> bool:
+    """Whether `value` is the path of an existing file; False for text that cannot be a path
+    (longer than a file name may be, or holding a NUL), where `Path.is_file` raises."""
+    try:
+        return Path(value).expanduser().is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def check_input_file(path, what: str = "input file") -> None:
     """A readable file (or `-`), else a `PathError` that says what to pass."""
     if str(path) == STDIN:

@@ -42,7 +42,7 @@ from mlmkit.core.fasta import is_fasta, read_sequence
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.output import write_text
 from mlmkit.core.progress import status, warn
-from mlmkit.core.records import read_table, read_texts
+from mlmkit.core.records import names_a_file, read_table, read_texts
 from mlmkit.core.results import Result
 from mlmkit.corpus.python_docs import python_docs
 from mlmkit.embeddings import embed
@@ -457,22 +457,42 @@ def read_scans(path) -> list[Scan]:
     if not isinstance(entries, list) or not entries:
         raise InvalidData(f"{path}: give a YAML list of scans, each with dms, sequence, "
                           "offset and target")
-    scans = []
+    scans, names = [], {}
     for i, entry in enumerate(entries, 1):
         missing = [k for k in ("dms", "sequence", "target")
                    if not isinstance(entry, dict) or k not in entry]
         if missing:
             raise InvalidData(f"{path}: scan {i} lacks {', '.join(missing)}")
+        for key in ("dms", "sequence", "target", "mutation_col", "name"):
+            if key in entry and (not isinstance(entry[key], str | int) or
+                                 isinstance(entry[key], bool) or not str(entry[key]).strip()):
+                raise InvalidData(f"{path}: scan {i}'s {key} is {entry[key]!r}: give it as "
+                                  "text")
+        offset = entry.get("offset", 1)
+        if isinstance(offset, bool) or not isinstance(offset, int):
+            raise InvalidData(f"{path}: scan {i}'s offset is {offset!r}: give the number of "
+                              "the sequence's first residue as a whole number (e.g. 1)")
         dms = path.parent / str(entry["dms"])
         given = str(entry["sequence"])
-        sequence = read_sequence(str(path.parent / given) if is_fasta(given) else given)
+        file = path.parent / given  # a FASTA file, relative to the scans file like dms
+        if is_fasta(given) or names_a_file(file):
+            sequence = read_sequence(str(file))
+        elif "/" in given or "." in given:
+            raise PathError(f"{path}: scan {i}'s sequence {given!r}: no such FASTA file "
+                            f"in {str(path.parent)!r} (paths are relative to the scans file)")
+        else:
+            sequence = given
         sequence = check_sequence(sequence, f"{path}: scan {i}'s sequence")
-        offset = entry.get("offset", 1)
-        scan = read_scan(dms, entry.get("mutation_col", "mutant"))
-        mutations = check_mutations(scan, sequence, entry.get("mutation_col", "mutant"),
-                                    offset)
-        scans.append(Scan(str(entry.get("name", Path(dms).stem)), sequence, offset,
-                          mutations, numbers(scan, str(entry["target"]))))
+        column = str(entry.get("mutation_col", "mutant"))
+        scan = read_scan(dms, column)
+        mutations = check_mutations(scan, sequence, column, offset)
+        name = str(entry.get("name", Path(dms).stem))
+        if name in names:
+            raise InvalidData(f"{path}: scans {names[name]} and {i} are both named {name!r}: "
+                              "give each a name of its own (name: ...)")
+        names[name] = i
+        scans.append(Scan(name, sequence, offset, mutations,
+                          numbers(scan, str(entry["target"]))))
     return scans
 
 

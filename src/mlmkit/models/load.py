@@ -17,6 +17,7 @@ from mlmkit.core.hub import hub_offline, hub_unreachable, offline_now
 from mlmkit.core.run_layout import shared_tokenizer_dir
 from mlmkit.errors import InvalidArgument, ModelError, PathError
 from mlmkit.models.adapters import SUPPORTED_ARCHITECTURES
+from mlmkit.models.preset_table import input_tokens
 
 MASK_SPELLINGS = ("[MASK]", "<mask>")
 
@@ -57,8 +58,8 @@ class LoadedMLM:
 def model_max_length(model, tokenizer) -> int:
     config = model.config
     limit = getattr(config, "max_position_embeddings", None)
-    if limit is not None and config.model_type in ("roberta", "xlm-roberta", "camembert"):
-        limit -= (config.pad_token_id or 0) + 1  # positions start after the padding index
+    if limit is not None:
+        limit = input_tokens(limit, config.model_type, getattr(config, "pad_token_id", None))
     if getattr(config, "model_type", "") == "deberta-v2" and not getattr(
         config, "position_biased_input", True
     ):

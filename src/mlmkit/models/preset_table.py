@@ -35,7 +35,21 @@ ESM2_SIZES: dict[str, Size] = {
     "35m": Size(hidden=480, layers=12, heads=20, intermediate=1920),
     "150m": Size(hidden=640, layers=30, heads=20, intermediate=2560),
 }
-ESM2_POSITIONS = 1026  # 1,022 residues + <cls> + <eos>, as the released ESM-2 models
+# ESM-2's longest input in tokens: 1,022 residues + <cls> + <eos>. Its config holds two
+# positions more (the released models' 1,026): ESM numbers positions after the padding
+# index, as RoBERTa does.
+ESM2_POSITIONS = 1024
+# model types whose position ids start after the padding index
+POSITIONS_AFTER_PADDING_TYPES = ("roberta", "xlm-roberta", "camembert", "esm")
+
+
+def input_tokens(positions: int, model_type: str | None, pad_token_id: int | None) -> int:
+    """The longest input, in tokens, of a config with `positions` position embeddings: all
+    of them, or those after the padding index where the family numbers positions from
+    there (RoBERTa's 514 hold 512 tokens, ESM-2's 1,026 hold 1,024)."""
+    if model_type in POSITIONS_AFTER_PADDING_TYPES:
+        return positions - (int(pad_token_id or 0) + 1)
+    return positions
 
 # Position embeddings of every preset (BERT's 512): a model trained with a shorter
 # --seq-len keeps them, so it can later be trained or used on longer inputs.
@@ -130,6 +144,4 @@ def init_positions(init: str) -> int | None:
     limit = values.get("max_position_embeddings") if isinstance(values, dict) else None
     if not isinstance(limit, int):
         return None
-    if values.get("model_type") in ("roberta", "xlm-roberta", "camembert"):
-        limit -= int(values.get("pad_token_id") or 0) + 1  # positions start after padding
-    return limit
+    return input_tokens(limit, values.get("model_type"), values.get("pad_token_id"))

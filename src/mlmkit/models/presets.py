@@ -44,7 +44,7 @@ def preset_config(preset: str, tokenizer, max_length: int | None = None):
     trained further on longer inputs.
     """
     family, s = parse_preset(preset)
-    if max_length is None:  # the family's own: ESM-2's 1,026, else BERT's 512
+    if max_length is None:  # the family's own: ESM-2's 1,024, else BERT's 512
         max_length = ESM2_POSITIONS if family == "esm2" else PRESET_POSITIONS
     if isinstance(max_length, bool) or not isinstance(max_length, int) or not (
             1 <= max_length <= MAX_POSITIONS):
@@ -128,13 +128,14 @@ def preset_config(preset: str, tokenizer, max_length: int | None = None):
 def esm2_config(s: Size, tokenizer, max_length: int):
     """ESM-2's configuration: pre-LN layers, rotary positions, token dropout (the embedding
     rescaled by the share of masked tokens, as ESM-2 was trained), a final layer norm.
-    `max_length` counts <cls> and <eos> (ESM-2's 1,026: 1,022 residues)."""
+    `max_length` counts <cls> and <eos> (ESM-2's 1,024: 1,022 residues); the config holds
+    two positions more, numbered after the padding index as in the released models."""
     return transformers.EsmConfig(
         vocab_size=len(tokenizer), pad_token_id=tokenizer.pad_token_id,
         mask_token_id=tokenizer.mask_token_id, hidden_size=s.hidden,
         num_hidden_layers=s.layers, num_attention_heads=s.heads,
         intermediate_size=s.intermediate, hidden_act="gelu",
-        max_position_embeddings=max_length,
+        max_position_embeddings=max_length + tokenizer.pad_token_id + 1,
         position_embedding_type="rotary", token_dropout=True,
         emb_layer_norm_before=False, layer_norm_eps=1e-5,
     )

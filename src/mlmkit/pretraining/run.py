@@ -27,7 +27,7 @@ from mlmkit.corpus.packing import BlockOrder
 from mlmkit.errors import InvalidArgument, MlmkitError, RunError
 from mlmkit.masking.config import check_masking
 from mlmkit.models import load_mlm
-from mlmkit.models.preset_table import parse_preset
+from mlmkit.models.preset_table import input_tokens, parse_preset
 from mlmkit.models.unpadded import (
     ROTARY_FAMILIES,
     check_unpadded_family,
@@ -717,9 +717,12 @@ def build_run(config: PretrainConfig | None = None, *, resume: str | Path | None
                                   f"attention dropout {attention_dropout(init_model.config)}"
                                   " and FlexAttention has none: add --dropout 0")
         limit = getattr(init_model.config, "max_position_embeddings", None)
+        if limit is not None:
+            limit = input_tokens(limit, init_model.config.model_type,
+                                 getattr(init_model.config, "pad_token_id", None))
         if limit is not None and config.seq_len > limit:
             raise InvalidArgument(f"--seq-len {config.seq_len} is longer than --init "
-                                  f"{config.init!r} allows ({limit} positions)")
+                                  f"{config.init!r} allows ({limit} tokens)")
     if not runtime.is_main:  # distributed: rank 0 trains the tokenizer and fills the caches
         runtime.barrier()
     # a resumed run reads the tokenizer it stored (older runs: resolved as they were)

@@ -22,7 +22,7 @@ RARE = "XBUZO"  # unknown, Asx, selenocysteine, Glx, pyrrolysine
 GAPS = (".", "-", "<null_1>")
 VOCABULARY: tuple[str, ...] = (*SPECIALS, *STANDARD, *RARE, *GAPS, "<mask>")
 RESIDUES = STANDARD + RARE  # the letters a protein sequence may hold
-ESM_POSITIONS = 1026  # ESM-2's longest input: 1,022 residues, <cls> and <eos>
+ESM_TOKENS = 1024  # ESM-2's longest input: 1,022 residues, <cls> and <eos>
 
 
 def protein_tokenizer(directory: str | Path | None = None) -> PreTrainedTokenizerFast:
@@ -44,7 +44,7 @@ def protein_tokenizer(directory: str | Path | None = None) -> PreTrainedTokenize
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, cls_token="<cls>", pad_token="<pad>", eos_token="<eos>",
         sep_token="<eos>", unk_token="<unk>", mask_token="<mask>",
-        additional_special_tokens=list(GAPS), model_max_length=ESM_POSITIONS)
+        additional_special_tokens=list(GAPS), model_max_length=ESM_TOKENS)
     if directory is not None:
         tokenizer.save_pretrained(str(directory))
     return tokenizer

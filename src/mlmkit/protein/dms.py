@@ -8,10 +8,13 @@ problem is one line naming the file and line.
 from __future__ import annotations
 
 import csv
+import io
 import math
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from mlmkit.core.records import STDIN
 from mlmkit.errors import InvalidArgument, InvalidData, PathError
 from mlmkit.protein.mutations import parse_variant
 
@@ -35,15 +38,23 @@ class Scan:
         return f"{self.path} line {self.lines[i]}"
 
 
+def _open_text(path: str | Path):
+    """The CSV's text (`-`: standard input); utf-8-sig: a spreadsheet's byte-order mark is not
+    part of the first column's name."""
+    if str(path) == STDIN:
+        return io.StringIO(sys.stdin.buffer.read().decode("utf-8-sig"), newline="")
+    return open(path, encoding="utf-8-sig", newline="")
+
+
 def read_scan(path: str | Path, mutation_col: str = "mutant") -> Scan:
-    """The rows of the CSV at `path`; it must have a header with `mutation_col` and at least
-    one row, each row as many fields as the header."""
-    path = Path(path)
-    if not path.is_file():
-        raise PathError(f"{path}: no such DMS file")
+    """The rows of the CSV at `path` (`-`: standard input); it must have a header with
+    `mutation_col` and at least one row, each row as many fields as the header."""
+    source = path
+    path = Path("standard input" if str(source) == STDIN else source)
+    if str(source) != STDIN and not path.is_file():
+        raise PathError(f"{path}: no such DMS file (or pass - to read standard input)")
     try:
-        # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
-        with open(path, encoding="utf-8-sig", newline="") as f:
+        with _open_text(source) as f:
             reader = csv.reader(f)
             header = next(reader, None)
             if header is None or not any(field.strip() for field in header):
