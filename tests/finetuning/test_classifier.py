@@ -195,3 +195,32 @@ def test_a_prompt_fine_tuned_model_predicts_and_evaluates(tiny_mlm, sst, tmp_pat
     evaluation = evaluate_classifier(best, sst / "validation.tsv", task="sst2", **RUNTIME)
     assert evaluation.metrics["accuracy"] == pytest.approx(result.metrics["accuracy"])
     assert "mlmkit predict" in (tmp_path / "prompt" / "README.md").read_text()
+
+
+def test_pairs_are_classified_with_their_segments_as_transformers_does(tiny_mlm, tmp_path):
+    """A BERT-type classifier reads a pair's token type ids: predict passes them as the
+    tokenizer makes them, so its probabilities are those of the saved checkpoint in
+    transformers."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from mlmkit.finetuning.methods import build_classifier
+
+    mlm = tiny_mlm("bert")
+    model = build_classifier(mlm, ["no", "yes"], 0).eval()
+    model.save_pretrained(tmp_path / "clf")
+    mlm.tokenizer.save_pretrained(tmp_path / "clf")
+    config = tmp_path / "clf" / "tokenizer_config.json"  # as BERT's on the hub: segments
+    config.write_text(json.dumps({**json.loads(config.read_text()), "model_input_names": [
+        "input_ids", "token_type_ids", "attention_mask"]}))
+    pairs = [("the cat sat", "on the mat"), ("a dog", "ran far away today"), ("x", "y")]
+    hf_model = AutoModelForSequenceClassification.from_pretrained(tmp_path / "clf").eval()
+    hf_tokenizer = AutoTokenizer.from_pretrained(tmp_path / "clf")
+    inputs = hf_tokenizer([a for a, _ in pairs], [b for _, b in pairs], padding=True,
+                          return_tensors="pt")
+    assert "token_type_ids" in inputs
+    with torch.no_grad():
+        expected = hf_model(**inputs).logits.double().softmax(-1).numpy()
+    got = load_classifier(tmp_path / "clf", device="cpu").predict(pairs)
+    probabilities = np.array([[p.probabilities["no"], p.probabilities["yes"]] for p in got])
+    np.testing.assert_allclose(probabilities, expected, atol=1e-5)

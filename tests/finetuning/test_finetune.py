@@ -511,3 +511,37 @@ def test_a_max_length_beyond_the_model_is_said_not_lowered_silently(tiny_mlm, ss
                       rf"the model's {mlm.max_length} positions"):
         mlmkit.finetune(mlm, "sst2", train=sst / "train.tsv", validation=sst /
                         "validation.tsv", epochs=1, max_length=100_000, **RUNTIME)
+
+
+@pytest.mark.parametrize("asked, trains, evaluates", [("auto", "bf16", "fp32"),
+                                                      ("bf16", "bf16", "bf16"),
+                                                      ("fp32", "fp32", "fp32")])
+def test_auto_trains_in_bf16_where_native_and_evaluates_in_fp32(tiny_mlm, sst, monkeypatch,
+                                                               asked, trains, evaluates):
+    """The metrics a run reports are those `eval classify` gives its model (fp32 under
+    `auto`); bf16 asked for is bf16 throughout."""
+    import mlmkit
+    import mlmkit.core.devices as devices
+    import mlmkit.finetuning.trainer as trainer
+
+    monkeypatch.setattr(devices, "native_bf16", lambda device: True)
+    seen = []
+    real = trainer.autocast
+    monkeypatch.setattr(trainer, "autocast",
+                        lambda precision, device: seen.append(precision) or real(
+                            precision, device))
+    monkeypatch.setattr(trainer.Trainer, "predict", _recording_predict(trainer, seen))
+    mlmkit.finetune(tiny_mlm("bert"), "sst2", train=sst / "train.tsv",
+                    validation=sst / "validation.tsv", epochs=1, lr=1e-3, max_length=32,
+                    train_limit=32, precision=asked, **RUNTIME)
+    assert set(seen[:seen.index("predict")]) == {trains}
+    assert set(seen[seen.index("predict") + 1:]) == {evaluates}
+
+
+def _recording_predict(trainer, seen):
+    real = trainer.Trainer.predict
+
+    def predict(self, encoded, batch_tokens):
+        seen.append("predict")
+        return real(self, encoded, batch_tokens)
+    return predict

@@ -51,12 +51,12 @@ def finetune_command(
         print("test: " + ", ".join(f"{k} {v:.4f}" for k, v in result.test_metrics.items()))
     for run in result.runs:
         if run.best_dir:
-            print(f"best model (epoch {run.best_epoch}): {run.best_dir}")
+            print(f"kept model (epoch {run.best_epoch}): {run.best_dir}")
     if result.runs and result.runs[0].best_dir \
             and not (result.runs[0].lora and not training.merge_lora):
         best = result.runs[0].best_dir
         status(f"use it: mlmkit predict {best} TEXTS.txt; mlmkit eval classify {best} "
-               f"--task {result.task} --data FILE (the run's README.md says more)")
+               f"--task {result.task} FILE (the run's README.md says more)")
         if run.status != "finished":
             print(f"interrupted at step {run.steps}: continue with --resume --run-dir "
                   f"{run.run_dir}")

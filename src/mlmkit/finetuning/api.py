@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from mlmkit.core.checks import choice, count
-from mlmkit.core.devices import prepare
+from mlmkit.core.devices import prepare, resolve_precision
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.progress import status
 from mlmkit.core.results import Result
@@ -48,7 +48,9 @@ class FinetuneResult(Result):
         return self.runs[0]._model if self.runs else None
 
     def summary(self) -> str:
-        scored = sum(1 for run in self.runs if run.metrics)  # the seeds the mean is over
+        # the seeds the mean is over: those with validation metrics, else with test metrics
+        scored = sum(1 for run in self.runs if run.metrics) or \
+            sum(1 for run in self.runs if run.test_metrics)
         stopped = [seed for seed, run in zip(self.seeds, self.runs, strict=False)
                    if run.status != "finished"]
         parts = []
@@ -203,7 +205,11 @@ def finetune(
                     bucket=bucket, seed=seed, lora=lora_options, template=template,
                     verbalizer=words, select=select).check()
     check_method(method, spec.regression, None)
+    asked = precision
     target, precision = prepare(device, precision, threads, task="training")
+    # the scores a run reports are those of `eval classify` and of the saved checkpoint in
+    # transformers: `auto` trains in bf16 where the CPU has it and evaluates in fp32
+    eval_precision = resolve_precision(asked, target, task="inference")
     with hub_offline(offline):
         mlm = as_mlm(model, tokenizer, device=str(target))
         data = load_task_data(spec, train=train, validation=validation, test=test,
@@ -224,7 +230,8 @@ def finetune(
         if run_dir is not None:
             where = Path(run_dir) / f"seed-{run_seed}" if seeds > 1 else Path(run_dir)
         runs.append(fine_tune_run(mlm, run_data, replace(recipe, seed=run_seed), device=target,
-                                  precision=precision, run_dir=where,
+                                  precision=precision, eval_precision=eval_precision,
+                                  run_dir=where,
                                   resume=resume and (seeds == 1 or _has_states(where)),
                                   save_every=save_every, halt_after=halt_after,
                                   merge_lora=merge_lora, batch_tokens=batch_tokens,

@@ -33,7 +33,7 @@ from mlmkit.errors import InvalidArgument, ModelError, PathError
 from mlmkit.finetuning.data import Split, label_index, read_split
 from mlmkit.finetuning.data import limit as sample_rows
 from mlmkit.finetuning.encode import PromptEncoder, collate, encode_pairs
-from mlmkit.finetuning.methods import prompt_logits
+from mlmkit.finetuning.methods import head_logits, prompt_logits, takes_segments
 from mlmkit.finetuning.metrics import compute
 from mlmkit.finetuning.packing import equal_length_batches
 from mlmkit.finetuning.tasks import Task, get_task
@@ -104,7 +104,9 @@ class Classifier:
             encoded = self.prompt.encode(texts, no_labels, cut)
             word_ids = torch.tensor(self.prompt.word_ids, device=self.device)
         else:
-            encoded = encode_pairs(self.tokenizer, texts, no_labels, cut)
+            # a pair's segments as `finetune` passed them in training
+            encoded = encode_pairs(self.tokenizer, texts, no_labels, cut,
+                                   takes_segments(self.model))
         pad = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         width = 1 if self.regression else len(self.labels)
         out = np.empty((len(texts), width), dtype=np.float64)
@@ -116,8 +118,7 @@ class Classifier:
                     if self.prompt is not None:  # the label words' logits at the mask
                         logits = prompt_logits(self.model, batch, word_ids)
                     else:
-                        logits = self.model(input_ids=batch["input_ids"],
-                                            attention_mask=batch["attention_mask"]).logits
+                        logits = head_logits(self.model, batch)
                 logits = logits.double()
                 out[index] = (logits if self.regression else logits.softmax(-1)).cpu().numpy()
                 bar.advance(len(index))

@@ -55,14 +55,16 @@ def takes_segments(model) -> bool:
     return "token_type_ids" in inspect.signature(model.forward).parameters
 
 
-def _logits(model, batch) -> torch.Tensor:
+def head_logits(model, batch) -> torch.Tensor:
+    """A sequence classifier's logits of a padded batch, with its token type ids where the
+    batch has them."""
     extra = {"token_type_ids": batch["token_type_ids"]} if "token_type_ids" in batch else {}
     return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                  **extra).logits
 
 
 def head_loss(model, batch, regression: bool) -> torch.Tensor:
-    logits = _logits(model, batch)
+    logits = head_logits(model, batch)
     if regression:
         return torch.nn.functional.mse_loss(logits.squeeze(-1).float(), batch["labels"].float())
     return torch.nn.functional.cross_entropy(logits.float(), batch["labels"])
@@ -70,7 +72,7 @@ def head_loss(model, batch, regression: bool) -> torch.Tensor:
 
 def head_outputs(model, batch, regression: bool) -> torch.Tensor:
     """Predicted class indices (or values) of a batch."""
-    logits = _logits(model, batch)
+    logits = head_logits(model, batch)
     return logits.squeeze(-1).float() if regression else logits.argmax(dim=-1)
 
 

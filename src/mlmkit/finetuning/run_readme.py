@@ -24,7 +24,8 @@ def finetune_readme(run_dir: Path, task: str, method: str, seeds: list[int],
         model = ("the fine-tuned masked LM with its tokenizer and `prompt.json` (the cloze "
                  "template and the verbalizer's label words)")
     else:
-        model = ("the classifier of the best epoch "
+        model = ("the classifier the run kept (the last epoch; with `--select best`, the "
+                 "epoch best on validation) "
                  "(`AutoModelForSequenceClassification.from_pretrained`) with its tokenizer; "
                  "its config names the labels (`id2label`)")
     auto = "AutoModelForMaskedLM" if method == "prompt" else "AutoModelForSequenceClassification"
@@ -33,7 +34,7 @@ def finetune_readme(run_dir: Path, task: str, method: str, seeds: list[int],
 
 ```bash
 mlmkit predict {best} texts.txt -o predictions.jsonl   # label and probabilities per line
-mlmkit eval classify {best} --task {task} --data test.tsv   # the task's metrics on a split
+mlmkit eval classify {best} --task {task} test.tsv   # the task's metrics on a split
 ```
 
 ```python

@@ -140,10 +140,11 @@ class Trainer:
     """The state of one run (built by `fine_tune_run`)."""
 
     def __init__(self, mlm, data: TaskData, recipe: Recipe, device, precision: str,
-                 packed: bool | None = None):
+                 packed: bool | None = None, eval_precision: str | None = None):
         self.mlm, self.data, self.recipe = mlm, data, recipe
         self.task = data.task
         self.device, self.precision = device, precision
+        self.eval_precision = eval_precision or precision
         regression = self.task.regression
         methods.check_method(recipe.method, regression, mlm)
         if recipe.method == "head":
@@ -230,7 +231,7 @@ class Trainer:
         out = np.empty(len(encoded), dtype=np.float64)
         for index in equal_length_batches(encoded.lengths, batch_tokens):  # most unpadded
             batch = collate(encoded, index, self.pad_id, self.device)
-            with autocast(self.precision, self.device):
+            with autocast(self.eval_precision, self.device):
                 out[index] = self.outputs(batch).double().cpu().numpy()
         self.model.train(was_training)
         return out
@@ -296,6 +297,7 @@ def _digest(split) -> str:
 
 
 def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str,
+                  eval_precision: str | None = None,
                   run_dir: str | Path | None = None, resume: bool = False,
                   save_every: int = 0, halt_after: int | None = None,
                   merge_lora: bool = False, batch_tokens: int | None = None,
@@ -304,14 +306,14 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     """Train, evaluate, keep the last (or best) epoch; see the module docstring.
     `on_step(step, loss)` is called after each optimizer step with its training loss.
     `packed`: batches without padding (finetuning/packing.py; None: wherever the model
-    has them)."""
+    has them). `eval_precision`: that of the evaluations (default: `precision`)."""
     recipe.check()
     if recipe.select == "best" and data.validation is None:
         raise InvalidArgument("select='best' (--select best) picks an epoch on the validation "
                               "split: pass one (--validation), or keep the last epoch")
     say = say or (lambda message: None)
     batch_tokens = batch_tokens or EVAL_BATCH_TOKENS
-    trainer = Trainer(mlm, data, recipe, device, precision, packed)
+    trainer = Trainer(mlm, data, recipe, device, precision, packed, eval_precision)
     train_enc = trainer.encode(data.train)
     valid_enc = trainer.encode(data.validation) if data.validation is not None else None
     test_enc = trainer.encode(data.test) if data.test is not None else None
