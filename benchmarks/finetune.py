@@ -1,13 +1,16 @@
 """Fine-tuning accuracy and speed over seeds: `mlmkit.finetune` vs the Hugging Face Trainer.
 
-Each seed draws its own sample of SST-2 training rows (../shared/data/sst2/train.tsv) and
-trains three ways on it, from the same pretrained model: mlmkit with its defaults, the
-Trainer with its defaults (random sampler, `DataCollatorWithPadding`), and the Trainer with
+Each seed draws its own sample of training rows (SST-2 by default, ../shared/data/sst2;
+`--task agnews` for AG News; `--train-file`/`--test-file` for files of your own, read by
+mlmkit's reader on both sides: finetune_data.py) and trains three ways on it, from the
+same pretrained model: mlmkit with its defaults, the Trainer with its defaults (random
+sampler, `DataCollatorWithPadding`), and the Trainer with
 `train_sampling_strategy="group_by_length"` (its length grouping, its fastest CPU setting).
 The hyper-parameters are the same on all three: 3 epochs, lr 4e-5, batch 16, max length 128,
 10% linear warm-up, weight decay 0.01 (the Trainer's clipping at 1.0 and AdamW are mlmkit's
-too), fp32. The model is scored on a fixed held-out sample of SST-2 validation rows that no
-side trains or selects on; the last epoch's model is scored on both sides.
+too), fp32. The model is scored on a fixed held-out sample (SST-2's validation rows; for a
+task without a test file, rows held out of its training file) that no side trains or
+selects on; the last epoch's model is scored on both sides.
 
 Printed: each side's accuracy per seed, mean and standard deviation over seeds; the mean
 difference mlmkit − Trainer with a 95% bootstrap interval (seeds and held-out rows both
@@ -15,8 +18,9 @@ resampled: the interval covers the seed-to-seed spread and the test set's finite
 training examples/s of each side (training steps only) and the ratios.
 
 `--sides` picks the rows: also `mlmkit-bucket` (length-bucketed batches), `mlmkit-padded`
-(padded batches, no packing) and `mlmkit-auto` (precision "auto": bf16 autocast where the
-hardware has it), each compared with the first.
+(padded batches, no packing), `mlmkit-auto` (precision "auto": bf16 autocast where the
+hardware has it) and `mlmkit-trainer-recipe` (the Trainer's default hyper-parameters: lr
+5e-5, batch 8, no warm-up, no weight decay), each compared with the first.
 
 The model: `--model DIR`; by default the one `make demo` trains (runs/pretrain/final), else
 a tiny BERT with random weights is built and said (its accuracies are near chance).
@@ -37,33 +41,27 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
+from finetune_data import TASK_NAMES, draw, held_out, task_lines, texts_of, write_sample  # noqa: E402
 from trainer_baseline import run_trainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-SST2 = ROOT.parent / "shared" / "data" / "sst2"
 DEMO_MODEL = ROOT / "runs" / "pretrain" / "final"
 # --sides names → the rows' labels; on request: "mlmkit-bucket" (length-bucketed batches),
 # "mlmkit-auto" (precision "auto": bf16 autocast where the hardware multiplies bf16 natively),
-# "mlmkit-padded" (padded batches in the same random order, where packing is the default)
+# "mlmkit-padded" (padded batches in the same random order, where packing is the default),
+# "mlmkit-trainer-recipe" (the Trainer's default hyper-parameters instead of the shared ones)
 SIDES = {"mlmkit": "mlmkit", "trainer": "Trainer", "trainer-by-length": "Trainer, group_by_length",
          "mlmkit-bucket": "mlmkit, bucket", "mlmkit-auto": "mlmkit, precision auto",
-         "mlmkit-padded": "mlmkit, padded"}
+         "mlmkit-padded": "mlmkit, padded",
+         "mlmkit-trainer-recipe": "mlmkit, Trainer's recipe"}
 DEFAULT_SIDES = "mlmkit,trainer,trainer-by-length"
 
 
-def write_rows(path: Path, source: Path, count: int, seed: int) -> Path:
-    """`count` rows of a seeded shuffle of `source` (a TSV with a header), in file order."""
-    lines = source.read_text().splitlines()
-    order = np.random.default_rng(seed).permutation(len(lines) - 1)[:count] + 1
-    path.write_text("\n".join([lines[0], *(lines[i] for i in sorted(order))]) + "\n")
-    return path
-
-
-def tiny_model(folder: Path, train_file: Path) -> Path:
+def tiny_model(folder: Path, train_file: Path, task: str) -> Path:
     from mlmkit.models import build_mlm
     from mlmkit.tokenizer import train_tokenizer
 
-    texts = [line.split("\t")[0] for line in train_file.read_text().splitlines()[1:]]
+    texts = texts_of(train_file, task)
     tok = train_tokenizer(texts, folder / "tok", kind="wordpiece", vocab_size=4096,
                           show_progress=False)
     model = build_mlm("bert-tiny", tok, max_length=128, seed=0)
@@ -72,15 +70,21 @@ def tiny_model(folder: Path, train_file: Path) -> Path:
     return folder / "model"
 
 
+# the hyper-parameters every side shares, and the Trainer's own defaults (TrainingArguments)
+SHARED_RECIPE = {"batch_size": 16, "warmup": 0.1, "weight_decay": 0.01}
+TRAINER_DEFAULTS = {"lr": 5e-5, "batch_size": 8, "warmup": 0.0, "weight_decay": 0.0}
+
+
 def run_mlmkit(model_dir, train, test, args, seed, bucket: bool = False,
-               precision: str = "fp32", packed: bool | None = None) -> dict:
+               precision: str = "fp32", packed: bool | None = None,
+               recipe: dict | None = None) -> dict:
     import mlmkit
 
-    result = mlmkit.finetune(str(model_dir), "sst2", train=train, test=test, epochs=args.epochs,
-                             lr=args.lr, batch_size=16, max_length=128, warmup=0.1,
-                             weight_decay=0.01, seed=seed, device="cpu", precision=precision,
-                             threads=args.threads, progress=False, bucket=bucket,
-                             packed=packed)
+    recipe = recipe or {"lr": args.lr, **SHARED_RECIPE}
+    result = mlmkit.finetune(str(model_dir), args.task, train=train, test=test,
+                             epochs=args.epochs, max_length=128, **recipe, seed=seed,
+                             device="cpu", precision=precision, threads=args.threads,
+                             progress=False, bucket=bucket, packed=packed)
     run = result.runs[0]
     return {"accuracy": run.test_metrics["accuracy"], "examples_per_s": run.examples_per_s,
             "train_seconds": run.train_seconds,
@@ -89,7 +93,7 @@ def run_mlmkit(model_dir, train, test, args, seed, bucket: bool = False,
 
 def trainer_side(model_dir, train, test, args, seed, group_by_length: bool) -> dict:
     return run_trainer(model_dir, train, test, lr=args.lr, epochs=args.epochs, seed=seed,
-                       group_by_length=group_by_length)
+                       group_by_length=group_by_length, task=args.task)
 
 
 def difference_interval(a: np.ndarray, b: np.ndarray, n_boot: int = 4000,
@@ -112,10 +116,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default=None, help="a pretrained masked LM directory "
                         "(default: the `make demo` model, runs/pretrain/final)")
+    parser.add_argument("--task", choices=tuple(TASK_NAMES), default="sst2",
+                        help="SST-2, or AG News (4 classes)")
+    parser.add_argument("--train-file", default=None, help="a TSV file of the task (text, "
+                        "label, with a header) to draw each seed's training rows from "
+                        "(default: the shared data's)")
+    parser.add_argument("--test-file", default=None, help="a TSV file of held-out rows "
+                        "(default: SST-2's validation file; AG News, or a --train-file alone: "
+                        "rows held out of the training file, never drawn for training)")
     parser.add_argument("--seeds", type=int, default=5, help="seeds (each its own sample)")
     parser.add_argument("--train", type=int, default=2000, help="training rows per seed")
-    parser.add_argument("--test", type=int, default=1000, help="held-out rows (SST-2 "
-                        "validation, one fixed sample)")
+    parser.add_argument("--test", type=int, default=1000, help="held-out rows (one fixed "
+                        "sample)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lr", type=float, default=4e-5)
     parser.add_argument("--threads", type=int, default=None)
@@ -132,6 +144,7 @@ def main() -> None:
                "mlmkit, bucket": lambda *a: run_mlmkit(*a, bucket=True),
                "mlmkit, precision auto": lambda *a: run_mlmkit(*a, precision="auto"),
                "mlmkit, padded": lambda *a: run_mlmkit(*a, packed=False),
+               "mlmkit, Trainer's recipe": lambda *a: run_mlmkit(*a, recipe=TRAINER_DEFAULTS),
                "Trainer": lambda *a: trainer_side(*a, group_by_length=False),
                "Trainer, group_by_length": lambda *a: trainer_side(*a, group_by_length=True)}
     from mlmkit.core.devices import set_threads
@@ -141,23 +154,31 @@ def main() -> None:
     rows = {side: [] for side in sides}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        test = write_rows(folder / "test.tsv", SST2 / "validation.tsv", args.test, 0)
+        header, lines, test_lines = task_lines(args.task, args.train_file, args.test_file)
+        if test_lines is None:  # scored on rows held out of the training file
+            test_rows, pool = held_out(len(lines), args.test)
+            test = write_sample(folder / "test.tsv", header, lines, test_rows)
+        else:
+            pool = np.arange(len(lines))
+            test = write_sample(folder / "test.tsv", header, test_lines,
+                                draw(np.arange(len(test_lines)), args.test, 0))
         model_dir = Path(args.model) if args.model else DEMO_MODEL
         if not model_dir.is_dir():
             print(f"{model_dir} does not exist (run `make demo`): a tiny BERT with random "
                   "weights is used instead; its accuracies are near chance")
-            model_dir = tiny_model(folder, write_rows(folder / "tok.tsv", SST2 / "train.tsv",
-                                                      20000, 99))
+            model_dir = tiny_model(folder, write_sample(
+                folder / "tok.tsv", header, lines, draw(pool, min(20000, len(pool)), 99)),
+                args.task)
         for seed in range(args.seeds):
-            train = write_rows(folder / f"train-{seed}.tsv", SST2 / "train.tsv", args.train,
-                               1000 + seed)
+            train = write_sample(folder / f"train-{seed}.tsv", header, lines,
+                                 draw(pool, args.train, 1000 + seed))
             for side in sides:
                 rows[side].append(runners[side](model_dir, train, test, args, seed))
             print(f"seed {seed}: " + ", ".join(
                 f"{side} {100 * rows[side][-1]['accuracy']:.2f}% "
                 f"({rows[side][-1]['examples_per_s']:.1f} ex/s)" for side in sides),
                 flush=True)
-    print(f"\nSST-2, {model_dir.name if args.model else 'make demo model'} ({model_dir}), "
+    print(f"\n{TASK_NAMES[args.task]}, {model_dir.name if args.model else 'make demo model'} ({model_dir}), "
           f"{args.train} training rows × {args.epochs} epochs per seed, {args.test} held-out "
           f"rows, {args.seeds} seeds, lr {args.lr:g}, batch 16, fp32 (unless a side says "
           f"otherwise), {args.threads} thread(s); load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the "

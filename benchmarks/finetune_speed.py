@@ -40,59 +40,40 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
+from finetune_data import DATA, TASK_NAMES, draw, task_lines, texts_of, write_sample  # noqa: E402
 from trainer_baseline import run_trainer  # noqa: E402
 
 from mlmkit.finetuning.tasks import get_task  # noqa: E402
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SST2 = DATA / "sst2"
 
 
-def task_rows(task: str) -> tuple[str, list[str], list[str] | None]:
-    """(header, training lines, validation lines or None) of `task`'s TSV files, labels as
-    numbers. AG News has a training file only (None: `write_sample` draws the validation
-    rows from it, disjoint from the training sample)."""
-    if task == "sst2":
-        train = (SST2 / "train.tsv").read_text().splitlines()
-        return train[0], train[1:], (SST2 / "validation.tsv").read_text().splitlines()[1:]
-    lines = (DATA / "agnews" / "train.tsv").read_text().splitlines()
-    labels = get_task(task).labels  # numbered as mlmkit's task numbers them
-    numbered = [f"{text}\t{labels.index(label)}"
-                for text, label in (line.rsplit("\t", 1) for line in lines[1:])]
-    return lines[0], numbered, None
-
-
-def write_sample(folder: Path, n_train: int, n_valid: int,
-                 task: str = "sst2") -> tuple[Path, Path]:
-    """A seeded sample of each split of `task` (sst2, agnews), as TSV files both sides read
-    (labels as numbers)."""
-    header, train, valid = task_rows(task)
-    drawn = np.random.default_rng(0).permutation(len(train))
-    samples = [(train, drawn[:n_train])]
-    if valid is None:  # validation rows from those the training sample left
-        if n_train + n_valid > len(train):
-            raise SystemExit(f"--train {n_train} + --valid {n_valid}: {task} has "
-                             f"{len(train)} rows; ask for fewer")
-        samples.append((train, drawn[n_train:n_train + n_valid]))
+def write_samples(folder: Path, args) -> tuple[Path, Path]:
+    """The training and validation samples of `args.task` (finetune_data.py): `--train`
+    rows of a fixed shuffle of the training file, `--valid` rows of the test file (AG News:
+    the next rows of the same shuffle, disjoint from the training rows)."""
+    header, lines, test = task_lines(args.task, args.train_file, args.test_file)
+    shuffled = draw(np.arange(len(lines)), len(lines), 0)
+    if test is None:
+        if args.train + args.valid > len(lines):
+            raise SystemExit(f"--train {args.train} + --valid {args.valid}: the training file "
+                             f"has {len(lines)} rows; ask for fewer")
+        valid = write_sample(folder / "validation.tsv", header, lines,
+                             shuffled[args.train:args.train + args.valid])
     else:
-        samples.append((valid, np.random.default_rng(0).permutation(len(valid))[:n_valid]))
-    out = []
-    for name, (lines, rows) in zip(("train", "validation"), samples, strict=True):
-        path = folder / f"{name}.tsv"
-        path.write_text("\n".join([header, *(lines[i] for i in sorted(rows))]) + "\n")
-        out.append(path)
-    return out[0], out[1]
+        valid = write_sample(folder / "validation.tsv", header, test,
+                             draw(np.arange(len(test)), args.valid, 0))
+    return write_sample(folder / "train.tsv", header, lines, shuffled[:args.train]), valid
 
 
-def build_model(folder: Path, preset: str, train_file: Path) -> Path:
+def build_model(folder: Path, preset: str, train_file: Path, task: str = "sst2") -> Path:
     """A random `preset` model with a WordPiece tokenizer trained on the training sample's
     texts and 20,000 SST-2 sentences."""
     from mlmkit.models import build_mlm
     from mlmkit.tokenizer import train_tokenizer
 
-    texts = [line.split("\t")[0] for line in train_file.read_text().splitlines()[1:]]
-    extra = [line.split("\t")[0]
-             for line in (SST2 / "train.tsv").read_text().splitlines()[1:20001]]
+    texts = texts_of(train_file, task)
+    extra = texts_of(SST2 / "train.tsv", "sst2")[:20000]
     tok = train_tokenizer(texts + extra, folder / "tok", kind="wordpiece", vocab_size=8192,
                           show_progress=False)
     model = build_mlm(preset, tok, max_length=128, seed=0)
@@ -112,7 +93,7 @@ def run_mlmkit(model_dir, train, valid, args, **options) -> dict:
             "train_seconds": run.train_seconds}
 
 
-def example_flops(model_dir, train, labels: int) -> float:
+def example_flops(model_dir, train, task: str, labels: int) -> float:
     """Mean training FLOPs of one training row: its real tokens, a classifier read at its
     first token (benchmarks/flops.py)."""
     from flops import classifier_train_flops
@@ -120,7 +101,7 @@ def example_flops(model_dir, train, labels: int) -> float:
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     config = AutoConfig.from_pretrained(model_dir)
-    texts = [line.split("\t")[0] for line in Path(train).read_text().splitlines()[1:]]
+    texts = texts_of(train, task)
     lengths = [len(ids) for ids in tok(texts, truncation=True, max_length=128)["input_ids"]]
     return classifier_train_flops(config, lengths, labels) / len(lengths)
 
@@ -138,6 +119,12 @@ def main() -> None:
                         "random model; use 4e-5 with a pretrained --model)")
     parser.add_argument("--train", type=int, default=4000, help="training rows")
     parser.add_argument("--valid", type=int, default=1000, help="validation rows")
+    parser.add_argument("--train-file", default=None, help="a TSV file of the task (text, "
+                        "label, with a header) to sample the training rows from (default: "
+                        "the shared data's)")
+    parser.add_argument("--test-file", default=None, help="a TSV file to sample the "
+                        "validation rows from (default: SST-2's validation file; AG News, or "
+                        "a --train-file alone: rows held out of the training file)")
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2, help="runs of each row, "
                         "interleaved; the fastest is reported")
@@ -157,10 +144,10 @@ def main() -> None:
     rows: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        train, valid = write_sample(folder, args.train, args.valid, args.task)
+        train, valid = write_samples(folder, args)
         labels = len(get_task(args.task).labels)
         model_dir = Path(args.model) if args.model else build_model(folder, args.preset,
-                                                                    train)
+                                                                    train, args.task)
         runs = {"mlmkit": lambda: run_mlmkit(model_dir, train, valid, args),
                 "mlmkit, fp32": lambda: run_mlmkit(model_dir, train, valid, args,
                                                    precision="fp32"),
@@ -169,16 +156,16 @@ def main() -> None:
         for name, half in trainers.items():
             runs[name] = lambda half=half: run_trainer(model_dir, train, valid, lr=args.lr,
                                                        epochs=args.epochs, seed=args.seed,
-                                                       bf16=half, num_labels=labels)
+                                                       bf16=half, task=args.task)
         for _ in range(args.repeats):
             for name, run in runs.items():
                 rows.setdefault(name, []).append(run())
-        per_example = example_flops(model_dir, train, labels)
+        per_example = example_flops(model_dir, train, args.task, labels)
     peak = matmul_peak(torch.bfloat16 if bf16 else None, threads=args.threads)
     best = {name: max(runs, key=lambda r: r["examples_per_s"]) for name, runs in rows.items()}
     baseline = max(trainers, key=lambda name: best[name]["examples_per_s"])
     base = best[baseline]["examples_per_s"]
-    task = {"sst2": "SST-2", "agnews": "AG News"}[args.task]
+    task = TASK_NAMES[args.task]
     print(f"{task}, {args.model or args.preset}, lr {args.lr:g}, {args.train} training rows × "
           f"{args.epochs} epoch(s), {args.valid} validation rows, {args.threads} thread(s), "
           f"best of {args.repeats}; load average {load:.2f} at start, "

@@ -17,18 +17,25 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mlmkit.finetuning.data import label_index, read_split
+from mlmkit.finetuning.tasks import get_task
 
-def tokenized_rows(tokenizer, path: str | Path, max_length: int = 128) -> list[dict]:
-    """The rows of a TSV file with a header (text, label), tokenized (truncated at
+
+def tokenized_rows(tokenizer, path: str | Path, task: str = "sst2",
+                   max_length: int = 128) -> list[dict]:
+    """The rows of `task`'s TSV file at `path`, read by mlmkit's own reader (so both sides
+    see the same texts: quoting undone, labels numbered alike), tokenized (truncated at
     `max_length`), as dicts of the tokenizer's fields and `labels`."""
-    rows = [line.split("\t") for line in Path(path).read_text().splitlines()[1:]]
-    encoded = tokenizer([row[0] for row in rows], truncation=True, max_length=max_length)
-    return [{**{key: encoded[key][i] for key in encoded}, "labels": int(row[1])}
-            for i, row in enumerate(rows)]
+    spec = get_task(task)
+    texts, raw, _ = read_split(spec, "train", path=path)
+    labels = label_index(spec, raw, list(spec.labels))
+    encoded = tokenizer([text[0] for text in texts], truncation=True, max_length=max_length)
+    return [{**{key: encoded[key][i] for key in encoded}, "labels": int(label)}
+            for i, label in enumerate(labels)]
 
 
 def run_trainer(model_dir, train, scored, *, lr: float, epochs: int, seed: int,
-                group_by_length: bool = True, bf16: bool = False, num_labels: int = 2) -> dict:
+                group_by_length: bool = True, bf16: bool = False, task: str = "sst2") -> dict:
     """Fine-tune `model_dir` on the `train` TSV with `transformers.Trainer`, then predict the
     `scored` TSV with the last epoch's model: examples/s, training seconds, accuracy and each
     scored row's correctness."""
@@ -44,10 +51,11 @@ def run_trainer(model_dir, train, scored, *, lr: float, epochs: int, seed: int,
 
     hf_logging.set_verbosity_error()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    train_rows = tokenized_rows(tokenizer, train)
-    scored_rows = tokenized_rows(tokenizer, scored)
+    train_rows = tokenized_rows(tokenizer, train, task)
+    scored_rows = tokenized_rows(tokenizer, scored, task)
     torch.manual_seed(seed)
-    model = AutoModelForSequenceClassification.from_pretrained(model_dir, num_labels=num_labels)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        model_dir, num_labels=len(get_task(task).labels))
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
             output_dir=out, per_device_train_batch_size=16, per_device_eval_batch_size=64,
