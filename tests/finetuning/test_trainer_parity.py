@@ -5,7 +5,8 @@ weights mlmkit builds, saved and loaded by the Trainer) on the same rows in the 
 with the same recipe: their per-step training losses must agree within 1e-5 for 50 steps.
 That pins down what the recipe is made of (AdamW's betas, epsilon and decay groups, the
 warm-up from 0 and the linear decay, the number of steps, gradient clipping, the padding, the
-loss, the segments of sentence pairs). Dropout is off: the Trainer's data loader draws from
+loss, the segments of sentence pairs, the pooling of the family's head; packed batches and
+padded ones). Dropout is off: the Trainer's data loader draws from
 torch's generator between steps, so the two sides' dropout masks could not be the same draws.
 """
 
@@ -32,8 +33,14 @@ from mlmkit.finetuning.trainer import Recipe, decayed_parameters, fine_tune_run
 from mlmkit.models import LoadedMLM
 
 ROWS, BATCH, EPOCHS = 196, 8, 2  # 25 steps an epoch (the last batch of 4 rows): 50 steps
-RECIPE = Recipe(epochs=EPOCHS, lr=5e-4, batch_size=BATCH, max_length=32, warmup=0.1,
+# warm-up 0.07 × 50 steps = 3.5: both sides round it up to 4
+RECIPE = Recipe(epochs=EPOCHS, lr=5e-4, batch_size=BATCH, max_length=32, warmup=0.07,
                 weight_decay=0.01, seed=3)
+QUIET = {  # every dropout of a family's config, off
+    "bert": ("hidden_dropout_prob", "attention_probs_dropout_prob", "classifier_dropout"),
+    "modernbert": ("attention_dropout", "mlp_dropout", "embedding_dropout",
+                   "classifier_dropout"),
+}
 
 
 def segmented(tokenizer):
@@ -43,17 +50,24 @@ def segmented(tokenizer):
     return tokenizer
 
 
-@pytest.fixture(scope="module")
-def quiet_mlm(tiny_mlm) -> LoadedMLM:
-    """The tiny BERT with every dropout off (same weights), its tokenizer giving segments."""
-    source = tiny_mlm("bert")
+def quiet(tiny_mlm, family: str, pooling: str | None = None) -> LoadedMLM:
+    """A tiny `family` model with every dropout off (same weights); BERT's tokenizer gives
+    segments; `pooling`: ModernBERT's classifier pooling."""
+    source = tiny_mlm(family)
     config = copy.deepcopy(source.model.config)
-    config.hidden_dropout_prob = config.attention_probs_dropout_prob = 0.0
-    config.classifier_dropout = 0.0
+    for name in QUIET[family]:
+        setattr(config, name, 0.0)
+    if pooling is not None:
+        config.classifier_pooling = pooling
     model = type(source.model)(config)
     model.load_state_dict(source.model.state_dict())
-    return LoadedMLM(model=model.eval(), tokenizer=segmented(source.tokenizer),
-                     name="bert-tiny-quiet")
+    tokenizer = segmented(source.tokenizer) if family == "bert" else source.tokenizer
+    return LoadedMLM(model=model.eval(), tokenizer=tokenizer, name=f"{family}-tiny-quiet")
+
+
+@pytest.fixture(scope="module")
+def quiet_mlm(tiny_mlm) -> LoadedMLM:
+    return quiet(tiny_mlm, "bert")
 
 
 def _rows(corpus_sample, pairs: bool) -> TaskData:
@@ -123,13 +137,19 @@ def _trainer_losses(mlm, data, tmp_path) -> list[float]:
     return trainer.losses
 
 
-@pytest.mark.parametrize("pairs", [False, True], ids=["single", "pairs"])
-def test_per_step_losses_equal_the_trainer_s(quiet_mlm, corpus_sample, pairs, tmp_path):
+@pytest.mark.parametrize("family, pooling, pairs, packed", [
+    ("bert", None, False, None), ("bert", None, True, None), ("bert", None, False, False),
+    ("modernbert", "cls", False, None), ("modernbert", "mean", False, None),
+], ids=["bert", "bert-pairs", "bert-padded", "modernbert-cls", "modernbert-mean"])
+def test_per_step_losses_equal_the_trainer_s(tiny_mlm, corpus_sample, tmp_path, family,
+                                             pooling, pairs, packed):
+    """Packed batches (the default of these families) and padded ones alike."""
+    mlm = quiet(tiny_mlm, family, pooling)
     data = _rows(corpus_sample, pairs)
     ours = []
-    fine_tune_run(quiet_mlm, data, RECIPE, device=torch.device("cpu"), precision="fp32",
-                  on_step=lambda step, loss: ours.append(loss))
-    theirs = _trainer_losses(quiet_mlm, data, tmp_path)
+    fine_tune_run(mlm, data, RECIPE, device=torch.device("cpu"), precision="fp32",
+                  packed=packed, on_step=lambda step, loss: ours.append(loss))
+    theirs = _trainer_losses(mlm, data, tmp_path)
     assert len(ours) == len(theirs) == 50
     assert len(set(np.round(ours, 3))) > 10  # the losses move: the test compares something
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-5)
