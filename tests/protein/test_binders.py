@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from mlmkit.cli import app
 from mlmkit.errors import InvalidArgument, InvalidData
-from mlmkit.protein.alphabet import RESIDUES
+from mlmkit.protein.alphabet import RARE, RESIDUES, STANDARD
 
 TARGET = "MKTAYIAKQRQISFVKSHFSRQ"
 
@@ -38,9 +38,20 @@ def test_binders_are_scored_by_the_pll_of_their_region(esm_mlm, terminus):
     assert [b.sequence for b in again] == [b.sequence for b in binders]
 
 
+def test_binders_hold_the_standard_residues_unless_all_are_asked_for(esm_mlm):
+    """A random model samples rare letters often: by default none reaches a binder."""
+    standard = "".join(b.sequence for b in esm_mlm.design_binders(TARGET, 12, 16, seed=0))
+    assert set(standard) <= set(STANDARD)
+    every = "".join(b.sequence for b in esm_mlm.design_binders(TARGET, 12, 16, seed=0,
+                                                               residues="all"))
+    assert set(every) <= set(RESIDUES) and set(every) & set(RARE)
+
+
 def test_bad_binder_arguments(esm_mlm):
     with pytest.raises(InvalidArgument, match="terminus='X'"):
         esm_mlm.design_binders(TARGET, 5, terminus="X")
+    with pytest.raises(InvalidArgument, match="residues='rare'"):
+        esm_mlm.design_binders(TARGET, 5, residues="rare")
     with pytest.raises(InvalidArgument, match="length"):
         esm_mlm.design_binders(TARGET, 0)
     with pytest.raises(InvalidData, match="'J' at residue 2"):

@@ -130,6 +130,9 @@ def binders_command(
     n: int = typer.Option(8, "-n", "--n", help="Binders to design."),
     terminus: Literal["C", "N"] = typer.Option("C", "--terminus", help="Where the binder "
                                                "goes: C (after the target) or N (before it)."),
+    residues: Literal["standard", "all"] = typer.Option(
+        "standard", "--residues", help="standard: the 20 standard amino acids only; all: "
+        "also the rare and ambiguous letters (X B U Z O)."),
     sampler: Sampler = typer.Option("confidence", "--sampler", help="The unmasking sampler "
                                     "(as in mlmkit infill)."),
     steps: int = typer.Option(None, "--steps", help="Unmasking steps (default: one residue "
@@ -151,7 +154,8 @@ def binders_command(
         protein = mlmkit.protein
         sequence = protein.read_sequence(target)
         mlm = mlmkit.load(model, **runtime.load_keywords())
-        binders = mlm.design_binders(sequence, length, n, terminus=terminus, sampler=sampler,
+        binders = mlm.design_binders(sequence, length, n, terminus=terminus, residues=residues,
+                                     sampler=sampler,
                                      steps=steps, reveal=reveal, temperature=temperature,
                                      top_k=top_k, seed=runtime.seed, progress=None)
         if output is not None:

@@ -127,14 +127,16 @@ def infill(
     progress: bool | None = None,
     on_step: Callable[[StepEvent], None] | None = None,
     batch_size: int | None = None,
+    exclude_ids: Sequence[int] = (),
 ) -> Infilled | list[Infilled]:
     """Fill `template` ("The cat [MASK:3] on the mat.", or a list of templates).
 
     The sampling keywords are those of `SamplerOptions` (`steps` defaults to the number of
     masks: one token per step). Spans of unknown length are tried at every length of their
     range (at most `max_candidates` combinations); the candidates run through the same loop
-    as `generate`, and the best PLL per token wins. `batch_size` (candidates per batch) is a
-    deprecated alias of `batch_tokens`.
+    as `generate`, and the best PLL per token wins. `exclude_ids`: token ids never sampled
+    (besides the special tokens, never sampled either). `batch_size` (candidates per batch)
+    is a deprecated alias of `batch_tokens`.
     """
     max_candidates = checks.count("max_candidates", max_candidates, 1, 10_000)
     batch_tokens, rows = rows_per_batch(batch_tokens, batch_size, "infill")
@@ -175,7 +177,7 @@ def infill(
     batches = unmask_rows(mlm, [segments for _, _, segments in jobs], options,
                           default_steps=most_masks, allow_eos=False, what="template candidate",
                           batch_tokens=batch_tokens, rows=rows, precision=precision,
-                          progress=progress, on_step=on_step)
+                          progress=progress, on_step=on_step, exclude_ids=exclude_ids)
     filled = []
     spent = [{} for _ in templates]  # template -> {batch: tokens of its candidates there}
     for batch in batches:

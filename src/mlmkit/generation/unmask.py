@@ -17,7 +17,7 @@ through `StepContext` — neither caller changes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -545,11 +545,13 @@ def unmask_rows(
     precision: str = "fp32",
     progress: bool | None = None,
     on_step: Callable[[StepEvent], None] | None = None,
+    exclude_ids: Sequence[int] = (),
 ) -> list[UnmaskedBatch]:
     """The loop `generate` and `infill` share: build every row's canvas (checking lengths
     and options before any model call), then unmask the rows batch by batch, batch k seeded
     with `options.seed + k`. `what` names a row in errors ("prompt", "template candidate").
-    A batch holds `rows` rows if given, else as many as `batch_tokens` allows."""
+    A batch holds `rows` rows if given, else as many as `batch_tokens` allows. No special
+    token is sampled, nor any of `exclude_ids`."""
     tokenizer = mlm.tokenizer
     widths = [sum(len(s.ids) for s in row) for row in segments]
     guided = options.cfg_scale != 0.0
@@ -570,7 +572,8 @@ def unmask_rows(
         if logits_shift(mlm):
             raise InvalidArgument("--block-cache does not support models with shifted logits: "
                                   "drop --block-cache")
-    suppressed = sorted(set(suppressed_ids(tokenizer, allow_eos=allow_eos)) | {mask_id(mlm)})
+    suppressed = sorted(set(suppressed_ids(tokenizer, allow_eos=allow_eos)) | {mask_id(mlm)}
+                        | {int(i) for i in exclude_ids})
     done = []
     with Progress("unmasking", total=len(segments), unit="rows", enabled=progress) as bar, \
             autocast(precision, mlm.device):

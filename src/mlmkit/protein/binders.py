@@ -15,10 +15,12 @@ from mlmkit.errors import InvalidArgument
 from mlmkit.generation import infill
 from mlmkit.generation.pll import token_pll
 from mlmkit.models.load import prepare_mlm
+from mlmkit.protein.alphabet import RARE
 from mlmkit.protein.mutations import check_sequence
 from mlmkit.protein.variants import residue_ids
 
 TERMINI = ("C", "N")
+RESIDUE_SETS = ("standard", "all")  # the 20 standard residues, or also the rare letters
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ def design_binders(
     n: int = 8,
     *,
     terminus: str = "C",
+    residues: str = "standard",
     sampler: str = "confidence",
     steps: int | None = None,
     reveal: str = "count",
@@ -56,10 +59,14 @@ def design_binders(
 
     The binder is masked at the `terminus` (C: after the target, N: before it) and filled
     by the sampler (`sampler`, `steps`, `reveal`, `temperature`, `top_k` as in
-    `mlmkit.infill`); the same `seed` gives the same binders.
+    `mlmkit.infill`); the same `seed` gives the same binders. `residues`: "standard" samples
+    the 20 standard amino acids only (a peptide to synthesise); "all" also the rare and
+    ambiguous letters of the alphabet (X B U Z O).
     """
     if terminus not in TERMINI:
         raise InvalidArgument(f"terminus={terminus!r} (--terminus) must be C or N")
+    if residues not in RESIDUE_SETS:
+        raise InvalidArgument(f"residues={residues!r} (--residues) must be standard or all")
     length = count("length", length, 1, 1000)
     n = count("n", n, 1, 100_000)
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
@@ -67,9 +74,12 @@ def design_binders(
     residue_ids(mlm.tokenizer, target)
     span = f"[MASK:{length}]"
     template = target + span if terminus == "C" else span + target
+    vocabulary = mlm.tokenizer.get_vocab()
+    rare = [vocabulary[x] for x in RARE if x in vocabulary] if residues == "standard" else []
     filled = infill(mlm, [template] * n, sampler=sampler, steps=steps, reveal=reveal,
                     temperature=temperature, top_k=top_k, seed=seed,
-                    batch_tokens=batch_tokens, precision=precision, progress=progress)
+                    batch_tokens=batch_tokens, precision=precision, progress=progress,
+                    exclude_ids=rare)
     binders = ["".join(f.spans[0].split()) for f in filled]
     rows = [residue_ids(mlm.tokenizer, target + b if terminus == "C" else b + target)
             for b in binders]
