@@ -142,6 +142,7 @@ def test_free_function_and_single_string(esm_dir, esm_mlm):
     ("K99G", "position 99 is outside the sequence (1..40"),
     ("K2J", "'J' is not an amino-acid letter"),
     ("K2", "'K2' is not a mutation"),
+    ("K2*", "'K2*' is a stop or a deletion"), ("K2-", "'K2-' is a stop or a deletion"),
     ("", "no mutation given"),
     ("K2A:K2G", "position 2 is mutated twice"),
 ])

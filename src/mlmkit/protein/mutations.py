@@ -15,6 +15,7 @@ from mlmkit.errors import InvalidData
 from mlmkit.protein.alphabet import RESIDUES
 
 _MUTATION = re.compile(r"^([A-Za-z])(-?\d+)([A-Za-z])$")
+_STOP_OR_GAP = re.compile(r"^[A-Za-z]-?\d+[*\-]$")
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,9 @@ def parse_variant(text: str, sequence: str, offset: int = 1,
     mutations, seen = [], set()
     for part in text.strip().split(":"):
         match = _MUTATION.match(part.strip())
+        if match is None and _STOP_OR_GAP.match(part.strip()):
+            raise InvalidData(f"{where}: {part.strip()!r} is a stop or a deletion; a masked "
+                              "LM scores substitutions only: remove the row")
         if match is None:
             raise InvalidData(f"{where}: {part!r} is not a mutation: write wild type, "
                               "position, mutant (A42G; multi-mutants A42G:V50L)")
