@@ -77,11 +77,11 @@ class Recipe:
 
     method: str = "head"
     epochs: int = 3
-    lr: float = 4e-5
-    batch_size: int = 16
+    lr: float = 5e-5
+    batch_size: int = 8
     max_length: int = 128
-    warmup: float = 0.1
-    weight_decay: float = 0.01
+    warmup: float = 0.0
+    weight_decay: float = 0.0
     bucket: bool = False
     seed: int = 0
     lora: LoraOptions | None = None

@@ -18,13 +18,15 @@ class Finetuning:
         "head", "head (a classification head) or prompt (PET / LM-BFF: a cloze template "
         "through the MLM head).")
     epochs: int | None = option(None, "Epochs (default 3; few-shot 20).")
-    lr: float | None = option(None, "Peak learning rate (default 4e-5; few-shot 1e-4).")
+    lr: float | None = option(None, "Peak learning rate (default 5e-5, the Trainer's; few-shot 1e-4).")
     batch_size: int | None = option(
-        None, "Examples per optimizer step (default 16; few-shot 8).")
+        None, "Examples per optimizer step (default 8, the Trainer's).")
     max_length: int = option(
         128, "Longest input in tokens; longer ones are truncated and counted in metrics.json.")
-    warmup: float = option(0.1, "Share of the steps of linear warm-up.")
-    weight_decay: float = option(0.01, "AdamW weight decay.")
+    warmup: float = option(0.0, "Share of the steps of linear warm-up (the Trainer's 0 by "
+                           "default; BERT's recipe: 0.1).")
+    weight_decay: float = option(0.0, "AdamW weight decay (the Trainer's 0 by default; "
+                                 "BERT's recipe: 0.01).")
     bucket: bool = option(False, "Length-bucketed batches (less padding, faster; less "
                           "accurate on small data).")
     select: Literal["last", "best"] | None = option(
