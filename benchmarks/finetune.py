@@ -42,7 +42,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 from finetune_data import TASK_NAMES, draw, held_out, task_lines, texts_of, write_sample  # noqa: E402
-from trainer_baseline import run_trainer  # noqa: E402
+from trainer_baseline import SHARED_RECIPE, run_trainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_MODEL = ROOT / "runs" / "pretrain" / "final"
@@ -70,8 +70,7 @@ def tiny_model(folder: Path, train_file: Path, task: str) -> Path:
     return folder / "model"
 
 
-# the hyper-parameters every side shares, and the Trainer's own defaults (TrainingArguments)
-SHARED_RECIPE = {"batch_size": 16, "warmup": 0.1, "weight_decay": 0.01}
+# the Trainer's own defaults (TrainingArguments), mlmkit's too
 TRAINER_DEFAULTS = {"lr": 5e-5, "batch_size": 8, "warmup": 0.0, "weight_decay": 0.0}
 
 

@@ -41,7 +41,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from finetune_data import DATA, TASK_NAMES, draw, task_lines, texts_of, write_sample  # noqa: E402
-from trainer_baseline import run_trainer  # noqa: E402
+from trainer_baseline import SHARED_RECIPE, run_trainer  # noqa: E402
 
 from mlmkit.finetuning.tasks import get_task  # noqa: E402
 
@@ -86,8 +86,8 @@ def run_mlmkit(model_dir, train, valid, args, **options) -> dict:
     import mlmkit
 
     result = mlmkit.finetune(str(model_dir), args.task, train=train, validation=valid,
-                             epochs=args.epochs, lr=args.lr, seed=args.seed, device="cpu",
-                             threads=args.threads, progress=False, **options)
+                             epochs=args.epochs, lr=args.lr, **SHARED_RECIPE, seed=args.seed,
+                             device="cpu", threads=args.threads, progress=False, **options)
     run = result.runs[0]
     return {"examples_per_s": run.examples_per_s, "accuracy": run.history[-1]["accuracy"],
             "train_seconds": run.train_seconds}

@@ -20,6 +20,11 @@ import torch
 from mlmkit.finetuning.data import label_index, read_split
 from mlmkit.finetuning.tasks import get_task
 
+# the recipe both sides of the benchmarks share, besides the learning rate (the issue's:
+# BERT's fine-tuning; mlmkit's and the Trainer's defaults are lr 5e-5, batch 8, no warm-up,
+# no weight decay, and `finetune.py --sides mlmkit-trainer-recipe` compares the two)
+SHARED_RECIPE = {"batch_size": 16, "warmup": 0.1, "weight_decay": 0.01}
+
 
 def tokenized_rows(tokenizer, path: str | Path, task: str = "sst2",
                    max_length: int = 128) -> list[dict]:
@@ -58,8 +63,9 @@ def run_trainer(model_dir, train, scored, *, lr: float, epochs: int, seed: int,
         model_dir, num_labels=len(get_task(task).labels))
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
-            output_dir=out, per_device_train_batch_size=16, per_device_eval_batch_size=64,
-            learning_rate=lr, num_train_epochs=epochs, warmup_steps=0.1, weight_decay=0.01,
+            output_dir=out, per_device_train_batch_size=SHARED_RECIPE["batch_size"],
+            per_device_eval_batch_size=64, learning_rate=lr, num_train_epochs=epochs,
+            warmup_steps=SHARED_RECIPE["warmup"], weight_decay=SHARED_RECIPE["weight_decay"],
             max_grad_norm=1.0, lr_scheduler_type="linear", seed=seed, eval_strategy="no",
             save_strategy="no", report_to="none", logging_strategy="no", use_cpu=True,
             dataloader_num_workers=0, bf16=bf16, disable_tqdm=True,
