@@ -41,7 +41,15 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
-from finetune_data import TASK_NAMES, draw, held_out, task_lines, texts_of, write_sample  # noqa: E402
+from finetune_data import (  # noqa: E402
+    TASK_NAMES,
+    add_file_arguments,
+    draw,
+    held_out,
+    task_lines,
+    texts_of,
+    write_sample,
+)
 from trainer_baseline import SHARED_RECIPE, run_trainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -117,12 +125,7 @@ def main() -> None:
                         "(default: the `make demo` model, runs/pretrain/final)")
     parser.add_argument("--task", choices=tuple(TASK_NAMES), default="sst2",
                         help="SST-2, or AG News (4 classes)")
-    parser.add_argument("--train-file", default=None, help="a TSV file of the task (text, "
-                        "label, with a header) to draw each seed's training rows from "
-                        "(default: the shared data's)")
-    parser.add_argument("--test-file", default=None, help="a TSV file of held-out rows "
-                        "(default: SST-2's validation file; AG News, or a --train-file alone: "
-                        "rows held out of the training file, never drawn for training)")
+    add_file_arguments(parser)
     parser.add_argument("--seeds", type=int, default=5, help="seeds (each its own sample)")
     parser.add_argument("--train", type=int, default=2000, help="training rows per seed")
     parser.add_argument("--test", type=int, default=1000, help="held-out rows (one fixed "

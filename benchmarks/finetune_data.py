@@ -37,6 +37,16 @@ def task_lines(task: str, train_file=None, test_file=None) -> tuple[str, list, l
     return lines[0], [line for line in lines[1:] if line.strip()], test_lines
 
 
+def add_file_arguments(parser) -> None:
+    """`--train-file` and `--test-file`, the files `task_lines` reads."""
+    parser.add_argument("--train-file", default=None, help="a TSV file of the task (text, "
+                        "label, with a header) to draw the training rows from (default: the "
+                        "shared data's)")
+    parser.add_argument("--test-file", default=None, help="a TSV file of the held-out rows "
+                        "(default: SST-2's validation file; AG News, or a --train-file alone: "
+                        "rows held out of the training file, never drawn for training)")
+
+
 def held_out(n_lines: int, n_test: int) -> tuple[np.ndarray, np.ndarray]:
     """(test rows, the rest) of a file scored on rows held out of it: a fixed shuffle."""
     if n_test >= n_lines:

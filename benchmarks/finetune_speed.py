@@ -40,7 +40,15 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from finetune_data import DATA, TASK_NAMES, draw, task_lines, texts_of, write_sample  # noqa: E402
+from finetune_data import (  # noqa: E402
+    DATA,
+    TASK_NAMES,
+    add_file_arguments,
+    draw,
+    task_lines,
+    texts_of,
+    write_sample,
+)
 from trainer_baseline import SHARED_RECIPE, run_trainer  # noqa: E402
 
 from mlmkit.finetuning.tasks import get_task  # noqa: E402
@@ -119,12 +127,7 @@ def main() -> None:
                         "random model; use 4e-5 with a pretrained --model)")
     parser.add_argument("--train", type=int, default=4000, help="training rows")
     parser.add_argument("--valid", type=int, default=1000, help="validation rows")
-    parser.add_argument("--train-file", default=None, help="a TSV file of the task (text, "
-                        "label, with a header) to sample the training rows from (default: "
-                        "the shared data's)")
-    parser.add_argument("--test-file", default=None, help="a TSV file to sample the "
-                        "validation rows from (default: SST-2's validation file; AG News, or "
-                        "a --train-file alone: rows held out of the training file)")
+    add_file_arguments(parser)
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=2, help="runs of each row, "
                         "interleaved; the fastest is reported")
