@@ -57,7 +57,8 @@ DEMO_MODEL = ROOT / "runs" / "pretrain" / "final"
 # --sides names → the rows' labels; on request: "mlmkit-bucket" (length-bucketed batches),
 # "mlmkit-auto" (precision "auto": bf16 autocast where the hardware multiplies bf16 natively),
 # "mlmkit-padded" (padded batches in the same random order, where packing is the default),
-# "mlmkit-trainer-recipe" (the Trainer's default hyper-parameters instead of the shared ones)
+# "mlmkit-trainer-recipe" (mlmkit's default hyper-parameters, the Trainer's, instead of the
+# shared ones)
 SIDES = {"mlmkit": "mlmkit", "trainer": "Trainer", "trainer-by-length": "Trainer, group_by_length",
          "mlmkit-bucket": "mlmkit, bucket", "mlmkit-auto": "mlmkit, precision auto",
          "mlmkit-padded": "mlmkit, padded",
@@ -78,16 +79,12 @@ def tiny_model(folder: Path, train_file: Path, task: str) -> Path:
     return folder / "model"
 
 
-# the Trainer's own defaults (TrainingArguments), mlmkit's too
-TRAINER_DEFAULTS = {"lr": 5e-5, "batch_size": 8, "warmup": 0.0, "weight_decay": 0.0}
-
-
 def run_mlmkit(model_dir, train, test, args, seed, bucket: bool = False,
                precision: str = "fp32", packed: bool | None = None,
                recipe: dict | None = None) -> dict:
     import mlmkit
 
-    recipe = recipe or {"lr": args.lr, **SHARED_RECIPE}
+    recipe = {"lr": args.lr, **SHARED_RECIPE} if recipe is None else recipe
     result = mlmkit.finetune(str(model_dir), args.task, train=train, test=test,
                              epochs=args.epochs, max_length=128, **recipe, seed=seed,
                              device="cpu", precision=precision, threads=args.threads,
@@ -146,7 +143,8 @@ def main() -> None:
                "mlmkit, bucket": lambda *a: run_mlmkit(*a, bucket=True),
                "mlmkit, precision auto": lambda *a: run_mlmkit(*a, precision="auto"),
                "mlmkit, padded": lambda *a: run_mlmkit(*a, packed=False),
-               "mlmkit, Trainer's recipe": lambda *a: run_mlmkit(*a, recipe=TRAINER_DEFAULTS),
+               # mlmkit's own default hyper-parameters, which are the Trainer's
+               "mlmkit, Trainer's recipe": lambda *a: run_mlmkit(*a, recipe={}),
                "Trainer": lambda *a: trainer_side(*a, group_by_length=False),
                "Trainer, group_by_length": lambda *a: trainer_side(*a, group_by_length=True)}
     from mlmkit.core.devices import set_threads
@@ -180,11 +178,14 @@ def main() -> None:
                 f"{side} {100 * rows[side][-1]['accuracy']:.2f}% "
                 f"({rows[side][-1]['examples_per_s']:.1f} ex/s)" for side in sides),
                 flush=True)
-    print(f"\n{TASK_NAMES[args.task]}, {model_dir.name if args.model else 'make demo model'} ({model_dir}), "
-          f"{args.train} training rows × {args.epochs} epochs per seed, {args.test} held-out "
-          f"rows, {args.seeds} seeds, lr {args.lr:g}, batch 16, fp32 (unless a side says "
-          f"otherwise), {args.threads} thread(s); load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the "
-          "end")
+    name = model_dir.name if args.model else "make demo model"
+    recipe = SHARED_RECIPE
+    print(f"\n{TASK_NAMES[args.task]}, {name} ({model_dir}), {args.train} training rows × "
+          f"{args.epochs} epochs per seed, {args.test} held-out rows, {args.seeds} seeds, lr "
+          f"{args.lr:g}, batch {recipe['batch_size']}, warm-up {recipe['warmup']:g}, weight "
+          f"decay {recipe['weight_decay']:g}, fp32 (unless a side says otherwise), "
+          f"{args.threads} thread(s); load average {load:.2f} at the start, "
+          f"{os.getloadavg()[0]:.2f} at the end")
     speed = {side: float(np.mean([r["examples_per_s"] for r in rows[side]])) for side in sides}
     print(f"{'':26} {'accuracy mean':>13} {'std':>6} {'examples/s':>10} "
           + " ".join(f"{'vs ' + s:>12}" for s in sides[1:]))

@@ -43,3 +43,13 @@ def test_finetune_reads_a_tab_separated_csv(tmp_path):
         texts, labels, _ = read_split(get_task("sst2"), "train", path=path)
     assert texts == [("A good film.",), ("A bad film.",)]
     assert [value for value, _ in labels] == ["1", "0"]
+
+
+def test_text_that_cannot_be_a_path_names_no_file(tmp_path):
+    """A sequence longer than a file name, a NUL, `~user` of no user: no file, no error."""
+    from mlmkit.core.records import names_a_file
+
+    (tmp_path / "here.txt").write_text("x")
+    assert names_a_file(tmp_path / "here.txt")
+    for text in ("M" * 300, "a\0b", "~no-such-user-mlmkit/x", str(tmp_path / "absent")):
+        assert not names_a_file(text)

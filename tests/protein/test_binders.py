@@ -8,6 +8,7 @@ import json
 
 import numpy as np
 import pytest
+import transformers
 from esm_reference import Reference
 from typer.testing import CliRunner
 
@@ -45,6 +46,23 @@ def test_binders_hold_the_standard_residues_unless_all_are_asked_for(esm_mlm):
     every = "".join(b.sequence for b in esm_mlm.design_binders(TARGET, 12, 16, seed=0,
                                                                residues="all"))
     assert set(every) <= set(RESIDUES) and set(every) & set(RARE)
+
+
+def test_a_hub_tokenizer_s_gaps_are_never_sampled(tmp_path):
+    """transformers' EsmTokenizer (the hub checkpoints') counts only five specials: the gap
+    symbols are ordinary tokens there, and still never reach a binder."""
+    import mlmkit
+    from mlmkit.models import build_mlm
+    from mlmkit.protein import VOCABULARY, protein_tokenizer
+
+    (tmp_path / "vocab.txt").write_text("\n".join(VOCABULARY) + "\n")
+    hub = transformers.EsmTokenizer(str(tmp_path / "vocab.txt"))
+    assert "-" not in hub.all_special_tokens
+    model = build_mlm("esm2-tiny", protein_tokenizer(), seed=0).eval()
+    mlm = mlmkit.load((model, hub), device="cpu")
+    for residues, letters in (("standard", STANDARD), ("all", RESIDUES)):
+        binders = mlm.design_binders(TARGET, 12, 16, seed=0, residues=residues)
+        assert set("".join(b.sequence for b in binders)) <= set(letters)
 
 
 def test_bad_binder_arguments(esm_mlm):

@@ -74,12 +74,12 @@ def variants_command(
                                            f"--sequence {sequence}")
         scan = protein.dms.read_scan(dms, mutation_col)
         if score_col in scan.columns:
-            raise InvalidArgument(f"{dms} already has a column {score_col!r}: name the new "
-                                  "one with --score-field")
+            raise InvalidArgument(f"{scan.path} already has a column {score_col!r}: name the "
+                                  "new one with --score-field")
         mutations = protein.dms.check_mutations(scan, wild_type, mutation_col, offset)
         target = protein.dms.numbers(scan, target_col) if target_col else None
         if target is not None and len(set(target)) < 2:
-            raise InvalidData(f"--target-field {target_col}: every row of {dms} holds "
+            raise InvalidData(f"--target-field {target_col}: every row of {scan.path} holds "
                               f"{target[0]!r}: Spearman's ρ needs values that differ")
         mlm = mlmkit.load(model, **runtime.load_keywords())
         scores = mlm.variant_effects(wild_type, mutations, strategy=strategy, offset=offset,

@@ -101,13 +101,13 @@ def read_sequence(value: str) -> str:
     if value == STDIN:
         lines = list(decoded_lines(STDIN))
         if not any(line.lstrip().startswith(">") for _, line in lines):
-            return "".join(line for _, line in lines)
+            return "".join("".join(line for _, line in lines).split()).upper()
         records = list(_records(display_name(STDIN), lines))
     elif not (is_fasta(value) or "/" in value or names_a_file(value)):
         return value
     else:
         records = list(read_fasta(value))
     if len(records) != 1:
-        raise InvalidData(f"{value}: {len(records)} records; --sequence takes a FASTA file of "
-                          "one record")
+        raise InvalidData(f"{display_name(value)}: {len(records)} records; --sequence takes a "
+                          "FASTA file of one record")
     return records[0].sequence

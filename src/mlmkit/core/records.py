@@ -30,10 +30,11 @@ def display_name(path) -> str:
 
 def names_a_file(value) -> bool:
     """Whether `value` is the path of an existing file; False for text that cannot be a path
-    (longer than a file name may be, or holding a NUL), where `Path.is_file` raises."""
+    (longer than a file name may be, holding a NUL, `~name` of no user), where `Path`
+    raises."""
     try:
         return Path(value).expanduser().is_file()
-    except (OSError, ValueError):
+    except (OSError, ValueError, RuntimeError):
         return False
 
 

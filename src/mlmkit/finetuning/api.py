@@ -26,8 +26,9 @@ from mlmkit.training.checkpoint import list_states
 
 # the Trainer's defaults (TrainingArguments): measured more accurate than the cramming GLUE
 # recipe (lr 4e-5, batch 16, 10% warm-up, weight decay 0.01) on SST-2 (docs/fine-tuning.md)
-FULL_DEFAULTS = {"epochs": 3, "lr": 5e-5, "batch_size": 8}
-FEW_SHOT_DEFAULTS = {"epochs": 20, "lr": 1e-4, "batch_size": 8}
+FULL_DEFAULTS = {"epochs": 3, "lr": 5e-5, "batch_size": 8, "warmup": 0.0, "weight_decay": 0.0}
+FEW_SHOT_DEFAULTS = {"epochs": 20, "lr": 1e-4, "batch_size": 8, "warmup": 0.1,
+                     "weight_decay": 0.01}
 
 
 @dataclass
@@ -95,8 +96,8 @@ def finetune(
     lr: float | None = None,
     batch_size: int | None = None,
     max_length: int = 128,
-    warmup: float = 0.0,
-    weight_decay: float = 0.0,
+    warmup: float | None = None,
+    weight_decay: float | None = None,
     bucket: bool = False,
     select: str | None = None,
     packed: bool | None = None,
@@ -143,10 +144,11 @@ def finetune(
     weight decay; length 128) and so is the optimisation (AdamW, its decay groups and
     schedule, clipping at 1.0) and the last epoch's model (`select="best"` evaluates each
     epoch and keeps the best on the validation split); `bucket=True` trains on
-    length-bucketed batches (faster, less accurate on small data: docs/fine-tuning.md);
+    length-bucketed batches (less padding where batches are padded: docs/fine-tuning.md);
     `shots=K` samples K examples per class under each of `seeds` seeds (few-shot
-    defaults: 20 epochs, lr 1e-4, batch 8; the last epoch is kept: no large validation set
-    may pick it in a true few-shot setting) and reports the mean and standard deviation.
+    defaults: 20 epochs, lr 1e-4, batch 8, 10% warm-up, weight decay 0.01; the last epoch
+    is kept: no large validation set may pick it in a true few-shot setting) and reports
+    the mean and standard deviation.
     `batch_size` is the optimizer's batch (examples per step); `batch_tokens` bounds the
     evaluation batches. `packed` (default: wherever the model has unpadded attention) packs
     each batch's examples into rows without padding, each attending only to itself: the
@@ -203,7 +205,10 @@ def finetune(
                     epochs=defaults["epochs"] if epochs is None else epochs,
                     lr=defaults["lr"] if lr is None else lr,
                     batch_size=defaults["batch_size"] if batch_size is None else batch_size,
-                    max_length=max_length, warmup=warmup, weight_decay=weight_decay,
+                    max_length=max_length,
+                    warmup=defaults["warmup"] if warmup is None else warmup,
+                    weight_decay=defaults["weight_decay"] if weight_decay is None
+                    else weight_decay,
                     bucket=bucket, seed=seed, lora=lora_options, template=template,
                     verbalizer=words, select=select).check()
     check_method(method, spec.regression, None)

@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 
 from mlmkit.core.devices import autocast
@@ -572,6 +573,11 @@ def unmask_rows(
         if logits_shift(mlm):
             raise InvalidArgument("--block-cache does not support models with shifted logits: "
                                   "drop --block-cache")
+    bad = [i for i in exclude_ids if isinstance(i, bool) or not isinstance(i, int | np.integer)
+           or not 0 <= i < vocab]
+    if bad:
+        raise InvalidArgument(f"exclude_ids: {bad[0]!r} is not a token id of the model (0 to "
+                              f"{vocab - 1})")
     suppressed = sorted(set(suppressed_ids(tokenizer, allow_eos=allow_eos)) | {mask_id(mlm)}
                         | {int(i) for i in exclude_ids})
     done = []

@@ -51,6 +51,14 @@ def input_tokens(positions: int, model_type: str | None, pad_token_id: int | Non
         return positions - (int(pad_token_id or 0) + 1)
     return positions
 
+
+def position_embeddings(tokens: int, model_type: str, pad_token_id: int | None) -> int:
+    """The position embeddings a config of `model_type` needs for inputs of `tokens` tokens
+    (the inverse of `input_tokens`)."""
+    if model_type in POSITIONS_AFTER_PADDING_TYPES:
+        return tokens + int(pad_token_id or 0) + 1
+    return tokens
+
 # Position embeddings of every preset (BERT's 512): a model trained with a shorter
 # --seq-len keeps them, so it can later be trained or used on longer inputs.
 PRESET_POSITIONS = 512

@@ -19,6 +19,7 @@ from mlmkit.models.preset_table import (
     SIZES,
     Size,
     parse_preset,
+    position_embeddings,
 )
 
 
@@ -66,8 +67,8 @@ def preset_config(preset: str, tokenizer, max_length: int | None = None):
         return transformers.BertConfig(**common, **bert_like, max_position_embeddings=max_length)
     if family in ("roberta", "xlm-roberta"):
         cls = transformers.RobertaConfig if family == "roberta" else transformers.XLMRobertaConfig
-        # RoBERTa's positions start after the padding index.
-        return cls(**common, **ids, **bert_like, max_position_embeddings=max_length + pad + 1)
+        return cls(**common, **ids, **bert_like, max_position_embeddings=position_embeddings(
+            max_length, "roberta", pad))
     if family == "modernbert":
         return transformers.ModernBertConfig(
             **common,
@@ -135,7 +136,7 @@ def esm2_config(s: Size, tokenizer, max_length: int):
         mask_token_id=tokenizer.mask_token_id, hidden_size=s.hidden,
         num_hidden_layers=s.layers, num_attention_heads=s.heads,
         intermediate_size=s.intermediate, hidden_act="gelu",
-        max_position_embeddings=max_length + tokenizer.pad_token_id + 1,
+        max_position_embeddings=position_embeddings(max_length, "esm", tokenizer.pad_token_id),
         position_embedding_type="rotary", token_dropout=True,
         emb_layer_norm_before=False, layer_norm_eps=1e-5,
     )

@@ -23,12 +23,12 @@ class Finetuning:
         None, "Examples per optimizer step (default 8, the Trainer's).")
     max_length: int = option(
         128, "Longest input in tokens; longer ones are truncated and counted in metrics.json.")
-    warmup: float = option(0.0, "Share of the steps of linear warm-up (the Trainer's 0 by "
-                           "default; BERT's recipe: 0.1).")
-    weight_decay: float = option(0.0, "AdamW weight decay (the Trainer's 0 by default; "
-                                 "BERT's recipe: 0.01).")
-    bucket: bool = option(False, "Length-bucketed batches (less padding, faster; less "
-                          "accurate on small data).")
+    warmup: float | None = option(None, "Share of the steps of linear warm-up (default 0, "
+                                  "the Trainer's; few-shot 0.1).")
+    weight_decay: float | None = option(None, "AdamW weight decay (default 0, the Trainer's; "
+                                        "few-shot 0.01).")
+    bucket: bool = option(False, "Length-bucketed batches (less padding where batches are "
+                          "padded; examples meet in a less random order).")
     select: Literal["last", "best"] | None = option(
         None, "The model kept: last (the last epoch's) or best (evaluate each epoch, keep "
         "the best on the validation split).")

@@ -15,7 +15,7 @@ from mlmkit.errors import InvalidArgument
 from mlmkit.generation import infill
 from mlmkit.generation.pll import token_pll
 from mlmkit.models.load import prepare_mlm
-from mlmkit.protein.alphabet import RARE
+from mlmkit.protein.alphabet import RESIDUES, STANDARD
 from mlmkit.protein.mutations import check_sequence
 from mlmkit.protein.variants import residue_ids
 
@@ -61,7 +61,7 @@ def design_binders(
     by the sampler (`sampler`, `steps`, `reveal`, `temperature`, `top_k` as in
     `mlmkit.infill`); the same `seed` gives the same binders. `residues`: "standard" samples
     the 20 standard amino acids only (a peptide to synthesise); "all" also the rare and
-    ambiguous letters of the alphabet (X B U Z O).
+    ambiguous letters of the alphabet (X B U Z O); never a gap or a special token.
     """
     if terminus not in TERMINI:
         raise InvalidArgument(f"terminus={terminus!r} (--terminus) must be C or N")
@@ -74,12 +74,15 @@ def design_binders(
     residue_ids(mlm.tokenizer, target)
     span = f"[MASK:{length}]"
     template = target + span if terminus == "C" else span + target
-    vocabulary = mlm.tokenizer.get_vocab()
-    rare = [vocabulary[x] for x in RARE if x in vocabulary] if residues == "standard" else []
+    # every token but the allowed residues: a hub tokenizer (EsmTokenizer) does not count the
+    # gap symbols as special, so the samplers' own exclusion of specials is not enough
+    allowed = set(STANDARD if residues == "standard" else RESIDUES)
+    others = sorted({i for token, i in mlm.tokenizer.get_vocab().items()
+                     if token not in allowed})
     filled = infill(mlm, [template] * n, sampler=sampler, steps=steps, reveal=reveal,
                     temperature=temperature, top_k=top_k, seed=seed,
                     batch_tokens=batch_tokens, precision=precision, progress=progress,
-                    exclude_ids=rare)
+                    exclude_ids=others)
     binders = ["".join(f.spans[0].split()) for f in filled]
     rows = [residue_ids(mlm.tokenizer, target + b if terminus == "C" else b + target)
             for b in binders]
