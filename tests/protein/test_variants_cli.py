@@ -91,7 +91,8 @@ def test_published_esm1v_scores_reproduce_their_spearman(shared_data, monkeypatc
     ("mutant,fitness\nK25A,\n", "dms.csv line 2: fitness is '', not a finite number"),
     ("mutant,fitness\nK25A,1\n,2\n", "dms.csv line 3 (''): no mutation given"),
     ("mutant,mutant\nK25A,K25A\n", "dms.csv line 1: the column 'mutant' appears twice"),
-    ('mutant,fitness\n"K25A,1\n', "dms.csv line 2: 1 fields, the header has 2"),
+    ('mutant,fitness\n"K25A,1\nK26A,2\n', "dms.csv line 2: a quote opened in this row is "
+     "never closed"),
 ])
 def test_bad_dms_files_are_one_line_naming_the_row(esm_dir, tmp_path, dms, message):
     path = _write(tmp_path / "dms.csv", dms)

@@ -55,7 +55,10 @@ def read_scan(path: str | Path, mutation_col: str = "mutant") -> Scan:
         raise PathError(f"{path}: no such DMS file (or pass - to read standard input)")
     try:
         with _open_text(source) as f:
-            reader = csv.reader(f)
+            # strict: a quote never closed is an error where it opens, not a row that
+            # swallowed the rest of the file
+            reader = csv.reader(f, strict=True)
+            row_start = 1  # the line where the row being read begins
             header = next(reader, None)
             if header is None or not any(field.strip() for field in header):
                 raise InvalidData(f"{path} is empty: a DMS file is a CSV with a header line "
@@ -69,8 +72,10 @@ def read_scan(path: str | Path, mutation_col: str = "mutant") -> Scan:
                 raise InvalidData(f"{path} line 1: no {mutation_col!r} column (its columns: "
                                   f"{', '.join(columns)}): name it with --mutation-field")
             rows, lines = [], []
+            row_start = reader.line_num + 1
             for fields in reader:
                 line = reader.line_num
+                row_start = line + 1  # where the next row begins
                 if not fields or not any(f.strip() for f in fields):
                     continue
                 if len(fields) != len(columns):
@@ -82,6 +87,9 @@ def read_scan(path: str | Path, mutation_col: str = "mutant") -> Scan:
         raise InvalidData(f"{path}: not UTF-8 text ({error.reason}): is it a CSV file?") \
             from None
     except csv.Error as error:
+        if "end of data" in str(error):
+            raise InvalidData(f"{path} line {row_start}: a quote opened in this row is never "
+                              "closed: close it, or remove the stray quote") from None
         raise InvalidData(f"{path} line {reader.line_num}: malformed CSV ({error})") from None
     if not rows:
         raise InvalidData(f"{path} has a header but no rows: nothing to score")
