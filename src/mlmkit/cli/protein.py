@@ -15,14 +15,14 @@ from mlmkit.core.correlation import spearman_score
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
 from mlmkit.errors import InvalidArgument, InvalidData
+from mlmkit.options import as_keywords
+from mlmkit.options.sampler import Sampling
 
 PROTEIN_HELP = ("Protein masked LMs (ESM-2): zero-shot variant effects of DMS files, binder "
                 "design.")
 VARIANTS_HELP = "Score every mutant of a DMS file zero-shot; Spearman against measured fitness."
 STRATEGIES = ("masked-marginals", "wt-marginals", "mutant-marginals", "pll")
 Strategy = Literal["masked-marginals", "wt-marginals", "mutant-marginals", "pll"]
-Sampler = Literal["ancestral", "confidence", "random"]
-Reveal = Literal["count", "threshold", "factor", "entropy-bound"]
 EXAMPLE = """
 Examples:
 
@@ -133,31 +133,23 @@ def binders_command(
     residues: Literal["standard", "all"] = typer.Option(
         "standard", "--residues", help="standard: the 20 standard amino acids only; all: "
         "also the rare and ambiguous letters (X B U Z O)."),
-    sampler: Sampler = typer.Option("confidence", "--sampler", help="The unmasking sampler "
-                                    "(as in mlmkit infill)."),
-    steps: int = typer.Option(None, "--steps", help="Unmasking steps (default: one residue "
-                              "per step)."),
-    reveal: Reveal = typer.Option("count", "--reveal", help="How many residues each step "
-                                  "reveals (count, threshold, factor, entropy-bound)."),
-    temperature: float = typer.Option(1.0, "--temperature", help="Sampling temperature."),
-    top_k: int = typer.Option(None, "--top-k", help="Sample among the k likeliest residues."),
     output: str = typer.Option(None, "-o", "--output", help="Write the binders as CSV here "
                                "(- for standard output)."),
-    *, as_json: bool = JSON, runtime: Runtime,
+    *, sampling: Sampling, as_json: bool = JSON, runtime: Runtime,
 ) -> None:
     """Design binders of a target protein as PepMLM does: a fully masked binder at the
-    terminus, filled by iterative unmasking; each binder scored by the PLL and
-    pseudo-perplexity of its residues given the target, best first."""
+    terminus, filled by iterative unmasking (the sampler flags of mlmkit infill); each
+    binder scored by the PLL and pseudo-perplexity of its residues given the target, best
+    first."""
     with trusting(runtime.trust_remote_code):
         if output is not None:
             check_output_path(output, [], "-o/--output")
+        mlmkit.generation.SamplerOptions(**as_keywords(sampling))  # checked before loading
         protein = mlmkit.protein
         sequence = protein.read_sequence(target)
         mlm = mlmkit.load(model, **runtime.load_keywords())
         binders = mlm.design_binders(sequence, length, n, terminus=terminus, residues=residues,
-                                     sampler=sampler,
-                                     steps=steps, reveal=reveal, temperature=temperature,
-                                     top_k=top_k, seed=runtime.seed, progress=None)
+                                     **as_keywords(sampling), progress=None)
         if output is not None:
             with open_output(output, [], "-o/--output") as handle:
                 writer = csv.writer(handle, lineterminator="\n")

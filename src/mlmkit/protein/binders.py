@@ -13,8 +13,10 @@ from mlmkit.core.checks import count
 from mlmkit.core.results import Result
 from mlmkit.errors import InvalidArgument
 from mlmkit.generation import infill
+from mlmkit.generation.options import SamplerOptions, sampler_keywords
 from mlmkit.generation.pll import token_pll
 from mlmkit.models.load import prepare_mlm
+from mlmkit.options import as_keywords
 from mlmkit.protein.alphabet import RESIDUES, STANDARD
 from mlmkit.protein.mutations import check_sequence
 from mlmkit.protein.variants import residue_ids
@@ -34,6 +36,7 @@ class Binder(Result):
     pseudo_perplexity: float
 
 
+@sampler_keywords
 def design_binders(
     model,
     target: str,
@@ -42,12 +45,7 @@ def design_binders(
     *,
     terminus: str = "C",
     residues: str = "standard",
-    sampler: str = "confidence",
-    steps: int | None = None,
-    reveal: str = "count",
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    seed: int = 0,
+    options: SamplerOptions,
     batch_tokens: int | None = None,
     progress: bool | None = False,
     device=None,
@@ -58,8 +56,9 @@ def design_binders(
     pseudo-perplexity) first.
 
     The binder is masked at the `terminus` (C: after the target, N: before it) and filled
-    by the sampler (`sampler`, `steps`, `reveal`, `temperature`, `top_k` as in
-    `mlmkit.infill`); the same `seed` gives the same binders. `residues`: "standard" samples
+    by the unmasking loop with the sampler keywords of `mlmkit.infill` (`sampler`, `steps`,
+    `reveal` and its `threshold`/`factor`/`entropy_bound`, `temperature`, `top_k`, ...);
+    the same `seed` gives the same binders. `residues`: "standard" samples
     the 20 standard amino acids only (a peptide to synthesise); "all" also the rare and
     ambiguous letters of the alphabet (X B U Z O); never a gap or a special token.
     """
@@ -79,10 +78,8 @@ def design_binders(
     allowed = set(STANDARD if residues == "standard" else RESIDUES)
     others = sorted({i for token, i in mlm.tokenizer.get_vocab().items()
                      if token not in allowed})
-    filled = infill(mlm, [template] * n, sampler=sampler, steps=steps, reveal=reveal,
-                    temperature=temperature, top_k=top_k, seed=seed,
-                    batch_tokens=batch_tokens, precision=precision, progress=progress,
-                    exclude_ids=others)
+    filled = infill(mlm, [template] * n, **as_keywords(options), batch_tokens=batch_tokens,
+                    precision=precision, progress=progress, exclude_ids=others)
     binders = ["".join(f.spans[0].split()) for f in filled]
     rows = [residue_ids(mlm.tokenizer, target + b if terminus == "C" else b + target)
             for b in binders]
