@@ -89,3 +89,18 @@ def test_binders_command(esm_dir, tmp_path):
                                       str(out), "--device", "cpu"])
     assert result.exit_code == 0, result.output
     assert out.read_text().splitlines()[0] == "binder,pll,pseudo_perplexity"
+
+
+def test_binders_take_the_sampler_options_of_infill(esm_dir, esm_mlm):
+    """Adaptive reveal with its threshold, from Python and the command line alike; a bad
+    sampler option is one line before the model loads."""
+    expected = [b.sequence for b in esm_mlm.design_binders(
+        TARGET, 6, 3, seed=2, reveal="threshold", threshold=0.3)]
+    result = CliRunner().invoke(app, ["protein", "binders", str(esm_dir), TARGET, "--length",
+                                      "6", "-n", "3", "--seed", "2", "--reveal", "threshold",
+                                      "--threshold", "0.3", "--json", "--device", "cpu"])
+    assert result.exit_code == 0, result.output
+    assert [json.loads(line)["sequence"] for line in result.stdout.splitlines()] == expected
+    bad = CliRunner().invoke(app, ["protein", "binders", "no-such-model", TARGET, "--length",
+                                   "6", "--reveal", "threshold", "--threshold", "2"])
+    assert bad.exit_code == 1 and "--threshold" in bad.output
