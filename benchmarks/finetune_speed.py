@@ -61,17 +61,15 @@ def write_samples(folder: Path, args) -> tuple[Path, Path]:
     rows of a fixed shuffle of the training file, `--valid` rows of the test file (AG News:
     the next rows of the same shuffle, disjoint from the training rows)."""
     header, lines, test = task_lines(args.task, args.train_file, args.test_file)
-    shuffled = draw(np.arange(len(lines)), len(lines), 0)
-    if test is None:
-        if args.train + args.valid > len(lines):
-            raise SystemExit(f"--train {args.train} + --valid {args.valid}: the training file "
-                             f"has {len(lines)} rows; ask for fewer")
-        valid = write_sample(folder / "validation.tsv", header, lines,
-                             shuffled[args.train:args.train + args.valid])
+    if test is None:  # one shuffle: the training rows first, the validation rows next
+        drawn = draw(np.arange(len(lines)), args.train + args.valid, 0)
+        train_rows, valid = drawn[:args.train], write_sample(
+            folder / "validation.tsv", header, lines, drawn[args.train:])
     else:
+        train_rows = draw(np.arange(len(lines)), args.train, 0)
         valid = write_sample(folder / "validation.tsv", header, test,
                              draw(np.arange(len(test)), args.valid, 0))
-    return write_sample(folder / "train.tsv", header, lines, shuffled[:args.train]), valid
+    return write_sample(folder / "train.tsv", header, lines, train_rows), valid
 
 
 def build_model(folder: Path, preset: str, train_file: Path, task: str = "sst2") -> Path:

@@ -24,9 +24,9 @@ from mlmkit.options import renamed_keyword
 from mlmkit.probe.verbalizer import parse_verbalizer
 from mlmkit.training.checkpoint import list_states
 
-# the Trainer's defaults (TrainingArguments): measured more accurate than the cramming GLUE
-# recipe (lr 4e-5, batch 16, 10% warm-up, weight decay 0.01) on SST-2 (docs/fine-tuning.md)
-FULL_DEFAULTS = {"epochs": 3, "lr": 5e-5, "batch_size": 8, "warmup": 0.0, "weight_decay": 0.0}
+# the recipe's own defaults (the Trainer's: `Recipe`)
+FULL_DEFAULTS = {name: getattr(Recipe, name)
+                 for name in ("epochs", "lr", "batch_size", "warmup", "weight_decay")}
 FEW_SHOT_DEFAULTS = {"epochs": 20, "lr": 1e-4, "batch_size": 8, "warmup": 0.1,
                      "weight_decay": 0.01}
 

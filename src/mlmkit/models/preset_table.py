@@ -38,7 +38,7 @@ ESM2_SIZES: dict[str, Size] = {
 # ESM-2's longest input in tokens: 1,022 residues + <cls> + <eos>. Its config holds two
 # positions more (the released models' 1,026): ESM numbers positions after the padding
 # index, as RoBERTa does.
-ESM2_POSITIONS = 1024
+ESM2_TOKENS = 1024
 # model types whose position ids start after the padding index
 POSITIONS_AFTER_PADDING_TYPES = ("roberta", "xlm-roberta", "camembert", "esm")
 

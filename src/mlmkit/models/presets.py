@@ -12,7 +12,7 @@ import transformers
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.preset_table import (
-    ESM2_POSITIONS,
+    ESM2_TOKENS,
     FAMILY_INFO,
     MAX_POSITIONS,
     PRESET_POSITIONS,
@@ -46,7 +46,7 @@ def preset_config(preset: str, tokenizer, max_length: int | None = None):
     """
     family, s = parse_preset(preset)
     if max_length is None:  # the family's own: ESM-2's 1,024, else BERT's 512
-        max_length = ESM2_POSITIONS if family == "esm2" else PRESET_POSITIONS
+        max_length = ESM2_TOKENS if family == "esm2" else PRESET_POSITIONS
     if isinstance(max_length, bool) or not isinstance(max_length, int) or not (
             1 <= max_length <= MAX_POSITIONS):
         raise InvalidArgument(f"max_length={max_length!r} (--max-length) must be a whole number "

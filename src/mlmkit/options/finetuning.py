@@ -18,7 +18,8 @@ class Finetuning:
         "head", "head (a classification head) or prompt (PET / LM-BFF: a cloze template "
         "through the MLM head).")
     epochs: int | None = option(None, "Epochs (default 3; few-shot 20).")
-    lr: float | None = option(None, "Peak learning rate (default 5e-5, the Trainer's; few-shot 1e-4).")
+    lr: float | None = option(
+        None, "Peak learning rate (default 5e-5, the Trainer's; few-shot 1e-4).")
     batch_size: int | None = option(
         None, "Examples per optimizer step (default 8, the Trainer's).")
     max_length: int = option(

@@ -16,13 +16,14 @@ from pathlib import Path
 from tokenizers import Regex, Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
+from mlmkit.models.preset_table import ESM2_TOKENS
+
 SPECIALS = ("<cls>", "<pad>", "<eos>", "<unk>")
 STANDARD = "LAGVSERTIDPKQNFYMHWC"  # the 20 standard residues, ESM-2's order
 RARE = "XBUZO"  # unknown, Asx, selenocysteine, Glx, pyrrolysine
 GAPS = (".", "-", "<null_1>")
 VOCABULARY: tuple[str, ...] = (*SPECIALS, *STANDARD, *RARE, *GAPS, "<mask>")
 RESIDUES = STANDARD + RARE  # the letters a protein sequence may hold
-ESM_TOKENS = 1024  # ESM-2's longest input: 1,022 residues, <cls> and <eos>
 
 
 def protein_tokenizer(directory: str | Path | None = None) -> PreTrainedTokenizerFast:
@@ -44,7 +45,7 @@ def protein_tokenizer(directory: str | Path | None = None) -> PreTrainedTokenize
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, cls_token="<cls>", pad_token="<pad>", eos_token="<eos>",
         sep_token="<eos>", unk_token="<unk>", mask_token="<mask>",
-        additional_special_tokens=list(GAPS), model_max_length=ESM_TOKENS)
+        additional_special_tokens=list(GAPS), model_max_length=ESM2_TOKENS)
     if directory is not None:
         tokenizer.save_pretrained(str(directory))
     return tokenizer
