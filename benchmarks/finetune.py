@@ -7,8 +7,9 @@ same pretrained model: mlmkit with its defaults, the Trainer with its defaults (
 sampler, `DataCollatorWithPadding`), and the Trainer with
 `train_sampling_strategy="group_by_length"` (its length grouping, its fastest CPU setting).
 The hyper-parameters are the same on all three: 3 epochs, lr 4e-5, batch 16, max length 128,
-10% linear warm-up, weight decay 0.01 (the Trainer's clipping at 1.0 and AdamW are mlmkit's
-too), fp32. The model is scored on a fixed held-out sample (SST-2's validation rows; for a
+10% linear warm-up, weight decay 0.01 (`--recipe defaults`: batch 8, neither, the Trainer's
+defaults, which are mlmkit's; the Trainer's clipping at 1.0 and AdamW are mlmkit's too),
+fp32. The model is scored on a fixed held-out sample (SST-2's validation rows; for a
 task without a test file, rows held out of its training file) that no side trains or
 selects on; the last epoch's model is scored on both sides.
 
@@ -50,7 +51,7 @@ from finetune_data import (  # noqa: E402
     texts_of,
     write_sample,
 )
-from trainer_baseline import SHARED_RECIPE, run_trainer  # noqa: E402
+from trainer_baseline import RECIPES, add_recipe_argument, run_trainer  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO_MODEL = ROOT / "runs" / "pretrain" / "final"
@@ -84,7 +85,7 @@ def run_mlmkit(model_dir, train, test, args, seed, bucket: bool = False,
                recipe: dict | None = None) -> dict:
     import mlmkit
 
-    recipe = {"lr": args.lr, **SHARED_RECIPE} if recipe is None else recipe
+    recipe = {"lr": args.lr, **RECIPES[args.recipe]} if recipe is None else recipe
     result = mlmkit.finetune(str(model_dir), args.task, train=train, test=test,
                              epochs=args.epochs, max_length=128, **recipe, seed=seed,
                              device="cpu", precision=precision, threads=args.threads,
@@ -97,7 +98,8 @@ def run_mlmkit(model_dir, train, test, args, seed, bucket: bool = False,
 
 def trainer_side(model_dir, train, test, args, seed, group_by_length: bool) -> dict:
     return run_trainer(model_dir, train, test, lr=args.lr, epochs=args.epochs, seed=seed,
-                       group_by_length=group_by_length, task=args.task)
+                       group_by_length=group_by_length, task=args.task,
+                       recipe=RECIPES[args.recipe])
 
 
 def difference_interval(a: np.ndarray, b: np.ndarray, n_boot: int = 4000,
@@ -129,6 +131,7 @@ def main() -> None:
                         "sample)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lr", type=float, default=4e-5)
+    add_recipe_argument(parser)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--sides", default=DEFAULT_SIDES, help="comma-separated, from "
                         f"{', '.join(SIDES)}; the first is compared with the others")
@@ -179,7 +182,7 @@ def main() -> None:
                 f"({rows[side][-1]['examples_per_s']:.1f} ex/s)" for side in sides),
                 flush=True)
     name = model_dir.name if args.model else "make demo model"
-    recipe = SHARED_RECIPE
+    recipe = RECIPES[args.recipe]
     print(f"\n{TASK_NAMES[args.task]}, {name} ({model_dir}), {args.train} training rows × "
           f"{args.epochs} epochs per seed, {args.test} held-out rows, {args.seeds} seeds, lr "
           f"{args.lr:g}, batch {recipe['batch_size']}, warm-up {recipe['warmup']:g}, weight "

@@ -15,8 +15,9 @@ of bf16 autocast can cost more than its faster products save. mlmkit's rows:
   without packing; bucketing changes which examples share a step).
 
 Both sides train the same saved model (`--model`, else a random `--preset` model written
-once) on the same SST-2 rows (../shared/data/sst2) with the same recipe (batch 16, length
-128, 10% linear warm-up, weight decay 0.01, clipping 1.0, AdamW, `--lr`, seed). Each row
+once) on the same SST-2 rows (../shared/data/sst2) with the same recipe (`--recipe`: batch
+16, 10% linear warm-up, weight decay 0.01; or the Trainer's defaults, which are mlmkit's:
+batch 8, neither; length 128, clipping 1.0, AdamW, `--lr`, seed). Each row
 runs `--repeats` times, interleaved (the machine is shared: the best of the repeats is the
 least disturbed). Printed per row: training examples/s (training steps only, evaluation
 excluded, timed the same way on both sides), the ratio to the baseline, the last epoch's
@@ -49,7 +50,7 @@ from finetune_data import (  # noqa: E402
     texts_of,
     write_sample,
 )
-from trainer_baseline import SHARED_RECIPE, run_trainer  # noqa: E402
+from trainer_baseline import RECIPES, add_recipe_argument, run_trainer  # noqa: E402
 
 from mlmkit.finetuning.tasks import get_task  # noqa: E402
 
@@ -92,8 +93,9 @@ def run_mlmkit(model_dir, train, valid, args, **options) -> dict:
     import mlmkit
 
     result = mlmkit.finetune(str(model_dir), args.task, train=train, validation=valid,
-                             epochs=args.epochs, lr=args.lr, **SHARED_RECIPE, seed=args.seed,
-                             device="cpu", threads=args.threads, progress=False, **options)
+                             epochs=args.epochs, lr=args.lr, **RECIPES[args.recipe],
+                             seed=args.seed, device="cpu", threads=args.threads,
+                             progress=False, **options)
     run = result.runs[0]
     return {"examples_per_s": run.examples_per_s, "accuracy": run.history[-1]["accuracy"],
             "train_seconds": run.train_seconds}
@@ -127,6 +129,7 @@ def main() -> None:
     parser.add_argument("--valid", type=int, default=1000, help="validation rows")
     add_file_arguments(parser)
     parser.add_argument("--epochs", type=int, default=1)
+    add_recipe_argument(parser)
     parser.add_argument("--repeats", type=int, default=2, help="runs of each row, "
                         "interleaved; the fastest is reported")
     parser.add_argument("--seed", type=int, default=0)
@@ -157,7 +160,8 @@ def main() -> None:
         for name, half in trainers.items():
             runs[name] = lambda half=half: run_trainer(model_dir, train, valid, lr=args.lr,
                                                        epochs=args.epochs, seed=args.seed,
-                                                       bf16=half, task=args.task)
+                                                       bf16=half, task=args.task,
+                                                       recipe=RECIPES[args.recipe])
         for _ in range(args.repeats):
             for name, run in runs.items():
                 rows.setdefault(name, []).append(run())
@@ -167,7 +171,10 @@ def main() -> None:
     baseline = max(trainers, key=lambda name: best[name]["examples_per_s"])
     base = best[baseline]["examples_per_s"]
     task = TASK_NAMES[args.task]
-    print(f"{task}, {args.model or args.preset}, lr {args.lr:g}, {args.train} training rows × "
+    recipe = RECIPES[args.recipe]
+    print(f"{task}, {args.model or args.preset}, lr {args.lr:g}, batch {recipe['batch_size']}, "
+          f"warm-up {recipe['warmup']:g}, weight decay {recipe['weight_decay']:g}, "
+          f"{args.train} training rows × "
           f"{args.epochs} epoch(s), {args.valid} validation rows, {args.threads} thread(s), "
           f"best of {args.repeats}; load average {load:.2f} at start, "
           f"{os.getloadavg()[0]:.2f} at the end")

@@ -2,8 +2,8 @@
 one place that reads the TSV rows, tokenizes them as the Trainer's users do, and runs
 `transformers.Trainer` with the recipe both sides share.
 
-The recipe: batch 16, max length 128, 10% linear warm-up, weight decay 0.01, clipping at 1.0,
-the Trainer's default AdamW, `DataCollatorWithPadding`; `group_by_length` picks the Trainer's
+The recipe (`RECIPES`): batch 16, 10% linear warm-up, weight decay 0.01, or the Trainer's
+defaults (batch 8, neither); max length 128, clipping at 1.0, the Trainer's default AdamW, `DataCollatorWithPadding`; `group_by_length` picks the Trainer's
 length-grouped sampler (its fastest CPU setting) and `bf16` its bf16 autocast. The time is
 the Trainer's own `train_runtime` (training only), the examples/s the training rows times the
 epochs over it.
@@ -24,6 +24,17 @@ from mlmkit.finetuning.tasks import get_task
 # BERT's fine-tuning; mlmkit's and the Trainer's defaults are lr 5e-5, batch 8, no warm-up,
 # no weight decay, and `finetune.py --sides mlmkit-trainer-recipe` compares the two)
 SHARED_RECIPE = {"batch_size": 16, "warmup": 0.1, "weight_decay": 0.01}
+# `--recipe` of the benchmarks: the shared one above, or both sides' own defaults (the same
+# hyper-parameters: mlmkit's defaults are the Trainer's)
+RECIPES = {"shared": SHARED_RECIPE,
+           "defaults": {"batch_size": 8, "warmup": 0.0, "weight_decay": 0.0}}
+
+
+def add_recipe_argument(parser) -> None:
+    parser.add_argument("--recipe", choices=tuple(RECIPES), default="shared",
+                        help="hyper-parameters of both sides besides --lr: 'shared' (batch "
+                        "16, 10%% warm-up, weight decay 0.01) or 'defaults' (batch 8, no "
+                        "warm-up, no weight decay: the Trainer's defaults, and mlmkit's)")
 
 
 def tokenized_rows(tokenizer, path: str | Path, task: str = "sst2",
@@ -40,7 +51,8 @@ def tokenized_rows(tokenizer, path: str | Path, task: str = "sst2",
 
 
 def run_trainer(model_dir, train, scored, *, lr: float, epochs: int, seed: int,
-                group_by_length: bool = True, bf16: bool = False, task: str = "sst2") -> dict:
+                group_by_length: bool = True, bf16: bool = False, task: str = "sst2",
+                recipe: dict = SHARED_RECIPE) -> dict:
     """Fine-tune `model_dir` on the `train` TSV with `transformers.Trainer`, then predict the
     `scored` TSV with the last epoch's model: examples/s, training seconds, accuracy and each
     scored row's correctness."""
@@ -63,9 +75,9 @@ def run_trainer(model_dir, train, scored, *, lr: float, epochs: int, seed: int,
         model_dir, num_labels=len(get_task(task).labels))
     with tempfile.TemporaryDirectory() as out:
         args = TrainingArguments(
-            output_dir=out, per_device_train_batch_size=SHARED_RECIPE["batch_size"],
+            output_dir=out, per_device_train_batch_size=recipe["batch_size"],
             per_device_eval_batch_size=64, learning_rate=lr, num_train_epochs=epochs,
-            warmup_steps=SHARED_RECIPE["warmup"], weight_decay=SHARED_RECIPE["weight_decay"],
+            warmup_steps=recipe["warmup"], weight_decay=recipe["weight_decay"],
             max_grad_norm=1.0, lr_scheduler_type="linear", seed=seed, eval_strategy="no",
             save_strategy="no", report_to="none", logging_strategy="no", use_cpu=True,
             dataloader_num_workers=0, bf16=bf16, disable_tqdm=True,
