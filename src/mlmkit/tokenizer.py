@@ -27,7 +27,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from mlmkit.core import checks
 from mlmkit.core.staging import write_text
-from mlmkit.errors import InvalidArgument, MlmkitError
+from mlmkit.errors import InvalidArgument, MlmkitError, PathError
 
 KINDS = ("wordpiece", "bpe", "unigram")
 MAX_VOCAB_SIZE = 2**20  # the Rust trainer aborts the process (no exception) far above this
@@ -41,7 +41,11 @@ PORTABLE_CLASS = "PreTrainedTokenizerFast"
 def save_tokenizer(tokenizer, directory: str | Path) -> None:
     """`tokenizer.save_pretrained(directory)`, declaring a class transformers 4.x and 5.x
     both load (`PreTrainedTokenizerFast` instead of 5.x's `TokenizersBackend`)."""
-    tokenizer.save_pretrained(str(directory))
+    try:
+        tokenizer.save_pretrained(str(directory))
+    except OSError as error:
+        raise PathError(f"cannot write a tokenizer to {str(directory)!r} "
+                        f"({error.strerror or error}): pass a folder you can write") from None
     portable_tokenizer_config(directory)
 
 

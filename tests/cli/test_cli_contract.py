@@ -28,9 +28,11 @@ ROOT = typer.main.get_command(app)
 
 # Commands that run no model (they build tokenizers, statistics, previews or a fresh model).
 NO_MODEL = {"mask stats", "mask preview", "model init", "model info", "tokenizer train",
-            "model list", "recipe list", "recipe show", "data fetch"}
+            "model list", "recipe list", "recipe show", "data fetch", "tokenizer protein",
+            "tokenizer dna"}
 # Commands that read no input file (they list or print what the package holds, or fetch).
-NO_INPUT = {"model list", "recipe list", "recipe show", "data fetch"}
+NO_INPUT = {"model list", "recipe list", "recipe show", "data fetch", "tokenizer protein",
+            "tokenizer dna"}
 RUNTIME_FLAGS = {"--device": cli_options.DEVICE, "--precision": cli_options.PRECISION,
                  "--threads": cli_options.THREADS, "--batch-tokens": cli_options.BATCH_TOKENS,
                  "--seed": cli_options.SEED}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from mlmkit.core.records import read_table, read_texts
+from mlmkit.errors import InvalidData
 
 
 @pytest.mark.parametrize("name, content, other", [
@@ -53,3 +54,41 @@ def test_text_that_cannot_be_a_path_names_no_file(tmp_path):
     assert names_a_file(tmp_path / "here.txt")
     for text in ("M" * 300, "a\0b", "~no-such-user-mlmkit/x", str(tmp_path / "absent")):
         assert not names_a_file(text)
+
+
+def test_a_tsv_is_read_as_glue_files_are_written(tmp_path):
+    """A text may start with a lone quote (STS-B, GLUE): it is part of the text, not an
+    opening quote that swallows the rows after it; a wholly quoted field (AG News, a
+    spreadsheet) is unquoted; a quoted tab or newline (pandas) is read with CSV quoting."""
+    path = tmp_path / "t.tsv"
+    path.write_text('s1\ts2\tscore\n"Then the captain was gone.\tHe came back.\t0.8\n'
+                    'Plain.\t"A ""quoted"" word."\t1.0\n"two\nlines"\t"a\ttab"\t2.0\n'
+                    'Last.\tRow.\t3.0\n', encoding="utf-8")
+    assert list(read_table(path)) == [
+        (2, {"s1": '"Then the captain was gone.', "s2": "He came back.", "score": "0.8"}),
+        (3, {"s1": "Plain.", "s2": 'A "quoted" word.', "score": "1.0"}),
+        (5, {"s1": "two\nlines", "s2": "a\ttab", "score": "2.0"}),
+        (6, {"s1": "Last.", "s2": "Row.", "score": "3.0"})]
+    path.write_text('text\tlabel\nok\t1\n"never closed\t1\t2\nmore\t0\n', encoding="utf-8")
+    with pytest.raises(InvalidData, match="line 3: a quote opened in this row is never closed"):
+        list(read_table(path))
+
+
+def test_the_shared_sts_b_files_read_whole(shared_data):
+    for name, rows in (("train.tsv", 5749), ("validation.tsv", 1500)):
+        read = list(read_table(shared_data / "stsb" / name))
+        assert len(read) == rows
+        assert all(len(row) == 5 and "\n" not in row["sentence1"] for _, row in read)
+
+
+@pytest.mark.parametrize("text, rows", [
+    ('{"text": "a", "label": 1}\n', [{"text": "a", "label": 1}]),
+    ("text\tlabel\na, b\t1\n", [{"text": "a, b", "label": "1"}]),
+    ('text,label\n"a\tb",1\n', [{"text": "a\tb", "label": "1"}]),
+])
+def test_standard_input_is_read_in_the_format_its_first_line_has(monkeypatch, text, rows):
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(text.encode())))
+    assert [row for _, row in read_table("-")] == rows

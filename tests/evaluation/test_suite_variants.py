@@ -60,11 +60,21 @@ def test_eval_suite_command_takes_variants(esm_dir, scans):
     ("{dms: scan.csv, sequence: null, target: fitness}", "scan 1's sequence is None"),
     ("{dms: scan.csv, sequence: wt.seq, target: fitness}",
      "scan 1's sequence 'wt.seq': no such FASTA file"),
+    ("{dms: scan.csv, sequence: wt.fasta, offset: 24, target: fitness, mutation_column: m}",
+     "scan 1 has unknown key\\(s\\) mutation_column: a scan takes dms"),
+    ("{dms: scan.csv, sequence: wt.fasta, offset: 24, target: fitness, mutation_col: mut}",
+     "no 'mut' column .*: name it with mutation_col: in .*scans.yaml"),
+    ("{dms: scan.csv, sequence: two.fasta, offset: 24, target: fitness}",
+     "2 records; .*scans.yaml: scan 1's sequence takes a FASTA file of one record"),
+    ("{dms: same.csv, sequence: wt.fasta, offset: 24, target: fitness}",
+     "scan 1's target fitness: every row of .*same.csv holds 0.5: Spearman's ρ needs"),
 ])
 def test_a_bad_scan_entry_is_one_line_naming_it(scans, entry, message):
     from mlmkit.errors import MlmkitError
     from mlmkit.evaluation.suite import read_scans
 
+    (scans.parent / "two.fasta").write_text(f">a\n{SEQUENCE}\n>b\n{SEQUENCE}\n")
+    (scans.parent / "same.csv").write_text("mutant,fitness\nM24A,0.5\nK25A,0.5\n")
     scans.write_text(f"- {entry}\n")
     with pytest.raises(MlmkitError, match=message):
         read_scans(scans)

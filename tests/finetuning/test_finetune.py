@@ -191,6 +191,9 @@ def test_kill_and_resume_is_exact(tiny_mlm, sst, tmp_path):
     assert halted.runs[0].status == "interrupted" and halted.runs[0].steps == 9
     with pytest.raises(RunError, match="already holds a fine-tuning run"):
         mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "b", **common)
+    at_the_end = mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "c",
+                                 halt_after=24, **common)  # the last step: it finishes
+    assert at_the_end.runs[0].status == "finished" and at_the_end.runs[0].steps == 24
     resumed = mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "b", resume=True,
                               **common)
     a, b = straight.runs[0], resumed.runs[0]
@@ -545,3 +548,55 @@ def _recording_predict(trainer, seen):
         seen.append("predict")
         return real(self, encoded, batch_tokens)
     return predict
+
+
+def test_a_resume_keeps_the_model_precision_and_batches_of_the_run(tiny_mlm, sst, tmp_path,
+                                                                   capsys):
+    """A resume in another precision or batch layout, or from another model, would not
+    continue the run: each is one line (another model was a 55-line traceback)."""
+    import mlmkit
+
+    common = dict(train=sst / "train.tsv", validation=sst / "validation.tsv", epochs=1,
+                  max_length=32, run_dir=tmp_path / "run", **RUNTIME)
+    mlmkit.finetune(tiny_mlm("bert"), "sst2", halt_after=2, precision="fp32", **common)
+    with pytest.raises(RunError, match=r"other settings \(precision: 'fp32' then, 'bf16'"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", resume=True, precision="bf16", **common)
+    with pytest.raises(RunError, match=r"other settings \(packed: True then, False now"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", resume=True, precision="fp32",
+                        packed=False, **common)
+    with pytest.raises(RunError, match="saved weights do not fit this model"):
+        mlmkit.finetune(tiny_mlm("modernbert"), "sst2", resume=True, precision="fp32",
+                        **common)
+
+
+def test_a_multi_seed_run_is_resumed_through_its_own_folder(tiny_mlm, sst, tmp_path, capsys):
+    """The stop line named the seed's folder, which resumed as a new multi-seed run inside
+    it; a resume of a folder without states started over."""
+    import mlmkit
+
+    common = dict(train=sst / "train.tsv", validation=sst / "validation.tsv", epochs=1,
+                  max_length=32, seeds=2, device="cpu", threads=1)
+    run = tmp_path / "run"
+    mlmkit.finetune(tiny_mlm("bert"), "sst2", halt_after=2, run_dir=run, progress=None,
+                    **common)
+    assert f"continue with --resume --run-dir {run}\n" in capsys.readouterr().err
+    with pytest.raises(RunError, match=r"holds no fine-tuning state of seeds 0-1"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", resume=True, run_dir=run / "seed-0",
+                        progress=False, **common)
+    resumed = mlmkit.finetune(tiny_mlm("bert"), "sst2", resume=True, run_dir=run,
+                              progress=False, **common)
+    assert [r.status for r in resumed.runs] == ["finished", "finished"]
+
+
+def test_switches_and_prompt_settings_are_checked(tiny_mlm, sst):
+    import mlmkit
+
+    common = dict(train=sst / "train.tsv", validation=sst / "validation.tsv", epochs=1,
+                  max_length=32, **RUNTIME)
+    with pytest.raises(InvalidArgument, match="are the prompt method's"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", verbalizer={"negative": "bad",
+                                                               "positive": "good"}, **common)
+    with pytest.raises(InvalidArgument, match="bucket='yes'"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", bucket="yes", **common)
+    with pytest.raises(InvalidArgument, match="packed=1"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", packed=1, **common)

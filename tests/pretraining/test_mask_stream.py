@@ -111,3 +111,13 @@ def _forget_the_stream(run_dir) -> None:
     state, path = load_latest_state(run_dir)
     del state["config"]["mask_stream"]
     save_state(run_dir, state["counters"]["step"], state)
+
+
+def test_a_halt_on_the_last_step_finishes_the_run(tmp_path, tokenizer_path):
+    """`halt_after` reaching the run's last step is the end of the run, not an interruption
+    that needs a second resume to write final/."""
+    halted = pretrain(tiny_config(tmp_path / "run", tokenizer_path, halt_after=5))
+    assert halted.interrupted
+    resumed = pretrain(resume=tmp_path / "run", overrides={"halt_after": 7})  # steps 6..12
+    assert not resumed.interrupted
+    assert (tmp_path / "run" / "final" / "model.safetensors").is_file()

@@ -8,6 +8,7 @@ import transformers
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
 import mlmkit
+from mlmkit.errors import PathError
 from mlmkit.models import build_mlm, masked_log_probs
 from mlmkit.models.preset_table import ESM2_SIZES, parse_preset
 from mlmkit.protein import VOCABULARY, protein_tokenizer
@@ -40,6 +41,25 @@ def test_splits_as_transformers_esm_tokenizer_does(tmp_path):
     ours = protein_tokenizer()
     for text in ("MKTAYIAKQR", "MKX<mask>UZOB", "ACDEFGHIKLMNPQRSTVWY"):
         assert ours(text)["input_ids"] == esm(text)["input_ids"]
+
+
+def test_reads_lower_case_residues_as_upper_case(tmp_path):
+    """A protein written in lower case is the same protein (as the FASTA reader and the
+    variant scorers read it), not a row of <unk>; special tokens keep their spelling."""
+    protein_tokenizer(tmp_path)
+    for tokenizer in (protein_tokenizer(), AutoTokenizer.from_pretrained(tmp_path)):
+        assert tokenizer("mktay<mask>iak")["input_ids"] == tokenizer("MKTAY<mask>IAK")["input_ids"]
+        assert tokenizer.unk_token_id not in tokenizer("mkxbuzo")["input_ids"]
+        # a letter outside the alphabet is one <unk> each, so residues still count tokens
+        assert tokenizer.convert_ids_to_tokens(tokenizer("MKJ*")["input_ids"]) == [
+            "<cls>", "M", "K", "<unk>", "<unk>", "<eos>"]
+
+
+def test_a_folder_that_cannot_be_written_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(PathError, match="cannot write a tokenizer"):
+        protein_tokenizer(blocker / "tok")
 
 
 def test_esm2_presets_have_the_published_shapes():

@@ -27,3 +27,49 @@ def test_esm2_recipe_trains_on_a_fasta_corpus(shared_data, tmp_path):
     assert tokenizer("MKV")["input_ids"] == [0, 20, 15, 7, 2]
     scores = mlmkit.load(final, device="cpu").variant_effects("MKTAYIAK", ["K2A", "T3G"])
     assert np.isfinite(scores).all()
+
+
+def _pretrain(tmp_path, *arguments):
+    return CliRunner().invoke(app, [
+        "pretrain", "--recipe", "esm2", "--model", "esm2-tiny", "--steps", "1",
+        "--batch-size", "2", "--seq-len", "32", "--run-dir", str(tmp_path / "run"),
+        "--eval-every", "0", "--pppl-sentences", "0", "--fill-mask-examples", "0",
+        "--threads", "1", "--precision", "fp32", *arguments])
+
+
+def test_the_esm2_recipe_needs_a_protein_corpus(tmp_path):
+    result = _pretrain(tmp_path)  # the default corpus is English text
+    assert result.exit_code == 1
+    assert "pass --corpus proteins.fasta" in result.output
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_corpus_the_tokenizer_cannot_read_is_refused_and_a_few_unknowns_are_counted(
+        tmp_path):
+    digits = tmp_path / "digits.fasta"
+    digits.write_text(">a\nMK12345678\n>b\n90123456KV\n")
+    result = _pretrain(tmp_path, "--corpus", str(digits))
+    assert result.exit_code == 1
+    assert "of its tokens are <unk>" in result.output and "Traceback" not in result.output
+    few = tmp_path / "few.fasta"
+    few.write_text("".join(f">p{i}\nmktayiakqrqisfvkshfsrq*\n" for i in range(8)))
+    result = _pretrain(tmp_path, "--corpus", str(few), "--run-dir", str(tmp_path / "few"))
+    assert result.exit_code == 0, result.output
+    # lower case is read as residues; each record's '*' is the one <unk> counted
+    assert "8 <unk>" in result.output
+
+
+def test_a_protein_corpus_has_pppl_items_and_fill_mask_examples():
+    from mlmkit.pretraining.data import validation_sentences
+    from mlmkit.pretraining.examples import pick_examples
+    from mlmkit.protein import protein_tokenizer
+
+    tokenizer = protein_tokenizer()
+    proteins = ["MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ", "MSLRGRELLTSEERLELVRIPEDISEQ", "MKV"]
+    items = validation_sentences(proteins, tokenizer, 5, 12, seed=0)
+    assert len(items) == 2 and all(len(ids) == 12 for ids in items)  # the first 12 residues
+    examples = pick_examples(proteins, tokenizer, 2, seed=0)
+    assert len(examples) == 2
+    for example in examples:
+        filled = example.template.replace("{mask}", example.answer)
+        assert any(p.startswith(filled) for p in proteins) and len(example.answer) == 1

@@ -20,6 +20,9 @@ def test_vocabulary_layout():
     assert dna_vocabulary(1) == [*vocabulary[:6], "A", "T", "C", "G", "N"]
     with pytest.raises(InvalidArgument, match="k=0"):
         dna_vocabulary(0)
+    for length in (-5, 0, 2, 2.0, True):
+        with pytest.raises(InvalidArgument, match="max_length="):
+            dna_tokenizer(3, max_length=length)
 
 
 @pytest.mark.parametrize("text, tokens", [
@@ -46,3 +49,21 @@ def test_an_esm_model_builds_over_it():
         full = torch.log_softmax(model(input_ids=ids).logits, -1)[0, 4]
         torch.testing.assert_close(masked_log_probs(model, ids, None, positions)[0], full,
                                    atol=1e-5, rtol=0)
+
+
+def test_the_cli_saves_the_fixed_alphabets(tmp_path):
+    from typer.testing import CliRunner
+
+    from mlmkit.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["tokenizer", "dna", "-o", str(tmp_path / "dna"), "--k", "3"])
+    assert result.exit_code == 0, result.output
+    assert AutoTokenizer.from_pretrained(tmp_path / "dna").convert_ids_to_tokens(
+        AutoTokenizer.from_pretrained(tmp_path / "dna")("acgTA")["input_ids"]) == [
+        "<cls>", "ACG", "T", "A", "<eos>"]
+    result = runner.invoke(app, ["tokenizer", "protein", "-o", str(tmp_path / "protein")])
+    assert result.exit_code == 0, result.output
+    assert len(AutoTokenizer.from_pretrained(tmp_path / "protein")) == 33
+    result = runner.invoke(app, ["tokenizer", "dna", "-o", str(tmp_path / "bad"), "--k", "9"])
+    assert result.exit_code == 1 and "k=9" in result.output

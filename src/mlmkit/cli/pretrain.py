@@ -150,10 +150,11 @@ def _print_examples(console, result) -> None:
     if not examples:
         return
     mlm = mlmkit.load_mlm(Path(result.final_dir), device="cpu")
-    console.print("fill-mask examples (held-out sentences, one word masked)", markup=False)
+    console.print("fill-mask examples (held-out text, one word or residue masked)",
+                  markup=False)
     for text, answer, candidates in fill_mask_examples(mlm, examples):
         shown = ", ".join(f"{token!r} {p:.2f}" for token, p in candidates)
-        console.print(f"  {text}  →  {shown}  (the word: {answer!r})", markup=False)
+        console.print(f"  {text}  →  {shown}  (the answer: {answer!r})", markup=False)
 
 
 def register(app: typer.Typer) -> None:

@@ -14,7 +14,7 @@ from mlmkit.cli.options import JSON, Runtime, command, command_group, trusting
 from mlmkit.core.correlation import spearman_score
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
-from mlmkit.errors import InvalidArgument, InvalidData
+from mlmkit.errors import InvalidArgument
 from mlmkit.options import as_keywords
 from mlmkit.options.sampler import Sampling
 
@@ -77,10 +77,9 @@ def variants_command(
             raise InvalidArgument(f"{scan.path} already has a column {score_col!r}: name the "
                                   "new one with --score-field")
         mutations = protein.dms.check_mutations(scan, wild_type, mutation_col, offset)
-        target = protein.dms.numbers(scan, target_col) if target_col else None
-        if target is not None and len(set(target)) < 2:
-            raise InvalidData(f"--target-field {target_col}: every row of {scan.path} holds "
-                              f"{target[0]!r}: Spearman's ρ needs values that differ")
+        target = (protein.dms.check_varied(protein.dms.numbers(scan, target_col), scan,
+                                           f"--target-field {target_col}")
+                  if target_col else None)
         mlm = mlmkit.load(model, **runtime.load_keywords())
         scores = mlm.variant_effects(wild_type, mutations, strategy=strategy, offset=offset,
                                      progress=None)

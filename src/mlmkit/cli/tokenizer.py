@@ -1,4 +1,5 @@
-"""`mlmkit tokenizer train`: a WordPiece, byte-BPE or Unigram tokenizer from any corpus."""
+"""`mlmkit tokenizer train`: a WordPiece, byte-BPE or Unigram tokenizer from any corpus;
+`mlmkit tokenizer protein` / `dna`: the fixed alphabets of protein and DNA models."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ Example:
 """
 
 tokenizer_app = command_group(help="Train WordPiece, byte-BPE or Unigram tokenizers that "
-                                 "AutoTokenizer loads.\n" + EXAMPLE, no_args_is_help=True)
+                                 "AutoTokenizer loads, or save the amino-acid and k-mer DNA "
+                                 "ones.\n" + EXAMPLE, no_args_is_help=True)
 
 
 @subcommand(
@@ -77,6 +79,39 @@ def train_command(
         f"[green]saved[/green] a {kind} tokenizer of {len(tokenizer):,} tokens "
         f"(trained on {count:,} documents) to {escape(str(output))}; specials: {escape(specials)}"
     )
+
+
+@subcommand(
+    tokenizer_app, "protein",
+    help="Save ESM-2's amino-acid tokenizer (33 tokens, ESM-2's ids; a token per residue, "
+         "lower case read as upper case) to a directory AutoTokenizer loads: for `mlmkit "
+         "model init esm2-8m --tokenizer DIR` or `mlmkit pretrain --tokenizer DIR`.\n\n"
+         "Example:\n\n  mlmkit tokenizer protein -o ./tok-protein",
+)
+def protein_command(
+    output: Path = typer.Option(..., "--output", "-o", help="Directory to write it to."),
+) -> None:
+    tokenizer = mlmkit.protein_tokenizer(output)
+    Console().print(f"[green]saved[/green] the amino-acid tokenizer ({len(tokenizer)} tokens) "
+                    f"to {escape(str(output))}")
+
+
+@subcommand(
+    tokenizer_app, "dna",
+    help="Save a k-mer DNA tokenizer (Nucleotide Transformer's layout: the 4^k k-mers, then "
+         "single letters where a sequence does not divide into k-mers; lower case read as "
+         "upper case) to a directory AutoTokenizer loads.\n\n"
+         "Example:\n\n  mlmkit tokenizer dna -o ./tok-dna6 --k 6",
+)
+def dna_command(
+    output: Path = typer.Option(..., "--output", "-o", help="Directory to write it to."),
+    k: int = typer.Option(6, "--k", help="k-mer length, 1 to 8."),
+    max_length: int = typer.Option(1000, "--max-length", help="The model's longest input in "
+                                   "tokens (model_max_length)."),
+) -> None:
+    tokenizer = mlmkit.dna_tokenizer(k, output, max_length=max_length)
+    Console().print(f"[green]saved[/green] a {k}-mer DNA tokenizer ({len(tokenizer):,} tokens) "
+                    f"to {escape(str(output))}")
 
 
 def register(app: typer.Typer) -> None:

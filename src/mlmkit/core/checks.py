@@ -82,6 +82,13 @@ def probability(name: str, value, *, closed_low: bool = True, closed_high: bool 
     return value
 
 
+def boolean(name: str, value) -> bool:
+    """True or False (a switch), not a value that only looks like one ("yes", 1)."""
+    if not isinstance(value, bool):
+        raise InvalidArgument(f"{name}={_shown(value)} ({_flag(name)}) must be True or False")
+    return value
+
+
 def choice(name: str, value, options) -> str:
     if value not in options:
         raise InvalidArgument(f"{name}={_shown(value)} ({_flag(name)}) is not known: use one of "

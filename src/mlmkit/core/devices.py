@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 
 import torch
 
@@ -148,6 +149,10 @@ def resolve_precision(precision: str | None, device, task: str = "inference") ->
                               f"{', '.join(PRECISIONS)} (--precision)")
     if precision == "auto":
         return "bf16" if task == "training" and native_bf16(device) else "fp32"
+    if precision == "bf16" and not native_bf16(device):
+        warnings.warn(f"precision bf16 on {device}, which does not multiply bf16 natively: "
+                      "it is emulated, slower than fp32 (--precision auto picks fp32 there)",
+                      stacklevel=3)
     return precision
 
 

@@ -40,7 +40,8 @@ def read_fasta(path: str | Path, encoding: str = "utf-8",
 
 def _records(name, lines: Iterable[tuple[int, str]]) -> Iterator[Record]:
     header, header_line, parts = None, 0, []
-    for number, line in lines:
+    # old Mac line endings (a lone \r) end lines too, within the line that holds them
+    for number, line in ((n, piece) for n, text in lines for piece in text.split("\r")):
         line = line.strip()
         if not line or line.startswith(";"):
             continue
@@ -95,9 +96,9 @@ def is_fasta(path: str | Path) -> bool:
     return str(path).lower().removesuffix(".gz").endswith(FASTA_SUFFIXES)
 
 
-def read_sequence(value: str) -> str:
+def read_sequence(value: str, what: str = "--sequence") -> str:
     """A wild-type sequence given as letters, as a FASTA file of one record, or as `-`:
-    standard input holding either."""
+    standard input holding either (`what`: where it was given, for the error)."""
     if value == STDIN:
         lines = list(decoded_lines(STDIN))
         if not any(line.lstrip().startswith(">") for _, line in lines):
@@ -108,6 +109,6 @@ def read_sequence(value: str) -> str:
     else:
         records = list(read_fasta(value))
     if len(records) != 1:
-        raise InvalidData(f"{display_name(value)}: {len(records)} records; --sequence takes a "
+        raise InvalidData(f"{display_name(value)}: {len(records)} records; {what} takes a "
                           "FASTA file of one record")
     return records[0].sequence

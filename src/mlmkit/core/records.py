@@ -61,13 +61,20 @@ def count_lines(path) -> int:
     return count + (last != b"\n")
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def _open_binary(path):
     if str(path) == STDIN:
         return _Unclosable(sys.stdin.buffer)
     path = Path(path).expanduser()
     if path.name.lower().endswith(".gz"):
         return gzip.open(path, "rb")
-    return open(path, "rb")
+    handle = open(path, "rb")
+    if handle.seekable() and handle.peek(2)[:2] == GZIP_MAGIC:
+        handle.close()  # gzip-compressed under another name: read it all the same
+        return gzip.open(path, "rb")
+    return handle
 
 
 class _Unclosable(io.RawIOBase):
@@ -135,8 +142,8 @@ def decode_error(path, encoding, error, line, offset) -> InvalidData:
     compressed = " of the decompressed text" if str(path).lower().endswith(".gz") else ""
     return InvalidData(
         f"{display_name(path)} is not valid {encoding}{where}{compressed}: {error.reason}; "
-        f"convert the file, pass its encoding (--encoding), or replace bad bytes with "
-        f"--encoding-errors replace (encoding_errors='replace')"
+        f"convert it to {encoding}; commands that take --encoding read other encodings, "
+        f"and --encoding-errors replace (encoding_errors='replace') replaces bad bytes"
     )
 
 
@@ -148,9 +155,11 @@ def read_lines(path, encoding: str = "utf-8",
 
 
 def read_json_objects(path, encoding: str = "utf-8", errors: str = "strict",
-                      what: str = "records") -> Iterator[tuple[int, dict]]:
-    """(line number, object) for every non-blank line of a JSONL file."""
-    for number, line in decoded_lines(path, encoding, errors):
+                      what: str = "records", numbered=None) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for every non-blank line of a JSONL file (`numbered`: its
+    (line number, line) pairs, when they were read already)."""
+    for number, line in decoded_lines(path, encoding, errors) if numbered is None \
+            else numbered:
         if not line.strip():
             continue
         yield number, parse_json_line(path, number, line, what)
@@ -211,17 +220,30 @@ def read_table(path, encoding: str = "utf-8", errors: str = "strict",
                what: str = "records", delimiter: str | None = None) -> Iterator[tuple[int, dict]]:
     """(line number, row as a dict) of a JSONL, TSV or CSV file (a header row names the
     columns of TSV/CSV; quoted fields may hold delimiters and newlines). `delimiter`: the
-    TSV/CSV delimiter when the file's name does not say it."""
+    TSV/CSV delimiter when the file's name does not say it; standard input is JSONL when its
+    first line is an object, else TSV when it holds a tab, else CSV."""
     delimiter = delimiter or delimiter_of(path)
+    numbered = None
+    if delimiter is None and str(path) == STDIN:  # no name to read the format from
+        numbered = list(decoded_lines(STDIN, encoding, errors))
+        delimiter = _sniffed_delimiter(numbered)
     if delimiter is None:
-        yield from read_json_objects(path, encoding, errors, what)
+        yield from read_json_objects(path, encoding, errors, what, numbered)
         return
-    rows = delimited_rows(path, delimiter, encoding, errors)
+    rows = delimited_rows(path, delimiter, encoding, errors, numbered)
     header = next(rows, None)
     if header is None:
         return
     for number, row in rows:
         yield number, dict(zip(header, row, strict=True))
+
+
+def _sniffed_delimiter(numbered: list[tuple[int, str]]) -> str | None:
+    """The format of lines without a file name: None (JSONL), a tab or a comma."""
+    first = next((line for _, line in numbered if line.strip()), "")
+    if first.lstrip().startswith("{"):
+        return None
+    return "\t" if "\t" in first else ","
 
 
 def delimiter_in_header(path, header_line: str, delimiter: str) -> str:
@@ -240,19 +262,31 @@ def delimiter_in_header(path, header_line: str, delimiter: str) -> str:
     return other
 
 
-def delimited_rows(path, delimiter: str, encoding: str = "utf-8", errors: str = "strict"):
+def delimited_rows(path, delimiter: str, encoding: str = "utf-8", errors: str = "strict",
+                   numbered=None):
     """The header of a TSV/CSV file (nothing for an empty file), then (line number, row) of
-    each non-empty row. Quoted fields may hold delimiters and newlines, and may be long (a
-    document); a row whose field count differs from the header's, or broken quoting, is an
-    InvalidData naming the file and line. The delimiter is the one the header line uses
-    when it is not the one the name says (`delimiter_in_header`)."""
+    each non-empty row. A row whose field count differs from the header's, or broken
+    quoting, is an InvalidData naming the file and line. The delimiter is the one the header
+    line uses when it is not the one the name says (`delimiter_in_header`). `numbered`:
+    the (line number, line) pairs, when they were read already.
+
+    A CSV is read with CSV quoting: quoted fields may hold commas, newlines and be long (a
+    document). A TSV is read as GLUE and STS-B files are written, a row a line split on
+    tabs, where a text may start with a lone `"` (`"Then the captain was gone.`); a field
+    wholly in quotes with its inner quotes doubled (AG News, a spreadsheet's export) is
+    unquoted, and a row of another field count is read with CSV quoting (a quoted field
+    that holds a tab or a newline: pandas' `to_csv(sep="\\t")`)."""
     csv.field_size_limit(2**31 - 1)  # documents are long; the default stops at 128 KiB
-    lines = (line for _, line in decoded_lines(path, encoding, errors))
-    first = next(lines, None)
+    numbered = iter(decoded_lines(path, encoding, errors) if numbered is None else numbered)
+    first = next(numbered, None)
     if first is None:
         return
-    delimiter = delimiter_in_header(path, first, delimiter)
-    reader = csv.reader(itertools.chain([first], lines), delimiter=delimiter)
+    delimiter = delimiter_in_header(path, first[1], delimiter)
+    if delimiter == "\t":
+        yield from _tab_rows(path, first, numbered)
+        return
+    lines = (line for _, line in itertools.chain([first], numbered))
+    reader = csv.reader(lines, delimiter=delimiter)
     try:
         header = next(reader, None)
         if header is None:
@@ -261,13 +295,56 @@ def delimited_rows(path, delimiter: str, encoding: str = "utf-8", errors: str = 
         for row in reader:
             if not row:
                 continue
-            if len(row) != len(header):
-                raise InvalidData(f"{display_name(path)} line {reader.line_num}: a row of "
-                                  f"{len(row)} fields under a header of {len(header)} "
-                                  f"({header}); fix the quoting or the delimiter")
+            _check_width(path, reader.line_num, row, header)
             yield reader.line_num, row
     except csv.Error as error:
         raise InvalidData(f"{display_name(path)} line {reader.line_num}: {error}") from error
+
+
+def _check_width(path, number: int, row: list, header: list) -> None:
+    if len(row) != len(header):
+        raise InvalidData(f"{display_name(path)} line {number}: a row of {len(row)} fields "
+                          f"under a header of {len(header)} ({header}); fix the quoting or "
+                          "the delimiter")
+
+
+def _unquoted(field: str) -> str:
+    """`field` without its quotes where it is wholly quoted, CSV's way (inner quotes
+    doubled, read as one); any other field as it is."""
+    inner = field[1:-1]
+    if len(field) >= 2 and field[0] == field[-1] == '"' and '"' not in inner.replace('""', ""):
+        return inner.replace('""', '"')
+    return field
+
+
+def _tab_rows(path, first: tuple[int, str], numbered):
+    """`delimited_rows` of a TSV: the header, then (line number, row)."""
+    header = [_unquoted(f) for f in first[1].rstrip("\r\n").split("\t")]
+    yield header
+    for number, line in numbered:
+        text = line.rstrip("\r\n")
+        if not text.strip():
+            continue
+        row = [_unquoted(f) for f in text.split("\t")]
+        if len(row) != len(header) and '"' in text:  # a quoted tab or newline: CSV's way
+            taken = [number]
+
+            def rest(taken=taken):
+                for later, more in numbered:
+                    taken.append(later)
+                    yield more
+            try:
+                row = next(csv.reader(itertools.chain([line], rest()), delimiter="\t",
+                                      strict=True), [])
+            except csv.Error as error:
+                if "end of data" in str(error):
+                    raise InvalidData(f"{display_name(path)} line {number}: a quote opened in "
+                                      "this row is never closed: close it, or remove the "
+                                      "stray quote") from None
+                raise InvalidData(f"{display_name(path)} line {number}: {error}") from error
+            number = taken[-1]
+        _check_width(path, number, row, header)
+        yield number, row
 
 
 TEXT_FORMATS = ("text", "jsonl", "tsv", "csv")

@@ -1,9 +1,9 @@
 """Texts in columns: the scored pairs of STS files and the training examples of an embedding
 model (pairs, triplets with hard negatives, scored pairs, or single texts).
 
-Files are JSONL, CSV, or TSV with a header; a TSV is split on tabs without quoting (the
-STS-B and GLUE files: a text may start with a lone `"`). A plain text file holds one text a
-line (the single texts of unsupervised training).
+Files are JSONL, CSV, or TSV with a header (`core.records.read_table`: a TSV is read as
+the STS-B and GLUE files are written, where a text may start with a lone `"`). A plain
+text file holds one text a line (the single texts of unsupervised training).
 """
 
 from __future__ import annotations
@@ -25,26 +25,8 @@ from mlmkit.errors import InvalidArgument, InvalidData
 STS_COLUMNS = ("sentence1", "sentence2", "score")
 
 
-def plain_tsv_rows(path):
-    """(line number, row) of a TSV without quoting, the first line its header."""
-    header = None
-    for number, line in decoded_lines(path):
-        if not line.strip():
-            continue
-        cells = line.rstrip("\r\n").split("\t")
-        if header is None:
-            header = cells
-            continue
-        if len(cells) != len(header):
-            raise InvalidData(f"{display_name(path)} line {number}: {len(cells)} tab-separated "
-                              f"fields under a header of {len(header)}; fix the row")
-        yield number, dict(zip(header, cells, strict=True))
-
-
 def table_rows(path, what: str = "records"):
-    """(line number, row dict) of a JSONL, CSV or (unquoted) TSV file."""
-    if delimiter_of(path) == "\t":
-        return plain_tsv_rows(path)
+    """(line number, row dict) of a JSONL, CSV or TSV file (`read_table`)."""
     return read_table(path, what=what)
 
 

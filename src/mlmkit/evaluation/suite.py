@@ -59,7 +59,7 @@ from mlmkit.models import prepare_mlm
 from mlmkit.options import renamed_keyword
 from mlmkit.probe import cloze_classify, knowledge_probe, read_facts
 from mlmkit.protein import check_sequence, variant_effects
-from mlmkit.protein.dms import check_mutations, numbers, read_scan
+from mlmkit.protein.dms import check_mutations, check_varied, numbers, read_scan
 from mlmkit.scoring import read_pairs, score
 from mlmkit.scoring.text_scores import NO_TOKEN_WARNING
 
@@ -444,9 +444,13 @@ class Scan:
     fitness: list[float]
 
 
+SCAN_KEYS = ("dms", "sequence", "offset", "target", "mutation_col", "name")
+
+
 def read_scans(path) -> list[Scan]:
     """The scans listed in the YAML file at `path` (each `dms`, `sequence` (letters or a
-    FASTA file), `offset` (default 1), `target`, optional `mutation_col` and `name`)."""
+    FASTA file), `offset` (default 1), `target`, optional `mutation_col` and `name`; no
+    other key)."""
     path = Path(path)
     if not path.is_file():
         raise PathError(f"--variants {path}: no such scans file")
@@ -463,6 +467,10 @@ def read_scans(path) -> list[Scan]:
                    if not isinstance(entry, dict) or k not in entry]
         if missing:
             raise InvalidData(f"{path}: scan {i} lacks {', '.join(missing)}")
+        unknown = sorted(str(key) for key in entry if key not in SCAN_KEYS)
+        if unknown:
+            raise InvalidData(f"{path}: scan {i} has unknown key(s) {', '.join(unknown)}: "
+                              f"a scan takes {', '.join(SCAN_KEYS)}")
         for key in ("dms", "sequence", "target", "mutation_col", "name"):
             if key in entry and (not isinstance(entry[key], str | int) or
                                  isinstance(entry[key], bool) or not str(entry[key]).strip()):
@@ -476,7 +484,7 @@ def read_scans(path) -> list[Scan]:
         given = str(entry["sequence"])
         file = path.parent / given  # a FASTA file, relative to the scans file like dms
         if is_fasta(given) or names_a_file(file):
-            sequence = read_sequence(str(file))
+            sequence = read_sequence(str(file), f"{path}: scan {i}'s sequence")
         elif "/" in given or "." in given:
             raise PathError(f"{path}: scan {i}'s sequence {given!r}: no such FASTA file "
                             f"in {str(path.parent)!r} (paths are relative to the scans file)")
@@ -484,15 +492,16 @@ def read_scans(path) -> list[Scan]:
             sequence = given
         sequence = check_sequence(sequence, f"{path}: scan {i}'s sequence")
         column = str(entry.get("mutation_col", "mutant"))
-        scan = read_scan(dms, column)
+        scan = read_scan(dms, column, naming=f"mutation_col: in {path}")
         mutations = check_mutations(scan, sequence, column, offset)
         name = str(entry.get("name", Path(dms).stem))
         if name in names:
             raise InvalidData(f"{path}: scans {names[name]} and {i} are both named {name!r}: "
                               "give each a name of its own (name: ...)")
         names[name] = i
-        scans.append(Scan(name, sequence, offset, mutations,
-                          numbers(scan, str(entry["target"]))))
+        fitness = check_varied(numbers(scan, str(entry["target"])), scan,
+                               f"{path}: scan {i}'s target {entry['target']}")
+        scans.append(Scan(name, sequence, offset, mutations, fitness))
     return scans
 
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from mlmkit.core.checks import choice, count
+from mlmkit.core.checks import boolean, choice, count
 from mlmkit.core.devices import prepare, resolve_precision
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.progress import status
 from mlmkit.core.results import Result
-from mlmkit.errors import InvalidArgument
+from mlmkit.errors import InvalidArgument, ModelError, RunError
 from mlmkit.finetuning.data import few_shot, limit, load_task_data
 from mlmkit.finetuning.lora import LoraOptions
 from mlmkit.finetuning.methods import check_method
@@ -67,7 +67,8 @@ class FinetuneResult(Result):
                      + (f"; seed {stopped[0]} was stopped" if stopped else ""))
         if not parts and self.test_metrics:
             parts = [f"test {name} {value:.4f}" for name, value in self.test_metrics.items()]
-        return f"{self.task} ({self.method}{shots}, {seeds}): " + ", ".join(parts)
+        return f"{self.task} ({self.method}{shots}, {seeds}): " + (
+            ", ".join(parts) or "no metrics yet (stopped before its first evaluation)")
 
 
 def _mean_std(dicts: list[dict]) -> tuple[dict, dict]:
@@ -187,10 +188,11 @@ def finetune(
     count("save_every", save_every, 0)
     if batch_tokens is not None:
         count("batch_tokens", batch_tokens, 1)
+    if packed is not None:
+        boolean("packed", packed)
     select = "last" if select is None else select
     choice("select", select, ("last", "best"))
     defaults = dict(FEW_SHOT_DEFAULTS if shots else FULL_DEFAULTS)
-    defaults.update({k: v for k, v in spec.overrides.items() if k in defaults})
     targets = lora_targets.split(",") if isinstance(lora_targets, str) else lora_targets
     lora_options = LoraOptions(rank=lora_rank, alpha=lora_alpha,
                                targets=tuple(t.strip() for t in targets) if targets
@@ -200,6 +202,9 @@ def finetune(
             raise InvalidArgument("lora_rank / lora_alpha / lora_targets / merge_lora (--lora-"
                                   "rank, ...) are LoRA settings: add lora=True (--lora)")
         lora_options = None
+    if method != "prompt" and (template is not None or verbalizer is not None):
+        raise InvalidArgument("template / verbalizer (--template, --verbalizer) are the prompt "
+                              "method's: add method='prompt' (--method prompt)")
     words = parse_verbalizer(verbalizer) if verbalizer is not None else None
     recipe = Recipe(method=method,
                     epochs=defaults["epochs"] if epochs is None else epochs,
@@ -217,8 +222,22 @@ def finetune(
     # the scores a run reports are those of `eval classify` and of the saved checkpoint in
     # transformers: `auto` trains in bf16 where the CPU has it and evaluates in fp32
     eval_precision = resolve_precision(asked, target, task="inference")
+    seed_list = [seed + k for k in range(seeds)]
+    if resume and run_dir is not None and seeds > 1 and not any(
+            _has_states(Path(run_dir) / f"seed-{s}") for s in seed_list):
+        raise RunError(f"--resume: {str(run_dir)!r} holds no fine-tuning state of seeds "
+                       f"{seed_list[0]}-{seed_list[-1]} (seed-N folders): start the run "
+                       "without --resume")
     with hub_offline(offline):
-        mlm = as_mlm(model, tokenizer, device=str(target))
+        try:  # a classifier head trains the encoder; only the prompt method reads the MLM's
+            mlm = as_mlm(model, tokenizer, device=str(target),
+                         allow_untrained_head=method == "head")
+        except ModelError as error:
+            if "no trained MLM head" not in str(error):
+                raise
+            raise ModelError(f"--method prompt reads the masked-LM head, and {model!r} has "
+                             "none trained: use a masked-LM checkpoint, or --method head (a "
+                             "classifier head of its own)") from None
         data = load_task_data(spec, train=train, validation=validation, test=test,
                               dataset=dataset, offline=offline,
                               carve_validation=test is None or select == "best")
@@ -227,7 +246,6 @@ def finetune(
         data.validation = limit(data.validation, eval_limit)
     say = status if progress is not False else None
     runs = []
-    seed_list = [seed + k for k in range(seeds)]
     for run_seed in seed_list:
         run_data = data
         if shots is not None:
@@ -242,7 +260,8 @@ def finetune(
                                   resume=resume and (seeds == 1 or _has_states(where)),
                                   save_every=save_every, halt_after=halt_after,
                                   merge_lora=merge_lora, batch_tokens=batch_tokens,
-                                  progress=progress, say=say, packed=packed))
+                                  progress=progress, say=say, packed=packed,
+                                  resume_dir=run_dir))
         if runs[-1].status != "finished":
             break
     if run_dir is not None:

@@ -54,11 +54,11 @@ class TaskData:
     test: Split | None = None
 
 
-def _raw_rows(path, what: str):
-    """(where, row dict) of a file."""
-    check_input_file(path, what)
+def _raw_rows(path, split: str):
+    """(where, row dict) of the file of `split`."""
+    check_input_file(path, f"{split} file")
     name = display_name(path)
-    for number, row in read_table(path, what=what):
+    for number, row in read_table(path, what=split):
         yield f"{name} line {number}", row
 
 
@@ -116,7 +116,7 @@ def read_split(task: Task, name: str, *, path=None, dataset: str | None = None,
                split: str | None = None, offline: bool = False) -> tuple[list, list, str]:
     """(texts, raw labels with where each came from, source) of one split."""
     if path is not None:
-        rows, source = _raw_rows(path, f"{name} file"), str(path)
+        rows, source = _raw_rows(path, name), str(path)
     else:
         rows = _dataset_rows(task, dataset, split or name, offline)
         source = f"{dataset}:{split or name}"

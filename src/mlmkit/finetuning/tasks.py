@@ -29,7 +29,6 @@ class Task:
     validation_split: str | None = "validation"  # None: carve one from train (fixed seed)
     template: str | None = None  # prompt method: {text} (or {text1}, {text2}) and [MASK]
     verbalizer: dict = field(default_factory=dict)
-    overrides: dict = field(default_factory=dict)  # per-task recipe changes
 
     @property
     def pair(self) -> bool:
@@ -68,8 +67,7 @@ TASKS: dict[str, Task] = {
     "qnli": _glue("qnli", ("question", "sentence"), ("entailment", "not_entailment"),
                   ("accuracy",), {"entailment": "yes", "not_entailment": "no"}, PAIR_TEMPLATE),
     "rte": _glue("rte", ("sentence1", "sentence2"), ("entailment", "not_entailment"),
-                 ("accuracy",), {"entailment": "yes", "not_entailment": "no"}, PAIR_TEMPLATE,
-                 overrides={"epochs": 5}),
+                 ("accuracy",), {"entailment": "yes", "not_entailment": "no"}, PAIR_TEMPLATE),
     "wnli": _glue("wnli", ("sentence1", "sentence2"), ("not_entailment", "entailment"),
                   ("accuracy",), {"not_entailment": "no", "entailment": "yes"}, PAIR_TEMPLATE),
     "agnews": Task("agnews", ("text",), labels=("World", "Sports", "Business", "Sci/Tech"),

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_file
 
-from mlmkit.core.checks import choice, count, non_negative, positive, probability
+from mlmkit.core.checks import boolean, choice, count, non_negative, positive, probability
 from mlmkit.core.devices import autocast
 from mlmkit.core.progress import Progress
 from mlmkit.core.results import Result
@@ -93,13 +93,14 @@ class Recipe:
     select: str = "last"  # last: the last epoch's model; best: evaluate each epoch, keep the best
 
     def check(self) -> Recipe:
-        count("epochs", self.epochs, 1, 10_000)
+        # whole numbers given as 64.0 are stored as 64 (a frozen dataclass: set in place)
+        for name, low, high in (("epochs", 1, 10_000), ("batch_size", 1, 1_000_000),
+                                ("max_length", 4, 1_000_000), ("seed", 0, None)):
+            object.__setattr__(self, name, count(name, getattr(self, name), low, high))
         positive("lr", self.lr)
-        count("batch_size", self.batch_size, 1, 1_000_000)
-        count("max_length", self.max_length, 4, 1_000_000)
         probability("warmup", self.warmup)
         non_negative("weight_decay", self.weight_decay)
-        count("seed", self.seed, 0)
+        boolean("bucket", self.bucket)
         choice("select", self.select, ("best", "last"))
         if self.lora is not None:
             self.lora.check()
@@ -278,9 +279,12 @@ def _fused(device) -> dict:
     return {"fused": True} if device.type in ("cpu", "cuda") else {}
 
 
-def _state_config(recipe: Recipe, data: TaskData) -> dict:
+def _state_config(recipe: Recipe, data: TaskData, precision: str, packed: bool) -> dict:
     out = asdict(recipe)
     out["task"] = data.task.name
+    # the arithmetic of a step: a resume in another precision or batch layout would not
+    # continue the run bit for bit
+    out["precision"], out["packed"] = precision, bool(packed)
     out["train"] = data.train.source
     out["train_examples"] = len(data.train)
     # what the rows hold, not only where they came from: a file edited in place between a
@@ -305,11 +309,14 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                   save_every: int = 0, halt_after: int | None = None,
                   merge_lora: bool = False, batch_tokens: int | None = None,
                   progress: bool | None = None, say=None, on_step=None,
-                  packed: bool | None = None) -> RunResult:
+                  packed: bool | None = None, resume_dir: str | Path | None = None
+                  ) -> RunResult:
     """Train, evaluate, keep the last (or best) epoch; see the module docstring.
     `on_step(step, loss)` is called after each optimizer step with its training loss.
     `packed`: batches without padding (finetuning/packing.py; None: wherever the model
-    has them). `eval_precision`: that of the evaluations (default: `precision`)."""
+    has them). `eval_precision`: that of the evaluations (default: `precision`).
+    `resume_dir`: the folder a stopped run is resumed with (default `run_dir`; a seed's
+    folder of a multi-seed run is resumed through the run's)."""
     recipe.check()
     if recipe.select == "best" and data.validation is None:
         raise InvalidArgument("select='best' (--select best) picks an epoch on the validation "
@@ -338,7 +345,7 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     total = per_epoch * recipe.epochs
     optimizer, schedule = trainer.optimizer(total)
     run_path = Path(run_dir) if run_dir is not None else None
-    config = _state_config(recipe, data)
+    config = _state_config(recipe, data, precision, trainer.packed)
     step, epoch, position, history = 0, 0, 0, []
     best = {"score": -math.inf, "epoch": 0, "metrics": {}}
     best_state, elapsed, seen, losses = None, 0.0, 0, []
@@ -346,7 +353,12 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
         checkpoint.remove_leftovers(run_path)
         if resume:
             state = checkpoint.resume_state(run_path, config)
-            trainer.model.load_state_dict(state["model"])
+            try:
+                trainer.model.load_state_dict(state["model"])
+            except RuntimeError:
+                raise RunError(f"--resume {str(run_path)!r}: its saved weights do not fit this "
+                               "model (the run was trained from another one): resume with the "
+                               "model it started from, or start a new run directory") from None
             optimizer.load_state_dict(state["optimizer"])
             schedule.load_state_dict(state["schedule"])
             torch.set_rng_state(state["rng"])
@@ -410,12 +422,15 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                 step, position, steps_here = step + 1, position + 1, steps_here + 1
                 seen += len(batches[position - 1])
                 bar.update(step)
-                if stop.requested or (halt_after and steps_here >= halt_after):
+                # a halt on the run's last step lets it finish (its evaluation, its model)
+                halting = halt_after and steps_here >= halt_after and step < total
+                if stop.requested or halting:
                     elapsed += time.perf_counter() - started
                     save()
                     status = "interrupted"
+                    again = resume_dir if resume_dir is not None else run_path
                     say(f"stopped at step {step} ({stop.requested or 'halt_after'}); continue "
-                        f"with --resume" + (f" --run-dir {run_path}" if run_path else ""))
+                        f"with --resume" + (f" --run-dir {again}" if again else ""))
                     stopped = _result(trainer, data, recipe, best, history, truncated, step,
                                       elapsed, seen, status, run_path, None, None)
                     stopped.stop_reason = stop.requested or "halt_after"

@@ -29,7 +29,7 @@ from mlmkit.corpus.mixture import MixedBlocks, MixedShards, mixture_weights, par
 from mlmkit.corpus.packing import BlockBatch, PackedBlocks
 from mlmkit.corpus.python_docs import python_docs
 from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_corpus
-from mlmkit.errors import InvalidArgument, MlmkitError, PathError
+from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
 from mlmkit.models.load import TOKENIZER_FILES, complete_special_tokens
 from mlmkit.models.preset_table import PRESET_POSITIONS
 from mlmkit.pretraining.examples import FillExample, pick_examples
@@ -51,6 +51,7 @@ class PretrainData:
     train_shards: TokenShards
     validation_shards: TokenShards | None
     examples: list[FillExample] = field(default_factory=list)  # closing fill-mask examples
+    unknown: tuple[int, int] = (0, 0)  # <unk> tokens among the training tokens counted
 
     def describe(self) -> str:
         val = self.validation_shards
@@ -58,8 +59,12 @@ class PretrainData:
         mixed = ("" if mixture is None else " (mixture: " + ", ".join(
             f"{name} {weight:.3g} of {size:,} blocks" for name, weight, size in zip(
                 self.train.names, mixture, self.train.sizes, strict=True)) + ")")
+        unknown, counted = self.unknown
+        unknown_text = (f" ({unknown:,} <unk>, {unknown / counted:.2%} of "
+                        f"{'the first ' if counted < self.train_shards.n_tokens else ''}"
+                        f"{counted:,})" if unknown else "")
         return (f"{self.train_shards.n_documents:,} documents, {self.train_shards.n_tokens:,} "
-                f"tokens → {len(self.train):,} blocks{mixed}"
+                f"tokens{unknown_text} → {len(self.train):,} blocks{mixed}"
                 + (f"; validation {val.n_tokens:,} tokens → {len(self.validation):,} blocks"
                    if val is not None else "; no validation split"))
 
@@ -163,21 +168,58 @@ def _trained_tokenizer(config, show_progress: bool):
 
 def validation_sentences(documents: Iterable[str], tokenizer, count: int, max_tokens: int,
                          seed: int) -> list[list[int]]:
-    """`count` sentences (6 to `max_tokens` tokens) drawn by `seed` from the validation text."""
+    """`count` sentences (6 to `max_tokens` tokens) drawn by `seed` from the validation text.
+    A corpus without sentences (proteins, DNA: each document one long word) gives the first
+    `max_tokens` tokens of its documents instead."""
     if count <= 0:
         return []
+    documents = list(documents)
     candidates = [s.strip() for d in documents for line in d.split("\n")
                   for s in _SENTENCE_END.split(line) if len(s.split()) >= 5]
+    words = not candidates
+    if words:
+        candidates = [d.strip() for d in documents if d.strip() and len(d.split()) == 1]
     candidates = sorted(set(candidates))
     if not candidates:
         return []
     encoded = [e.ids for e in tokenizer.backend_tokenizer.encode_batch(
         candidates, add_special_tokens=False)]
+    if words:
+        encoded = [ids[:max_tokens] for ids in encoded]
     fitting = [ids for ids in encoded if 6 <= len(ids) <= max_tokens]
     if not fitting:
         return []
     order = np.random.default_rng(seed).permutation(len(fitting))[:count]
     return [fitting[i] for i in sorted(order)]
+
+
+# A corpus this much <unk> is the wrong one for its tokenizer (English text read by the
+# amino-acid alphabet, proteins by a DNA k-mer tokenizer): refused before training. Below
+# it, the count is printed with the data line. Counted over the first tokens of a corpus.
+MAX_UNKNOWN_SHARE = 0.1
+UNKNOWN_COUNTED = 50_000_000
+
+
+def unknown_tokens(shards, tokenizer, names: list[str]) -> tuple[int, int]:
+    """(<unk> tokens, tokens counted) among the first `UNKNOWN_COUNTED` tokens of each
+    source of `shards` (`names`: each source's --corpus); a source more than
+    `MAX_UNKNOWN_SHARE` unknown is an error."""
+    unk = tokenizer.unk_token_id
+    if unk is None:
+        return 0, 0
+    unknown = counted = 0
+    parts = shards.parts if isinstance(shards, MixedShards) else [shards]
+    for part, source in zip(parts, names, strict=True):
+        tokens = np.asarray(part.tokens[:min(part.n_tokens, UNKNOWN_COUNTED)])
+        here = int(np.count_nonzero(tokens == unk))
+        if tokens.size and here > MAX_UNKNOWN_SHARE * tokens.size:
+            raise InvalidData(
+                f"--corpus {source!r}: {here / tokens.size:.0%} of its tokens are "
+                f"{tokenizer.unk_token} (letters or words the tokenizer does not know): pass "
+                "the corpus this tokenizer reads, or a tokenizer made for it (the amino-acid "
+                "alphabet reads proteins, a k-mer tokenizer DNA, a trained one its own text)")
+        unknown, counted = unknown + here, counted + tokens.size
+    return unknown, counted
 
 
 def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
@@ -192,6 +234,9 @@ def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
         train_shards = tokenize_corpus(train_docs, tokenizer, name=f"{config.corpus} (train)",
                                        settings=settings, show_progress=show_progress)
         train = PackedBlocks(train_shards, config.seq_len, **pack)
+    names = ([part.source for part in parse_corpus_spec(config.corpus)]
+             if isinstance(train_shards, MixedShards) else [str(config.corpus)])
+    unknown = unknown_tokens(train_shards, tokenizer, names)
     val_docs = corpus_documents(config.corpus, "validation", config.field,
                                 config.validation_share)
     validation = val_shards = None
@@ -211,7 +256,7 @@ def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
                 if val_shards is not None else [])
     return PretrainData(train=train, validation=validation, sentences=sentences,
                         train_shards=train_shards, validation_shards=val_shards,
-                        examples=examples)
+                        examples=examples, unknown=unknown)
 
 
 # ---- weighted corpus mixtures: --corpus a.txt:0.7 --corpus b.txt:0.3

@@ -1,6 +1,7 @@
 """Fill-mask examples from a freshly trained model: a quick look at what it learned, on
 sentences of the run's own held-out text (a model trained on Shakespeare is shown
-Shakespeare), each with one word masked and that word given as the answer."""
+Shakespeare), each with one word masked and that word given as the answer; on a corpus of
+proteins, the start of a held-out protein with one residue masked."""
 
 from __future__ import annotations
 
@@ -40,12 +41,17 @@ def pick_examples(documents: Iterable[str], tokenizer, count: int, seed: int,
     if count <= 0:
         return []
     found: set[str] = set()
+    words: set[str] = set()  # documents of one word (a protein), for a corpus of those
     for document in documents:  # the first sentences suffice: a large split is not read whole
         for line in str(document).split("\n"):
             found.update(s.strip() for s in _SENTENCE_END.split(line)
                          if 6 <= len(s.split()) <= max_words and "{" not in s and "}" not in s)
+        if len(str(document).split()) == 1 and len(words) < CANDIDATES:
+            words.add(str(document).strip())
         if len(found) >= CANDIDATES:
             break
+    if not found:
+        return _letter_examples(sorted(words), tokenizer, count, seed)
     sentences = sorted(found)
     rng = np.random.default_rng(seed)
     examples = []
@@ -58,6 +64,27 @@ def pick_examples(documents: Iterable[str], tokenizer, count: int, seed: int,
         word = words[int(rng.integers(len(words)))]
         examples.append(FillExample(sentence[:word.start()] + "{mask}" + sentence[word.end():],
                                     word.group()))
+        if len(examples) == count:
+            break
+    return examples
+
+
+def _letter_examples(sequences: list[str], tokenizer, count: int, seed: int,
+                     width: int = 48) -> list[FillExample]:
+    """Examples of a corpus without sentences whose tokenizer reads one token a letter (a
+    protein alphabet): the first `width` letters of a sequence, one letter masked."""
+    rng = np.random.default_rng(seed)
+    examples = []
+    for index in rng.permutation(len(sequences)):
+        crop = sequences[index][:width]
+        if len(crop) < 6 or "{" in crop or "}" in crop:
+            continue
+        tokens = tokenizer.tokenize(crop)
+        if len(tokens) != len(crop) or tokenizer.unk_token in tokens:
+            continue  # not one known token a letter (k-mers): no example
+        position = int(rng.integers(len(crop)))
+        examples.append(FillExample(crop[:position] + "{mask}" + crop[position + 1:],
+                                    crop[position]))
         if len(examples) == count:
             break
     return examples

@@ -120,8 +120,8 @@ def _train_steps(run: Run, stop: StopOnSignal, bar: TrainProgress,
                 bar.print(eval_line(evaluation(run) or {"step": run.state.step}))
         if config.save_every and step % config.save_every == 0:
             run.save(with_model_dir=True)
-        if config.halt_after and steps_here >= config.halt_after:
-            return "halt_after"
+        if config.halt_after and steps_here >= config.halt_after and not run.done():
+            return "halt_after"  # a halt on the last step finishes the run instead
     bar.update(run.progress(), run.state.step)
     return None
 

@@ -3,20 +3,24 @@
 The vocabulary is ESM-2's, in ESM-2's order (so a model built here has the token ids of
 the released checkpoints): four specials, the 20 standard residues ordered by frequency,
 the rare and ambiguous letters (X B U Z O), gap symbols, and `<mask>` last. The tokenizer
-is a fast one (a `tokenizer.json`: one word-level token per letter, whitespace dropped,
-`<cls> … <eos>` around a sequence), so `AutoTokenizer.from_pretrained(dir)` loads it and
-pretraining gets the word ids it needs (every residue is a word); it splits a sequence as
-transformers' `EsmTokenizer` does, to the same ids.
+is a fast one (a `tokenizer.json`: one word-level token per letter, lower-case residues read
+as upper case, whitespace dropped, `<cls> … <eos>` around a sequence), so
+`AutoTokenizer.from_pretrained(dir)` loads it and pretraining gets the word ids it needs
+(every residue is a word). A sequence of the alphabet's letters gets the ids transformers'
+`EsmTokenizer` gives it; they differ on other input: `EsmTokenizer` reads lower case as
+unknown and gives one `<unk>` to a run of unknown letters, this one one to each letter (a
+residue count stays a token count).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from tokenizers import Regex, Tokenizer, models, pre_tokenizers, processors
+from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
 from mlmkit.models.preset_table import ESM2_TOKENS
+from mlmkit.tokenizer import save_tokenizer
 
 SPECIALS = ("<cls>", "<pad>", "<eos>", "<unk>")
 STANDARD = "LAGVSERTIDPKQNFYMHWC"  # the 20 standard residues, ESM-2's order
@@ -35,6 +39,8 @@ def protein_tokenizer(directory: str | Path | None = None) -> PreTrainedTokenize
     """
     ids = {token: i for i, token in enumerate(VOCABULARY)}
     backend = Tokenizer(models.WordLevel(ids, unk_token="<unk>"))
+    backend.normalizer = normalizers.Sequence(  # special tokens are matched before this
+        [normalizers.Replace(letter.lower(), letter) for letter in RESIDUES])
     backend.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(),
         pre_tokenizers.Split(Regex("."), behavior="isolated"),
@@ -47,5 +53,5 @@ def protein_tokenizer(directory: str | Path | None = None) -> PreTrainedTokenize
         sep_token="<eos>", unk_token="<unk>", mask_token="<mask>",
         additional_special_tokens=list(GAPS), model_max_length=ESM2_TOKENS)
     if directory is not None:
-        tokenizer.save_pretrained(str(directory))
+        save_tokenizer(tokenizer, directory)
     return tokenizer

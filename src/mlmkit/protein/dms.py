@@ -46,9 +46,11 @@ def _open_text(path: str | Path):
     return open(path, encoding="utf-8-sig", newline="")
 
 
-def read_scan(path: str | Path, mutation_col: str = "mutant") -> Scan:
+def read_scan(path: str | Path, mutation_col: str = "mutant",
+              naming: str = "--mutation-field") -> Scan:
     """The rows of the CSV at `path` (`-`: standard input); it must have a header with
-    `mutation_col` and at least one row, each row as many fields as the header."""
+    `mutation_col` (`naming`: where the user names that column) and at least one row, each
+    row as many fields as the header."""
     source = path
     path = Path("standard input" if str(source) == STDIN else source)
     if str(source) != STDIN and not path.is_file():
@@ -70,7 +72,7 @@ def read_scan(path: str | Path, mutation_col: str = "mutant") -> Scan:
                                   "name each column once")
             if mutation_col not in columns:
                 raise InvalidData(f"{path} line 1: no {mutation_col!r} column (its columns: "
-                                  f"{', '.join(columns)}): name it with --mutation-field")
+                                  f"{', '.join(columns)}): name it with {naming}")
             rows, lines = [], []
             row_start = reader.line_num + 1
             for fields in reader:
@@ -103,6 +105,15 @@ def check_mutations(scan: Scan, sequence: str, mutation_col: str, offset: int) -
     for i, text in enumerate(texts):
         parse_variant(text, sequence, offset, name=f"{scan.where(i)} ({text!r})")
     return texts
+
+
+def check_varied(values: list[float], scan: Scan, naming: str) -> list[float]:
+    """`values` (a scan's measured column, `naming` where it was named), refused when they
+    are all the same: Spearman's ρ against them is undefined."""
+    if len(set(values)) < 2:
+        raise InvalidData(f"{naming}: every row of {scan.path} holds {values[0]!r}: Spearman's "
+                          "ρ needs values that differ")
+    return values
 
 
 def numbers(scan: Scan, column: str) -> list[float]:

@@ -18,6 +18,7 @@ from tokenizers import Regex, Tokenizer, models, normalizers, pre_tokenizers, pr
 from transformers import PreTrainedTokenizerFast
 
 from mlmkit.errors import InvalidArgument
+from mlmkit.tokenizer import save_tokenizer
 
 DNA_SPECIALS = ("<unk>", "<pad>", "<mask>", "<cls>", "<eos>", "<bos>")
 NUCLEOTIDES = "ATCG"
@@ -37,6 +38,9 @@ def dna_tokenizer(k: int = 6, directory: str | Path | None = None,
                   max_length: int = 1000) -> PreTrainedTokenizerFast:
     """The k-mer DNA tokenizer (`<cls> k-mers <eos>`), saved in `directory` when given;
     lower-case letters are read as upper case, whitespace is dropped."""
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 3:
+        raise InvalidArgument(f"max_length={max_length!r} must be a whole number of tokens, "
+                              "at least 3 (<cls>, one k-mer, <eos>)")
     vocabulary = dna_vocabulary(k)
     ids = {token: i for i, token in enumerate(vocabulary)}
     backend = Tokenizer(models.WordLevel(ids, unk_token="<unk>"))
@@ -53,5 +57,5 @@ def dna_tokenizer(k: int = 6, directory: str | Path | None = None,
         sep_token="<eos>", bos_token="<bos>", unk_token="<unk>", mask_token="<mask>",
         model_max_length=max_length)
     if directory is not None:
-        tokenizer.save_pretrained(str(directory))
+        save_tokenizer(tokenizer, directory)
     return tokenizer
