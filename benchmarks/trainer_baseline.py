@@ -34,7 +34,8 @@ def add_recipe_argument(parser) -> None:
     parser.add_argument("--recipe", choices=tuple(RECIPES), default="shared",
                         help="hyper-parameters of both sides besides --lr: 'shared' (batch "
                         "16, 10%% warm-up, weight decay 0.01) or 'defaults' (batch 8, no "
-                        "warm-up, no weight decay: the Trainer's defaults, and mlmkit's)")
+                        "warm-up, no weight decay: the Trainer's defaults, and mlmkit's; "
+                        "--lr is set apart: 5e-5 is their default)")
 
 
 def tokenized_rows(tokenizer, path: str | Path, task: str = "sst2",

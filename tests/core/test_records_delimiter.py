@@ -56,22 +56,26 @@ def test_text_that_cannot_be_a_path_names_no_file(tmp_path):
         assert not names_a_file(text)
 
 
-def test_a_tsv_is_read_as_glue_files_are_written(tmp_path):
-    """A text may start with a lone quote (STS-B, GLUE): it is part of the text, not an
-    opening quote that swallows the rows after it; a wholly quoted field (AG News, a
-    spreadsheet) is unquoted; a quoted tab or newline (pandas) is read with CSV quoting."""
-    path = tmp_path / "t.tsv"
-    path.write_text('s1\ts2\tscore\n"Then the captain was gone.\tHe came back.\t0.8\n'
-                    'Plain.\t"A ""quoted"" word."\t1.0\n"two\nlines"\t"a\ttab"\t2.0\n'
-                    'Last.\tRow.\t3.0\n', encoding="utf-8")
-    assert list(read_table(path)) == [
+def test_a_tsv_is_read_as_glue_files_are_written_unless_it_is_well_formed_csv(tmp_path):
+    """A text may start with a lone quote (STS-B, GLUE): read with CSV quoting, it swallowed
+    the rows after it. Such a file is split on tabs, quotes as they are; a file that is
+    well-formed CSV (AG News, pandas: quoted tabs, newlines, doubled quotes) is unquoted."""
+    glue = tmp_path / "glue.tsv"
+    glue.write_text('s1\ts2\tscore\n"Then the captain was gone.\tHe came back.\t0.8\n'
+                    '"Is it?"\tYes.\t1.0\nLast.\tRow.\t3.0\n', encoding="utf-8")
+    assert list(read_table(glue)) == [
         (2, {"s1": '"Then the captain was gone.', "s2": "He came back.", "score": "0.8"}),
-        (3, {"s1": "Plain.", "s2": 'A "quoted" word.', "score": "1.0"}),
-        (5, {"s1": "two\nlines", "s2": "a\ttab", "score": "2.0"}),
-        (6, {"s1": "Last.", "s2": "Row.", "score": "3.0"})]
-    path.write_text('text\tlabel\nok\t1\n"never closed\t1\t2\nmore\t0\n', encoding="utf-8")
-    with pytest.raises(InvalidData, match="line 3: a quote opened in this row is never closed"):
-        list(read_table(path))
+        (3, {"s1": '"Is it?"', "s2": "Yes.", "score": "1.0"}),
+        (4, {"s1": "Last.", "s2": "Row.", "score": "3.0"})]
+    exported = tmp_path / "exported.tsv"
+    exported.write_text('id\ttext\n1\t"A ""quoted"" word."\n2\t"line one\nline\ttwo"\n'
+                        '3\tplain\n4\t\n', encoding="utf-8")
+    assert list(read_table(exported)) == [
+        (2, {"id": "1", "text": 'A "quoted" word.'}), (4, {"id": "2", "text": "line one\nline\ttwo"}),
+        (5, {"id": "3", "text": "plain"}), (6, {"id": "4", "text": ""})]
+    glue.write_text('text\tlabel\nok\t1\n"never closed\t1\t2\nmore\t0\n', encoding="utf-8")
+    with pytest.raises(InvalidData, match="line 3: a row of 3 fields under a header of 2"):
+        list(read_table(glue))
 
 
 def test_the_shared_sts_b_files_read_whole(shared_data):
@@ -79,6 +83,7 @@ def test_the_shared_sts_b_files_read_whole(shared_data):
         read = list(read_table(shared_data / "stsb" / name))
         assert len(read) == rows
         assert all(len(row) == 5 and "\n" not in row["sentence1"] for _, row in read)
+        assert any(row["sentence1"].startswith('"') for _, row in read)  # quotes kept
 
 
 @pytest.mark.parametrize("text, rows", [

@@ -600,3 +600,20 @@ def test_switches_and_prompt_settings_are_checked(tiny_mlm, sst):
         mlmkit.finetune(tiny_mlm("bert"), "sst2", bucket="yes", **common)
     with pytest.raises(InvalidArgument, match="packed=1"):
         mlmkit.finetune(tiny_mlm("bert"), "sst2", packed=1, **common)
+
+
+def test_bf16_asked_on_hardware_without_it_is_said_once(monkeypatch):
+    """bf16 where the hardware only emulates it trains slower than fp32: said once a
+    process (a job prepares a device many times), never for `auto`."""
+    import warnings
+
+    from mlmkit.core import devices
+
+    monkeypatch.setattr(devices, "native_bf16", lambda device: False)
+    monkeypatch.setattr(devices, "_EMULATED", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert devices.prepare("cpu", "auto", task="training")[1] == "fp32"
+        for _ in range(3):
+            assert devices.prepare("cpu", "bf16", task="training")[1] == "bf16"
+    assert [str(w.message)[:40] for w in caught] == ["precision bf16 on cpu, which does not mu"]

@@ -42,6 +42,8 @@ def test_the_esm2_recipe_needs_a_protein_corpus(tmp_path):
     assert result.exit_code == 1
     assert "pass --corpus proteins.fasta" in result.output
     assert not (tmp_path / "run").exists()
+    shown = CliRunner().invoke(app, ["recipe", "show", "esm2"])  # no corpus to check there
+    assert shown.exit_code == 0, shown.output
 
 
 def test_a_corpus_the_tokenizer_cannot_read_is_refused_and_a_few_unknowns_are_counted(

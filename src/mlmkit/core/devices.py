@@ -149,10 +149,6 @@ def resolve_precision(precision: str | None, device, task: str = "inference") ->
                               f"{', '.join(PRECISIONS)} (--precision)")
     if precision == "auto":
         return "bf16" if task == "training" and native_bf16(device) else "fp32"
-    if precision == "bf16" and not native_bf16(device):
-        warnings.warn(f"precision bf16 on {device}, which does not multiply bf16 natively: "
-                      "it is emulated, slower than fp32 (--precision auto picks fp32 there)",
-                      stacklevel=3)
     return precision
 
 
@@ -161,8 +157,16 @@ def prepare(device=None, precision: str | None = "auto", threads: int | None = N
     """Resolve device and precision and set the thread count: (torch.device, precision)."""
     resolved = resolve_device(device)
     precision = resolve_precision(precision, resolved, task)
+    if precision == "bf16" and not native_bf16(resolved) and resolved.type not in _EMULATED:
+        _EMULATED.add(resolved.type)  # said once a process: a job may prepare many times
+        warnings.warn(f"precision bf16 on {resolved}, which does not multiply bf16 natively: "
+                      "it is emulated, slower than fp32 (--precision auto picks fp32 there)",
+                      stacklevel=2)
     set_threads(threads)
     return resolved, precision
+
+
+_EMULATED: set[str] = set()  # device types bf16 was asked on without native support
 
 
 def autocast(precision: str, device):

@@ -11,7 +11,6 @@ import codecs
 import csv
 import gzip
 import io
-import itertools
 import json
 import sys
 import warnings
@@ -54,7 +53,7 @@ def count_lines(path) -> int:
     """Number of lines (a last line without a newline counts), read in constant memory."""
     check_input_file(path)
     count, last = 0, b"\n"
-    with open(Path(path).expanduser(), "rb") as handle:
+    with _open_binary(path) as handle:
         while block := handle.read(1 << 20):
             count += block.count(b"\n")
             last = block[-1:]
@@ -271,22 +270,26 @@ def delimited_rows(path, delimiter: str, encoding: str = "utf-8", errors: str = 
     the (line number, line) pairs, when they were read already.
 
     A CSV is read with CSV quoting: quoted fields may hold commas, newlines and be long (a
-    document). A TSV is read as GLUE and STS-B files are written, a row a line split on
-    tabs, where a text may start with a lone `"` (`"Then the captain was gone.`); a field
-    wholly in quotes with its inner quotes doubled (AG News, a spreadsheet's export) is
-    unquoted, and a row of another field count is read with CSV quoting (a quoted field
-    that holds a tab or a newline: pandas' `to_csv(sep="\\t")`)."""
+    document). A TSV is read with CSV quoting where the whole file is well-formed CSV of
+    the header's width and holds a quote (AG News, a spreadsheet's or pandas' export, whose
+    quoted fields may hold tabs and newlines); else as GLUE and STS-B files are written and
+    read, a row a line split on tabs, quotes as they are (a text may start with a lone `"`:
+    `"Then the captain was gone.`), so that such a row never swallows the rows after it."""
     csv.field_size_limit(2**31 - 1)  # documents are long; the default stops at 128 KiB
-    numbered = iter(decoded_lines(path, encoding, errors) if numbered is None else numbered)
-    first = next(numbered, None)
+    if numbered is None and str(path) == STDIN:  # read twice below: kept
+        numbered = list(decoded_lines(STDIN, encoding, errors))
+
+    def lines():  # a pass over the file: (line number, line)
+        return iter(numbered) if numbered is not None else decoded_lines(path, encoding,
+                                                                         errors)
+    first = next(lines(), None)
     if first is None:
         return
     delimiter = delimiter_in_header(path, first[1], delimiter)
-    if delimiter == "\t":
-        yield from _tab_rows(path, first, numbered)
+    if delimiter == "\t" and not _csv_quoted(lines()):
+        yield from _tab_rows(path, lines())
         return
-    lines = (line for _, line in itertools.chain([first], numbered))
-    reader = csv.reader(lines, delimiter=delimiter)
+    reader = csv.reader((line for _, line in lines()), delimiter=delimiter)
     try:
         header = next(reader, None)
         if header is None:
@@ -308,41 +311,38 @@ def _check_width(path, number: int, row: list, header: list) -> None:
                           "the delimiter")
 
 
-def _unquoted(field: str) -> str:
-    """`field` without its quotes where it is wholly quoted, CSV's way (inner quotes
-    doubled, read as one); any other field as it is."""
-    inner = field[1:-1]
-    if len(field) >= 2 and field[0] == field[-1] == '"' and '"' not in inner.replace('""', ""):
-        return inner.replace('""', '"')
-    return field
+def _csv_quoted(numbered) -> bool:
+    """Whether a TSV's (line number, line) pairs use CSV quoting: they hold a quote, and
+    read with strict CSV quoting every row has the header's width."""
+    quoted = False
+
+    def texts():
+        nonlocal quoted
+        for _, line in numbered:
+            quoted = quoted or '"' in line
+            yield line
+    reader = csv.reader(texts(), delimiter="\t", strict=True)
+    try:
+        header = next(reader, None)
+        if any(row and len(row) != len(header) for row in reader):
+            return False
+    except csv.Error:
+        return False
+    return quoted
 
 
-def _tab_rows(path, first: tuple[int, str], numbered):
-    """`delimited_rows` of a TSV: the header, then (line number, row)."""
-    header = [_unquoted(f) for f in first[1].rstrip("\r\n").split("\t")]
-    yield header
+def _tab_rows(path, numbered):
+    """`delimited_rows` of a TSV without quoting: the header, then (line number, row)."""
+    header = None
     for number, line in numbered:
         text = line.rstrip("\r\n")
-        if not text.strip():
+        if not text:
             continue
-        row = [_unquoted(f) for f in text.split("\t")]
-        if len(row) != len(header) and '"' in text:  # a quoted tab or newline: CSV's way
-            taken = [number]
-
-            def rest(taken=taken):
-                for later, more in numbered:
-                    taken.append(later)
-                    yield more
-            try:
-                row = next(csv.reader(itertools.chain([line], rest()), delimiter="\t",
-                                      strict=True), [])
-            except csv.Error as error:
-                if "end of data" in str(error):
-                    raise InvalidData(f"{display_name(path)} line {number}: a quote opened in "
-                                      "this row is never closed: close it, or remove the "
-                                      "stray quote") from None
-                raise InvalidData(f"{display_name(path)} line {number}: {error}") from error
-            number = taken[-1]
+        row = text.split("\t")
+        if header is None:
+            header = row
+            yield header
+            continue
         _check_width(path, number, row, header)
         yield number, row
 

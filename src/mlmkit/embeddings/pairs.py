@@ -1,9 +1,9 @@
 """Texts in columns: the scored pairs of STS files and the training examples of an embedding
 model (pairs, triplets with hard negatives, scored pairs, or single texts).
 
-Files are JSONL, CSV, or TSV with a header (`core.records.read_table`: a TSV is read as
-the STS-B and GLUE files are written, where a text may start with a lone `"`). A plain
-text file holds one text a line (the single texts of unsupervised training).
+Files are JSONL, CSV, or TSV with a header (`core.records.read_table`: the STS-B and GLUE
+files are split on tabs with their quotes as they are, a text may start with a lone `"`).
+A plain text file holds one text a line (the single texts of unsupervised training).
 """
 
 from __future__ import annotations

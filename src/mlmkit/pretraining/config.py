@@ -256,14 +256,6 @@ class PretrainConfig:
         checks.choice("objective", self.objective, ("mlm", "electra", "diffusion", "retromae"))
         checks.choice("tokenizer_kind", self.tokenizer_kind,
                       ("wordpiece", "bpe", "unigram", "protein"))
-        phase_data = any(isinstance(phase, dict) and phase.get("mixture")
-                         for phase in (self.phases or []))
-        if (self.tokenizer_kind == "protein" and self.tokenizer is None and self.init is None
-                and self.corpus == "python-docs" and not phase_data):
-            raise InvalidArgument("--corpus: the amino-acid tokenizer (--tokenizer-kind "
-                                  "protein, as --recipe esm2 sets) reads proteins, and the "
-                                  "default corpus, python-docs, is English: pass --corpus "
-                                  "proteins.fasta[.gz]")
         checks.choice("packing", self.packing, ("full", "document", "crop"))
         checks.choice("mask_stream", self.mask_stream, MASK_STREAMS)
         checks.choice("schedule", self.schedule, ("linear", "cosine", "wsd", "constant"))

@@ -100,6 +100,11 @@ def corpus_documents(corpus: str, split: str, field: str = "text",
 def resolve_tokenizer(config, show_progress: bool = True):
     """The run's tokenizer: --init's, --tokenizer, or one trained on the corpus (cached)."""
     source = config.init or config.tokenizer
+    if source is None and config.tokenizer_kind == "protein" and \
+            config.corpus == "python-docs":  # checked here: `recipe show esm2` has no corpus
+        raise InvalidArgument("--corpus: the amino-acid tokenizer (--tokenizer-kind protein, "
+                              "as --recipe esm2 sets) reads proteins, and the default corpus, "
+                              "python-docs, is English: pass --corpus proteins.fasta[.gz]")
     if config.init is not None and config.tokenizer is None:
         source = str(shared_tokenizer_dir(config.init) or source)  # a run's step-N/ folder
     if source is not None and config.init is None:
