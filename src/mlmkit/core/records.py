@@ -11,6 +11,7 @@ import codecs
 import csv
 import gzip
 import io
+import itertools
 import json
 import sys
 import warnings
@@ -219,13 +220,16 @@ def read_table(path, encoding: str = "utf-8", errors: str = "strict",
                what: str = "records", delimiter: str | None = None) -> Iterator[tuple[int, dict]]:
     """(line number, row as a dict) of a JSONL, TSV or CSV file (a header row names the
     columns of TSV/CSV; quoted fields may hold delimiters and newlines). `delimiter`: the
-    TSV/CSV delimiter when the file's name does not say it; standard input is JSONL when its
-    first line is an object, else TSV when it holds a tab, else CSV."""
+    TSV/CSV delimiter when the file's name does not say it; standard input (read once, as a
+    stream) is JSONL when its first line is an object, else TSV when it holds a tab, else
+    CSV."""
     delimiter = delimiter or delimiter_of(path)
     numbered = None
     if delimiter is None and str(path) == STDIN:  # no name to read the format from
-        numbered = list(decoded_lines(STDIN, encoding, errors))
-        delimiter = _sniffed_delimiter(numbered)
+        stream = iter(decoded_lines(STDIN, encoding, errors))
+        head = list(itertools.islice(stream, SNIFF_LINES))
+        delimiter = _sniffed_delimiter(head)
+        numbered = itertools.chain(head, stream)
     if delimiter is None:
         yield from read_json_objects(path, encoding, errors, what, numbered)
         return
@@ -235,6 +239,9 @@ def read_table(path, encoding: str = "utf-8", errors: str = "strict",
         return
     for number, row in rows:
         yield number, dict(zip(header, row, strict=True))
+
+
+SNIFF_LINES = 10_000  # the lines of standard input that judge its format (read once)
 
 
 def _sniffed_delimiter(numbered: list[tuple[int, str]]) -> str | None:
@@ -270,23 +277,32 @@ def delimited_rows(path, delimiter: str, encoding: str = "utf-8", errors: str = 
     the (line number, line) pairs, when they were read already.
 
     A CSV is read with CSV quoting: quoted fields may hold commas, newlines and be long (a
-    document). A TSV is read with CSV quoting where the whole file is well-formed CSV of
-    the header's width and holds a quote (AG News, a spreadsheet's or pandas' export, whose
+    document). A TSV is read with CSV quoting where the whole file (standard input: its
+    first `SNIFF_LINES` lines) is well-formed CSV of the header's width and holds a quote (AG News, a spreadsheet's or pandas' export, whose
     quoted fields may hold tabs and newlines); else as GLUE and STS-B files are written and
     read, a row a line split on tabs, quotes as they are (a text may start with a lone `"`:
     `"Then the captain was gone.`), so that such a row never swallows the rows after it."""
     csv.field_size_limit(2**31 - 1)  # documents are long; the default stops at 128 KiB
-    if numbered is None and str(path) == STDIN:  # read twice below: kept
-        numbered = list(decoded_lines(STDIN, encoding, errors))
+    if numbered is None and str(path) != STDIN:
+        def lines():  # a pass over the file: (line number, line)
+            return decoded_lines(path, encoding, errors)
+        sample = lines  # the whole file judges a TSV's quoting
+    else:  # standard input, read once: its first lines judge a TSV's quoting
+        stream = iter(decoded_lines(STDIN, encoding, errors) if numbered is None
+                      else numbered)
+        head = list(itertools.islice(stream, SNIFF_LINES))
+        whole = itertools.chain(head, stream)
 
-    def lines():  # a pass over the file: (line number, line)
-        return iter(numbered) if numbered is not None else decoded_lines(path, encoding,
-                                                                         errors)
-    first = next(lines(), None)
+        def lines():
+            return whole
+
+        def sample():
+            return iter(head)
+    first = next(sample(), None)
     if first is None:
         return
     delimiter = delimiter_in_header(path, first[1], delimiter)
-    if delimiter == "\t" and not _csv_quoted(lines()):
+    if delimiter == "\t" and not _csv_quoted(sample()):
         yield from _tab_rows(path, lines())
         return
     reader = csv.reader((line for _, line in lines()), delimiter=delimiter)
