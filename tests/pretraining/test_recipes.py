@@ -11,7 +11,7 @@ import torch
 from safetensors.torch import load_file
 from typer.testing import CliRunner
 
-from mlmkit.errors import InvalidArgument, MlmkitError
+from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError
 from mlmkit.masking import compute_stats
 from mlmkit.masking.stats import save_stats
 from mlmkit.pretraining import PretrainConfig, pretrain
@@ -246,3 +246,17 @@ def test_retrieval_recipes_train_two_steps(name, weights, tmp_path, tokenizer_di
     assert run.done() and {step for step, *_ in seen} == {0, 1}
     masked = sum(c["masked"] for _, _, c, _ in seen) / sum(t for *_, t in seen)
     assert abs(masked - 0.3) < 0.08
+
+
+def test_a_phase_corpus_the_tokenizer_cannot_read_is_refused(tmp_path, tokenizer_dirs):
+    """A corpus named only in a phase's mixture is checked as the run's own is: mostly
+    <unk> is the wrong corpus for the tokenizer."""
+    unreadable = tmp_path / "unreadable.txt"
+    unreadable.write_text("\n".join("⁂⁂ ⁂⁂⁂ ⁂" for _ in range(300)))
+    phases = [{"name": "a", "steps": 2, "seq_len": 32},
+              {"name": "b", "steps": 2, "seq_len": 32,
+               "mixture": {"corpus": 1, str(unreadable): 1}}]
+    values = tiny({"model": "bert-mini", "steps": 4, "seq_len": 32, "phases": phases,
+                   "tokenizer_kind": "wordpiece"}, tmp_path / "run", tokenizer_dirs)
+    with pytest.raises(InvalidData, match="unreadable.txt'.*of its tokens are \\[UNK\\]"):
+        build_run(PretrainConfig(**values))
