@@ -3,8 +3,9 @@ one place that reads the TSV rows, tokenizes them as the Trainer's users do, and
 `transformers.Trainer` with the recipe both sides share.
 
 The recipe (`RECIPES`): batch 16, 10% linear warm-up, weight decay 0.01, or the Trainer's
-defaults (batch 8, neither); max length 128, clipping at 1.0, the Trainer's default AdamW, `DataCollatorWithPadding`; `group_by_length` picks the Trainer's
-length-grouped sampler (its fastest CPU setting) and `bf16` its bf16 autocast. The time is
+defaults (batch 8, neither); max length 128, clipping at 1.0, the Trainer's default AdamW,
+`DataCollatorWithPadding`; `group_by_length` picks the Trainer's length-grouped sampler
+(its fastest CPU setting) and `bf16` its bf16 autocast. The time is
 the Trainer's own `train_runtime` (training only), the examples/s the training rows times the
 epochs over it.
 """

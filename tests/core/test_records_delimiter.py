@@ -71,7 +71,8 @@ def test_a_tsv_is_read_as_glue_files_are_written_unless_it_is_well_formed_csv(tm
     exported.write_text('id\ttext\n1\t"A ""quoted"" word."\n2\t"line one\nline\ttwo"\n'
                         '3\tplain\n4\t\n', encoding="utf-8")
     assert list(read_table(exported)) == [
-        (2, {"id": "1", "text": 'A "quoted" word.'}), (4, {"id": "2", "text": "line one\nline\ttwo"}),
+        (2, {"id": "1", "text": 'A "quoted" word.'}),
+        (4, {"id": "2", "text": "line one\nline\ttwo"}),
         (5, {"id": "3", "text": "plain"}), (6, {"id": "4", "text": ""})]
     glue.write_text('text\tlabel\nok\t1\n"never closed\t1\t2\nmore\t0\n', encoding="utf-8")
     with pytest.raises(InvalidData, match="line 3: a row of 3 fields under a header of 2"):

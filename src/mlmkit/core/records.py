@@ -278,10 +278,11 @@ def delimited_rows(path, delimiter: str, encoding: str = "utf-8", errors: str = 
 
     A CSV is read with CSV quoting: quoted fields may hold commas, newlines and be long (a
     document). A TSV is read with CSV quoting where the whole file (standard input: its
-    first `SNIFF_LINES` lines) is well-formed CSV of the header's width and holds a quote (AG News, a spreadsheet's or pandas' export, whose
-    quoted fields may hold tabs and newlines); else as GLUE and STS-B files are written and
-    read, a row a line split on tabs, quotes as they are (a text may start with a lone `"`:
-    `"Then the captain was gone.`), so that such a row never swallows the rows after it."""
+    first `SNIFF_LINES` lines) is well-formed CSV of the header's width and holds a quote
+    (AG News, a spreadsheet's or pandas' export, whose quoted fields may hold tabs and
+    newlines); else as GLUE and STS-B files are written and read, a row a line split on
+    tabs, quotes as they are (a text may start with a lone `"`: `"Then the captain was
+    gone.`), so that such a row never swallows the rows after it."""
     csv.field_size_limit(2**31 - 1)  # documents are long; the default stops at 128 KiB
     if numbered is None and str(path) != STDIN:
         def lines():  # a pass over the file: (line number, line)
