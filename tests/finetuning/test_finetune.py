@@ -617,3 +617,20 @@ def test_bf16_asked_on_hardware_without_it_is_said_once(monkeypatch):
         for _ in range(3):
             assert devices.prepare("cpu", "bf16", task="training")[1] == "bf16"
     assert [str(w.message)[:40] for w in caught] == ["precision bf16 on cpu, which does not mu"]
+
+
+def test_a_classifier_is_read_at_the_length_it_was_fine_tuned_at(tiny_mlm, sst, tmp_path):
+    """finetune --max-length 24 reported metrics on inputs cut at 24; eval classify cut the
+    saved model's at 128 by default, and gave other numbers."""
+    import mlmkit
+    from mlmkit.finetuning.classifier import load_classifier
+
+    result = mlmkit.finetune(tiny_mlm("bert"), "sst2", train=sst / "train.tsv",
+                             validation=sst / "validation.tsv", epochs=1, max_length=24,
+                             run_dir=tmp_path / "run", **RUNTIME)
+    best = tmp_path / "run" / "best"
+    classifier = load_classifier(best, device="cpu")
+    assert classifier.cut_length() == 24 and classifier.cut_length(64) == 64
+    evaluation = classifier.evaluate(sst / "validation.tsv", task="sst2")
+    assert evaluation.max_length == 24
+    assert evaluation.metrics["accuracy"] == pytest.approx(result.runs[0].metrics["accuracy"])

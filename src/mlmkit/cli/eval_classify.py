@@ -46,7 +46,7 @@ def classify_command(
                                     help="The label column (default: label)."),
     limit: int = typer.Option(None, "--limit", min=1, help="Evaluate on at most N examples "
                               "(a fixed sample)."),
-    max_length: int = MAX_LENGTH,
+    max_length: int | None = MAX_LENGTH,
     output: str = typer.Option(None, "-o", "--output", help="Also write the result as JSON "
                                "here (- for standard output)."),
     *, runtime: Runtime, as_json: bool = JSON,
@@ -73,7 +73,7 @@ def classify_command(
         out = Console(highlight=False, soft_wrap=True, stderr=output == "-")
         out.print(result.summary(), markup=False)
         if result.truncated:
-            out.print(f"{result.truncated} input(s) longer than --max-length {max_length} "
+            out.print(f"{result.truncated} input(s) longer than --max-length {result.max_length} "
                       "tokens were cut", markup=False)
         if result.confusion is not None:
             table = Table(title="confusion (rows: true label, columns: predicted)")

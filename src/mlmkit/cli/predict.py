@@ -30,8 +30,9 @@ regression model: {"text": ..., "value": ...}), in the order of the input.
 TEXT_FIELD = typer.Option(None, "--text-field", metavar="COLUMN[,COLUMN]", help="The text "
                           "column of a JSONL/TSV/CSV input, or two comma-separated (sentence "
                           "pairs); default: text. A plain text file is one text per line.")
-MAX_LENGTH = typer.Option(128, "--max-length", min=4, help="Inputs longer than this many "
-                          "tokens are cut (128: finetune's default).")
+MAX_LENGTH = typer.Option(None, "--max-length", min=4, help="Inputs longer than this many "
+                          "tokens are cut; default: the length the classifier was fine-tuned "
+                          "at (recorded by finetune), else 128.")
 
 
 def predict_command(
@@ -41,7 +42,7 @@ def predict_command(
                                      "line), JSONL, TSV or CSV; - reads standard input."),
     output: str = OUTPUT,
     text_field: str = TEXT_FIELD,
-    max_length: int = MAX_LENGTH,
+    max_length: int | None = MAX_LENGTH,
     *, encoding: str = ENCODING, encoding_errors: str = ENCODING_ERRORS, runtime: Runtime,
     as_json: bool = JSON,
 ) -> None:

@@ -40,6 +40,9 @@ from mlmkit.finetuning.tasks import Task, get_task
 from mlmkit.models.load import load_mlm, load_tokenizer, model_max_length
 
 DEFAULT_MAX_LENGTH = 128  # finetune's default: the same cut as the metrics it reported
+# the config key where `finetune` records the --max-length a classifier was trained at: its
+# inputs are cut there by default, as its reported metrics were
+RECORDED_MAX_LENGTH = "mlmkit_max_length"
 DEFAULT_BATCH_TOKENS = 16384
 PROMPT_FILE = "prompt.json"  # what finetune --method prompt saves beside its masked LM
 
@@ -68,9 +71,10 @@ class ClassifierEvaluation(Result):
     source: str
     examples: int
     metrics: dict[str, float]
-    truncated: int = 0
+    truncated: int = 0  # inputs longer than max_length, cut there
     labels: list[str] | None = None
     confusion: list[list[int]] | None = None  # rows: true label; columns: predicted
+    max_length: int = DEFAULT_MAX_LENGTH  # where the inputs were cut
 
     def summary(self) -> str:
         shown = ", ".join(f"{name} {value:.4f}" for name, value in self.metrics.items())
@@ -94,10 +98,19 @@ class Classifier:
     def regression(self) -> bool:
         return self.labels is None
 
-    def outputs(self, texts: list[tuple[str, ...]], max_length: int = DEFAULT_MAX_LENGTH,
+    def cut_length(self, max_length: int | None = None) -> int:
+        """`max_length`, else the one the classifier was fine-tuned at (recorded in its
+        config by `finetune`), else `DEFAULT_MAX_LENGTH`."""
+        if max_length is None:
+            recorded = getattr(self.model.config, RECORDED_MAX_LENGTH, None)
+            max_length = recorded if isinstance(recorded, int) else DEFAULT_MAX_LENGTH
+        return count("max_length", max_length, 4, 1_000_000)
+
+    def outputs(self, texts: list[tuple[str, ...]], max_length: int | None = None,
                 progress: bool | None = None) -> tuple[np.ndarray, int]:
-        """([n, labels] probabilities, or [n] values for regression; inputs cut)."""
-        count("max_length", max_length, 4, 1_000_000)
+        """([n, labels] probabilities, or [n] values for regression; inputs cut at
+        `cut_length(max_length)`)."""
+        max_length = self.cut_length(max_length)
         cut = min(max_length, model_max_length(self.model, self.tokenizer))
         no_labels = np.zeros(len(texts), np.int64)
         if self.prompt is not None:
@@ -124,7 +137,7 @@ class Classifier:
                 bar.advance(len(index))
         return (out[:, 0] if self.regression else out), encoded.truncated
 
-    def predict(self, texts, *, max_length: int = DEFAULT_MAX_LENGTH,
+    def predict(self, texts, *, max_length: int | None = None,
                 progress: bool | None = None) -> Prediction | list[Prediction]:
         """The label and probabilities of each text (a text or a pair of texts gives one
         `Prediction`, a list gives a list in the same order)."""
@@ -144,7 +157,7 @@ class Classifier:
     def evaluate(self, data=None, *, task: str | None = None, text_field=None,
                  label_field: str | None = None, dataset: str | None = None,
                  split: str = "validation", offline: bool = False, limit: int | None = None,
-                 max_length: int = DEFAULT_MAX_LENGTH,
+                 max_length: int | None = None,
                  progress: bool | None = None) -> ClassifierEvaluation:
         """The task's metrics on `data` (a JSONL/TSV/CSV file with the task's text and label
         columns) or on `split` of `dataset` (a Hugging Face datasets name, NAME[:CONFIG];
@@ -166,6 +179,8 @@ class Classifier:
                                         split=split, offline=offline)
         labels = label_index(spec, raw, self.labels)
         chosen = sample_rows(Split("evaluation", texts, labels, source), limit)
+        max_length = min(self.cut_length(max_length),
+                         model_max_length(self.model, self.tokenizer))
         values, truncated = self.outputs(chosen.texts, max_length, progress)
         if self.regression:
             predictions = values
@@ -179,7 +194,7 @@ class Classifier:
         return ClassifierEvaluation(
             model=self.name, task=spec.name, source=source, examples=len(chosen),
             metrics=compute(spec.metrics, predictions, chosen.labels), truncated=truncated,
-            labels=self.labels, confusion=confusion)
+            labels=self.labels, confusion=confusion, max_length=max_length)
 
     def _task(self, task: str | None, text_field, label_field) -> Task:
         """The task to evaluate: named (its metrics, columns, labels) or one of your own
@@ -265,7 +280,7 @@ def _prompt_classifier(path: Path, shown: str, target, precision: str, batch_tok
                       prompt=encoder)
 
 
-def predict(model, texts, *, max_length: int = DEFAULT_MAX_LENGTH,
+def predict(model, texts, *, max_length: int | None = None,
             batch_tokens: int | None = None, precision: str = "auto", device=None,
             threads: int | None = None, tokenizer=None, progress: bool | None = None
             ) -> Prediction | list[Prediction]:
@@ -280,7 +295,7 @@ def predict(model, texts, *, max_length: int = DEFAULT_MAX_LENGTH,
 def evaluate_classifier(model, data=None, *, task: str | None = None, text_field=None,
                         label_field: str | None = None, dataset: str | None = None,
                         split: str = "validation", offline: bool = False,
-                        limit: int | None = None, max_length: int = DEFAULT_MAX_LENGTH,
+                        limit: int | None = None, max_length: int | None = None,
                         batch_tokens: int | None = None, precision: str = "auto",
                         device=None, threads: int | None = None, tokenizer=None,
                         progress: bool | None = None) -> ClassifierEvaluation:

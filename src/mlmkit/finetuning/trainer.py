@@ -43,6 +43,7 @@ from mlmkit.core.results import Result
 from mlmkit.core.staging import write_text
 from mlmkit.errors import InvalidArgument, RunError
 from mlmkit.finetuning import methods
+from mlmkit.finetuning.classifier import RECORDED_MAX_LENGTH
 from mlmkit.finetuning.data import TaskData
 from mlmkit.finetuning.encode import (
     PromptEncoder,
@@ -515,6 +516,8 @@ def _save_model(trainer: Trainer, target: Path, merge_lora: bool) -> None:
     lora = trainer.recipe.lora is not None
 
     def write(folder: Path) -> None:
+        # where its inputs are cut, read back by predict and eval classify
+        setattr(model.config, RECORDED_MAX_LENGTH, trainer.recipe.max_length)
         if lora and merge_lora:
             merged = copy.deepcopy(model).merge_and_unload()
             merged.save_pretrained(folder)
