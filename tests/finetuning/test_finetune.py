@@ -634,3 +634,15 @@ def test_a_classifier_is_read_at_the_length_it_was_fine_tuned_at(tiny_mlm, sst, 
     evaluation = classifier.evaluate(sst / "validation.tsv", task="sst2")
     assert evaluation.max_length == 24
     assert evaluation.metrics["accuracy"] == pytest.approx(result.runs[0].metrics["accuracy"])
+
+
+def test_a_resume_reads_the_same_file_by_another_path(tiny_mlm, sst, tmp_path, monkeypatch):
+    import mlmkit
+
+    common = dict(validation=sst / "validation.tsv", epochs=1, max_length=32,
+                  run_dir=tmp_path / "run", **RUNTIME)
+    mlmkit.finetune(tiny_mlm("bert"), "sst2", train=sst / "train.tsv", halt_after=2, **common)
+    monkeypatch.chdir(sst)  # the same file, named from its folder
+    resumed = mlmkit.finetune(tiny_mlm("bert"), "sst2", train="train.tsv", resume=True,
+                              **common)
+    assert resumed.runs[0].status == "finished"

@@ -286,7 +286,8 @@ def _state_config(recipe: Recipe, data: TaskData, precision: str, packed: bool) 
     # the arithmetic of a step: a resume in another precision or batch layout would not
     # continue the run bit for bit
     out["precision"], out["packed"] = precision, bool(packed)
-    out["train"] = data.train.source
+    source = Path(str(data.train.source)).expanduser()  # a file by its full path
+    out["train"] = str(source.resolve()) if source.is_file() else data.train.source
     out["train_examples"] = len(data.train)
     # what the rows hold, not only where they came from: a file edited in place between a
     # stop and a resume changes them under the same name and count
@@ -353,7 +354,7 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     if run_path is not None:
         checkpoint.remove_leftovers(run_path)
         if resume:
-            state = checkpoint.resume_state(run_path, config)
+            state = checkpoint.resume_state(run_path, config, files=("train",))
             try:
                 trainer.model.load_state_dict(state["model"])
             except RuntimeError:

@@ -122,20 +122,30 @@ def load_latest_state(run_dir: str | Path, *, new_run: str | None = None,
                    + (over or "start it over in the same directory with --restart"))
 
 
-def resume_state(run_dir: str | Path, config: dict) -> dict:
+def resume_state(run_dir: str | Path, config: dict, files: tuple[str, ...] = ()) -> dict:
     """The newest state of a fine-tuning run directory, after checking it was trained with
-    `config` (the settings a resume may not change); the error names each one that differs."""
+    `config` (the settings a resume may not change); the error names each one that differs.
+    The settings named in `files` are paths, the same where they name the same file (a
+    relative path from another folder)."""
     run_dir = Path(run_dir)
     state, _ = load_latest_state(
         run_dir, new_run="start a new run there without --resume",
         over=f"remove {run_dir / 'checkpoints'} to start over, or choose another --run-dir")
     stored = state["config"]
-    changed = [k for k in stored if stored.get(k) != config.get(k)]
+    changed = [k for k in stored if stored.get(k) != config.get(k)
+               and not (k in files and _same_file(stored.get(k), config.get(k)))]
     if changed:
         settings = ", ".join(f"{k}: {stored[k]!r} then, {config.get(k)!r} now" for k in changed)
         raise RunError(f"--resume {str(run_dir)!r}: the run was trained with other settings "
                        f"({settings}); resume with the same ones, or start a new run directory")
     return state
+
+
+def _same_file(a, b) -> bool:
+    try:
+        return Path(str(a)).expanduser().samefile(Path(str(b)).expanduser())
+    except OSError:
+        return False
 
 
 def remove_leftovers(run_dir: str | Path) -> list[Path]:
