@@ -29,6 +29,10 @@ class ModelError(MlmkitError):
     """A model cannot be loaded, or cannot do what was asked (e.g. no trained MLM head)."""
 
 
+class UntrainedHead(ModelError):
+    """A checkpoint without a trained MLM head, asked for what reads the head."""
+
+
 class DeviceError(MlmkitError):
     """A device or precision this machine does not have."""
 

@@ -21,6 +21,8 @@ Example:
   mlmkit tokenizer train ./data/*.jsonl --text-field body -o ./tok-bpe --kind bpe --vocab-size 16000
 """
 
+OUTPUT = typer.Option(..., "--output", "-o", help="Directory to write the tokenizer to.")
+
 tokenizer_app = command_group(help="Train WordPiece, byte-BPE or Unigram tokenizers that "
                                  "AutoTokenizer loads, or save the amino-acid and k-mer DNA "
                                  "ones.\n" + EXAMPLE, no_args_is_help=True)
@@ -37,7 +39,7 @@ def train_command(
     corpus: str = typer.Argument(
         ..., help="python-docs, a .txt/.jsonl/.csv/.tsv/.parquet file, a directory, a glob, "
                   "or a Hugging Face dataset saved with save_to_disk."),
-    output: Path = typer.Option(..., "--output", "-o", help="Directory to write the tokenizer to."),
+    output: Path = OUTPUT,
     kind: str = typer.Option("wordpiece", help="wordpiece, bpe or unigram."),
     vocab_size: int = typer.Option(8192, "--vocab-size", help="Vocabulary size, 64 to "
                                                              "1048576 (rounded up to a "
@@ -89,7 +91,7 @@ def train_command(
          "Example:\n\n  mlmkit tokenizer protein -o ./tok-protein",
 )
 def protein_command(
-    output: Path = typer.Option(..., "--output", "-o", help="Directory to write it to."),
+    output: Path = OUTPUT,
 ) -> None:
     tokenizer = mlmkit.protein_tokenizer(output)
     Console().print(f"[green]saved[/green] the amino-acid tokenizer ({len(tokenizer)} tokens) "
@@ -104,7 +106,7 @@ def protein_command(
          "Example:\n\n  mlmkit tokenizer dna -o ./tok-dna6 --k 6",
 )
 def dna_command(
-    output: Path = typer.Option(..., "--output", "-o", help="Directory to write it to."),
+    output: Path = OUTPUT,
     k: int = typer.Option(6, "--k", help="k-mer length, 1 to 8."),
     max_length: int = typer.Option(1000, "--max-length", help="The model's longest input in "
                                    "tokens (model_max_length)."),
@@ -116,5 +118,6 @@ def dna_command(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(tokenizer_app, name="tokenizer",
-                  short_help="Train WordPiece/BPE/Unigram tokenizers, e.g. mlmkit tokenizer "
+                  short_help="Train WordPiece/BPE/Unigram tokenizers (or save the protein and "
+                             "DNA alphabets), e.g. mlmkit tokenizer "
                              "train python-docs -o ./tok --vocab-size 8192")

@@ -226,10 +226,8 @@ def read_table(path, encoding: str = "utf-8", errors: str = "strict",
     delimiter = delimiter or delimiter_of(path)
     numbered = None
     if delimiter is None and str(path) == STDIN:  # no name to read the format from
-        stream = iter(decoded_lines(STDIN, encoding, errors))
-        head = list(itertools.islice(stream, SNIFF_LINES))
+        head, numbered = _head_and_whole(decoded_lines(STDIN, encoding, errors))
         delimiter = _sniffed_delimiter(head)
-        numbered = itertools.chain(head, stream)
     if delimiter is None:
         yield from read_json_objects(path, encoding, errors, what, numbered)
         return
@@ -242,6 +240,14 @@ def read_table(path, encoding: str = "utf-8", errors: str = "strict",
 
 
 SNIFF_LINES = 10_000  # the lines of standard input that judge its format (read once)
+
+
+def _head_and_whole(numbered) -> tuple[list, Iterator]:
+    """The first `SNIFF_LINES` of a stream that can be read once, and the whole stream
+    (those, then the rest)."""
+    stream = iter(numbered)
+    head = list(itertools.islice(stream, SNIFF_LINES))
+    return head, itertools.chain(head, stream)
 
 
 def _sniffed_delimiter(numbered: list[tuple[int, str]]) -> str | None:
@@ -289,10 +295,8 @@ def delimited_rows(path, delimiter: str, encoding: str = "utf-8", errors: str = 
             return decoded_lines(path, encoding, errors)
         sample = lines  # the whole file judges a TSV's quoting
     else:  # standard input, read once: its first lines judge a TSV's quoting
-        stream = iter(decoded_lines(STDIN, encoding, errors) if numbered is None
-                      else numbered)
-        head = list(itertools.islice(stream, SNIFF_LINES))
-        whole = itertools.chain(head, stream)
+        head, whole = _head_and_whole(decoded_lines(STDIN, encoding, errors)
+                                      if numbered is None else numbered)
 
         def lines():
             return whole

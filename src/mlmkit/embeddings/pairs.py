@@ -25,11 +25,6 @@ from mlmkit.errors import InvalidArgument, InvalidData
 STS_COLUMNS = ("sentence1", "sentence2", "score")
 
 
-def table_rows(path, what: str = "records"):
-    """(line number, row dict) of a JSONL, CSV or TSV file (`read_table`)."""
-    return read_table(path, what=what)
-
-
 def _score(path, number: int, row: dict, name: str) -> float:
     try:
         score = float(row[name])
@@ -45,7 +40,7 @@ def read_sts_pairs(path, limit: int | None = None) -> tuple[list[str], list[str]
     """(first sentences, second sentences, float64 scores) of an STS file."""
     check_input_file(path, "STS data")
     firsts, seconds, scores = [], [], []
-    for number, row in table_rows(path, "STS pairs"):
+    for number, row in read_table(path, what="STS pairs"):
         missing = [name for name in STS_COLUMNS if name not in row]
         if missing:
             raise InvalidData(f"{display_name(path)} line {number} has no {missing[0]!r} "
@@ -124,7 +119,7 @@ def read_examples(path, *, text_field: str | list[str] | None = None, single: bo
         texts = [line.rstrip("\r\n") for _, line in decoded_lines(path) if line.strip()]
         return _checked(Examples([texts], None, ["text"], str(path)), path)
     columns, scores = None, []
-    for number, row in table_rows(path, f"{what} examples"):
+    for number, row in read_table(path, what=f"{what} examples"):
         if columns is None:
             names = names or _default_columns(row, single)
             columns = [[] for _ in names]

@@ -12,7 +12,7 @@ from mlmkit.core.devices import prepare, resolve_precision
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.progress import status
 from mlmkit.core.results import Result
-from mlmkit.errors import InvalidArgument, ModelError, RunError
+from mlmkit.errors import InvalidArgument, RunError, UntrainedHead
 from mlmkit.finetuning.data import few_shot, limit, load_task_data
 from mlmkit.finetuning.lora import LoraOptions
 from mlmkit.finetuning.methods import check_method
@@ -232,10 +232,8 @@ def finetune(
         try:  # a classifier head trains the encoder; only the prompt method reads the MLM's
             mlm = as_mlm(model, tokenizer, device=str(target),
                          allow_untrained_head=method == "head")
-        except ModelError as error:
-            if "no trained MLM head" not in str(error):
-                raise
-            raise ModelError(f"--method prompt reads the masked-LM head, and {model!r} has "
+        except UntrainedHead:
+            raise UntrainedHead(f"--method prompt reads the masked-LM head, and {model!r} has "
                              "none trained: use a masked-LM checkpoint, or --method head (a "
                              "classifier head of its own)") from None
         data = load_task_data(spec, train=train, validation=validation, test=test,

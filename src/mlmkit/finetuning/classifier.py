@@ -99,19 +99,20 @@ class Classifier:
         return self.labels is None
 
     def cut_length(self, max_length: int | None = None) -> int:
-        """`max_length`, else the one the classifier was fine-tuned at (recorded in its
-        config by `finetune`), else `DEFAULT_MAX_LENGTH`."""
+        """Where inputs are cut: `max_length`, else the one the classifier was fine-tuned at
+        (recorded in its config by `finetune`), else `DEFAULT_MAX_LENGTH`; at most the
+        model's positions."""
         if max_length is None:
             recorded = getattr(self.model.config, RECORDED_MAX_LENGTH, None)
             max_length = recorded if isinstance(recorded, int) else DEFAULT_MAX_LENGTH
-        return count("max_length", max_length, 4, 1_000_000)
+        count("max_length", max_length, 4, 1_000_000)
+        return min(max_length, model_max_length(self.model, self.tokenizer))
 
     def outputs(self, texts: list[tuple[str, ...]], max_length: int | None = None,
                 progress: bool | None = None) -> tuple[np.ndarray, int]:
         """([n, labels] probabilities, or [n] values for regression; inputs cut at
         `cut_length(max_length)`)."""
-        max_length = self.cut_length(max_length)
-        cut = min(max_length, model_max_length(self.model, self.tokenizer))
+        cut = self.cut_length(max_length)
         no_labels = np.zeros(len(texts), np.int64)
         if self.prompt is not None:
             encoded = self.prompt.encode(texts, no_labels, cut)
@@ -179,8 +180,7 @@ class Classifier:
                                         split=split, offline=offline)
         labels = label_index(spec, raw, self.labels)
         chosen = sample_rows(Split("evaluation", texts, labels, source), limit)
-        max_length = min(self.cut_length(max_length),
-                         model_max_length(self.model, self.tokenizer))
+        max_length = self.cut_length(max_length)
         values, truncated = self.outputs(chosen.texts, max_length, progress)
         if self.regression:
             predictions = values

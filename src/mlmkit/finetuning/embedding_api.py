@@ -8,9 +8,10 @@ from pathlib import Path
 from mlmkit.core.checks import count
 from mlmkit.core.devices import prepare
 from mlmkit.core.progress import status
+from mlmkit.core.records import read_table
 from mlmkit.embeddings.denoising import DELETION_RATIO
 from mlmkit.embeddings.losses import DEFAULT_SCALE
-from mlmkit.embeddings.pairs import Examples, read_examples, read_sts_pairs, table_rows
+from mlmkit.embeddings.pairs import Examples, read_examples, read_sts_pairs
 from mlmkit.embeddings.splade import (
     DOCUMENT_REGULARIZER,
     QUERY_REGULARIZER,
@@ -148,7 +149,7 @@ def _refuse_scores(path) -> None:
     """splade learns from which text is whose positive, not from scores: a file of scored
     pairs (a `score` column) would train on every pair as a match, so it is refused."""
     try:
-        first = next(iter(table_rows(path, "train examples")), None)
+        first = next(iter(read_table(path, what="train examples")), None)
     except (OSError, ValueError):  # read_examples reports on it by itself
         return
     if first is not None and "score" in first[1]:

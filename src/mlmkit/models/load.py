@@ -15,7 +15,7 @@ from transformers.utils import logging as hf_logging
 from mlmkit.core.devices import resolve_device, resolve_precision, set_threads
 from mlmkit.core.hub import hub_offline, hub_unreachable, offline_now
 from mlmkit.core.run_layout import shared_tokenizer_dir
-from mlmkit.errors import InvalidArgument, ModelError, PathError
+from mlmkit.errors import InvalidArgument, ModelError, PathError, UntrainedHead
 from mlmkit.models.adapters import SUPPORTED_ARCHITECTURES
 from mlmkit.models.preset_table import input_tokens
 
@@ -281,10 +281,10 @@ def _check_trained(name: str, model, info: dict, allow_untrained_head: bool) -> 
                 if model.config.model_type == "electra" else
                 " (DeBERTa-v3 checkpoints are released without their MLM head)"
                 if model.config.model_type == "deberta-v2" else "")
-        raise ModelError(f"{name!r} has no trained MLM head{hint}: {len(head)} head weight(s) "
-                         f"such as {head[0]} would be random, so every score and prediction "
-                         "would be noise; use a masked-LM checkpoint, or pass "
-                         "allow_untrained_head=True (--allow-untrained-head) to train one")
+        raise UntrainedHead(f"{name!r} has no trained MLM head{hint}: {len(head)} head "
+                            f"weight(s) such as {head[0]} would be random, so every score and "
+                            "prediction would be noise; use a masked-LM checkpoint, or pass "
+                            "allow_untrained_head=True (--allow-untrained-head) to train one")
 
 
 def load_mlm(
