@@ -40,7 +40,11 @@ PORTABLE_CLASS = "PreTrainedTokenizerFast"
 
 def save_tokenizer(tokenizer, directory: str | Path) -> None:
     """`tokenizer.save_pretrained(directory)`, declaring a class transformers 4.x and 5.x
-    both load (`PreTrainedTokenizerFast` instead of 5.x's `TokenizersBackend`)."""
+    both load (`PreTrainedTokenizerFast` instead of 5.x's `TokenizersBackend`). A path that
+    is a file is refused (transformers only logs it and writes nothing)."""
+    if Path(directory).exists() and not Path(directory).is_dir():
+        raise PathError(f"cannot write a tokenizer to {str(directory)!r}: it is a file; "
+                        "pass a folder")
     try:
         tokenizer.save_pretrained(str(directory))
     except OSError as error:

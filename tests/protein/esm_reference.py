@@ -95,10 +95,21 @@ class Reference:
         return total
 
     def pll(self, sequence, text, offset=1):
+        """A mutation outside the variant's window is read in its own position's window;
+        each window's difference counts only the mutations read there."""
         mutations = _parse(text, offset)
-        start, end = self._variant_window(sequence, mutations)
-        mutant = self._mutant(sequence, mutations)
-        return self.pll_of(mutant[start:end]) - self.pll_of(sequence[start:end])
+        home = self._variant_window(sequence, mutations)
+        windows = {}
+        for mutation in mutations:
+            index = mutation[1]
+            window = home if home[0] <= index < home[1] else \
+                _window(index, len(sequence), self.window)
+            windows.setdefault(window, []).append(mutation)
+        total = 0.0
+        for (start, end), group in windows.items():
+            mutant = self._mutant(sequence, group)
+            total += self.pll_of(mutant[start:end]) - self.pll_of(sequence[start:end])
+        return total
 
     def score(self, strategy, sequence, texts, offset=1):
         method = getattr(self, strategy.replace("-", "_"))

@@ -60,6 +60,9 @@ def test_a_folder_that_cannot_be_written_is_one_line(tmp_path):
     blocker.write_text("")
     with pytest.raises(PathError, match="cannot write a tokenizer"):
         protein_tokenizer(blocker / "tok")
+    with pytest.raises(PathError, match="'.*file': it is a file; pass a folder"):
+        protein_tokenizer(blocker)
+    assert blocker.read_text() == ""
 
 
 def test_esm2_presets_have_the_published_shapes():

@@ -74,6 +74,20 @@ def test_bad_binder_arguments(esm_mlm):
         esm_mlm.design_binders(TARGET, 0)
     with pytest.raises(InvalidData, match="'J' at residue 2"):
         esm_mlm.design_binders("MJK", 4)
+    with pytest.raises(InvalidArgument, match=r"the target \(60 residues\) and a binder of 5 "
+                       r"\(--length\) take 67 tokens, more than the model's 66"):
+        esm_mlm.design_binders("M" * 60, 5)
+    with pytest.raises(InvalidData, match="the target sequence is a NoneType"):
+        esm_mlm.design_binders(None, 4)
+
+
+def test_a_target_file_of_several_records_names_the_target(esm_dir, tmp_path):
+    fasta = tmp_path / "two.fasta"
+    fasta.write_text(f">a\n{TARGET}\n>b\n{TARGET}\n")
+    result = CliRunner().invoke(app, ["protein", "binders", str(esm_dir), str(fasta),
+                                      "--length", "4", "-n", "2", "--device", "cpu"])
+    assert result.exit_code == 1 and "2 records; TARGET takes a FASTA file of one record" \
+        in result.output, result.output
 
 
 def test_binders_command(esm_dir, tmp_path):

@@ -137,6 +137,17 @@ def test_free_function_and_single_string(esm_dir, esm_mlm):
     np.testing.assert_allclose(one, esm_mlm.variant_effects(SHORT, ["K2A"]), atol=1e-6)
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_multi_mutant_wider_than_the_window_scores_every_mutation(esm_mlm, strategy):
+    """Residues 6 and 143 of 150, 64-residue windows: no window holds both, nor the one of
+    their mean position; the double is the sum of its singles, each in its own window."""
+    first, second = f"{LONG[5]}6D", f"{LONG[142]}143R"
+    double, one, two = esm_mlm.variant_effects(
+        LONG, [f"{first}:{second}", first, second], strategy=strategy)
+    assert abs(one) > 1e-3 and abs(two) > 1e-3
+    assert double == pytest.approx(one + two, abs=1e-5)
+
+
 @pytest.mark.parametrize("mutation, message", [
     ("A2G", "mutation 1 ('A2G'): the wild type at 2 is 'K', not 'A'"),
     ("K99G", "position 99 is outside the sequence (1..40"),
@@ -145,6 +156,7 @@ def test_free_function_and_single_string(esm_dir, esm_mlm):
     ("K2*", "'K2*' is a stop or a deletion"), ("K2-", "'K2-' is a stop or a deletion"),
     ("", "no mutation given"),
     ("K2A:K2G", "position 2 is mutated twice"),
+    ("K2X", "'X' is an ambiguous code"), ("K2b", "'B' is an ambiguous code"),
 ])
 def test_bad_mutations_are_one_line_naming_them(esm_mlm, mutation, message):
     with pytest.raises(InvalidData) as error:

@@ -145,7 +145,7 @@ def binders_command(
             check_output_path(output, [], "-o/--output")
         mlmkit.generation.SamplerOptions(**as_keywords(sampling))  # checked before loading
         protein = mlmkit.protein
-        sequence = protein.read_sequence(target)
+        sequence = protein.read_sequence(target, "TARGET")
         mlm = mlmkit.load(model, **runtime.load_keywords())
         binders = mlm.design_binders(sequence, length, n, terminus=terminus, residues=residues,
                                      **as_keywords(sampling), progress=None)

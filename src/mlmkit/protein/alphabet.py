@@ -28,6 +28,7 @@ RARE = "XBUZO"  # unknown, Asx, selenocysteine, Glx, pyrrolysine
 GAPS = (".", "-", "<null_1>")
 VOCABULARY: tuple[str, ...] = (*SPECIALS, *STANDARD, *RARE, *GAPS, "<mask>")
 RESIDUES = STANDARD + RARE  # the letters a protein sequence may hold
+AMBIGUOUS = "XBZ"  # codes for an unknown or one of two residues: no variant names them
 
 
 def protein_tokenizer(directory: str | Path | None = None) -> PreTrainedTokenizerFast:

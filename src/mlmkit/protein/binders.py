@@ -71,6 +71,11 @@ def design_binders(
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     target = check_sequence(target, "the target sequence")
     residue_ids(mlm.tokenizer, target)
+    tokens = len(target) + length + mlm.tokenizer.num_special_tokens_to_add()
+    if tokens > mlm.max_length:
+        raise InvalidArgument(f"the target ({len(target)} residues) and a binder of {length} "
+                              f"(--length) take {tokens} tokens, more than the model's "
+                              f"{mlm.max_length}: shorten the target or the binder")
     span = f"[MASK:{length}]"
     template = target + span if terminus == "C" else span + target
     # every token but the allowed residues: a hub tokenizer (EsmTokenizer) does not count the

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 
 from mlmkit.errors import InvalidData
-from mlmkit.protein.alphabet import RESIDUES
+from mlmkit.protein.alphabet import AMBIGUOUS, RESIDUES
 
 _MUTATION = re.compile(r"^([A-Za-z])(-?\d+)([A-Za-z])$")
 _STOP_OR_GAP = re.compile(r"^[A-Za-z]-?\d+[*\-]$")
@@ -30,8 +30,11 @@ class Mutation:
 def check_sequence(sequence: str, name: str = "the sequence") -> str:
     """`sequence` in upper case, each letter a residue of the alphabet, else one line naming
     the first bad letter and where it is."""
-    if not isinstance(sequence, str) or not sequence.strip():
-        raise InvalidData(f"{name} is empty: give the wild-type amino-acid sequence")
+    if not isinstance(sequence, str):
+        raise InvalidData(f"{name} is a {type(sequence).__name__}: give the amino-acid "
+                          "letters as a string")
+    if not sequence.strip():
+        raise InvalidData(f"{name} is empty: give its amino-acid letters")
     sequence = "".join(sequence.split()).upper()
     for i, letter in enumerate(sequence):
         if letter not in RESIDUES:
@@ -63,6 +66,10 @@ def parse_variant(text: str, sequence: str, offset: int = 1,
             if letter not in RESIDUES:
                 raise InvalidData(f"{where}: {letter!r} is not an amino-acid letter "
                                   f"(use {RESIDUES})")
+            if letter in AMBIGUOUS:
+                raise InvalidData(f"{where}: {letter!r} is an ambiguous code (X: unknown, "
+                                  "B: D or N, Z: E or Q), not a residue a variant can name: "
+                                  "remove the row")
         index = position - offset
         if not 0 <= index < len(sequence):
             raise InvalidData(f"{where}: position {position} is outside the sequence "

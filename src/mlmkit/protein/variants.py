@@ -16,7 +16,10 @@ mutations of a multi-mutant as ProteinGym does:
 Proteins longer than the model reads are scored in ProteinGym's sliding windows
 (`mlmkit.protein.windows`), <cls> and <eos> kept around each window: a masked or read
 position sees the window chosen for it; a variant read whole (mutant-marginals, PLL) sees
-the window of its mutations' mean position, the wild type the same window.
+the window of its mutations' mean position, the wild type the same window. A mutation
+outside that window (a multi-mutant spread wider than the model reads) is scored in its
+own position's window, with the mutations that share it, and the parts are summed as a
+multi-mutant's effects are.
 """
 
 from __future__ import annotations
@@ -179,13 +182,21 @@ def _marginals(mlm, protein: _Protein, variants, *, strategy: str, run: dict) ->
     return scores
 
 
-def _variant_window(protein: _Protein, variant: tuple[Mutation, ...]) -> tuple[int, int]:
-    """The window a variant is read in whole: the one of its mutations' mean position."""
+def _variant_windows(protein: _Protein, variant: tuple[Mutation, ...]
+                     ) -> dict[tuple[int, int], list[Mutation]]:
+    """The windows a variant is read in whole, each with the mutations read there: the
+    window of its mutations' mean position, and for a mutation outside it, its own
+    position's window."""
     centre = int(round(float(np.mean([m.index for m in variant]))))
-    return protein.window_of(centre)
+    home = protein.window_of(centre)
+    groups: dict[tuple[int, int], list[Mutation]] = {}
+    for m in variant:
+        window = home if home[0] <= m.index < home[1] else protein.window_of(m.index)
+        groups.setdefault(window, []).append(m)
+    return groups
 
 
-def _mutant(mlm, protein: _Protein, variant: tuple[Mutation, ...]) -> np.ndarray:
+def _mutant(mlm, protein: _Protein, variant: Sequence[Mutation]) -> np.ndarray:
     residues = protein.ids.copy()
     for m in variant:
         residues[m.index] = _token(mlm, m.mutant)
@@ -199,12 +210,7 @@ def _mutant_marginals(mlm, protein: _Protein, variants, *, strategy: str,
     rows, reads = [], []
     for i, variant in enumerate(variants):
         residues = _mutant(mlm, protein, variant)
-        groups: dict[tuple[int, int], list[Mutation]] = {}
-        home = _variant_window(protein, variant)
-        for m in variant:
-            window = home if home[0] <= m.index < home[1] else protein.window_of(m.index)
-            groups.setdefault(window, []).append(m)
-        for (start, end), group in groups.items():
+        for (start, end), group in _variant_windows(protein, variant).items():
             rows.append((protein.row(residues, start, end),
                          [protein.prefix + m.index - start for m in group]))
             reads.append((i, group))
@@ -218,7 +224,9 @@ def _mutant_marginals(mlm, protein: _Protein, variants, *, strategy: str,
 
 def _pll(mlm, protein: _Protein, variants, *, strategy: str, run: dict) -> np.ndarray:
     """PLL(mutant) − PLL(wild type) over the variant's window: every residue of the window
-    masked in turn, its true token read. Each distinct sequence (the wild type of a
+    masked in turn, its true token read. A variant spread over several windows sums each
+    window's difference, the window's mutant carrying only the mutations read there (a
+    mutation is counted once where windows overlap). Each distinct sequence (the wild type of a
     window, a mutant however often it is listed) is scored once, by the PLL engine
     (`scoring.masked_copies`: the masked copies of all sequences in token-budget batches,
     the last layer and the head only at each copy's masked column). In float32 the encoder
@@ -237,11 +245,11 @@ def _pll(mlm, protein: _Protein, variants, *, strategy: str, run: dict) -> np.nd
             rows.append(row)
         return index_of[key]
 
-    pairs = []
+    pairs = []  # per variant, the (mutant, wild type) rows of each of its windows
     for variant in variants:
-        window = _variant_window(protein, variant)
-        pairs.append((scored(_mutant(mlm, protein, variant), window),
-                      scored(protein.ids, window)))
+        pairs.append([(scored(_mutant(mlm, protein, group), window),
+                       scored(protein.ids, window))
+                      for window, group in _variant_windows(protein, variant).items()])
     residues = [np.arange(protein.prefix, protein.prefix + width) for width in
                 (len(row) - protein.specials for row in rows)]
     # A sum of hundreds of terms: in float32 each the model's own, bit for bit. bf16
@@ -252,4 +260,5 @@ def _pll(mlm, protein: _Protein, variants, *, strategy: str, run: dict) -> np.nd
                                     precision=run["precision"], progress=run["progress"],
                                     max_length=max(len(row) for row in rows))
     pll = np.array([values.sum() for values in log_probs], dtype=np.float64)
-    return np.array([pll[mutant] - pll[wild] for mutant, wild in pairs], dtype=np.float64)
+    return np.array([sum(pll[mutant] - pll[wild] for mutant, wild in parts)
+                     for parts in pairs], dtype=np.float64)
