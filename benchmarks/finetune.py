@@ -3,13 +3,15 @@
 Each seed draws its own sample of training rows (SST-2 by default, ../shared/data/sst2;
 `--task agnews` for AG News; `--train-file`/`--test-file` for files of your own, read by
 mlmkit's reader on both sides: finetune_data.py) and trains three ways on it, from the
-same pretrained model: mlmkit with its defaults, the Trainer with its defaults (random
-sampler, `DataCollatorWithPadding`), and the Trainer with
+same pretrained model: mlmkit (packed batches, fp32), the Trainer with its data defaults
+(random sampler, `DataCollatorWithPadding`), and the Trainer with
 `train_sampling_strategy="group_by_length"` (its length grouping, its fastest CPU setting).
-The hyper-parameters are the same on all three: 3 epochs, lr 4e-5, batch 16, max length 128,
-10% linear warm-up, weight decay 0.01 (`--recipe defaults`: batch 8, neither, the Trainer's
-defaults, which are mlmkit's; the Trainer's clipping at 1.0 and AdamW are mlmkit's too),
-fp32. The model is scored on a fixed held-out sample (SST-2's validation rows; for a
+The hyper-parameters are the same on all three, by default the issue's recipe
+(`--recipe shared`: 3 epochs, `--lr` 4e-5, batch 16, max length 128, 10% linear warm-up,
+weight decay 0.01); `--recipe defaults --lr 5e-5` gives both sides their shipped defaults
+(batch 8, no warm-up, no weight decay: the Trainer's, which are mlmkit's), and
+`--sides mlmkit-auto,...` mlmkit's default precision (bf16 autocast where native). The
+Trainer's clipping at 1.0 and AdamW are mlmkit's too; the Trainer runs in fp32. The model is scored on a fixed held-out sample (SST-2's validation rows; for a
 task without a test file, rows held out of its training file) that no side trains or
 selects on; the last epoch's model is scored on both sides.
 
@@ -27,6 +29,8 @@ The model: `--model DIR`; by default the one `make demo` trains (runs/pretrain/f
 a tiny BERT with random weights is built and said (its accuracies are near chance).
 
     python benchmarks/finetune.py --seeds 5                 # 2,000 rows: ~30 min, 2 cores
+    python benchmarks/finetune.py --seeds 5 --recipe defaults --lr 5e-5 \
+        --sides mlmkit-auto,trainer-by-length              # both sides' shipped defaults
     python benchmarks/finetune.py --seeds 2 --train 500     # a quick look
 """
 

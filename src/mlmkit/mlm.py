@@ -123,8 +123,8 @@ class MLM(LoadedMLM):
 
     Made by `mlmkit.load`. Methods: `score`, `rescore`, `evaluate_pairs`, `fill`,
     `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`, `embed`,
-    `embed_sparse`, `variant_effects`, `design_binders`, and `train_embeddings` (a trained
-    copy); each takes the task's options only. `.model` and `.tokenizer` are the transformers objects.
+    `embed_sparse`, `variant_effects`, `design_binders`, and `finetune` and
+    `train_embeddings` (trained copies); each takes the task's options only. `.model` and `.tokenizer` are the transformers objects.
     """
 
     score = _feature("score")
@@ -143,6 +143,25 @@ class MLM(LoadedMLM):
     variant_effects = _feature("variant_effects")
     design_binders = _feature("design_binders")
 
+    def finetune(self, task: str = "sst2", **options):
+        """Fine-tune this model on a classification or regression task: `mlmkit.finetune(
+        self, task, **options)` (its docstring lists the options), in the bound device,
+        precision and threads. The trained classifier is written to `run_dir` and its
+        scores come back in the result."""
+        import mlmkit  # the lazy facade: mlmkit.finetuning is a floor above this one
+
+        self._check_task_options("finetune", options)
+        options.setdefault("batch_tokens", self.batch_tokens)
+        return mlmkit.finetune(self, task, device=str(self.device), precision=self.precision,
+                               threads=self.threads, **options)
+
+    def _check_task_options(self, name: str, options: dict) -> None:
+        given = [key for key in RUNTIME_KEYWORDS if key in options]
+        if given:
+            raise InvalidArgument(f"MLM.{name}() takes task options only: "
+                                  f"{given[0]}= is the model's, set once with "
+                                  f"mlmkit.load(model, {given[0]}=...)")
+
     def train_embeddings(self, train, **options):
         """Fine-tune this model into a sentence encoder: `mlmkit.train_embeddings(self,
         train, **options)` (its docstring lists the options). Training sits on a floor above
@@ -150,11 +169,7 @@ class MLM(LoadedMLM):
         model keeps its device, and the trained copy comes back in the result (`.model`)."""
         import mlmkit  # the lazy facade: mlmkit.finetuning is a floor above this one
 
-        given = [key for key in RUNTIME_KEYWORDS if key in options]
-        if given:
-            raise InvalidArgument(f"MLM.train_embeddings() takes task options only: "
-                                  f"{given[0]}= is the model's, set once with "
-                                  f"mlmkit.load(model, {given[0]}=...)")
+        self._check_task_options("train_embeddings", options)
         options.setdefault("batch_tokens", self.batch_tokens)
         return mlmkit.train_embeddings(self, train, device=str(self.device),
                                        precision=self.precision, threads=self.threads,

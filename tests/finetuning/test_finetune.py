@@ -83,6 +83,23 @@ def test_bad_data_is_a_clear_error(tmp_path, sst):
         get_task("nosuchtask")
 
 
+def test_stsb_reads_a_score_column_unless_another_is_named(tmp_path):
+    """GLUE's STS-B calls its label `label`; sentence-transformers' (and the shared data's)
+    `score`: the task reads either, and --label-field names another."""
+    from mlmkit.finetuning.data import load_task_data
+    from mlmkit.finetuning.tasks import get_task
+
+    path = tmp_path / "sts.tsv"
+    path.write_text("sentence1\tsentence2\tscore\tgrade\na cat\ta dog\t1.5\t4\n"
+                    "a car\ta car\t5.0\t2\n")
+    data = load_task_data(get_task("stsb"), train=path, validation=path)
+    assert data.train.labels.tolist() == [1.5, 5.0]
+    named = load_task_data(get_task("stsb", label_col="grade"), train=path, validation=path)
+    assert named.train.labels.tolist() == [4.0, 2.0]
+    with pytest.raises(InvalidData, match="no column 'points'"):
+        load_task_data(get_task("stsb", label_col="points"), train=path, validation=path)
+
+
 def test_agnews_validation_is_carved_with_a_fixed_seed(shared_data):
     from mlmkit.finetuning.data import few_shot, load_task_data
     from mlmkit.finetuning.tasks import get_task
@@ -552,8 +569,9 @@ def _recording_predict(trainer, seen):
 
 def test_a_resume_keeps_the_model_precision_and_batches_of_the_run(tiny_mlm, sst, tmp_path,
                                                                    capsys):
-    """A resume in another precision or batch layout, or from another model, would not
-    continue the run: each is one line (another model was a 55-line traceback)."""
+    """A resume in another precision or batch layout, or from another model (of the same
+    shapes too, or with another tokenizer), would not continue the run: each is one line
+    (another model was a 55-line traceback; one of the same shapes trained on)."""
     import mlmkit
 
     common = dict(train=sst / "train.tsv", validation=sst / "validation.tsv", epochs=1,
@@ -564,9 +582,26 @@ def test_a_resume_keeps_the_model_precision_and_batches_of_the_run(tiny_mlm, sst
     with pytest.raises(RunError, match=r"other settings \(packed: True then, False now"):
         mlmkit.finetune(tiny_mlm("bert"), "sst2", resume=True, precision="fp32",
                         packed=False, **common)
-    with pytest.raises(RunError, match="saved weights do not fit this model"):
+    another = r"other settings \(model \(weights and vocabulary\): 'sha256:"
+    with pytest.raises(RunError, match=another):
         mlmkit.finetune(tiny_mlm("modernbert"), "sst2", resume=True, precision="fp32",
                         **common)
+    # the same shapes, other weights: it would train on silently
+    bert = tiny_mlm("bert")
+    nudged = copy.deepcopy(bert.model)
+    with torch.no_grad():
+        for weight in nudged.parameters():
+            weight.add_(0.01)
+    with pytest.raises(RunError, match=another):
+        mlmkit.finetune((nudged, bert.tokenizer), "sst2", resume=True, precision="fp32",
+                        **common)
+    # the same weights, another vocabulary (ids that mean other words)
+    shuffled = copy.deepcopy(bert.tokenizer)
+    shuffled.add_tokens(["zzzqx"])
+    with pytest.raises(RunError, match=another):
+        mlmkit.finetune((bert.model, shuffled), "sst2", resume=True, precision="fp32",
+                        **common)
+    mlmkit.finetune(tiny_mlm("bert"), "sst2", resume=True, precision="fp32", **common)
 
 
 def test_a_multi_seed_run_is_resumed_through_its_own_folder(tiny_mlm, sst, tmp_path, capsys):
@@ -646,3 +681,20 @@ def test_a_resume_reads_the_same_file_by_another_path(tiny_mlm, sst, tmp_path, m
     resumed = mlmkit.finetune(tiny_mlm("bert"), "sst2", train="train.tsv", resume=True,
                               **common)
     assert resumed.runs[0].status == "finished"
+
+
+def test_the_bound_model_fine_tunes_in_its_runtime(saved_tiny_mlm, sst):
+    """`mlmkit.load(...).finetune(task, ...)` is `mlmkit.finetune` with the bound device,
+    precision and threads; a runtime keyword in the call is refused, as in every method."""
+    import mlmkit
+
+    options = dict(train=sst / "train.tsv", validation=sst / "validation.tsv", epochs=1,
+                   max_length=32, progress=False)
+    mlm = mlmkit.load(saved_tiny_mlm("bert"), device="cpu", threads=1, precision="fp32")
+    bound = mlm.finetune("sst2", **options)
+    free = mlmkit.finetune(saved_tiny_mlm("bert"), "sst2", device="cpu", threads=1,
+                           precision="fp32", **options)
+    assert bound.metrics == free.metrics and bound.runs[0].history == free.runs[0].history
+    with pytest.raises(InvalidArgument, match=r"MLM.finetune\(\) takes task options only: "
+                       "precision= is the model's"):
+        mlm.finetune("sst2", precision="bf16", **options)

@@ -1,9 +1,12 @@
 """mlmkit's fine-tuning loop against transformers' Trainer, step for step.
 
-Both sides train the same classifier (the family's own ForSequenceClassification head, the
-weights mlmkit builds, saved and loaded by the Trainer) on the same rows in the same order
-with the same recipe: their per-step training losses must agree within 1e-5 for 50 steps.
-That pins down what the recipe is made of (AdamW's betas, epsilon and decay groups, the
+Both sides start from the same saved checkpoint as each starts: mlmkit loads it as a masked
+LM and builds its classifier; the Trainer's side is a Hugging Face script's,
+`set_seed(seed)` then `AutoModelForSequenceClassification.from_pretrained` (BERT's checkpoint
+holds a trained pooler, which the masked LM drops and the classifier must still start from).
+They train on the same rows in the same order with the same recipe: their per-step training
+losses must agree within 1e-5 for 50 steps. That pins down the starting weights (the
+pooler, the head's initial draws) and what the recipe is made of (AdamW's betas, epsilon and decay groups, the
 warm-up from 0 and the linear decay, the number of steps, gradient clipping, the padding, the
 loss, the segments of sentence pairs, the pooling of the family's head; packed batches and
 padded ones). Dropout is off: the Trainer's data loader draws from
@@ -13,15 +16,18 @@ torch's generator between steps, so the two sides' dropout masks could not be th
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 
 import numpy as np
 import pytest
 import torch
 from transformers import (
     AutoModelForSequenceClassification,
+    BertForPreTraining,
     DataCollatorWithPadding,
     Trainer,
     TrainingArguments,
+    set_seed,
 )
 from transformers.utils import logging as hf_logging
 
@@ -30,7 +36,7 @@ from mlmkit.finetuning.encode import train_batches
 from mlmkit.finetuning.methods import build_classifier
 from mlmkit.finetuning.tasks import get_task
 from mlmkit.finetuning.trainer import Recipe, decayed_parameters, fine_tune_run
-from mlmkit.models import LoadedMLM
+from mlmkit.models import LoadedMLM, as_mlm
 
 ROWS, BATCH, EPOCHS = 196, 8, 2  # 25 steps an epoch (the last batch of 4 rows): 50 steps
 # warm-up 0.07 × 50 steps = 3.5: both sides round it up to 4
@@ -50,24 +56,40 @@ def segmented(tokenizer):
     return tokenizer
 
 
-def quiet(tiny_mlm, family: str, pooling: str | None = None) -> LoadedMLM:
-    """A tiny `family` model with every dropout off (same weights); BERT's tokenizer gives
-    segments; `pooling`: ModernBERT's classifier pooling."""
+def quiet(tiny_mlm, family: str, folder, pooling: str | None = None) -> LoadedMLM:
+    """A tiny `family` checkpoint with every dropout off, saved in `folder` and loaded from
+    there as a masked LM; BERT's is saved as a pretraining checkpoint with a trained pooler
+    (as bert-base-uncased is) and its tokenizer gives segments; `pooling`: ModernBERT's
+    classifier pooling."""
     source = tiny_mlm(family)
     config = copy.deepcopy(source.model.config)
     for name in QUIET[family]:
         setattr(config, name, 0.0)
     if pooling is not None:
         config.classifier_pooling = pooling
-    model = type(source.model)(config)
-    model.load_state_dict(source.model.state_dict())
-    tokenizer = segmented(source.tokenizer) if family == "bert" else source.tokenizer
-    return LoadedMLM(model=model.eval(), tokenizer=tokenizer, name=f"{family}-tiny-quiet")
+    torch.manual_seed(7)
+    model = (BertForPreTraining if family == "bert" else type(source.model))(config)
+    missing, _ = model.load_state_dict(source.model.state_dict(), strict=False)
+    assert all("pooler" in k or "seq_relationship" in k for k in missing), missing
+    model.save_pretrained(folder)
+    source.tokenizer.save_pretrained(folder)
+    mlm = as_mlm(str(folder), device="cpu")
+    return replace(mlm, tokenizer=segmented(mlm.tokenizer)) if family == "bert" else mlm
 
 
 @pytest.fixture(scope="module")
-def quiet_mlm(tiny_mlm) -> LoadedMLM:
-    return quiet(tiny_mlm, "bert")
+def quiet_mlm(tiny_mlm, tmp_path_factory) -> LoadedMLM:
+    return quiet(tiny_mlm, "bert", tmp_path_factory.mktemp("quiet-bert"))
+
+
+def test_the_classifier_starts_from_the_checkpoint_s_pooler(quiet_mlm):
+    """The masked LM drops BERT's pooler; the classifier reads it from the checkpoint, as
+    AutoModelForSequenceClassification.from_pretrained does."""
+    assert not any("pooler" in k for k in quiet_mlm.model.state_dict())
+    ours = build_classifier(quiet_mlm, ["a", "b"], 0)
+    checkpoint = AutoModelForSequenceClassification.from_pretrained(quiet_mlm.source)
+    torch.testing.assert_close(ours.bert.pooler.dense.weight,
+                               checkpoint.bert.pooler.dense.weight, rtol=0, atol=0)
 
 
 def _rows(corpus_sample, pairs: bool) -> TaskData:
@@ -113,9 +135,9 @@ class _EpochOrders(torch.utils.data.Sampler):
 
 def _trainer_losses(mlm, data, tmp_path) -> list[float]:
     hf_logging.set_verbosity_error()
-    start = tmp_path / "start"
-    build_classifier(mlm, data.label_names, RECIPE.seed).save_pretrained(start)
-    model = AutoModelForSequenceClassification.from_pretrained(start)
+    set_seed(RECIPE.seed)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        mlm.source, num_labels=len(data.label_names))
     columns = list(zip(*data.train.texts, strict=True))
     enc = mlm.tokenizer(*columns, truncation=True, max_length=RECIPE.max_length)
     rows = [{**{k: enc[k][i] for k in enc}, "labels": int(data.train.labels[i])}
@@ -144,7 +166,7 @@ def _trainer_losses(mlm, data, tmp_path) -> list[float]:
 def test_per_step_losses_equal_the_trainer_s(tiny_mlm, corpus_sample, tmp_path, family,
                                              pooling, pairs, packed):
     """Packed batches (the default of these families) and padded ones alike."""
-    mlm = quiet(tiny_mlm, family, pooling)
+    mlm = quiet(tiny_mlm, family, tmp_path / "checkpoint", pooling)
     data = _rows(corpus_sample, pairs)
     ours = []
     fine_tune_run(mlm, data, RECIPE, device=torch.device("cpu"), precision="fp32",

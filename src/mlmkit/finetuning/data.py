@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import datasets
 import datasets.config
@@ -124,6 +124,9 @@ def read_split(task: Task, name: str, *, path=None, dataset: str | None = None,
     checked = False
     for where, row in rows:
         if not checked:
+            present = [c for c in task.other_label_cols if c in row]
+            if task.label_col not in row and present:  # e.g. STS-B's `score`
+                task = replace(task, label_col=present[0])
             _check_columns(where, row, task)
             checked = True
         elif any(c not in row for c in (*task.text_cols, task.label_col)):

@@ -17,13 +17,17 @@ from transformers import AutoModelForSequenceClassification
 
 from mlmkit.core.checks import choice
 from mlmkit.errors import InvalidArgument, ModelError
+from mlmkit.models.load import classifier_from_checkpoint
 from mlmkit.models.primitive import masked_logits
 
 METHODS = ("head", "prompt")
 
 
 def build_classifier(mlm, label_names: list[str] | None, seed: int):
-    """A sequence classifier with `mlm`'s encoder weights and a new head (seeded)."""
+    """A sequence classifier with `mlm`'s encoder weights and a new head (seeded). A model
+    loaded from a checkpoint starts as `AutoModelForSequenceClassification.from_pretrained`
+    starts after `set_seed(seed)` (the checkpoint's pooler, the same head draws); the
+    masked LM's weights in memory are then copied over it."""
     config = copy.deepcopy(mlm.model.config)
     if label_names is None:
         config.num_labels, config.problem_type = 1, "regression"
@@ -34,11 +38,15 @@ def build_classifier(mlm, label_names: list[str] | None, seed: int):
         config.label2id = {name: i for i, name in enumerate(label_names)}
     config.architectures = None
     torch.manual_seed(seed)
-    try:
-        model = AutoModelForSequenceClassification.from_config(config)
-    except ValueError as error:
-        raise ModelError(f"{mlm.name!r} ({config.model_type}) has no sequence-classification "
-                         "model in transformers: use --method prompt") from error
+    source = getattr(mlm, "source", None)
+    model = classifier_from_checkpoint(source, config) if source else None
+    if model is None:
+        try:
+            model = AutoModelForSequenceClassification.from_config(config)
+        except ValueError as error:
+            raise ModelError(f"{mlm.name!r} ({config.model_type}) has no sequence-"
+                             "classification model in transformers: use --method prompt") \
+                from error
     prefix = model.base_model_prefix
     source = mlm.model.state_dict()
     missing, _ = model.load_state_dict(source, strict=False)

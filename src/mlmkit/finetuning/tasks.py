@@ -21,6 +21,7 @@ class Task:
     name: str
     text_cols: tuple[str, ...]
     label_col: str = "label"
+    other_label_cols: tuple[str, ...] = ()  # read where a file has no `label_col` column
     labels: tuple[str, ...] | None = None  # None: read from the training data
     regression: bool = False
     metrics: tuple[str, ...] = ("accuracy",)
@@ -57,7 +58,7 @@ TASKS: dict[str, Task] = {
                   ("f1", "accuracy"), {"not_equivalent": "no", "equivalent": "yes"},
                   PAIR_TEMPLATE),
     "stsb": _glue("stsb", ("sentence1", "sentence2"), None, ("pearson", "spearman"),
-                  regression=True),
+                  regression=True, other_label_cols=("score",)),  # sentence-transformers
     "qqp": _glue("qqp", ("question1", "question2"), ("not_duplicate", "duplicate"),
                  ("accuracy", "f1"), {"not_duplicate": "no", "duplicate": "yes"},
                  PAIR_TEMPLATE),
@@ -100,7 +101,7 @@ def get_task(name: str, text_cols=None, label_col: str | None = None,
                                       f"({', '.join(task.text_cols)})")
             task = replace(task, text_cols=cols)
         if label_col:
-            task = replace(task, label_col=label_col)
+            task = replace(task, label_col=label_col, other_label_cols=())
         if regression is not None and regression != task.regression:
             raise InvalidArgument(f"--regression: task {key} is "
                                   f"{'a regression' if task.regression else 'a classification'}"

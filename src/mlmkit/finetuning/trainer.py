@@ -297,6 +297,20 @@ def _state_config(recipe: Recipe, data: TaskData, precision: str, packed: bool) 
     return json.loads(json.dumps(out, default=str))
 
 
+def _model_digest(mlm) -> str:
+    """A short sha256 of the masked LM a run starts from: each weight's name, shape and
+    1,024 of its values (evenly spaced), and the tokenizer's vocabulary. Another model of
+    the same shapes, or the same one with another tokenizer, gives another digest."""
+    h = hashlib.sha256()
+    for name, tensor in mlm.model.state_dict().items():
+        flat = tensor.detach().reshape(-1)
+        sample = flat[::max(1, flat.numel() // 1024)]
+        h.update(f"{name}{tuple(tensor.shape)}".encode())
+        h.update(sample.float().cpu().numpy().tobytes())
+    h.update(json.dumps(sorted(mlm.tokenizer.get_vocab().items()), ensure_ascii=False).encode())
+    return "sha256:" + h.hexdigest()[:16]
+
+
 def _digest(split) -> str:
     """A short sha256 of a split's texts and labels (in order)."""
     h = hashlib.sha256()
@@ -348,6 +362,7 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     optimizer, schedule = trainer.optimizer(total)
     run_path = Path(run_dir) if run_dir is not None else None
     config = _state_config(recipe, data, precision, trainer.packed)
+    config["model (weights and vocabulary)"] = _model_digest(mlm)
     step, epoch, position, history = 0, 0, 0, []
     best = {"score": -math.inf, "epoch": 0, "metrics": {}}
     best_state, elapsed, seen, losses = None, 0.0, 0, []
@@ -518,7 +533,7 @@ def _save_model(trainer: Trainer, target: Path, merge_lora: bool) -> None:
 
     def write(folder: Path) -> None:
         # where its inputs are cut, read back by predict and eval classify
-        setattr(model.config, RECORDED_MAX_LENGTH, trainer.recipe.max_length)
+        setattr(model.config, RECORDED_MAX_LENGTH, trainer.max_length)
         if lora and merge_lora:
             merged = copy.deepcopy(model).merge_and_unload()
             merged.save_pretrained(folder)

@@ -39,6 +39,9 @@ class LoadedMLM:
     """Intra-op threads asked for at load (None: the process's setting)."""
     batch_tokens: int | None = None
     """Token budget of a batch for every call (None: the engine's default)."""
+    source: str | None = None
+    """The folder or hub name the model was loaded from (None: built in memory): where a
+    classifier reads the checkpoint's weights the masked LM leaves out (BERT's pooler)."""
 
     @property
     def bound(self) -> bool:
@@ -369,7 +372,23 @@ def _load_files(name: str, path: Path, shown: str, target, dtype, *,
     _check_trained(name, net, info, allow_untrained_head)
     net.to(target).eval()
     head, _ = untrained_weights(net, info.get("missing_keys") or ())
-    return LoadedMLM(model=net, tokenizer=tokenizer, name=shown, untrained_head=tuple(head))
+    return LoadedMLM(model=net, tokenizer=tokenizer, name=shown, untrained_head=tuple(head),
+                     source=name)
+
+
+def classifier_from_checkpoint(source: str, config):
+    """`AutoModelForSequenceClassification.from_pretrained(source, config=config)` in
+    float32: the checkpoint's weights, the pooler a masked LM drops included, and only the
+    missing head initialised (the draws a Hugging Face script makes after the same seed).
+    None where the checkpoint cannot be read so (the family has no such class)."""
+    path = Path(source)
+    try:
+        with hub_offline(not path.is_dir() and hub_unreachable()), _quiet_loading():
+            return transformers.AutoModelForSequenceClassification.from_pretrained(
+                source, config=config, dtype=torch.float32,
+                trust_remote_code=bool(getattr(config, "auto_map", None)))
+    except Exception:  # noqa: BLE001 - the caller builds the classifier from the config
+        return None
 
 
 def _check_head(model, name: str) -> None:
