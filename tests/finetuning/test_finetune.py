@@ -683,7 +683,7 @@ def test_a_resume_reads_the_same_file_by_another_path(tiny_mlm, sst, tmp_path, m
     assert resumed.runs[0].status == "finished"
 
 
-def test_the_bound_model_fine_tunes_in_its_runtime(saved_tiny_mlm, sst):
+def test_the_bound_model_fine_tunes_in_its_runtime(saved_tiny_mlm, sst, monkeypatch):
     """`mlmkit.load(...).finetune(task, ...)` is `mlmkit.finetune` with the bound device,
     precision and threads; a runtime keyword in the call is refused, as in every method."""
     import mlmkit
@@ -691,10 +691,38 @@ def test_the_bound_model_fine_tunes_in_its_runtime(saved_tiny_mlm, sst):
     options = dict(train=sst / "train.tsv", validation=sst / "validation.tsv", epochs=1,
                    max_length=32, progress=False)
     mlm = mlmkit.load(saved_tiny_mlm("bert"), device="cpu", threads=1, precision="fp32")
+    calls, free_function = [], mlmkit.finetune
+    monkeypatch.setattr(mlmkit, "finetune", lambda *a, **k: calls.append(k) or
+                        free_function(*a, **k))
     bound = mlm.finetune("sst2", **options)
+    assert {k: calls[0][k] for k in ("device", "precision", "threads")} == {
+        "device": "cpu", "precision": "fp32", "threads": 1}
+    monkeypatch.undo()
     free = mlmkit.finetune(saved_tiny_mlm("bert"), "sst2", device="cpu", threads=1,
                            precision="fp32", **options)
     assert bound.metrics == free.metrics and bound.runs[0].history == free.runs[0].history
     with pytest.raises(InvalidArgument, match=r"MLM.finetune\(\) takes task options only: "
                        "precision= is the model's"):
         mlm.finetune("sst2", precision="bf16", **options)
+
+
+def test_a_checkpoint_without_an_mlm_head_resumes(tiny_mlm, sst, tmp_path):
+    """An encoder checkpoint (BertModel: no MLM head, a pooler) loads with a head drawn anew
+    at each load; the resume's check of the model leaves those draws out, and the
+    classifier starts from the checkpoint's pooler each time."""
+    from transformers import BertModel
+
+    import mlmkit
+
+    bert = tiny_mlm("bert")
+    encoder = BertModel(bert.model.config)
+    encoder.load_state_dict(bert.model.bert.state_dict(), strict=False)
+    folder = tmp_path / "encoder"
+    encoder.save_pretrained(folder)
+    bert.tokenizer.save_pretrained(folder)
+    common = dict(train=sst / "train.tsv", validation=sst / "validation.tsv", epochs=1,
+                  max_length=32, run_dir=tmp_path / "run", precision="fp32", **RUNTIME)
+    whole = mlmkit.finetune(str(folder), "sst2", **{**common, "run_dir": tmp_path / "whole"})
+    mlmkit.finetune(str(folder), "sst2", halt_after=2, **common)
+    resumed = mlmkit.finetune(str(folder), "sst2", resume=True, **common)
+    assert resumed.metrics == whole.metrics

@@ -92,6 +92,22 @@ def test_the_classifier_starts_from_the_checkpoint_s_pooler(quiet_mlm):
                                checkpoint.bert.pooler.dense.weight, rtol=0, atol=0)
 
 
+def test_a_classifier_checkpoint_gets_a_new_head_and_keeps_its_pooler(quiet_mlm, tmp_path):
+    """Fine-tuning a fine-tuned classifier again: its trained head is not reused (the
+    head is new, as the docs say), its pooler is."""
+    trained = build_classifier(quiet_mlm, ["a", "b"], 0)
+    with torch.no_grad():
+        trained.classifier.weight.add_(1.0)
+        trained.bert.pooler.dense.weight.add_(1.0)
+    trained.save_pretrained(tmp_path / "classifier")
+    quiet_mlm.tokenizer.save_pretrained(tmp_path / "classifier")
+    again = build_classifier(as_mlm(str(tmp_path / "classifier"), device="cpu",
+                                    allow_untrained_head=True), ["a", "b"], 0)
+    torch.testing.assert_close(again.bert.pooler.dense.weight, trained.bert.pooler.dense.weight,
+                               rtol=0, atol=0)
+    assert (again.classifier.weight - trained.classifier.weight).abs().min() > 0.5
+
+
 def _rows(corpus_sample, pairs: bool) -> TaskData:
     texts = [t for t in corpus_sample if 10 < len(t) < 400][:2 * ROWS]
     if pairs:

@@ -236,6 +236,11 @@ def finetune(
             raise UntrainedHead(f"--method prompt reads the masked-LM head, and {model!r} has "
                              "none trained: use a masked-LM checkpoint, or --method head (a "
                              "classifier head of its own)") from None
+        if method == "prompt" and mlm.untrained_head and not getattr(mlm, "head_allowed",
+                                                                      False):
+            raise UntrainedHead(f"--method prompt reads the masked-LM head, and {mlm.name!r} "
+                                "has none trained: use a masked-LM checkpoint, or --method "
+                                "head (a classifier head of its own)")
         data = load_task_data(spec, train=train, validation=validation, test=test,
                               dataset=dataset, offline=offline,
                               carve_validation=test is None or select == "best")

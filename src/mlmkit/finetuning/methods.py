@@ -24,10 +24,13 @@ METHODS = ("head", "prompt")
 
 
 def build_classifier(mlm, label_names: list[str] | None, seed: int):
-    """A sequence classifier with `mlm`'s encoder weights and a new head (seeded). A model
-    loaded from a checkpoint starts as `AutoModelForSequenceClassification.from_pretrained`
-    starts after `set_seed(seed)` (the checkpoint's pooler, the same head draws); the
-    masked LM's weights in memory are then copied over it."""
+    """A sequence classifier with `mlm`'s encoder weights and a new head (seeded).
+
+    A masked LM loaded from a checkpoint starts as a Hugging Face script's classifier
+    starts (`set_seed(seed)`, then `AutoModelForSequenceClassification.from_pretrained`):
+    the checkpoint's pooler, which the masked LM drops, and the same draws for the head.
+    A checkpoint that is itself a classifier still gets a new head (drawn from the config,
+    its pooler kept). The masked LM's weights in memory are then copied over the encoder."""
     config = copy.deepcopy(mlm.model.config)
     if label_names is None:
         config.num_labels, config.problem_type = 1, "regression"
@@ -37,24 +40,43 @@ def build_classifier(mlm, label_names: list[str] | None, seed: int):
         config.id2label = dict(enumerate(label_names))
         config.label2id = {name: i for i, name in enumerate(label_names)}
     config.architectures = None
+    weights = mlm.model.state_dict()
     torch.manual_seed(seed)
-    source = getattr(mlm, "source", None)
-    model = classifier_from_checkpoint(source, config) if source else None
+    pretrained = _from_checkpoint(mlm, config)
+    model = pretrained[0] if pretrained is not None else None
+    if model is not None:
+        new = set(model.state_dict()) - set(weights)  # the pooler and the head
+        head = {k for k in new if "pooler" not in k}
+        if not head <= pretrained[1]:  # a classifier checkpoint: its head is not new
+            torch.manual_seed(seed)
+            model = _from_config(mlm, config)
+            model.load_state_dict({k: v for k, v in pretrained[0].state_dict().items()
+                                   if "pooler" in k}, strict=False)
     if model is None:
-        try:
-            model = AutoModelForSequenceClassification.from_config(config)
-        except ValueError as error:
-            raise ModelError(f"{mlm.name!r} ({config.model_type}) has no sequence-"
-                             "classification model in transformers: use --method prompt") \
-                from error
+        model = _from_config(mlm, config)
     prefix = model.base_model_prefix
-    source = mlm.model.state_dict()
-    missing, _ = model.load_state_dict(source, strict=False)
+    missing, _ = model.load_state_dict(weights, strict=False)
     lost = [k for k in missing if k.startswith(prefix + ".") and "pooler" not in k]
     if lost:
         raise ModelError(f"{mlm.name!r}: {len(lost)} encoder weight(s) of the classifier are not "
                          f"in the masked LM (e.g. {lost[0]}); the architectures do not match")
     return model.to(mlm.device)
+
+
+def _from_checkpoint(mlm, config):
+    source = getattr(mlm, "source", None)
+    if not source:
+        return None
+    remote = type(mlm.model).__module__.startswith("transformers_modules")  # trusted at load
+    return classifier_from_checkpoint(source, config, trust_remote_code=remote)
+
+
+def _from_config(mlm, config):
+    try:
+        return AutoModelForSequenceClassification.from_config(config)
+    except ValueError as error:
+        raise ModelError(f"{mlm.name!r} ({config.model_type}) has no sequence-classification "
+                         "model in transformers: use --method prompt") from error
 
 
 def takes_segments(model) -> bool:

@@ -299,10 +299,14 @@ def _state_config(recipe: Recipe, data: TaskData, precision: str, packed: bool) 
 
 def _model_digest(mlm) -> str:
     """A short sha256 of the masked LM a run starts from: each weight's name, shape and
-    1,024 of its values (evenly spaced), and the tokenizer's vocabulary. Another model of
-    the same shapes, or the same one with another tokenizer, gives another digest."""
+    about 1,024 of its values (evenly spaced), and the tokenizer's vocabulary. Another model
+    of the same shapes, or the same one with another tokenizer, gives another digest. The
+    head weights a checkpoint lacked (drawn anew at each load) are left out."""
     h = hashlib.sha256()
+    drawn = set(mlm.untrained_head)
     for name, tensor in mlm.model.state_dict().items():
+        if name in drawn:
+            continue
         flat = tensor.detach().reshape(-1)
         sample = flat[::max(1, flat.numel() // 1024)]
         h.update(f"{name}{tuple(tensor.shape)}".encode())
@@ -353,10 +357,6 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
         warnings.warn(f"max_length={recipe.max_length} (--max-length) is more than the "
                       f"model's {trainer.max_length} positions: inputs are cut at "
                       f"{trainer.max_length} tokens", stacklevel=2)
-    for split, cut in truncated.items():
-        if cut:
-            say(f"{split}: {cut} of {len(data.__dict__[split])} inputs longer than "
-                f"{trainer.max_length} tokens were truncated (counted in metrics.json)")
     per_epoch = math.ceil(len(train_enc) / recipe.batch_size)
     total = per_epoch * recipe.epochs
     optimizer, schedule = trainer.optimizer(total)
@@ -388,6 +388,10 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
             raise RunError(f"run directory {str(run_path)!r} already holds a fine-tuning run: "
                            "resume it (--resume) or choose another --run-dir")
         run_path.mkdir(parents=True, exist_ok=True)
+    for split, cut in truncated.items():  # said once the run is sure to go on
+        if cut:
+            say(f"{split}: {cut} of {len(data.__dict__[split])} inputs longer than "
+                f"{trainer.max_length} tokens were truncated (counted in metrics.json)")
 
     def save() -> None:
         if run_path is None:

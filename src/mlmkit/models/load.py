@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +42,8 @@ class LoadedMLM:
     """Token budget of a batch for every call (None: the engine's default)."""
     source: str | None = None
     """The folder or hub name the model was loaded from (None: built in memory): where a
-    classifier reads the checkpoint's weights the masked LM leaves out (BERT's pooler)."""
+    classifier reads the checkpoint's weights the masked LM leaves out (BERT's pooler).
+    A copy with another `model` (`dataclasses.replace`) should set it to None."""
 
     @property
     def bound(self) -> bool:
@@ -376,19 +378,33 @@ def _load_files(name: str, path: Path, shown: str, target, dtype, *,
                      source=name)
 
 
-def classifier_from_checkpoint(source: str, config):
-    """`AutoModelForSequenceClassification.from_pretrained(source, config=config)` in
-    float32: the checkpoint's weights, the pooler a masked LM drops included, and only the
-    missing head initialised (the draws a Hugging Face script makes after the same seed).
-    None where the checkpoint cannot be read so (the family has no such class)."""
-    path = Path(source)
+def classifier_from_checkpoint(source: str, config, trust_remote_code: bool = False):
+    """(`AutoModelForSequenceClassification.from_pretrained(source, config=config)` in
+    float32, the keys it initialised), from the files the masked LM was loaded from (the
+    local copy only, never the network): the checkpoint's weights, the pooler a masked LM
+    drops included, and only the missing weights drawn (the draws a Hugging Face script
+    makes after the same seed). None where the family has no such class; a checkpoint that
+    cannot be read so is said in a warning, and None."""
     try:
-        with hub_offline(not path.is_dir() and hub_unreachable()), _quiet_loading():
-            return transformers.AutoModelForSequenceClassification.from_pretrained(
-                source, config=config, dtype=torch.float32,
-                trust_remote_code=bool(getattr(config, "auto_map", None)))
-    except Exception:  # noqa: BLE001 - the caller builds the classifier from the config
+        with _quiet_loading():
+            model, info = transformers.AutoModelForSequenceClassification.from_pretrained(
+                source, config=config, dtype=torch.float32, local_files_only=True,
+                output_loading_info=True, trust_remote_code=trust_remote_code)
+    except ValueError as error:
+        if "Unrecognized configuration class" in str(error):
+            return None  # the family has no classifier class: the caller says so
+        _cannot_read_classifier(source, error)
         return None
+    except Exception as error:  # noqa: BLE001 - moved files, shapes changed in memory, ...
+        _cannot_read_classifier(source, error)
+        return None
+    return model, set(info.get("missing_keys") or ())
+
+
+def _cannot_read_classifier(source: str, error: BaseException) -> None:
+    warnings.warn(f"cannot read a classifier from {source!r} ({_first_line(error)}): it "
+                  "starts from the masked LM's weights in memory, without the checkpoint's "
+                  "pooler", stacklevel=3)
 
 
 def _check_head(model, name: str) -> None:
