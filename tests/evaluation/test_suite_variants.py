@@ -52,6 +52,24 @@ def test_eval_suite_command_takes_variants(esm_dir, scans):
     assert "variants_spearman_scan" in result.stdout
 
 
+def test_eval_compare_takes_variants_and_pretraining_refuses_the_part(esm_dir, scans):
+    """Two models compared on a scan (the same model twice: a zero difference); a
+    pretraining run cannot name a scans file, so --eval-suite variants is refused before
+    training, not after the first steps."""
+    result = CliRunner().invoke(app, ["eval", "compare", str(esm_dir), str(esm_dir),
+                                      "--parts", "variants", "--variants", str(scans),
+                                      "--device", "cpu", "--bootstrap", "50"])
+    assert result.exit_code == 0, result.output
+    assert "variants_spearman_scan" in result.stdout
+    from mlmkit.errors import InvalidArgument
+    from mlmkit.evaluation.training import SuiteEvaluation
+    from mlmkit.pretraining.config import PretrainConfig
+
+    with pytest.raises(InvalidArgument, match="the variants part needs a scans file, which a "
+                       "pretraining run does not take"):
+        SuiteEvaluation().check(PretrainConfig(eval_suite="blimp,variants"))
+
+
 @pytest.mark.parametrize("entry, message", [
     ("{dms: scan.csv, sequence: wt.fasta, offset: '24', target: fitness}",
      "scan 1's offset is '24': give the number"),

@@ -4,6 +4,7 @@ that transformers loads it with its amino-acid tokenizer, and usable for variant
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import transformers
 from typer.testing import CliRunner
 
@@ -59,6 +60,35 @@ def test_a_corpus_the_tokenizer_cannot_read_is_refused_and_a_few_unknowns_are_co
     assert result.exit_code == 0, result.output
     # lower case is read as residues; each record's '*' is the one <unk> counted
     assert "8 <unk>" in result.output
+
+
+def test_dna_or_text_read_by_the_amino_acid_alphabet_is_refused(tmp_path, shared_data):
+    """A, C, G, T are residues and upper-cased English mostly is: neither shows as <unk>,
+    so the letters' shares say it."""
+    dna = tmp_path / "dna.fasta"
+    dna.write_text("".join(f">g{i}\nACGTTGCANNACGGTACCTTAGGCATCGATCGGATCCA\n" for i in range(8)))
+    result = _pretrain(tmp_path, "--corpus", str(dna))
+    assert result.exit_code == 1 and "reads as DNA, not proteins" in result.output, \
+        result.output
+    assert "mlmkit tokenizer dna" in result.output and not (tmp_path / "run").exists()
+    text = tmp_path / "plays.txt"
+    text.write_text((shared_data / "tinyshakespeare" / "input.txt").read_text()[:20_000])
+    result = _pretrain(tmp_path, "--corpus", str(text))
+    assert result.exit_code == 1 and "reads as text, not proteins" in result.output, \
+        result.output
+    assert _pretrain(tmp_path, "--corpus", str(shared_data / "protein" / "some_proteins.fasta"),
+                     "--run-dir", str(tmp_path / "proteins")).exit_code == 0
+
+
+def test_esm2_presets_read_esm2_s_1024_tokens():
+    from mlmkit.errors import InvalidArgument
+    from mlmkit.pretraining.config import PretrainConfig
+
+    PretrainConfig(model="esm2-8m", seq_len=1024).validate()
+    with pytest.raises(InvalidArgument, match="esm2-8m preset's 1024 positions"):
+        PretrainConfig(model="esm2-8m", seq_len=1025).validate()
+    with pytest.raises(InvalidArgument, match="mini preset's 512 positions"):
+        PretrainConfig(model="mini", seq_len=1024).validate()
 
 
 def test_a_protein_corpus_has_pppl_items_and_fill_mask_examples():

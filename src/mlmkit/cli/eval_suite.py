@@ -75,6 +75,11 @@ def compare_command(
     retrieval: str = typer.Option(None, "--retrieval", help="A BEIR folder or data name "
                                   "(scifact, nanobeir/SET) for the retrieval part of runs and "
                                   "models (see eval suite)."),
+    facts: str = typer.Option(None, "--facts", help="A facts jsonl for the facts part of "
+                              "runs and models (see eval suite)."),
+    variants: str = typer.Option(None, "--variants", help="A YAML list of deep mutational "
+                                 "scans for the variants part of runs and models (see eval "
+                                 "suite)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples (0: none)."),
     offline: bool = typer.Option(False, "--offline", help="Load hub model names from the "
                                  "local Hugging Face cache only, never the network."),
@@ -96,8 +101,8 @@ def compare_command(
         mlmkit.evaluation.check_source(source)
     with trusting(runtime.trust_remote_code):
         suites = [mlmkit.evaluation.resolve_suite(
-            r, data=data, quick=quick, parts=parts, retrieval=retrieval, offline=offline,
-            **runtime.run_keywords())
+            r, data=data, quick=quick, parts=parts, retrieval=retrieval, facts=facts,
+            variants=variants, offline=offline, **runtime.run_keywords())
             for r in runs]
     result = mlmkit.evaluation.compare_suites(suites, n_boot=bootstrap, seed=runtime.seed,
                                               names=list(runs))

@@ -74,6 +74,13 @@ class SuiteEvaluation:
         quick_and_parts = parse_eval_suite(config.eval_suite)
         if quick_and_parts is not None:
             chosen = quick_and_parts[1] or list(DEFAULT_PARTS)
+            for part, flag, what in (("facts", "--facts", "facts file"),
+                                     ("variants", "--variants", "scans file")):
+                if part in chosen:
+                    raise InvalidArgument(
+                        f"--eval-suite {config.eval_suite!r}: the {part} part needs a {what}, "
+                        f"which a pretraining run does not take: drop {part}, and score the "
+                        f"saved model with mlmkit eval suite MODEL --parts {part} {flag} FILE")
             check_suite_data(config.suite_data, chosen, "--suite-data", "--eval-suite")
 
     def __call__(self, run) -> dict | None:

@@ -125,6 +125,12 @@ FAMILY_INFO: dict[str, Family] = {
 ROPE_FAMILIES = ("modernbert", "ettin", "mmbert", "eurobert", "neobert")
 
 
+def preset_positions(preset: str) -> int:
+    """The longest input, in tokens, of a model built from `preset`: ESM-2's 1,024, else
+    BERT's 512."""
+    return ESM2_TOKENS if parse_preset(preset)[0] == "esm2" else PRESET_POSITIONS
+
+
 def parse_preset(preset: str) -> tuple[str, Size]:
     """Split `FAMILY-SIZE` into a family and a Size; errors list the valid names."""
     family, _, size = preset.rpartition("-")

@@ -12,14 +12,13 @@ import transformers
 
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.preset_table import (
-    ESM2_TOKENS,
     FAMILY_INFO,
     MAX_POSITIONS,
-    PRESET_POSITIONS,
     SIZES,
     Size,
     parse_preset,
     position_embeddings,
+    preset_positions,
 )
 
 
@@ -41,12 +40,12 @@ def preset_config(preset: str, tokenizer, max_length: int | None = None):
     """The Hugging Face config of a preset, with vocabulary and special ids from `tokenizer`.
 
     `max_length` is the longest input (position embeddings); pretraining keeps the
-    presets' `PRESET_POSITIONS` whatever its --seq-len, so a trained model can be used or
+    family's positions (`preset_positions`) whatever its --seq-len, so a trained model can be used or
     trained further on longer inputs.
     """
     family, s = parse_preset(preset)
     if max_length is None:  # the family's own: ESM-2's 1,024, else BERT's 512
-        max_length = ESM2_TOKENS if family == "esm2" else PRESET_POSITIONS
+        max_length = preset_positions(preset)
     if isinstance(max_length, bool) or not isinstance(max_length, int) or not (
             1 <= max_length <= MAX_POSITIONS):
         raise InvalidArgument(f"max_length={max_length!r} (--max-length) must be a whole number "

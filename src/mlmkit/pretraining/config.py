@@ -18,7 +18,7 @@ import yaml
 from mlmkit.core import checks
 from mlmkit.core.yaml_values import NotFinite, dump_yaml, load_yaml
 from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
-from mlmkit.models.preset_table import PRESET_POSITIONS, init_positions, parse_preset
+from mlmkit.models.preset_table import init_positions, parse_preset, preset_positions
 from mlmkit.pretraining.phase_specs import check_config_phases
 
 STUDIED, BUDGET, EVALUATION, RUNTIME = "what is studied", "budget", "evaluation", "runtime"
@@ -407,10 +407,11 @@ class PretrainConfig:
                 parse_preset(self.model)
             except ValueError as error:
                 raise InvalidArgument(f"--model: {error}") from error
-            if self.seq_len > PRESET_POSITIONS:
-                raise InvalidArgument(f"--seq-len {self.seq_len} is longer than the presets' "
-                                      f"{PRESET_POSITIONS} positions: use at most "
-                                      f"{PRESET_POSITIONS}")
+            limit = preset_positions(self.model)
+            if self.seq_len > limit:
+                raise InvalidArgument(f"--seq-len {self.seq_len} is longer than the "
+                                      f"{self.model} preset's {limit} positions: use at most "
+                                      f"{limit}")
             return
         limit = init_positions(self.init)
         if limit is not None and self.seq_len > limit:

@@ -33,7 +33,7 @@ from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
 from mlmkit.models.load import TOKENIZER_FILES, complete_special_tokens
 from mlmkit.models.preset_table import PRESET_POSITIONS
 from mlmkit.pretraining.examples import FillExample, pick_examples
-from mlmkit.protein.alphabet import protein_tokenizer
+from mlmkit.protein.alphabet import RESIDUES, STANDARD, protein_tokenizer
 from mlmkit.tokenizer import train_tokenizer
 from mlmkit.training.objective import Prepared
 
@@ -227,6 +227,41 @@ def unknown_tokens(shards, tokenizer, names: list[str]) -> tuple[int, int]:
     return unknown, counted
 
 
+# Letters the amino-acid alphabet reads that say a corpus is not proteins: DNA is nearly all
+# A, C, G, T (and N), which are residues too; English text is about 12% O, U, B and Z,
+# which proteins all but never hold (pyrrolysine, selenocysteine, two ambiguity codes).
+NUCLEOTIDE_LETTERS, TEXT_LETTERS = "ACGTN", "OUBZ"
+MAX_NUCLEOTIDE_SHARE, MAX_TEXT_LETTER_SHARE = 0.9, 0.03
+RESIDUES_COUNTED = 1_000_000
+
+
+def check_residues(shards, tokenizer, names: list[str]) -> None:
+    """With the amino-acid alphabet, refuse a source of `shards` whose first residues read
+    as DNA or as text: the letters are residues too, so neither shows as <unk>."""
+    vocab = tokenizer.get_vocab()
+    if len(vocab) > 64 or not set(STANDARD) <= set(vocab):
+        return
+    residue_ids = np.array([vocab[letter] for letter in RESIDUES if letter in vocab])
+    parts = shards.parts if isinstance(shards, MixedShards) else [shards]
+    for part, source in zip(parts, names, strict=True):
+        tokens = np.asarray(part.tokens[:min(part.n_tokens, RESIDUES_COUNTED)])
+        residues = tokens[np.isin(tokens, residue_ids)]
+        if residues.size == 0:
+            continue
+        nucleotides = float(np.isin(residues, [vocab[c] for c in NUCLEOTIDE_LETTERS]).mean())
+        text = float(np.isin(residues, [vocab[c] for c in TEXT_LETTERS]).mean())
+        if nucleotides >= MAX_NUCLEOTIDE_SHARE:
+            raise InvalidData(
+                f"--corpus {source!r} reads as DNA, not proteins ({nucleotides:.0%} of its "
+                "residues are A, C, G, T or N): pass a DNA tokenizer (mlmkit tokenizer dna "
+                "-o DIR; --tokenizer DIR), or a protein corpus")
+        if text > MAX_TEXT_LETTER_SHARE:
+            raise InvalidData(
+                f"--corpus {source!r} reads as text, not proteins ({text:.0%} of its "
+                "letters are O, U, B or Z, which proteins all but never hold): pass a protein "
+                "corpus (FASTA), or a tokenizer made for the text")
+
+
 def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
     """Tokenize (or reuse cached shards of) both splits and pack them into blocks."""
     settings = {"format": "shards-v1"}
@@ -242,6 +277,7 @@ def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
     names = ([part.source for part in parse_corpus_spec(config.corpus)]
              if isinstance(train_shards, MixedShards) else [str(config.corpus)])
     unknown = unknown_tokens(train_shards, tokenizer, names)
+    check_residues(train_shards, tokenizer, names)
     val_docs = corpus_documents(config.corpus, "validation", config.field,
                                 config.validation_share)
     validation = val_shards = None

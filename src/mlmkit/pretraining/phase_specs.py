@@ -9,7 +9,13 @@ import math
 from dataclasses import dataclass
 
 from mlmkit.errors import InvalidArgument
-from mlmkit.models.preset_table import PRESET_POSITIONS, ROPE_FAMILIES, init_positions, parse_preset
+from mlmkit.models.preset_table import (
+    PRESET_POSITIONS,
+    ROPE_FAMILIES,
+    init_positions,
+    parse_preset,
+    preset_positions,
+)
 
 PHASE_KEYS = ("name", "steps", "seq_len", "masking_rate", "rope_theta", "mixture", "lr")
 LR_KEYS = ("warmup", "start", "end", "shape")
@@ -195,7 +201,7 @@ def phase_limit(config) -> int:
     """The longest block a phase may ask: the model's positions."""
     if config.init is not None:
         return init_positions(config.init) or PRESET_POSITIONS
-    return PRESET_POSITIONS
+    return preset_positions(config.model)
 
 
 def check_config_phases(config) -> None:
