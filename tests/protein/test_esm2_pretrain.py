@@ -3,6 +3,8 @@ that transformers loads it with its amino-acid tokenizer, and usable for variant
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import transformers
@@ -60,6 +62,9 @@ def test_a_corpus_the_tokenizer_cannot_read_is_refused_and_a_few_unknowns_are_co
     assert result.exit_code == 0, result.output
     # lower case is read as residues; each record's '*' is the one <unk> counted
     assert "8 <unk>" in result.output
+    # the data line is kept in summary.json, where --no-progress silences it
+    summary = json.loads((tmp_path / "few" / "summary.json").read_text())
+    assert "8 <unk>" in summary["data"]
 
 
 def test_dna_or_text_read_by_the_amino_acid_alphabet_is_refused(tmp_path, shared_data):

@@ -210,6 +210,9 @@ def _summary(run: Run, last_eval: dict, stop_reason: str | None,
         "data_wait_share": (run.data_seconds / run.step_seconds if run.step_seconds
                             else None),
         "parameters": sum(p.numel() for p in run.parameters),
+        # what was read (documents, tokens, <unk>, blocks, the validation split): the run's
+        # first status line, kept here where --no-progress silences it
+        "data": run.data.describe(),
         "objective": run.objective.describe(),
         "eval": {k: v for k, v in last_eval.items() if k != "split"},
         "run_dir": str(run.run_dir),
