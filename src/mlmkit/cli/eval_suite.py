@@ -99,6 +99,10 @@ def compare_command(
     check_output_path(output, inputs=runs)
     for source in runs:
         mlmkit.evaluation.check_source(source)
+    if facts is not None:  # read now: a bad file fails before any suite runs
+        mlmkit.evaluation.suite.read_facts_file(facts)
+    if variants is not None:
+        mlmkit.evaluation.suite.read_scans(variants)
     with trusting(runtime.trust_remote_code):
         suites = [mlmkit.evaluation.resolve_suite(
             r, data=data, quick=quick, parts=parts, retrieval=retrieval, facts=facts,

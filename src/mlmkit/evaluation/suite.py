@@ -258,9 +258,7 @@ def evaluate_suite(
     if texts is not None:  # read now: a bad file fails before any work
         texts = _held_out_texts(texts)
     if facts is not None:
-        facts = read_facts(facts)
-        if not facts:
-            raise InvalidArgument("the facts file (--facts) holds no facts")
+        facts = read_facts_file(facts)
     with hub_offline(offline):
         mlm, infer_precision = prepare_mlm(model, device=device, precision=precision,
                                            threads=threads, tokenizer=tokenizer)
@@ -445,6 +443,14 @@ class Scan:
 
 
 SCAN_KEYS = ("dms", "sequence", "offset", "target", "mutation_col", "name")
+
+
+def read_facts_file(path) -> list:
+    """The facts part's file, read and checked (a bad one fails before any work)."""
+    facts = read_facts(path)
+    if not facts:
+        raise InvalidArgument("the facts file (--facts) holds no facts")
+    return facts
 
 
 def read_scans(path) -> list[Scan]:
