@@ -20,7 +20,7 @@ def test_vocabulary_layout():
     assert dna_vocabulary(1) == [*vocabulary[:6], "A", "T", "C", "G", "N"]
     with pytest.raises(InvalidArgument, match="k=0"):
         dna_vocabulary(0)
-    for length in (-5, 0, 1, 2.0, True):
+    for length in (-5, 0, 2, 2.0, True):
         with pytest.raises(InvalidArgument, match="max_length="):
             dna_tokenizer(3, max_length=length)
 
@@ -36,7 +36,7 @@ def test_splits_into_kmers_then_letters(tmp_path, text, tokens):
     dna_tokenizer(6, tmp_path)
     tokenizer = AutoTokenizer.from_pretrained(tmp_path)
     ids = tokenizer(text)["input_ids"]
-    assert tokenizer.convert_ids_to_tokens(ids) == ["<cls>", *tokens]  # no end token: NT's
+    assert tokenizer.convert_ids_to_tokens(ids) == ["<cls>", *tokens, "<eos>"]
 
 
 def test_an_esm_model_builds_over_it():
@@ -61,7 +61,7 @@ def test_the_cli_saves_the_fixed_alphabets(tmp_path):
     assert result.exit_code == 0, result.output
     assert AutoTokenizer.from_pretrained(tmp_path / "dna").convert_ids_to_tokens(
         AutoTokenizer.from_pretrained(tmp_path / "dna")("acgTA")["input_ids"]) == [
-        "<cls>", "ACG", "T", "A"]
+        "<cls>", "ACG", "T", "A", "<eos>"]
     result = runner.invoke(app, ["tokenizer", "protein", "-o", str(tmp_path / "protein")])
     assert result.exit_code == 0, result.output
     assert len(AutoTokenizer.from_pretrained(tmp_path / "protein")) == 33

@@ -5,8 +5,9 @@ Vocabulary: `<unk> <pad> <mask> <cls> <eos> <bos>`, every k-mer of A, T, C, G (4
 the order of `itertools.product("ATCG")`), then the single letters A T C G N. A sequence
 is read left to right in non-overlapping k-mers; letters that do not complete a k-mer of
 A/T/C/G (a short end, the letters before an N, the N itself) are single-letter tokens.
-A sequence is encoded as the Nucleotide Transformer's are, `<cls>` then its tokens and no
-end token (`<eos>` separates the texts of a pair, and documents in packed pretraining).
+A sequence ends in `<eos>`, as documents end in pretraining's packed blocks, so a model
+trained here is read as it was trained; the Nucleotide Transformer's own tokenizer adds no
+end token, so score its released checkpoints with the tokenizer they ship.
 Saved as a fast tokenizer that `AutoTokenizer.from_pretrained` loads; `esm2-*` presets
 build a model over it (`build_mlm("esm2-tiny", dna_tokenizer())`).
 """
@@ -38,11 +39,11 @@ def dna_vocabulary(k: int = 6) -> list[str]:
 
 def dna_tokenizer(k: int = 6, directory: str | Path | None = None,
                   max_length: int = 1000) -> PreTrainedTokenizerFast:
-    """The k-mer DNA tokenizer (`<cls> k-mers`), saved in `directory` when given;
+    """The k-mer DNA tokenizer (`<cls> k-mers <eos>`), saved in `directory` when given;
     lower-case letters are read as upper case, whitespace is dropped."""
-    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 2:
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 3:
         raise InvalidArgument(f"max_length={max_length!r} must be a whole number of tokens, "
-                              "at least 2 (<cls> and one k-mer)")
+                              "at least 3 (<cls>, one k-mer, <eos>)")
     vocabulary = dna_vocabulary(k)
     ids = {token: i for i, token in enumerate(vocabulary)}
     backend = Tokenizer(models.WordLevel(ids, unk_token="<unk>"))
@@ -52,7 +53,7 @@ def dna_tokenizer(k: int = 6, directory: str | Path | None = None,
     backend.pre_tokenizer = pre_tokenizers.Split(Regex(f"[ACGT]{{{k}}}|."),
                                                  behavior="isolated")
     backend.post_processor = processors.TemplateProcessing(
-        single="<cls> $A", pair="<cls> $A <eos> $B",
+        single="<cls> $A <eos>", pair="<cls> $A <eos> $B <eos>",
         special_tokens=[("<cls>", ids["<cls>"]), ("<eos>", ids["<eos>"])])
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, cls_token="<cls>", pad_token="<pad>", eos_token="<eos>",
