@@ -65,9 +65,10 @@ def test_eval_compare_takes_variants_and_pretraining_refuses_the_part(esm_dir, s
     from mlmkit.evaluation.training import SuiteEvaluation
     from mlmkit.pretraining.config import PretrainConfig
 
-    with pytest.raises(InvalidArgument, match="the variants part needs a scans file, which a "
-                       "pretraining run does not take"):
-        SuiteEvaluation().check(PretrainConfig(eval_suite="blimp,variants"))
+    for part, what in (("variants", "scans file"), ("retrieval", "BEIR folder")):
+        with pytest.raises(InvalidArgument, match=f"the {part} part needs a {what}, which a "
+                           "training run has no flag for"):
+            SuiteEvaluation().check(PretrainConfig(eval_suite=f"blimp,{part}"))
 
 
 @pytest.mark.parametrize("entry, message", [

@@ -267,3 +267,23 @@ def test_a_phase_corpus_the_tokenizer_cannot_read_is_refused(tmp_path, tokenizer
                    "tokenizer_kind": "wordpiece"}, tmp_path / "run", tokenizer_dirs)
     with pytest.raises(InvalidData, match="unreadable.txt'.*of its tokens are \\[UNK\\]"):
         build_run(PretrainConfig(**values))
+
+
+
+def test_a_phase_corpus_of_dna_read_as_proteins_is_refused(tmp_path, tokenizer_dirs):
+    """The amino-acid alphabet reads DNA without <unk>: a phase's corpus is checked for it
+    as the run's own is."""
+    letters = np.array(list("LAGVSERTIDPKQNFYMHWC"))
+    proteins = np.random.default_rng(0).choice(letters, size=(100, 100))
+    (tmp_path / "proteins.fasta").write_text(
+        "".join(f">p{i}\n{''.join(row)}\n" for i, row in enumerate(proteins)))
+    (tmp_path / "dna.fasta").write_text("".join(f">g{i}\n{'ACGTTGCA' * 12}\n"
+                                                for i in range(100)))
+    phases = [{"name": "a", "steps": 2, "seq_len": 32},
+              {"name": "b", "steps": 2, "seq_len": 32,
+               "mixture": {"corpus": 1, str(tmp_path / "dna.fasta"): 1}}]
+    values = tiny({"model": "esm2-mini", "steps": 4, "seq_len": 32, "phases": phases,
+                   "tokenizer_kind": "protein", "corpus": str(tmp_path / "proteins.fasta")},
+                  tmp_path / "run", tokenizer_dirs)
+    with pytest.raises(InvalidData, match="dna.fasta' reads as DNA, not proteins"):
+        build_run(PretrainConfig(**values))

@@ -37,11 +37,16 @@ def parse_eval_suite(value: str | None) -> tuple[bool, list[str] | None] | None:
     if unknown or not parts:
         raise InvalidArgument(f"eval_suite={value!r} (--eval-suite): use quick, full or parts "
                               f"among {', '.join(PARTS)} (comma-separated)")
-    if "facts" in parts:  # it failed at the first evaluation, the run half-written
-        raise InvalidArgument(f"eval_suite={value!r} (--eval-suite): the facts part needs a "
-                              "facts file, which a training run has no flag for: leave facts "
-                              "out, and run `mlmkit eval suite MODEL --facts FILE` on a saved "
-                              "model")
+    # parts that need a file a training run has no flag for: refused before training (they
+    # failed at the first evaluation, the run half-written)
+    for part, flag, what in (("facts", "--facts", "facts file"),
+                             ("variants", "--variants", "scans file"),
+                             ("retrieval", "--retrieval", "BEIR folder")):
+        if part in parts:
+            raise InvalidArgument(
+                f"eval_suite={value!r} (--eval-suite): the {part} part needs a {what}, which a "
+                f"training run has no flag for: leave {part} out, and run `mlmkit eval suite "
+                f"MODEL --parts {part} {flag} ...` on a saved model")
     return True, parts
 
 
@@ -74,13 +79,6 @@ class SuiteEvaluation:
         quick_and_parts = parse_eval_suite(config.eval_suite)
         if quick_and_parts is not None:
             chosen = quick_and_parts[1] or list(DEFAULT_PARTS)
-            for part, flag, what in (("facts", "--facts", "facts file"),
-                                     ("variants", "--variants", "scans file")):
-                if part in chosen:
-                    raise InvalidArgument(
-                        f"--eval-suite {config.eval_suite!r}: the {part} part needs a {what}, "
-                        f"which a pretraining run does not take: drop {part}, and score the "
-                        f"saved model with mlmkit eval suite MODEL --parts {part} {flag} FILE")
             check_suite_data(config.suite_data, chosen, "--suite-data", "--eval-suite")
 
     def __call__(self, run) -> dict | None:

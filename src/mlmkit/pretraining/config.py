@@ -237,8 +237,8 @@ class PretrainConfig:
         the end), `save_every` (only at the end and on a signal), `pppl_sentences` (skip),
         `fill_mask_examples` (none) and `clip` (no clipping). `--steps`, `--tokens` and
         `--time` may be None (not that budget) but at least one is given. The sequence
-        length fits the preset's position count (`mlmkit.models.preset_table.PRESET_POSITIONS`)
-        or a local `--init` model's. Errors are one-line `InvalidArgument`s naming the flag.
+        length fits the preset's position count (`mlmkit.models.preset_table.preset_positions`:
+        512, ESM-2's 1,024) or a local `--init` model's. Errors are one-line `InvalidArgument`s naming the flag.
         """
         for name in ("objective", "tokenizer_kind", "corpus", "field", "packing", "schedule",
                      "device", "precision", "mask_stream"):

@@ -248,8 +248,9 @@ def check_residues(shards, tokenizer, names: list[str]) -> None:
         residues = tokens[np.isin(tokens, residue_ids)]
         if residues.size == 0:
             continue
-        nucleotides = float(np.isin(residues, [vocab[c] for c in NUCLEOTIDE_LETTERS]).mean())
-        text = float(np.isin(residues, [vocab[c] for c in TEXT_LETTERS]).mean())
+        nucleotides = float(np.isin(residues, [vocab[c] for c in NUCLEOTIDE_LETTERS
+                                               if c in vocab]).mean())
+        text = float(np.isin(residues, [vocab[c] for c in TEXT_LETTERS if c in vocab]).mean())
         if nucleotides >= MAX_NUCLEOTIDE_SHARE:
             raise InvalidData(
                 f"--corpus {source!r} reads as DNA, not proteins ({nucleotides:.0%} of its "
