@@ -42,10 +42,12 @@ def test_gzipped_fasta_and_directories(tmp_path):
     assert list(read_corpus(tmp_path)) == ["MKTAYIAKQRQISF", "MVLSPADK", "MK"]
 
 
-def test_gzip_under_another_name_and_old_mac_line_endings(tmp_path):
+def test_gzip_known_by_its_bytes_not_its_name_and_old_mac_line_endings(tmp_path):
     with gzip.open(tmp_path / "a.fasta", "wt") as f:  # compressed, not named .gz
         f.write(FASTA)
     assert list(read_corpus(tmp_path / "a.fasta")) == ["MKTAYIAKQRQISF", "MVLSPADK"]
+    (tmp_path / "plain.fasta.gz").write_text(FASTA)  # named .gz, not compressed
+    assert list(read_corpus(tmp_path / "plain.fasta.gz")) == ["MKTAYIAKQRQISF", "MVLSPADK"]
     (tmp_path / "mac.fasta").write_bytes(FASTA.replace("\n", "\r").encode())
     assert [r.sequence for r in read_fasta(tmp_path / "mac.fasta")] == [
         "MKTAYIAKQRQISF", "MVLSPADK"]

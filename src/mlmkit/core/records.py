@@ -68,13 +68,15 @@ def _open_binary(path):
     if str(path) == STDIN:
         return _Unclosable(sys.stdin.buffer)
     path = Path(path).expanduser()
-    if path.name.lower().endswith(".gz"):
-        return gzip.open(path, "rb")
     handle = open(path, "rb")
-    if handle.seekable() and handle.peek(2)[:2] == GZIP_MAGIC:
-        handle.close()  # gzip-compressed under another name: read it all the same
+    if not handle.seekable():  # a pipe: its name says whether it is compressed
+        if path.name.lower().endswith(".gz"):
+            return gzip.open(handle, "rb")
+        return handle
+    if handle.peek(2)[:2] == GZIP_MAGIC:  # compressed whatever its name says
+        handle.close()
         return gzip.open(path, "rb")
-    return handle
+    return handle  # plain text, even named .gz
 
 
 class _Unclosable(io.RawIOBase):
