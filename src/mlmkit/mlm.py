@@ -124,7 +124,8 @@ class MLM(LoadedMLM):
     Made by `mlmkit.load`. Methods: `score`, `rescore`, `evaluate_pairs`, `fill`,
     `generate`, `infill`, `elbo`, `classify`, `rank`, `probe`, `audit`, `embed`,
     `embed_sparse`, `variant_effects`, `design_binders`, and `finetune` and
-    `train_embeddings` (trained copies); each takes the task's options only. `.model` and `.tokenizer` are the transformers objects.
+    `train_embeddings` (trained copies); each takes the task's options only. `.model` and
+    `.tokenizer` are the transformers objects.
     """
 
     score = _feature("score")
