@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from mlmkit.errors import InvalidArgument, InvalidData, ModelError, RunError
+from mlmkit.errors import InvalidArgument, InvalidData, ModelError, RunError, UntrainedHead
 
 RUNTIME = {"device": "cpu", "threads": 1, "progress": False}
 
@@ -726,3 +726,7 @@ def test_a_checkpoint_without_an_mlm_head_resumes(tiny_mlm, sst, tmp_path):
     mlmkit.finetune(str(folder), "sst2", halt_after=2, **common)
     resumed = mlmkit.finetune(str(folder), "sst2", resume=True, **common)
     assert resumed.metrics == whole.metrics
+    # the prompt method reads the MLM head, which this checkpoint lacks
+    with pytest.raises(UntrainedHead, match="--method prompt reads the masked-LM head"):
+        mlmkit.finetune(str(folder), "sst2", method="prompt",
+                        **{**common, "run_dir": tmp_path / "prompt"})

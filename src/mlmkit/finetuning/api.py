@@ -229,13 +229,8 @@ def finetune(
                        f"{seed_list[0]}-{seed_list[-1]} (seed-N folders): start the run "
                        "without --resume")
     with hub_offline(offline):
-        try:  # a classifier head trains the encoder; only the prompt method reads the MLM's
-            mlm = as_mlm(model, tokenizer, device=str(target),
-                         allow_untrained_head=method == "head")
-        except UntrainedHead:
-            raise UntrainedHead(f"--method prompt reads the masked-LM head, and {model!r} has "
-                             "none trained: use a masked-LM checkpoint, or --method head (a "
-                             "classifier head of its own)") from None
+        mlm = as_mlm(model, tokenizer, device=str(target), allow_untrained_head=True)
+        # a classifier head trains the encoder; only the prompt method reads the MLM's
         if method == "prompt" and mlm.untrained_head and not getattr(mlm, "head_allowed",
                                                                       False):
             raise UntrainedHead(f"--method prompt reads the masked-LM head, and {mlm.name!r} "

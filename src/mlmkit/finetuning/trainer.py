@@ -280,8 +280,9 @@ def _fused(device) -> dict:
     return {"fused": True} if device.type in ("cpu", "cuda") else {}
 
 
-def _state_config(recipe: Recipe, data: TaskData, precision: str, packed: bool) -> dict:
+def _state_config(recipe: Recipe, data: TaskData, precision: str, packed: bool, mlm) -> dict:
     out = asdict(recipe)
+    out["model (weights and vocabulary)"] = _model_digest(mlm)  # the model it started from
     out["task"] = data.task.name
     # the arithmetic of a step: a resume in another precision or batch layout would not
     # continue the run bit for bit
@@ -361,8 +362,7 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     total = per_epoch * recipe.epochs
     optimizer, schedule = trainer.optimizer(total)
     run_path = Path(run_dir) if run_dir is not None else None
-    config = _state_config(recipe, data, precision, trainer.packed)
-    config["model (weights and vocabulary)"] = _model_digest(mlm)
+    config = _state_config(recipe, data, precision, trainer.packed, mlm)
     step, epoch, position, history = 0, 0, 0, []
     best = {"score": -math.inf, "epoch": 0, "metrics": {}}
     best_state, elapsed, seen, losses = None, 0.0, 0, []

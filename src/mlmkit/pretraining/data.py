@@ -208,22 +208,25 @@ UNKNOWN_COUNTED = 50_000_000
 def unknown_tokens(shards, tokenizer, names: list[str]) -> tuple[int, int]:
     """(<unk> tokens, tokens counted) among the first `UNKNOWN_COUNTED` tokens of each
     source of `shards` (`names`: each source's --corpus); a source more than
-    `MAX_UNKNOWN_SHARE` unknown is an error."""
+    `MAX_UNKNOWN_SHARE` unknown is an error, and so, with the amino-acid alphabet, is one
+    whose residues read as DNA or as text (`_check_residues`)."""
     unk = tokenizer.unk_token_id
-    if unk is None:
-        return 0, 0
+    alphabet = _amino_acid_alphabet(tokenizer)
     unknown = counted = 0
     parts = shards.parts if isinstance(shards, MixedShards) else [shards]
     for part, source in zip(parts, names, strict=True):
         tokens = np.asarray(part.tokens[:min(part.n_tokens, UNKNOWN_COUNTED)])
-        here = int(np.count_nonzero(tokens == unk))
+        here = int(np.count_nonzero(tokens == unk)) if unk is not None else 0
         if tokens.size and here > MAX_UNKNOWN_SHARE * tokens.size:
             raise InvalidData(
                 f"--corpus {source!r}: {here / tokens.size:.0%} of its tokens are "
                 f"{tokenizer.unk_token} (letters or words the tokenizer does not know): pass "
                 "the corpus this tokenizer reads, or a tokenizer made for it (the amino-acid "
                 "alphabet reads proteins, a k-mer tokenizer DNA, a trained one its own text)")
-        unknown, counted = unknown + here, counted + tokens.size
+        if alphabet is not None:
+            _check_residues(tokens[:RESIDUES_COUNTED], alphabet, source)
+        if unk is not None:
+            unknown, counted = unknown + here, counted + tokens.size
     return unknown, counted
 
 
@@ -235,32 +238,35 @@ MAX_NUCLEOTIDE_SHARE, MAX_TEXT_LETTER_SHARE = 0.9, 0.03
 RESIDUES_COUNTED = 1_000_000
 
 
-def check_residues(shards, tokenizer, names: list[str]) -> None:
-    """With the amino-acid alphabet, refuse a source of `shards` whose first residues read
-    as DNA or as text: the letters are residues too, so neither shows as <unk>."""
+def _amino_acid_alphabet(tokenizer) -> dict[str, int] | None:
+    """The ids of the residue letters, where the tokenizer is the amino-acid alphabet."""
     vocab = tokenizer.get_vocab()
     if len(vocab) > 64 or not set(STANDARD) <= set(vocab):
+        return None
+    return {letter: vocab[letter] for letter in RESIDUES if letter in vocab}
+
+
+def _check_residues(tokens: np.ndarray, alphabet: dict[str, int], source: str) -> None:
+    """Refuse a source whose residues read as DNA or as text: the letters are residues
+    too, so neither shows as <unk>."""
+    residues = tokens[np.isin(tokens, list(alphabet.values()))]
+    if residues.size == 0:
         return
-    residue_ids = np.array([vocab[letter] for letter in RESIDUES if letter in vocab])
-    parts = shards.parts if isinstance(shards, MixedShards) else [shards]
-    for part, source in zip(parts, names, strict=True):
-        tokens = np.asarray(part.tokens[:min(part.n_tokens, RESIDUES_COUNTED)])
-        residues = tokens[np.isin(tokens, residue_ids)]
-        if residues.size == 0:
-            continue
-        nucleotides = float(np.isin(residues, [vocab[c] for c in NUCLEOTIDE_LETTERS
-                                               if c in vocab]).mean())
-        text = float(np.isin(residues, [vocab[c] for c in TEXT_LETTERS if c in vocab]).mean())
-        if nucleotides >= MAX_NUCLEOTIDE_SHARE:
-            raise InvalidData(
-                f"--corpus {source!r} reads as DNA, not proteins ({nucleotides:.0%} of its "
-                "residues are A, C, G, T or N): pass a DNA tokenizer (mlmkit tokenizer dna "
-                "-o DIR; --tokenizer DIR), or a protein corpus")
-        if text > MAX_TEXT_LETTER_SHARE:
-            raise InvalidData(
-                f"--corpus {source!r} reads as text, not proteins ({text:.0%} of its "
-                "letters are O, U, B or Z, which proteins all but never hold): pass a protein "
-                "corpus (FASTA), or a tokenizer made for the text")
+
+    def share(letters: str) -> float:
+        return float(np.isin(residues, [alphabet[c] for c in letters if c in alphabet]).mean())
+
+    nucleotides, text = share(NUCLEOTIDE_LETTERS), share(TEXT_LETTERS)
+    if nucleotides >= MAX_NUCLEOTIDE_SHARE:
+        raise InvalidData(
+            f"--corpus {source!r} reads as DNA, not proteins ({nucleotides:.0%} of its "
+            "residues are A, C, G, T or N): pass a DNA tokenizer (mlmkit tokenizer dna "
+            "-o DIR; --tokenizer DIR), or a protein corpus")
+    if text > MAX_TEXT_LETTER_SHARE:
+        raise InvalidData(
+            f"--corpus {source!r} reads as text, not proteins ({text:.0%} of its "
+            "letters are O, U, B or Z, which proteins all but never hold): pass a protein "
+            "corpus (FASTA), or a tokenizer made for the text")
 
 
 def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
@@ -278,7 +284,6 @@ def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
     names = ([part.source for part in parse_corpus_spec(config.corpus)]
              if isinstance(train_shards, MixedShards) else [str(config.corpus)])
     unknown = unknown_tokens(train_shards, tokenizer, names)
-    check_residues(train_shards, tokenizer, names)
     val_docs = corpus_documents(config.corpus, "validation", config.field,
                                 config.validation_share)
     validation = val_shards = None

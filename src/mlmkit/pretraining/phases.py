@@ -29,7 +29,7 @@ from mlmkit.corpus.packing import BlockBatch, BlockOrder, PackedBlocks
 from mlmkit.corpus.shards import tokenize_corpus
 from mlmkit.errors import InvalidArgument
 from mlmkit.models.rope import has_rope, set_rope_theta
-from mlmkit.pretraining.data import check_residues, corpus_documents, unknown_tokens
+from mlmkit.pretraining.data import corpus_documents, unknown_tokens
 from mlmkit.pretraining.phase_specs import RUN_CORPUS, Phase, parse_phases, phase_limit
 
 
@@ -207,7 +207,6 @@ def phase_sources(config, tokenizer, data, phases: list[Phase], show_progress: b
                                                settings={"format": "shards-v1"},
                                                show_progress=show_progress)
                 unknown_tokens(shards[name], tokenizer, [name])  # a corpus it cannot read
-                check_residues(shards[name], tokenizer, [name])  # DNA or text as proteins
             key = (name if name != config.corpus else RUN_CORPUS, phase.seq_len)
             if key not in packed:
                 packed[key] = PackedBlocks(shards[name], phase.seq_len, **pack)
