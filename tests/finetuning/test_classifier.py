@@ -14,6 +14,7 @@ import mlmkit
 from mlmkit.cli import app
 from mlmkit.errors import InvalidArgument, ModelError, PathError
 from mlmkit.finetuning import default_run_dir, evaluate_classifier, load_classifier, predict
+from tests.finetuning.samples import write_sst_sample
 
 RUNTIME = {"device": "cpu", "threads": 1, "progress": False}
 
@@ -21,14 +22,7 @@ RUNTIME = {"device": "cpu", "threads": 1, "progress": False}
 @pytest.fixture(scope="module")
 def sst(shared_data, tmp_path_factory):
     """A small SST-2 sample: 64 training rows (balanced), 30 validation rows."""
-    root = tmp_path_factory.mktemp("sst-classifier")
-    rows = (shared_data / "sst2" / "train.tsv").read_text().splitlines()
-    pos = [r for r in rows[1:] if r.endswith("\t1")][:32]
-    neg = [r for r in rows[1:] if r.endswith("\t0")][:32]
-    (root / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(pos + neg) + "\n")
-    valid = (shared_data / "sst2" / "validation.tsv").read_text().splitlines()[:31]
-    (root / "validation.tsv").write_text("\n".join(valid) + "\n")
-    return root
+    return write_sst_sample(shared_data, tmp_path_factory.mktemp("sst-classifier"), 32, 30)
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from mlmkit.errors import InvalidArgument, InvalidData, ModelError, RunError, UntrainedHead
+from tests.finetuning.samples import write_sst_sample
 
 RUNTIME = {"device": "cpu", "threads": 1, "progress": False}
 
@@ -38,14 +39,7 @@ def test_metrics_match_hand_computed_values():
 @pytest.fixture(scope="module")
 def sst(shared_data, tmp_path_factory):
     """A small SST-2 sample: 96 training rows (balanced), 40 validation rows."""
-    root = tmp_path_factory.mktemp("sst")
-    rows = (shared_data / "sst2" / "train.tsv").read_text().splitlines()
-    pos = [r for r in rows[1:] if r.endswith("\t1")][:48]
-    neg = [r for r in rows[1:] if r.endswith("\t0")][:48]
-    (root / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(pos + neg) + "\n")
-    valid = (shared_data / "sst2" / "validation.tsv").read_text().splitlines()[:41]
-    (root / "validation.tsv").write_text("\n".join(valid) + "\n")
-    return root
+    return write_sst_sample(shared_data, tmp_path_factory.mktemp("sst"), 48, 40)
 
 
 @pytest.fixture(scope="module")

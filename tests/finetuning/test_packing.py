@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from mlmkit.errors import InvalidArgument
+from tests.finetuning.samples import write_sst_sample
 
 RUNTIME = {"device": "cpu", "threads": 1, "progress": False}
 
@@ -17,14 +18,7 @@ RUNTIME = {"device": "cpu", "threads": 1, "progress": False}
 @pytest.fixture(scope="module")
 def sst(shared_data, tmp_path_factory):
     """64 SST-2 training rows (balanced), 32 validation rows."""
-    root = tmp_path_factory.mktemp("sst-packed")
-    rows = (shared_data / "sst2" / "train.tsv").read_text().splitlines()
-    pos = [r for r in rows[1:] if r.endswith("\t1")][:32]
-    neg = [r for r in rows[1:] if r.endswith("\t0")][:32]
-    (root / "train.tsv").write_text("sentence\tlabel\n" + "\n".join(pos + neg) + "\n")
-    valid = (shared_data / "sst2" / "validation.tsv").read_text().splitlines()[:33]
-    (root / "validation.tsv").write_text("\n".join(valid) + "\n")
-    return root
+    return write_sst_sample(shared_data, tmp_path_factory.mktemp("sst-packed"), 32, 32)
 
 
 def test_pack_rows_fills_few_rows_without_overlap():

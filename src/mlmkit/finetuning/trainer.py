@@ -4,7 +4,8 @@
     for each epoch: batches in a seeded order, packed without padding where the model
                     has unpadded attention (finetuning/packing.py), else padded to their
                     longest row (length-bucketed on request);
-                    AdamW, linear warm-up and decay, gradient clipping at 1.0
+                    AdamW (of the input embedding, only the rows the training split
+                    uses: trained_rows.py), linear warm-up and decay, clipping at 1.0
     evaluate the last epoch's model (or, with select="best", each epoch's, keeping the best)
     on the validation split, then on the test split if given; write metrics.json
 
@@ -23,6 +24,7 @@ continues bit for bit (the epoch's order is a function of the seed and the epoch
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -60,6 +62,7 @@ from mlmkit.finetuning.packing import (
     packed_outputs,
     supports_packing,
 )
+from mlmkit.finetuning.trained_rows import TrainedRows, trained_rows
 from mlmkit.models.fast_modernbert import use_fast_layers
 from mlmkit.training import checkpoint
 from mlmkit.training.checkpoint import save_model_dir
@@ -182,6 +185,18 @@ class Trainer:
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
         self.pad_id = mlm.tokenizer.pad_token_id if mlm.tokenizer.pad_token_id is not None \
             else 0
+        self.rows: TrainedRows | None = None
+
+    def train_used_rows(self, encoded) -> None:
+        """Train only the input embedding's rows that `encoded` (the training split) uses
+        (finetuning/trained_rows.py): the same steps, without a dense gradient and AdamW
+        over rows that only decay. Head fine-tuning without LoRA."""
+        if self.recipe.method == "head" and self.recipe.lora is None:
+            self.rows = trained_rows(self.model, encoded, self.pad_id)
+        if self.rows is not None:
+            self.trainable = [self.rows.rows if p is self.rows.embedding.weight else p
+                              for p in self.model.parameters()
+                              if p.requires_grad or p is self.rows.embedding.weight]
 
     @property
     def max_length(self) -> int:
@@ -213,6 +228,8 @@ class Trainer:
         decayed = decayed_parameters(self.model)
         decay, plain = [], []
         for name, parameter in self.model.named_parameters():
+            if self.rows is not None and parameter is self.rows.embedding.weight:
+                parameter = self.rows.rows  # trained in its place
             if parameter.requires_grad:
                 (decay if name in decayed else plain).append(parameter)
         optimizer = torch.optim.AdamW([{"params": decay, "weight_decay":
@@ -348,6 +365,7 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     train_enc = trainer.encode(data.train)
     valid_enc = trainer.encode(data.validation) if data.validation is not None else None
     test_enc = trainer.encode(data.test) if data.test is not None else None
+    trainer.train_used_rows(train_enc)
     truncated = {"train": train_enc.truncated}
     if valid_enc is not None:
         truncated["validation"] = valid_enc.truncated
@@ -383,6 +401,12 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
             history, best, elapsed, seen = (state["history"], state["best"], state["elapsed"],
                                             state["seen"])
             losses = state["losses"]  # this epoch's so far
+            if trainer.rows is not None:  # the unused rows' decay (the loaded rows are read)
+                if state.get("embedding_decay") is None:
+                    raise RunError(f"--resume {str(run_path)!r}: the run was saved by an "
+                                   "earlier mlmkit, which trained the embedding densely: "
+                                   "finish it with that version, or start a new run directory")
+                trainer.rows.decay = state["embedding_decay"]
             say(f"resuming at epoch {epoch + 1}, step {step}")
         elif checkpoint.list_states(run_path):
             raise RunError(f"run directory {str(run_path)!r} already holds a fine-tuning run: "
@@ -401,7 +425,8 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
             "optimizer": optimizer.state_dict(), "schedule": schedule.state_dict(),
             "rng": torch.get_rng_state(), "step": step, "epoch": epoch, "position": position,
             "history": history, "best": best, "elapsed": elapsed, "seen": seen,
-            "losses": losses})
+            "losses": losses,
+            "embedding_decay": trainer.rows.decay if trainer.rows is not None else None})
 
     best_predictions = None  # the best epoch's validation predictions, made in this process
 
@@ -419,7 +444,8 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     steps_here = 0
     trainer.model.train()
     with StopOnSignal() as stop, Progress(f"fine-tuning {data.task.name}", total,
-                                           "steps", enabled=progress) as bar:
+                                           "steps", enabled=progress) as bar, \
+            (trainer.rows or contextlib.nullcontext()):
         bar.update(step)
         while epoch < recipe.epochs:
             batches = train_batches(train_enc.lengths, recipe.batch_size, recipe.seed, epoch,
@@ -435,6 +461,8 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                 loss.backward()
                 clip_in_step(optimizer, trainer.trainable, MAX_GRAD_NORM)
                 optimizer.step()
+                if trainer.rows is not None:
+                    trainer.rows.stepped(optimizer)
                 schedule.step()
                 optimizer.zero_grad(set_to_none=True)
                 losses.append(loss.item())
