@@ -87,6 +87,8 @@ def test_eval_compare_takes_variants_and_pretraining_refuses_the_part(esm_dir, s
      "2 records; .*scans.yaml: scan 1's sequence takes a FASTA file of one record"),
     ("{dms: same.csv, sequence: wt.fasta, offset: 24, target: fitness}",
      "scan 1's target fitness: every row of .*same.csv holds 0.5: Spearman's ρ needs"),
+    ("{dms: scan.csv, sequence: wt.fasta, offset: 1, target: fitness}",
+     "check the sequence and scan 1's offset in .*scans.yaml$"),
 ])
 def test_a_bad_scan_entry_is_one_line_naming_it(scans, entry, message):
     from mlmkit.errors import MlmkitError

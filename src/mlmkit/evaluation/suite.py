@@ -499,7 +499,8 @@ def read_scans(path) -> list[Scan]:
         sequence = check_sequence(sequence, f"{path}: scan {i}'s sequence")
         column = str(entry.get("mutation_col", "mutant"))
         scan = read_scan(dms, column, naming=f"mutation_col: in {path}")
-        mutations = check_mutations(scan, sequence, column, offset)
+        mutations = check_mutations(scan, sequence, column, offset,
+                                    offset_name=f"scan {i}'s offset in {path}")
         name = str(entry.get("name", Path(dms).stem))
         if name in names:
             raise InvalidData(f"{path}: scans {names[name]} and {i} are both named {name!r}: "

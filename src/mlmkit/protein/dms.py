@@ -98,12 +98,14 @@ def read_scan(path: str | Path, mutation_col: str = "mutant",
     return Scan(path, columns, rows, lines)
 
 
-def check_mutations(scan: Scan, sequence: str, mutation_col: str, offset: int) -> list[str]:
+def check_mutations(scan: Scan, sequence: str, mutation_col: str, offset: int,
+                    offset_name: str = "--offset") -> list[str]:
     """The mutation strings of `scan`, each checked against `sequence` (an error names the
-    file, line and mutation)."""
+    file, line and mutation, and `offset_name`: where the offset was set)."""
     texts = scan.column(mutation_col)
     for i, text in enumerate(texts):
-        parse_variant(text, sequence, offset, name=f"{scan.where(i)} ({text!r})")
+        parse_variant(text, sequence, offset, name=f"{scan.where(i)} ({text!r})",
+                      offset_name=offset_name)
     return texts
 
 

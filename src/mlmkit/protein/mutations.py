@@ -43,11 +43,12 @@ def check_sequence(sequence: str, name: str = "the sequence") -> str:
     return sequence
 
 
-def parse_variant(text: str, sequence: str, offset: int = 1,
-                  name: str | None = None) -> tuple[Mutation, ...]:
+def parse_variant(text: str, sequence: str, offset: int = 1, name: str | None = None,
+                  offset_name: str = "--offset") -> tuple[Mutation, ...]:
     """The mutations of `text` (`A42G` or `A42G:V50L`), checked against `sequence`.
 
-    `name` says where `text` came from in an error (default: the text itself)."""
+    `name` says where `text` came from in an error (default: the text itself), and
+    `offset_name` where the offset was set (a flag, or a key of a scans file)."""
     where = name or f"mutation {text!r}"
     if not isinstance(text, str) or not text.strip():
         raise InvalidData(f"{where}: no mutation given (write it as A42G, or A42G:V50L)")
@@ -74,10 +75,10 @@ def parse_variant(text: str, sequence: str, offset: int = 1,
         if not 0 <= index < len(sequence):
             raise InvalidData(f"{where}: position {position} is outside the sequence "
                               f"({offset}..{offset + len(sequence) - 1} with offset {offset}): "
-                              "check --offset")
+                              f"check {offset_name}")
         if sequence[index] != wild:
             raise InvalidData(f"{where}: the wild type at {position} is {sequence[index]!r}, "
-                              f"not {wild!r}: check the sequence and --offset")
+                              f"not {wild!r}: check the sequence and {offset_name}")
         if index in seen:
             raise InvalidData(f"{where}: position {position} is mutated twice")
         seen.add(index)

@@ -132,7 +132,8 @@ def variant_effects(
     sequence = check_sequence(sequence, "the wild-type sequence")
     if isinstance(mutations, str):
         mutations = [mutations]
-    variants = [parse_variant(text, sequence, int(offset), name=f"mutation {i + 1} ({text!r})")
+    variants = [parse_variant(text, sequence, int(offset), name=f"mutation {i + 1} ({text!r})",
+                              offset_name="offset= (--offset)")
                 for i, text in enumerate(mutations)]
     if not variants:
         return np.zeros(0, dtype=np.float64)
