@@ -39,6 +39,16 @@ def test_short_documents_as_document_packing_long_ones_one_window():
     assert np.array_equal(np.diff(inner), np.ones(7)) and 200 <= inner[0] <= 223
 
 
+def test_the_data_line_counts_the_documents_cropped():
+    from mlmkit.pretraining.data import PretrainData
+
+    shards = _shards((5, 30, 3, 12))
+    crop = PackedBlocks(shards, 10, cls_id=CLS, sep_id=SEP, pad_id=PAD, packing="crop")
+    assert crop.cropped == 2 and _blocks("document").cropped == 0
+    line = PretrainData(crop, None, [], shards, None).describe()
+    assert "4 blocks (2 documents longer than a block: a random window" in line
+
+
 def test_windows_follow_the_draws_and_are_fixed_without_them():
     blocks = _blocks("crop")
     starts = {int(blocks.gather([1], draws=[d]).input_ids[0, 1]) for d in range(60)}

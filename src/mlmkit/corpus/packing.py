@@ -88,6 +88,11 @@ class PackedBlocks:
     def __len__(self) -> int:
         return len(self._starts)
 
+    @property
+    def cropped(self) -> int:
+        """How many documents are longer than a block, so read as a window of it (`crop`)."""
+        return int(np.count_nonzero(self._excess)) if self.packing == "crop" else 0
+
     def __getitem__(self, indices) -> BlockBatch:
         return self.gather(indices)
 

@@ -63,8 +63,11 @@ class PretrainData:
         unknown_text = (f" ({unknown:,} <unk>, {unknown / counted:.2%} of "
                         f"{'the first ' if counted < self.train_shards.n_tokens else ''}"
                         f"{counted:,})" if unknown else "")
+        cropped = getattr(self.train, "cropped", 0)
+        cropped_text = (f" ({cropped:,} documents longer than a block: a random window of "
+                        "each, drawn again at each reading)" if cropped else "")
         return (f"{self.train_shards.n_documents:,} documents, {self.train_shards.n_tokens:,} "
-                f"tokens{unknown_text} → {len(self.train):,} blocks{mixed}"
+                f"tokens{unknown_text} → {len(self.train):,} blocks{cropped_text}{mixed}"
                 + (f"; validation {val.n_tokens:,} tokens → {len(self.validation):,} blocks"
                    if val is not None else "; no validation split"))
 
