@@ -75,6 +75,21 @@ def test_a_resume_with_weight_decay_is_bit_for_bit(tiny_mlm, sst, tmp_path):
         assert torch.equal(x, y), name
 
 
+def test_a_run_saved_training_the_whole_matrix_resumes(tiny_mlm, sst, tmp_path, monkeypatch):
+    common = _common(sst)
+    straight = mlmkit.finetune(tiny_mlm("bert"), "sst2", **common).runs[0]
+    with monkeypatch.context() as dense:  # as an earlier mlmkit saved it
+        dense.setattr(trainer_module.Trainer, "train_used_rows", lambda self, encoded: None)
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "run", halt_after=5,
+                        **common)
+    resumed = mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "run",
+                              resume=True, **common).runs[0]
+    assert resumed.steps == straight.steps and resumed.metrics == straight.metrics
+    for (name, x), (_, y) in zip(straight._model.state_dict().items(),
+                                 resumed._model.state_dict().items(), strict=True):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-6, msg=name)
+
+
 def test_the_embedding_is_its_own_after_the_run(tiny_mlm, sst, tmp_path):
     result = mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "run",
                              **_common(sst)).runs[0]
@@ -97,3 +112,9 @@ def test_tied_or_frozen_embeddings_train_whole(tiny_mlm):
     rows.close()
     classifier.get_input_embeddings().weight.requires_grad_(False)
     assert trained_rows(classifier, encoded, 0) is None
+
+    class Unfound(torch.nn.Module):  # transformers cannot find its embedding
+        def get_input_embeddings(self):
+            raise NotImplementedError
+
+    assert trained_rows(Unfound(), encoded, 0) is None

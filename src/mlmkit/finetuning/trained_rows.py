@@ -13,9 +13,11 @@ embedding) and keeps the product of the decay factors for the rest. The full mat
 written (the rest as its starting values times the product, the used rows copied in)
 whenever it is read: by a forward outside training (evaluation), and by the model's
 `state_dict` (checkpoints, the best epoch, the saved model). The steps equal dense AdamW's
-within float rounding (the clipping norm sums in another order; the decay is one product,
-not a multiplication a step), and a resumed run restores the product, so it continues
-bit for bit however often the matrix was written before its stop.
+within float rounding: the clipping norm sums in another order, and the decay is the exact
+product, where dense AdamW multiplies by 1 − lr_t·λ rounded to float32 at every step (a
+drift that grows with the steps). A resumed run restores the product, so it continues bit
+for bit however often the matrix was written before its stop; a run saved while the whole
+matrix trained resumes from its saved rows.
 
 Used where it is plain: an `nn.Embedding` without `max_norm`, frequency scaling or sparse
 gradients, trained, and not tied to another weight (a masked LM's decoder reads every
@@ -80,6 +82,18 @@ class TrainedRows:
         self.rows.copy_(self.embedding.weight[self.used])
         self.stale = False
 
+    @torch.no_grad()
+    def adopt_dense(self, optimizer: torch.optim.Optimizer) -> None:
+        """After resuming a run saved while the whole matrix trained (an earlier mlmkit):
+        its loaded weight holds the unused rows decayed so far, so they are the new start
+        (decay 1), and AdamW's moments are cut to the used rows (the others' are 0)."""
+        self.start, self.decay = self.embedding.weight.detach().clone(), 1.0
+        state = optimizer.state.get(self.rows, {})
+        for key in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
+            moment = state.get(key)
+            if moment is not None and moment.shape[0] == self.start.shape[0]:
+                state[key] = moment[self.used].clone()
+
     def __enter__(self) -> TrainedRows:
         return self
 
@@ -98,7 +112,10 @@ class TrainedRows:
 def trained_rows(model: torch.nn.Module, encoded: Encoded, pad_id: int) -> TrainedRows | None:
     """A `TrainedRows` of `model`'s input embedding for the training rows `encoded` (and the
     padding id, which batches add), or None where the embedding is not a plain trained one."""
-    embedding = model.get_input_embeddings()
+    try:
+        embedding = model.get_input_embeddings()
+    except NotImplementedError:  # a model whose embedding transformers cannot find
+        return None
     if (type(embedding) is not torch.nn.Embedding or not embedding.weight.requires_grad
             or embedding.max_norm is not None or embedding.scale_grad_by_freq
             or embedding.sparse or _tied(model, embedding.weight)):

@@ -402,11 +402,10 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                                             state["seen"])
             losses = state["losses"]  # this epoch's so far
             if trainer.rows is not None:  # the unused rows' decay (the loaded rows are read)
-                if state.get("embedding_decay") is None:
-                    raise RunError(f"--resume {str(run_path)!r}: the run was saved by an "
-                                   "earlier mlmkit, which trained the embedding densely: "
-                                   "finish it with that version, or start a new run directory")
-                trainer.rows.decay = state["embedding_decay"]
+                if state.get("embedding_decay") is None:  # saved training the whole matrix
+                    trainer.rows.adopt_dense(optimizer)
+                else:
+                    trainer.rows.decay = state["embedding_decay"]
             say(f"resuming at epoch {epoch + 1}, step {step}")
         elif checkpoint.list_states(run_path):
             raise RunError(f"run directory {str(run_path)!r} already holds a fine-tuning run: "
