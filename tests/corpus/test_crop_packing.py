@@ -39,7 +39,7 @@ def test_short_documents_as_document_packing_long_ones_one_window():
     assert np.array_equal(np.diff(inner), np.ones(7)) and 200 <= inner[0] <= 223
 
 
-def test_the_data_line_counts_the_documents_cropped():
+def test_the_data_line_counts_the_documents_cropped_and_says_why_none_is_held_out():
     from mlmkit.pretraining.data import PretrainData
 
     shards = _shards((5, 30, 3, 12))
@@ -47,6 +47,11 @@ def test_the_data_line_counts_the_documents_cropped():
     assert crop.cropped == 2 and _blocks("document").cropped == 0
     line = PretrainData(crop, None, [], shards, None).describe()
     assert "4 blocks (2 documents longer than a block: a random window" in line
+    # and why a corpus this small is not evaluated
+    line = PretrainData(crop, None, [], shards, None, validation_share=0.05).describe()
+    assert "none of the 4 documents fell in the 5% held out" in line
+    line = PretrainData(crop, None, [], shards, None, validation_share=0.0).describe()
+    assert line.endswith("no validation split (--validation-share 0): the run is not evaluated")
 
 
 def test_windows_follow_the_draws_and_are_fixed_without_them():

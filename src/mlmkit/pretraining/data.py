@@ -52,6 +52,7 @@ class PretrainData:
     validation_shards: TokenShards | None
     examples: list[FillExample] = field(default_factory=list)  # closing fill-mask examples
     unknown: tuple[int, int] = (0, 0)  # <unk> tokens among the training tokens counted
+    validation_share: float | None = None  # of documents held out (None: not said)
 
     def describe(self) -> str:
         val = self.validation_shards
@@ -69,7 +70,18 @@ class PretrainData:
         return (f"{self.train_shards.n_documents:,} documents, {self.train_shards.n_tokens:,} "
                 f"tokens{unknown_text} → {len(self.train):,} blocks{cropped_text}{mixed}"
                 + (f"; validation {val.n_tokens:,} tokens → {len(self.validation):,} blocks"
-                   if val is not None else "; no validation split"))
+                   if val is not None else self._no_validation()))
+
+    def _no_validation(self) -> str:
+        """Why the run is not evaluated: held-out documents were not asked for, or none of
+        a small corpus's documents fell in the share held out."""
+        if self.validation_share == 0:
+            return "; no validation split (--validation-share 0): the run is not evaluated"
+        if self.validation_share is None:
+            return "; no validation split: the run is not evaluated"
+        return (f"; no validation split: none of the {self.train_shards.n_documents:,} "
+                f"documents fell in the {self.validation_share:.0%} held out (a larger corpus "
+                "or --validation-share holds some out): the run is not evaluated")
 
 
 def _is_validation(text: str, share: float) -> bool:
@@ -306,7 +318,8 @@ def build_data(config, tokenizer, show_progress: bool = True) -> PretrainData:
                 if val_shards is not None else [])
     return PretrainData(train=train, validation=validation, sentences=sentences,
                         train_shards=train_shards, validation_shards=val_shards,
-                        examples=examples, unknown=unknown)
+                        examples=examples, unknown=unknown,
+                        validation_share=config.validation_share)
 
 
 # ---- weighted corpus mixtures: --corpus a.txt:0.7 --corpus b.txt:0.3
