@@ -76,4 +76,10 @@ def test_draws_are_a_function_of_seed_step_and_row():
 
 def test_the_esm2_recipe_crops():
     assert recipe_config("esm2")["packing"] == "crop"
+    # its warm-up, given in steps, keeps its share of a run of other length
+    assert recipe_config("esm2")["warmup"] == 50
+    assert recipe_config("esm2", {"steps": 2000})["warmup"] == 100
+    assert recipe_config("esm2", {"steps": 12})["warmup"] == 1
+    assert recipe_config("esm2", {"steps": 12, "warmup": 5})["warmup"] == 5
+    assert recipe_config("bert", {"steps": 12})["warmup"] == 0.06  # a share already
     assert PretrainConfig(packing="crop").packing == "crop"

@@ -79,10 +79,14 @@ def recipe_config(name: str, overrides: dict | None = None) -> dict:
         check_family(family)
     if "phases" not in overrides and overrides.get("steps") is not None:
         values["phases"] = scale_phases(values["phases"], int(overrides["steps"]))
+        share = int(overrides["steps"]) / int(recipe.config.get("steps") or 1)
         if values.get("batch_warmup_tokens") and "batch_warmup_tokens" not in overrides:
             # the batch warm-up keeps its share of the run (tokens scale with the steps)
-            share = int(overrides["steps"]) / int(recipe.config.get("steps") or 1)
             values["batch_warmup_tokens"] = max(1, round(values["batch_warmup_tokens"] * share))
+        if values.get("warmup", 0) >= 1 and "warmup" not in overrides:
+            # a warm-up given in steps keeps its share too, as the phases' warm-ups do (50
+            # steps of a 12-step run would never reach the peak learning rate)
+            values["warmup"] = max(1, round(values["warmup"] * share))
     values.update(overrides)
     return values
 
