@@ -118,16 +118,15 @@ def trained_rows(model: torch.nn.Module, encoded: Encoded, pad_id: int) -> Train
         return None
     if (type(embedding) is not torch.nn.Embedding or not embedding.weight.requires_grad
             or embedding.max_norm is not None or embedding.scale_grad_by_freq
-            or embedding.sparse or _tied(model, embedding.weight)):
+            or embedding.sparse or _tied(model, embedding)):
         return None
     ids = np.unique(np.concatenate([np.asarray(row, dtype=np.int64) for row in encoded.ids]
                                    + [np.asarray([pad_id], dtype=np.int64)]))
     return TrainedRows(embedding, torch.from_numpy(ids).to(embedding.weight.device))
 
 
-def _tied(model: torch.nn.Module, weight: torch.Tensor) -> bool:
-    """Whether another module of `model` holds `weight` (a tied decoder)."""
-    embedding = model.get_input_embeddings()
-    return any(module is not embedding and any(p is weight for p in
+def _tied(model: torch.nn.Module, embedding: torch.nn.Embedding) -> bool:
+    """Whether another module of `model` holds `embedding`'s weight (a tied decoder)."""
+    return any(module is not embedding and any(p is embedding.weight for p in
                                                module.parameters(recurse=False))
                for module in model.modules())
