@@ -96,6 +96,20 @@ def test_esm2_presets_read_esm2_s_1024_tokens():
         PretrainConfig(model="mini", seq_len=1024).validate()
 
 
+def test_a_tokenizer_trained_for_an_esm2_preset_declares_its_1024_tokens(tmp_path):
+    corpus = tmp_path / "text.txt"
+    corpus.write_text("".join(f"sentence number {i} of a small corpus.\n" for i in range(300)))
+    result = CliRunner().invoke(app, [  # the esm2 shape with a WordPiece tokenizer of text
+        "pretrain", "--model", "esm2-tiny", "--corpus", str(corpus), "--steps", "1",
+        "--batch-size", "2", "--seq-len", "32", "--run-dir", str(tmp_path / "run"),
+        "--eval-every", "0", "--pppl-sentences", "0", "--fill-mask-examples", "0",
+        "--vocab-size", "300", "--threads", "1", "--precision", "fp32"])
+    assert result.exit_code == 0, result.output
+    final = tmp_path / "run" / "final"
+    assert transformers.AutoTokenizer.from_pretrained(final).model_max_length == 1024
+    assert json.loads((final / "tokenizer_config.json").read_text())["model_max_length"] == 1024
+
+
 def test_a_protein_corpus_has_pppl_items_and_fill_mask_examples():
     from mlmkit.pretraining.data import validation_sentences
     from mlmkit.pretraining.examples import pick_examples

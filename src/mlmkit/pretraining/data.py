@@ -31,7 +31,7 @@ from mlmkit.corpus.python_docs import python_docs
 from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_corpus
 from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
 from mlmkit.models.load import TOKENIZER_FILES, complete_special_tokens
-from mlmkit.models.preset_table import PRESET_POSITIONS
+from mlmkit.models.preset_table import PRESET_POSITIONS, init_positions, preset_positions
 from mlmkit.pretraining.examples import FillExample, pick_examples
 from mlmkit.protein.alphabet import RESIDUES, STANDARD, protein_tokenizer
 from mlmkit.tokenizer import train_tokenizer
@@ -162,9 +162,10 @@ def _trained_tokenizer(config, show_progress: bool):
     corpus_hash, count = documents_fingerprint(documents())
     if count == 0:
         raise MlmkitError(f"--corpus {config.corpus!r} has no training documents: it is empty")
+    positions = _model_positions(config)
     key = hashlib.blake2b(
         f"{corpus_hash}|{config.tokenizer_kind}|{config.vocab_size}|{config.seq_len}|"
-        f"{TOKENIZER_FORMAT}".encode(), digest_size=12).hexdigest()
+        f"{positions}|{TOKENIZER_FORMAT}".encode(), digest_size=12).hexdigest()
     base = cache_dir("tokenizers")
     final = base / key
     if (final / "tokenizer.json").exists():
@@ -174,7 +175,7 @@ def _trained_tokenizer(config, show_progress: bool):
     try:
         train_tokenizer(documents(), staging, kind=config.tokenizer_kind,
                         vocab_size=config.vocab_size,
-                        model_max_length=PRESET_POSITIONS,  # the model's, not --seq-len
+                        model_max_length=positions,  # the model's, not --seq-len
                         show_progress=show_progress)
         try:
             os.replace(staging, final)
@@ -184,6 +185,14 @@ def _trained_tokenizer(config, show_progress: bool):
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return AutoTokenizer.from_pretrained(str(final))
+
+
+def _model_positions(config) -> int:
+    """The longest input of the model a run trains (its trained tokenizer declares it, so
+    that the saved pair agrees): the --init model's, else the preset's (ESM-2's 1,024)."""
+    if config.init is not None:
+        return init_positions(config.init) or PRESET_POSITIONS
+    return preset_positions(config.model)
 
 
 def validation_sentences(documents: Iterable[str], tokenizer, count: int, max_tokens: int,
