@@ -251,12 +251,21 @@ def _esm_layer(layer, hidden, mask, rows, cols, inputs):
     return layer.feed_forward_chunk(layer.attention.output(context, x))
 
 
+EXACT_QUERY_ROWS = 8
+"""Copies of a read column's query in the exact path's attention. PyTorch's CPU attention
+multiplies a block of queries by the keys in one product, and the BLAS rounds a product of
+very few rows its own way: on Intel CPUs below 2 rows, on AMD ones below 4 (MKL). A full
+forward's blocks hold 24 to 256 queries (bar a last block of a few at some lengths), so 8
+copies get each query the bits it has there."""
+
+
 def _esm_layer_exact(layer, hidden, mask, rows, cols, inputs):
     """EsmLayer under SDPA attention at one column per row: transformers' operations in
     transformers' order (the query scaled before its rotation, the rotation's products and
     sum as `exact_esm.rotated` computes them, SDPA at scale 1, ESM's own GELU), each product
-    on at least `EXACT_ROWS` rows and the attention on two query rows (SDPA on one query
-    row rounds differently): the full layer's bits at the read columns. Returns [B, d]."""
+    on at least `EXACT_ROWS` rows and the attention on `EXACT_QUERY_ROWS` copies of the
+    query (SDPA on a few query rows rounds differently): the full layer's bits at the read
+    columns. Returns [B, d]."""
     att = layer.attention.self
     batch, length, _ = hidden.shape
     heads, head_dim = att.num_attention_heads, att.attention_head_size
@@ -276,7 +285,7 @@ def _esm_layer_exact(layer, hidden, mask, rows, cols, inputs):
         mask = mask.expand(batch, -1, -1, -1)
         if mask.shape[-2] != 1:
             mask = mask[rows, :, cols].unsqueeze(2)
-    query = query.expand(-1, -1, 2, -1).contiguous()  # the same query twice
+    query = query.expand(-1, -1, EXACT_QUERY_ROWS, -1).contiguous()  # the same query, repeated
     context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=1.0)
     context = context[:, :, :1].transpose(1, 2).reshape(batch, heads * head_dim)
     attended = exact_rows(layer.attention.output, context, hidden[rows, cols])
