@@ -157,6 +157,9 @@ def test_a_multi_mutant_wider_than_the_window_scores_every_mutation(esm_mlm, str
     ("", "no mutation given"),
     ("K2A:K2G", "position 2 is mutated twice"),
     ("K2X", "'X' is an ambiguous code"), ("K2b", "'B' is an ambiguous code"),
+    ("K2A::T3G", "an empty part between ':' separators"), ("K2A:", "an empty part"),
+    ("K\u0662A", "is not a mutation"), ("K\uff12A", "is not a mutation"),  # non-ASCII 2s
+    (42, "of type int, not a mutation"), (b"K2A", "of type bytes, not a mutation"),
 ])
 def test_bad_mutations_are_one_line_naming_them(esm_mlm, mutation, message):
     with pytest.raises(InvalidData) as error:
@@ -169,5 +172,9 @@ def test_bad_arguments(esm_mlm):
         esm_mlm.variant_effects(SHORT, ["K2A"], strategy="best")
     with pytest.raises(InvalidData, match="'J' at residue 3"):
         esm_mlm.variant_effects("MKJ", ["K2A"])
+    gene = "ATGGCTAGCAAAGGAGAAGAACTTTTCACTGGAGTTGTC"
+    with pytest.raises(InvalidData, match="reads as DNA, not a protein"):
+        esm_mlm.variant_effects(gene, ["T2A"])
+    assert np.isfinite(esm_mlm.variant_effects("A" * 30, ["A2G"])).all()  # poly-Ala is a protein
     with pytest.raises(InvalidArgument, match="set once with mlmkit.load"):
         esm_mlm.variant_effects(SHORT, ["K2A"], device="cpu")

@@ -93,6 +93,10 @@ def test_published_esm1v_scores_reproduce_their_spearman(shared_data, monkeypatc
     ("mutant,mutant\nK25A,K25A\n", "dms.csv line 1: the column 'mutant' appears twice"),
     ('mutant,fitness\n"K25A,1\nK26A,2\n', "dms.csv line 2: a quote opened in this row is "
      "never closed"),
+    ('mutant,fitness\nK25A,1\n"K26\nA",2\n', "dms.csv line 3 ('K26\\nA')"),  # where it begins
+    ("mutant\tfitness\nK25A\t1\n", "dms.csv line 1: the header is one column holding tabs: "
+     "a DMS file is comma-separated"),
+    ("mutant;fitness\nK25A;1\n", "holding semicolons"),
 ])
 def test_bad_dms_files_are_one_line_naming_the_row(esm_dir, tmp_path, dms, message):
     path = _write(tmp_path / "dms.csv", dms)
@@ -100,6 +104,39 @@ def test_bad_dms_files_are_one_line_naming_the_row(esm_dir, tmp_path, dms, messa
     assert result.exit_code == 1
     assert message in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--bootstrap", "2000000"], "n_boot=2000000 (--bootstrap) must be a whole number"),
+    (["--bootstrap", "-1"], "(--bootstrap) must be a whole number"),
+    (["--score-field", " "], "--score-field is empty"),
+    (["--target-field", "mutant"], "--target-field 'mutant' is the mutation column"),
+])
+def test_bad_options_are_refused_before_any_work(esm_dir, tmp_path, arguments, message):
+    path = _write(tmp_path / "dms.csv", "mutant,fitness\nK25A,1\nT26G,2\n")
+    out = tmp_path / "out.csv"
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", SEQUENCE, path,
+                      "--offset", "24", "-o", str(out), "--device", "cpu", *arguments])
+    assert result.exit_code == 1
+    assert message in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert not out.exists()  # refused before scoring
+
+
+def test_letters_that_name_a_file_are_refused_as_ambiguous(esm_dir, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _write(tmp_path / "MKV", ">other\nMKTAYIAK\n")
+    dms = _write(tmp_path / "dms.csv", "mutant\nK2A\n")
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", "MKV", dms, "-o",
+                      "out.csv", "--device", "cpu"])
+    assert result.exit_code == 1
+    assert "'MKV' is both a file here and a sequence of letters: write ./MKV" in result.stderr
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", "./MKV", dms, "-o",
+                      "out.csv", "--device", "cpu"])
+    assert result.exit_code == 0, result.stderr
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", "/dev/null", dms,
+                      "-o", "out2.csv", "--device", "cpu"])
+    assert result.exit_code == 1 and "is not a regular file" in result.stderr
 
 
 def test_a_byte_order_mark_is_not_part_of_the_first_column(esm_dir, tmp_path):

@@ -14,6 +14,7 @@ from mlmkit.cli.options import JSON, Runtime, command, command_group, trusting
 from mlmkit.core.correlation import spearman_score
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
+from mlmkit.core.statistics import check_bootstrap
 from mlmkit.errors import InvalidArgument
 from mlmkit.options import as_keywords
 from mlmkit.options.sampler import Sampling
@@ -64,6 +65,12 @@ def variants_command(
         if output is None and target_col is None:
             raise InvalidArgument("nothing to do: give -o/--output for the scores and/or "
                                   "--target-field for a correlation")
+        check_bootstrap(n_boot)
+        if not score_col.strip():
+            raise InvalidArgument("--score-field is empty: name the column the scores go in")
+        if target_col is not None and target_col == mutation_col:
+            raise InvalidArgument(f"--target-field {target_col!r} is the mutation column "
+                                  "(--mutation-field): name the column of measured fitness")
         if output is not None:
             check_output_path(output, [dms], "-o/--output")
         if dms == "-" and sequence == "-":

@@ -106,6 +106,10 @@ def read_sequence(value: str, what: str = "--sequence") -> str:
         records = list(_records(display_name(STDIN), lines))
     elif not (is_fasta(value) or "/" in value or names_a_file(value)):
         return value
+    elif value.isascii() and value.isalpha() and names_a_file(value):
+        raise InvalidArgument(f"{what} {value!r} is both a file here and a sequence of letters: "
+                              f"write ./{value} to read the file, or give the letters on "
+                              f"standard input ({what} -)")
     else:
         records = list(read_fasta(value))
     if len(records) != 1:

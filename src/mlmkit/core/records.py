@@ -45,6 +45,9 @@ def check_input_file(path, what: str = "input file") -> None:
     p = Path(path).expanduser()
     if p.is_dir():
         raise PathError(f"{what} {str(path)!r} is a directory: pass a file (or - for stdin)")
+    if p.exists() and not p.is_file():
+        raise PathError(f"{what} {str(path)!r} is not a regular file (a device, a socket or a "
+                        "pipe): pass a file (or - for stdin)")
     if not p.is_file():
         raise PathError(f"{what} {str(path)!r} does not exist: check the path (or pass - to "
                         "read standard input)")

@@ -33,7 +33,13 @@ from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
 from mlmkit.models.load import TOKENIZER_FILES, complete_special_tokens
 from mlmkit.models.preset_table import PRESET_POSITIONS, init_positions, preset_positions
 from mlmkit.pretraining.examples import FillExample, pick_examples
-from mlmkit.protein.alphabet import RESIDUES, STANDARD, protein_tokenizer
+from mlmkit.protein.alphabet import (
+    MAX_NUCLEOTIDE_SHARE,
+    NUCLEOTIDE_LETTERS,
+    RESIDUES,
+    STANDARD,
+    protein_tokenizer,
+)
 from mlmkit.tokenizer import train_tokenizer
 from mlmkit.training.objective import Prepared
 
@@ -254,11 +260,10 @@ def unknown_tokens(shards, tokenizer, names: list[str]) -> tuple[int, int]:
     return unknown, counted
 
 
-# Letters the amino-acid alphabet reads that say a corpus is not proteins: DNA is nearly all
-# A, C, G, T (and N), which are residues too; English text is about 12% O, U, B and Z,
-# which proteins all but never hold (pyrrolysine, selenocysteine, two ambiguity codes).
-NUCLEOTIDE_LETTERS, TEXT_LETTERS = "ACGTN", "OUBZ"
-MAX_NUCLEOTIDE_SHARE, MAX_TEXT_LETTER_SHARE = 0.9, 0.03
+# Letters the amino-acid alphabet reads that say a corpus is not proteins: DNA
+# (NUCLEOTIDE_LETTERS), or English text, about 12% O, U, B and Z, which proteins all but
+# never hold (pyrrolysine, selenocysteine, two ambiguity codes).
+TEXT_LETTERS, MAX_TEXT_LETTER_SHARE = "OUBZ", 0.03
 RESIDUES_COUNTED = 1_000_000
 
 

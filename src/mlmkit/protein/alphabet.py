@@ -29,6 +29,9 @@ GAPS = (".", "-", "<null_1>")
 VOCABULARY: tuple[str, ...] = (*SPECIALS, *STANDARD, *RARE, *GAPS, "<mask>")
 RESIDUES = STANDARD + RARE  # the letters a protein sequence may hold
 AMBIGUOUS = "XBZ"  # codes for an unknown or one of two residues: no variant names them
+# DNA is nearly all A, C, G, T (and N), which are residues too: a "protein" that much of
+# them is a gene (a corpus, or a wild type, read by the wrong alphabet)
+NUCLEOTIDE_LETTERS, MAX_NUCLEOTIDE_SHARE = "ACGTN", 0.9
 
 
 def protein_tokenizer(directory: str | Path | None = None) -> PreTrainedTokenizerFast:

@@ -71,13 +71,19 @@ def read_scan(path: str | Path, mutation_col: str = "mutant",
                 raise InvalidData(f"{path} line 1: the column {twice[0]!r} appears twice: "
                                   "name each column once")
             if mutation_col not in columns:
+                other = next((name for sep, name in (("\t", "tabs"), (";", "semicolons"))
+                              if len(columns) == 1 and sep in columns[0]), None)
+                if other is not None:
+                    raise InvalidData(f"{path} line 1: the header is one column holding "
+                                      f"{other}: a DMS file is comma-separated (CSV); write "
+                                      "it with commas")
                 raise InvalidData(f"{path} line 1: no {mutation_col!r} column (its columns: "
                                   f"{', '.join(columns)}): name it with {naming}")
             rows, lines = [], []
             row_start = reader.line_num + 1
             for fields in reader:
-                line = reader.line_num
-                row_start = line + 1  # where the next row begins
+                # a row's line is where it begins (a quoted field may span lines)
+                line, row_start = row_start, reader.line_num + 1
                 if not fields or not any(f.strip() for f in fields):
                     continue
                 if len(fields) != len(columns):

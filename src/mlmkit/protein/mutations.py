@@ -12,10 +12,16 @@ import re
 from dataclasses import dataclass
 
 from mlmkit.errors import InvalidData
-from mlmkit.protein.alphabet import AMBIGUOUS, RESIDUES
+from mlmkit.protein.alphabet import (
+    AMBIGUOUS,
+    MAX_NUCLEOTIDE_SHARE,
+    NUCLEOTIDE_LETTERS,
+    RESIDUES,
+)
 
-_MUTATION = re.compile(r"^([A-Za-z])(-?\d+)([A-Za-z])$")
-_STOP_OR_GAP = re.compile(r"^[A-Za-z]-?\d+[*\-]$")
+# ASCII digits only: int() would read other scripts' digits (٢, ２) as 2
+_MUTATION = re.compile(r"^([A-Za-z])(-?[0-9]+)([A-Za-z])$")
+_STOP_OR_GAP = re.compile(r"^[A-Za-z]-?[0-9]+[*\-]$")
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,11 @@ def check_sequence(sequence: str, name: str = "the sequence") -> str:
         if letter not in RESIDUES:
             raise InvalidData(f"{name}: {letter!r} at residue {i + 1} is not an amino-acid "
                               f"letter (use {RESIDUES})")
+    share = sum(sequence.count(c) for c in NUCLEOTIDE_LETTERS) / len(sequence)
+    if len(sequence) >= 20 and share >= MAX_NUCLEOTIDE_SHARE and set("ACGT") <= set(sequence):
+        raise InvalidData(f"{name} reads as DNA, not a protein ({share:.0%} of its letters "
+                          "are A, C, G, T or N): give the protein's amino-acid letters "
+                          "(translate the gene)")
     return sequence
 
 
@@ -50,10 +61,16 @@ def parse_variant(text: str, sequence: str, offset: int = 1, name: str | None = 
     `name` says where `text` came from in an error (default: the text itself), and
     `offset_name` where the offset was set (a flag, or a key of a scans file)."""
     where = name or f"mutation {text!r}"
-    if not isinstance(text, str) or not text.strip():
+    if text is not None and not isinstance(text, str):
+        raise InvalidData(f"{where}: of type {type(text).__name__}, not a mutation: give it "
+                          "as a string (A42G, or A42G:V50L)")
+    if text is None or not text.strip():
         raise InvalidData(f"{where}: no mutation given (write it as A42G, or A42G:V50L)")
     mutations, seen = [], set()
     for part in text.strip().split(":"):
+        if not part.strip():
+            raise InvalidData(f"{where}: an empty part between ':' separators: join the "
+                              "mutations of a multi-mutant with single colons (A42G:V50L)")
         match = _MUTATION.match(part.strip())
         if match is None and _STOP_OR_GAP.match(part.strip()):
             raise InvalidData(f"{where}: {part.strip()!r} is a stop or a deletion; a masked "
@@ -80,7 +97,8 @@ def parse_variant(text: str, sequence: str, offset: int = 1, name: str | None = 
             raise InvalidData(f"{where}: the wild type at {position} is {sequence[index]!r}, "
                               f"not {wild!r}: check the sequence and {offset_name}")
         if index in seen:
-            raise InvalidData(f"{where}: position {position} is mutated twice")
+            raise InvalidData(f"{where}: position {position} is mutated twice: give each "
+                              "position one mutant letter (A42G, not A42G:A42V)")
         seen.add(index)
         mutations.append(Mutation(wild, index, mutant))
     return tuple(mutations)
