@@ -62,12 +62,12 @@ def test_retrieval_part_equals_pytrec_eval_and_pairs_queries(beir, tiny_mlm, sha
 
 def test_quick_keeps_the_same_queries_for_every_model(beir, tiny_mlm, shared_data,
                                                       monkeypatch):
-    from mlmkit.evaluation import suite as suite_module
-
     """A quick run scores a seeded subset of the queries, the same subset every time. (Its
     values need not be a subset of the full run's: a query's vector depends by float
     rounding on the batch it is embedded with, and a tiny random model's scores hold
     near-ties that rounding can reorder.)"""
+    from mlmkit.evaluation import suite as suite_module
+
     asked = []  # the query ids of each retrieval run
     retrieve = suite_module.retrieve
     monkeypatch.setattr(suite_module, "retrieve",

@@ -115,3 +115,17 @@ def test_scans_read_their_files_beside_the_scans_file_and_need_names_of_their_ow
                      "- {dms: sub/scan.csv, sequence: wt.seq, offset: 24, target: fitness}\n")
     with pytest.raises(InvalidData, match="scans 1 and 2 are both named 'scan'"):
         read_scans(scans)
+
+
+def test_a_sequence_file_named_in_letters_is_read_from_the_scans_folder(scans, tmp_path,
+                                                                      monkeypatch):
+    """A scans file names its wild type by a file beside it when one is there, even one
+    named like a sequence (`GFP`), wherever the suite runs from."""
+    from mlmkit.evaluation.suite import read_scans
+
+    (tmp_path / "GFP").write_text(f">wt\n{SEQUENCE}\n")
+    scans.write_text("- {dms: scan.csv, sequence: GFP, offset: 24, target: fitness}\n")
+    for folder in (tmp_path, "/"):
+        monkeypatch.chdir(folder)
+        spec = "scans.yaml" if folder == tmp_path else scans
+        assert read_scans(spec)[0].sequence == SEQUENCE

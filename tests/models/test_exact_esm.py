@@ -114,6 +114,23 @@ def test_full_forward_pll_copies_are_each_copy_alone_bit_for_bit(positions, monk
     assert lasts == [1, 1] and len(prefixes) == 2
 
 
+@pytest.mark.parametrize("length", [33, 35, 66, 67, 195])
+def test_columns_in_a_short_last_block_of_queries_keep_their_bits(length):
+    """PyTorch's CPU attention splits the queries into blocks of 32 (64 from 192 queries);
+    at these lengths the last block holds 1 to 3 of them, whose products a BLAS may round
+    its own way: PLL copies read there still get each copy's bits."""
+    model, tokenizer = _esm("rotary", hidden=48, heads=3, layers=2)
+    count = length - 2
+    ids = _copies(tokenizer, length, count)
+    pairs = torch.stack([torch.arange(count), 1 + torch.arange(count)], 1)
+    with torch.inference_mode():
+        with sparse.full_forward():
+            got = masked_logits(model, ids, None, pairs)
+        for row, column in pairs.tolist():
+            alone = model(input_ids=ids[row:row + 1]).logits[0, column]
+            assert torch.equal(got[row], alone), (row, column)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("angles", [torch.float32, torch.float64])
 def test_rotated_is_transformers_rotation_bit_for_bit(dtype, angles):

@@ -160,6 +160,7 @@ def test_a_multi_mutant_wider_than_the_window_scores_every_mutation(esm_mlm, str
     ("K2A::T3G", "an empty part between ':' separators"), ("K2A:", "an empty part"),
     ("K\u0662A", "is not a mutation"), ("K\uff12A", "is not a mutation"),  # non-ASCII 2s
     (42, "of type int, not a mutation"), (b"K2A", "of type bytes, not a mutation"),
+    (float("nan"), "no mutation given"),  # an empty cell read by pandas
 ])
 def test_bad_mutations_are_one_line_naming_them(esm_mlm, mutation, message):
     with pytest.raises(InvalidData) as error:
@@ -175,6 +176,8 @@ def test_bad_arguments(esm_mlm):
     gene = "ATGGCTAGCAAAGGAGAAGAACTTTTCACTGGAGTTGTC"
     with pytest.raises(InvalidData, match="reads as DNA, not a protein"):
         esm_mlm.variant_effects(gene, ["T2A"])
+    with pytest.raises(InvalidData, match="reads as RNA, not a protein"):
+        esm_mlm.variant_effects(gene.replace("T", "U"), ["U2A"])
     assert np.isfinite(esm_mlm.variant_effects("A" * 30, ["A2G"])).all()  # poly-Ala is a protein
     with pytest.raises(InvalidArgument, match="set once with mlmkit.load"):
         esm_mlm.variant_effects(SHORT, ["K2A"], device="cpu")

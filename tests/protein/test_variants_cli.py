@@ -111,6 +111,7 @@ def test_bad_dms_files_are_one_line_naming_the_row(esm_dir, tmp_path, dms, messa
     (["--bootstrap", "-1"], "(--bootstrap) must be a whole number"),
     (["--score-field", " "], "--score-field is empty"),
     (["--target-field", "mutant"], "--target-field 'mutant' is the mutation column"),
+    (["--target-field", ""], "--target-field is empty"),
 ])
 def test_bad_options_are_refused_before_any_work(esm_dir, tmp_path, arguments, message):
     path = _write(tmp_path / "dms.csv", "mutant,fitness\nK25A,1\nT26G,2\n")
@@ -137,6 +138,7 @@ def test_letters_that_name_a_file_are_refused_as_ambiguous(esm_dir, tmp_path, mo
     result = _invoke(["protein", "variants", str(esm_dir), "--sequence", "/dev/null", dms,
                       "-o", "out2.csv", "--device", "cpu"])
     assert result.exit_code == 1 and "is not a regular file" in result.stderr
+    assert mlmkit.protein.read_sequence(tmp_path / "MKV") == "MKTAYIAK"  # a Path is a file
 
 
 def test_a_byte_order_mark_is_not_part_of_the_first_column(esm_dir, tmp_path):

@@ -68,6 +68,9 @@ def variants_command(
         check_bootstrap(n_boot)
         if not score_col.strip():
             raise InvalidArgument("--score-field is empty: name the column the scores go in")
+        if target_col is not None and not target_col.strip():
+            raise InvalidArgument("--target-field is empty: name the column of measured "
+                                  "fitness, or leave --target-field out")
         if target_col is not None and target_col == mutation_col:
             raise InvalidArgument(f"--target-field {target_col!r} is the mutation column "
                                   "(--mutation-field): name the column of measured fitness")

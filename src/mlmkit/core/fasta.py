@@ -96,23 +96,33 @@ def is_fasta(path: str | Path) -> bool:
     return str(path).lower().removesuffix(".gz").endswith(FASTA_SUFFIXES)
 
 
-def read_sequence(value: str, what: str = "--sequence") -> str:
+def read_sequence(value: str | Path, what: str = "--sequence") -> str:
     """A wild-type sequence given as letters, as a FASTA file of one record, or as `-`:
-    standard input holding either (`what`: where it was given, for the error)."""
+    standard input holding either (`what`: where it was given, for the error). Letters
+    that also name a file in the current folder are refused as ambiguous (a protein
+    called `WT` beside a file `WT`): `./WT` names the file."""
+    value = str(value)
     if value == STDIN:
         lines = list(decoded_lines(STDIN))
         if not any(line.lstrip().startswith(">") for _, line in lines):
             return "".join("".join(line for _, line in lines).split()).upper()
-        records = list(_records(display_name(STDIN), lines))
-    elif not (is_fasta(value) or "/" in value or names_a_file(value)):
+        return _one_record(list(_records(display_name(STDIN), lines)), value, what)
+    if not (is_fasta(value) or "/" in value or names_a_file(value)):
         return value
-    elif value.isascii() and value.isalpha() and names_a_file(value):
+    if value.isascii() and value.isalpha():  # a file here, and letters too
         raise InvalidArgument(f"{what} {value!r} is both a file here and a sequence of letters: "
                               f"write ./{value} to read the file, or give the letters on "
                               f"standard input ({what} -)")
-    else:
-        records = list(read_fasta(value))
+    return sequence_file(value, what)
+
+
+def sequence_file(path: str | Path, what: str = "--sequence") -> str:
+    """The sequence of the FASTA file at `path`, which must hold one record."""
+    return _one_record(list(read_fasta(path)), path, what)
+
+
+def _one_record(records: list[Record], source, what: str) -> str:
     if len(records) != 1:
-        raise InvalidData(f"{display_name(value)}: {len(records)} records; {what} takes a "
+        raise InvalidData(f"{display_name(source)}: {len(records)} records; {what} takes a "
                           "FASTA file of one record")
     return records[0].sequence

@@ -38,7 +38,7 @@ import yaml
 from mlmkit.core.checks import choice, count
 from mlmkit.core.correlation import spearman
 from mlmkit.core.data_dir import default_data_dir
-from mlmkit.core.fasta import is_fasta, read_sequence
+from mlmkit.core.fasta import is_fasta, sequence_file
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.output import write_text
 from mlmkit.core.progress import status, warn
@@ -490,7 +490,7 @@ def read_scans(path) -> list[Scan]:
         given = str(entry["sequence"])
         file = path.parent / given  # a FASTA file, relative to the scans file like dms
         if is_fasta(given) or names_a_file(file):
-            sequence = read_sequence(str(file), f"{path}: scan {i}'s sequence")
+            sequence = sequence_file(file, f"{path}: scan {i}'s sequence")
         elif "/" in given or "." in given:
             raise PathError(f"{path}: scan {i}'s sequence {given!r}: no such FASTA file "
                             f"in {str(path.parent)!r} (paths are relative to the scans file)")

@@ -253,19 +253,39 @@ def _esm_layer(layer, hidden, mask, rows, cols, inputs):
 
 EXACT_QUERY_ROWS = 8
 """Copies of a read column's query in the exact path's attention. PyTorch's CPU attention
-multiplies a block of queries by the keys in one product, and the BLAS rounds a product of
-very few rows its own way: on Intel CPUs below 2 rows, on AMD ones below 4 (MKL). A full
-forward's blocks hold 24 to 256 queries (bar a last block of a few at some lengths), so 8
-copies get each query the bits it has there."""
+multiplies a block of queries (32, 64 or 256 by the length) by the keys in one product,
+and the BLAS rounds a product of very few rows its own way: on Intel CPUs below 2 rows,
+on AMD ones below 4 (MKL). A full forward's blocks are that large but for the last one,
+so 8 copies get a query the bits it has there; a column among the last 8 may sit in a
+short last block, and is computed in a query of the full length, as the forward does."""
+
+
+def _exact_attention(query, key, value, mask, cols, length: int) -> torch.Tensor:
+    """SDPA of one query per row ([B, H, 1, dh], read at column `cols` of `length`) with
+    the bits of the full forward's attention there ([B, H, dh]): `EXACT_QUERY_ROWS` copies
+    of the query, or, for the columns a short last block may hold, copies at every
+    position (the forward's blocks) read at the column's own."""
+    out = query.new_empty(query.shape[0], query.shape[1], query.shape[3])
+    near_end = cols >= length - EXACT_QUERY_ROWS
+    for chosen, copies in ((~near_end, EXACT_QUERY_ROWS), (near_end, length)):
+        if not bool(chosen.any()):
+            continue
+        repeated = query[chosen].expand(-1, -1, copies, -1).contiguous()
+        context = F.scaled_dot_product_attention(
+            repeated, key[chosen], value[chosen],
+            attn_mask=None if mask is None else mask[chosen], scale=1.0)
+        at = cols[chosen] if copies == length else torch.zeros_like(cols[chosen])
+        out[chosen] = context[torch.arange(len(at), device=at.device), :, at]
+    return out
 
 
 def _esm_layer_exact(layer, hidden, mask, rows, cols, inputs):
     """EsmLayer under SDPA attention at one column per row: transformers' operations in
     transformers' order (the query scaled before its rotation, the rotation's products and
     sum as `exact_esm.rotated` computes them, SDPA at scale 1, ESM's own GELU), each product
-    on at least `EXACT_ROWS` rows and the attention on `EXACT_QUERY_ROWS` copies of the
-    query (SDPA on a few query rows rounds differently): the full layer's bits at the read
-    columns. Returns [B, d]."""
+    on at least `EXACT_ROWS` rows and the attention as `_exact_attention` computes it (SDPA
+    on a few query rows rounds differently): the full layer's bits at the read columns.
+    Returns [B, d]."""
     att = layer.attention.self
     batch, length, _ = hidden.shape
     heads, head_dim = att.num_attention_heads, att.attention_head_size
@@ -285,9 +305,8 @@ def _esm_layer_exact(layer, hidden, mask, rows, cols, inputs):
         mask = mask.expand(batch, -1, -1, -1)
         if mask.shape[-2] != 1:
             mask = mask[rows, :, cols].unsqueeze(2)
-    query = query.expand(-1, -1, EXACT_QUERY_ROWS, -1).contiguous()  # the same query, repeated
-    context = F.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=1.0)
-    context = context[:, :, :1].transpose(1, 2).reshape(batch, heads * head_dim)
+    context = _exact_attention(query, key, value, mask, cols, length)
+    context = context.reshape(batch, heads * head_dim)
     attended = exact_rows(layer.attention.output, context, hidden[rows, cols])
     return exact_rows(layer.feed_forward_chunk, attended)
 

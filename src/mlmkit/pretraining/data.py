@@ -31,7 +31,7 @@ from mlmkit.corpus.python_docs import python_docs
 from mlmkit.corpus.shards import TokenShards, documents_fingerprint, tokenize_corpus
 from mlmkit.errors import InvalidArgument, InvalidData, MlmkitError, PathError
 from mlmkit.models.load import TOKENIZER_FILES, complete_special_tokens
-from mlmkit.models.preset_table import PRESET_POSITIONS, init_positions, preset_positions
+from mlmkit.models.preset_table import preset_positions
 from mlmkit.pretraining.examples import FillExample, pick_examples
 from mlmkit.protein.alphabet import (
     MAX_NUCLEOTIDE_SHARE,
@@ -194,10 +194,9 @@ def _trained_tokenizer(config, show_progress: bool):
 
 
 def _model_positions(config) -> int:
-    """The longest input of the model a run trains (its trained tokenizer declares it, so
-    that the saved pair agrees): the --init model's, else the preset's (ESM-2's 1,024)."""
-    if config.init is not None:
-        return init_positions(config.init) or PRESET_POSITIONS
+    """The longest input of the preset a run trains (its trained tokenizer declares it, so
+    that the saved pair agrees): ESM-2's 1,024, else BERT's 512. A tokenizer is trained
+    only for a preset: an --init model brings its own."""
     return preset_positions(config.model)
 
 

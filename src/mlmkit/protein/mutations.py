@@ -8,6 +8,7 @@ a bad row of a 5,000-row file is one line, not a traceback.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -35,7 +36,9 @@ class Mutation:
 
 def check_sequence(sequence: str, name: str = "the sequence") -> str:
     """`sequence` in upper case, each letter a residue of the alphabet, else one line naming
-    the first bad letter and where it is."""
+    the first bad letter and where it is. A gene (DNA or RNA letters: they are residues
+    too, so nothing else would flag it) is refused: a masked LM of proteins would score
+    it as a protein without a word."""
     if not isinstance(sequence, str):
         raise InvalidData(f"{name} is a {type(sequence).__name__}: give the amino-acid "
                           "letters as a string")
@@ -46,11 +49,14 @@ def check_sequence(sequence: str, name: str = "the sequence") -> str:
         if letter not in RESIDUES:
             raise InvalidData(f"{name}: {letter!r} at residue {i + 1} is not an amino-acid "
                               f"letter (use {RESIDUES})")
-    share = sum(sequence.count(c) for c in NUCLEOTIDE_LETTERS) / len(sequence)
-    if len(sequence) >= 20 and share >= MAX_NUCLEOTIDE_SHARE and set("ACGT") <= set(sequence):
-        raise InvalidData(f"{name} reads as DNA, not a protein ({share:.0%} of its letters "
-                          "are A, C, G, T or N): give the protein's amino-acid letters "
-                          "(translate the gene)")
+    for thymine in "TU":  # DNA, then RNA
+        bases = NUCLEOTIDE_LETTERS.replace("T", thymine)
+        share = sum(sequence.count(c) for c in bases) / len(sequence)
+        if len(sequence) >= 20 and share >= MAX_NUCLEOTIDE_SHARE and \
+                set(bases[:4]) <= set(sequence):
+            raise InvalidData(f"{name} reads as {'DNA' if thymine == 'T' else 'RNA'}, not a "
+                              f"protein ({share:.0%} of its letters are {', '.join(bases)}): "
+                              "give the protein's amino-acid letters (translate the gene)")
     return sequence
 
 
@@ -61,6 +67,8 @@ def parse_variant(text: str, sequence: str, offset: int = 1, name: str | None = 
     `name` says where `text` came from in an error (default: the text itself), and
     `offset_name` where the offset was set (a flag, or a key of a scans file)."""
     where = name or f"mutation {text!r}"
+    if isinstance(text, float) and math.isnan(text):  # an empty cell read by pandas
+        text = None
     if text is not None and not isinstance(text, str):
         raise InvalidData(f"{where}: of type {type(text).__name__}, not a mutation: give it "
                           "as a string (A42G, or A42G:V50L)")
