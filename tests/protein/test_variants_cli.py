@@ -139,6 +139,8 @@ def test_letters_that_name_a_file_are_refused_as_ambiguous(esm_dir, tmp_path, mo
                       "-o", "out2.csv", "--device", "cpu"])
     assert result.exit_code == 1 and "is not a regular file" in result.stderr
     assert mlmkit.protein.read_sequence(tmp_path / "MKV") == "MKTAYIAK"  # a Path is a file
+    _write(tmp_path / "wildtype", ">wt\nMKTAYIAK\n")  # a name in lower case: the file
+    assert mlmkit.protein.read_sequence("wildtype") == "MKTAYIAK"
 
 
 def test_a_byte_order_mark_is_not_part_of_the_first_column(esm_dir, tmp_path):

@@ -98,9 +98,10 @@ def is_fasta(path: str | Path) -> bool:
 
 def read_sequence(value: str | Path, what: str = "--sequence") -> str:
     """A wild-type sequence given as letters, as a FASTA file of one record, or as `-`:
-    standard input holding either (`what`: where it was given, for the error). Letters
-    that also name a file in the current folder are refused as ambiguous (a protein
-    called `WT` beside a file `WT`): `./WT` names the file."""
+    standard input holding either (`what`: where it was given, for the error). Capital
+    letters that also name a file in the current folder are refused as ambiguous (a
+    protein `MKV` beside a file `MKV`: `./MKV` names the file); a name in lower case, as
+    files are usually named, is the file's."""
     value = str(value)
     if value == STDIN:
         lines = list(decoded_lines(STDIN))
@@ -109,7 +110,7 @@ def read_sequence(value: str | Path, what: str = "--sequence") -> str:
         return _one_record(list(_records(display_name(STDIN), lines)), value, what)
     if not (is_fasta(value) or "/" in value or names_a_file(value)):
         return value
-    if value.isascii() and value.isalpha():  # a file here, and letters too
+    if value.isascii() and value.isalpha() and value.isupper():  # a file, and residues too
         raise InvalidArgument(f"{what} {value!r} is both a file here and a sequence of letters: "
                               f"write ./{value} to read the file, or give the letters on "
                               f"standard input ({what} -)")
