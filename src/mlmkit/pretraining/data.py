@@ -168,7 +168,9 @@ def _trained_tokenizer(config, show_progress: bool):
     corpus_hash, count = documents_fingerprint(documents())
     if count == 0:
         raise MlmkitError(f"--corpus {config.corpus!r} has no training documents: it is empty")
-    positions = _model_positions(config)
+    # the preset's positions (ESM-2's 1,024, else 512): the tokenizer declares them, so that
+    # the saved pair agrees (a tokenizer is trained only for a preset; --init brings its own)
+    positions = preset_positions(config.model)
     key = hashlib.blake2b(
         f"{corpus_hash}|{config.tokenizer_kind}|{config.vocab_size}|{config.seq_len}|"
         f"{positions}|{TOKENIZER_FORMAT}".encode(), digest_size=12).hexdigest()
@@ -191,13 +193,6 @@ def _trained_tokenizer(config, show_progress: bool):
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return AutoTokenizer.from_pretrained(str(final))
-
-
-def _model_positions(config) -> int:
-    """The longest input of the preset a run trains (its trained tokenizer declares it, so
-    that the saved pair agrees): ESM-2's 1,024, else BERT's 512. A tokenizer is trained
-    only for a preset: an --init model brings its own."""
-    return preset_positions(config.model)
 
 
 def validation_sentences(documents: Iterable[str], tokenizer, count: int, max_tokens: int,
