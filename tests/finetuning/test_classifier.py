@@ -156,9 +156,9 @@ def test_cli_finetune_keeps_the_model_then_predict_and_eval_classify_use_it(
 
     (tmp_path / "pairs.jsonl").write_text(json.dumps({"a": "x", "b": "y"}) + "\n")
     pairs = runner.invoke(app, ["predict", str(best), "pairs.jsonl", "--text-field", "a,b",
-                                "--threads", "1"])
-    assert pairs.exit_code == 0, pairs.output
-    assert json.loads(pairs.stdout)["text"] == ["x", "y"]
+                                "--threads", "1"])  # a single-text classifier given pairs
+    assert pairs.exit_code == 1 and "fine-tuned on single texts and is given pairs" in \
+        pairs.stderr, pairs.output
 
     evaluated = runner.invoke(app, ["eval", "classify", str(best), "--task", "sst2",
                                     str(sst / "validation.tsv"), "--threads", "1", "--json"])
@@ -218,3 +218,43 @@ def test_pairs_are_classified_with_their_segments_as_transformers_does(tiny_mlm,
     got = load_classifier(tmp_path / "clf", device="cpu").predict(pairs)
     probabilities = np.array([[p.probabilities["no"], p.probabilities["yes"]] for p in got])
     np.testing.assert_allclose(probabilities, expected, atol=1e-5)
+
+
+def test_predict_counts_cut_inputs_and_refuses_what_the_model_was_not_trained_on(
+        fine_tuned, tiny_mlm, tmp_path):
+    """Inputs cut at the length are counted (a warning in Python, a line and a JSON field
+    in the CLI); an empty input file is refused; a pair model refuses single texts and a
+    single-text model pairs."""
+    _, run_dir = fine_tuned
+    best = run_dir / "best"
+    long_text = " ".join(["a gripping and funny film"] * 60)
+    with pytest.warns(UserWarning, match=r"1 of 2 input\(s\) longer than 128 tokens were cut"):
+        predict(best, [long_text, "dull"], **RUNTIME)
+    clf = load_classifier(best, device="cpu", threads=1)
+    _, truncated = clf.predict_rows([(long_text,), ("dull",)], progress=False)
+    assert truncated == 1
+    runner = CliRunner()
+    (tmp_path / "texts.txt").write_text(f"{long_text}\n\ndull\n")
+    out = runner.invoke(app, ["predict", str(best), str(tmp_path / "texts.txt"), "-o",
+                              str(tmp_path / "out.jsonl"), "--threads", "1", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["truncated"] == 1 and json.loads(out.stdout)["texts"] == 3
+    assert "1 of 3 input(s) longer than 128 tokens were cut" in out.stderr
+    assert "1 input(s) are empty" in out.stderr  # kept in its place, and said
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 3
+    (tmp_path / "none.txt").write_text("")
+    empty = runner.invoke(app, ["predict", str(best), str(tmp_path / "none.txt")])
+    assert empty.exit_code == 1 and "holds no texts" in empty.stderr
+    assert empty.stderr.count("\n") == 1, empty.stderr
+
+    pairs = tmp_path / "pairs.tsv"
+    pairs.write_text("a\tb\tlabel\n" + "".join(f"one {i}\ttwo {i}\t{'yes' if i % 2 else 'no'}\n"
+                                               for i in range(12)))
+    mlmkit.finetune(tiny_mlm("bert"), "mine", text_field="a,b", label_field="label",
+                    train=pairs, validation=pairs, epochs=1, run_dir=tmp_path / "pair",
+                    **RUNTIME)
+    pair_model = tmp_path / "pair" / "best"
+    assert predict(pair_model, ("one", "two"), **RUNTIME).label in ("no", "yes")
+    with pytest.raises(InvalidArgument, match="fine-tuned on pairs of texts and is given "
+                       "single texts"):
+        predict(pair_model, "one", **RUNTIME)

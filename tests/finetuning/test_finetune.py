@@ -200,7 +200,7 @@ def test_kill_and_resume_is_exact(tiny_mlm, sst, tmp_path):
     halted = mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "b", halt_after=9,
                              **common)
     assert halted.runs[0].status == "interrupted" and halted.runs[0].steps == 9
-    with pytest.raises(RunError, match="already holds a fine-tuning run"):
+    with pytest.raises(RunError, match="already holds a run"):
         mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "b", **common)
     at_the_end = mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=tmp_path / "c",
                                  halt_after=24, **common)  # the last step: it finishes
@@ -724,3 +724,95 @@ def test_a_checkpoint_without_an_mlm_head_resumes(tiny_mlm, sst, tmp_path):
     with pytest.raises(UntrainedHead, match="--method prompt reads the masked-LM head"):
         mlmkit.finetune(str(folder), "sst2", method="prompt",
                         **{**common, "run_dir": tmp_path / "prompt"})
+
+
+def test_missing_mixed_or_single_class_labels_are_refused(tmp_path, sst):
+    """A task of your own took an empty, NaN or null label as a class of its own and 1 and
+    1.0 as two classes; a named task trained on one class only ran (its accuracy was the
+    validation split's share of that class)."""
+    from mlmkit.finetuning.data import load_task_data
+    from mlmkit.finetuning.tasks import get_task
+
+    mine = get_task("mine", "text", "y")
+    for label, shown in (("", "''"), ("nan", "'nan'")):
+        (tmp_path / "t.tsv").write_text(f"text\ty\na\tneg\nb\tpos\nc\t{label}\n")
+        with pytest.raises(InvalidData, match=rf"t.tsv' line 4: the label is missing "
+                           rf"\({shown}\); fill it in or drop the row"):
+            load_task_data(mine, train=tmp_path / "t.tsv")
+    (tmp_path / "t.jsonl").write_text('{"text": "a", "y": "neg"}\n{"text": "b", "y": null}\n')
+    with pytest.raises(InvalidData, match=r"t.jsonl' line 2: the label is missing \(None\)"):
+        load_task_data(mine, train=tmp_path / "t.jsonl")
+    (tmp_path / "n.tsv").write_text("text\ty\na\t0\nb\t1\nc\t1.0\nd\t0\n")
+    with pytest.raises(InvalidData, match=r"labels '1' \(.*line 3\) and '1.0' \(.*line 4\) "
+                       r"are one number written two ways: .* all 1\)"):
+        load_task_data(mine, train=tmp_path / "n.tsv")
+    (tmp_path / "v.tsv").write_text("text\ty\na\tneg\nb\t\n")  # in validation too
+    (tmp_path / "ok.tsv").write_text("text\ty\na\tneg\nb\tpos\n")
+    with pytest.raises(InvalidData, match=r"v.tsv' line 3: the label is missing"):
+        load_task_data(mine, train=tmp_path / "ok.tsv", validation=tmp_path / "v.tsv")
+
+    (tmp_path / "one.tsv").write_text("sentence\tlabel\nfine\t1\ngood\t1\n")
+    with pytest.raises(InvalidData, match=r"one.tsv\) holds one class only \('positive' of "
+                       r"task sst2's 'negative', 'positive'\)"):
+        load_task_data(get_task("sst2"), train=tmp_path / "one.tsv",
+                       validation=sst / "validation.tsv")
+    (tmp_path / "two.tsv").write_text("text\tlabel\nwar\t0\ngoal\t1\n")
+    with pytest.warns(UserWarning, match=r"has no example of 'Business', 'Sci/Tech' \(task "
+                      r"agnews\): the model will never predict it"):
+        load_task_data(get_task("agnews"), train=tmp_path / "two.tsv",
+                       validation=tmp_path / "two.tsv")
+
+
+def test_inputs_refused_before_the_model_loads(tiny_mlm, sst, tmp_path, monkeypatch):
+    """Standard input named for two splits said the second was empty; a list given as a
+    file failed inside the reader, after the model had loaded."""
+    import mlmkit
+    import mlmkit.finetuning.api as api
+
+    monkeypatch.setattr(api, "as_mlm", lambda *a, **k: pytest.fail("the model was loaded"))
+    with pytest.raises(InvalidArgument, match=r"--train and --validation all read standard "
+                       r"input \(-\), which holds one split"):
+        mlmkit.finetune("unused", "sst2", train="-", validation="-", **RUNTIME)
+    with pytest.raises(InvalidArgument, match=r"train=list: give the train file's path"):
+        mlmkit.finetune("unused", "sst2", train=[str(sst / "train.tsv")], **RUNTIME)
+
+
+def test_a_run_dir_holding_a_finished_run_or_a_pretraining_run_is_refused(tiny_mlm, sst,
+                                                                          tmp_path):
+    """A finished run whose checkpoints were removed was overwritten silently; a resume in a
+    pretraining run's folder listed every setting as changed."""
+    import shutil
+
+    import mlmkit
+    from mlmkit.training import checkpoint
+
+    common = dict(train=sst / "train.tsv", validation=sst / "validation.tsv", epochs=1,
+                  max_length=32, **RUNTIME)
+    run = tmp_path / "run"
+    mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=run, **common)
+    shutil.rmtree(run / "checkpoints")
+    before = (run / "best" / "model.safetensors").read_bytes()
+    with pytest.raises(RunError, match="already holds a run: resume it"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=run, **common)
+    assert (run / "best" / "model.safetensors").read_bytes() == before
+    other = tmp_path / "pretraining"
+    checkpoint.save_state(other, 5, {"config": {"model": "bert-tiny", "steps": 10}})
+    with pytest.raises(RunError, match=r"holds another kind of run, not a fine-tuning run "
+                       r"\(a pretraining run, perhaps\)"):
+        mlmkit.finetune(tiny_mlm("bert"), "sst2", run_dir=other, resume=True, **common)
+
+
+def test_cli_stop_of_a_multi_seed_run_names_the_run_s_folder(saved_tiny_mlm, sst, tmp_path):
+    """The stop line of the CLI named the stopped seed's folder, which does not resume."""
+    from typer.testing import CliRunner
+
+    from mlmkit.cli import app
+
+    run = tmp_path / "run"
+    args = ["finetune", str(saved_tiny_mlm("bert")), "--task", "sst2", "--train",
+            str(sst / "train.tsv"), "--validation", str(sst / "validation.tsv"), "--epochs",
+            "1", "--seeds", "2", "--max-length", "32", "--threads", "1", "--run-dir", str(run)]
+    first = CliRunner().invoke(app, [*args, "--halt-after", "2"])  # stops in seed 0
+    assert first.exit_code == 0, first.output
+    assert f"continue with --resume --run-dir {run}\n" in first.stdout
+    assert "seed-" not in first.stdout.split("interrupted")[1]

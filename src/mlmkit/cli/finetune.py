@@ -57,9 +57,10 @@ def finetune_command(
         best = result.runs[0].best_dir
         status(f"use it: mlmkit predict {best} TEXTS.txt; mlmkit eval classify {best} "
                f"--task {result.task} FILE (the run's README.md says more)")
-        if run.status != "finished":
-            print(f"interrupted at step {run.steps}: continue with --resume --run-dir "
-                  f"{run.run_dir}")
+    stopped = next((run for run in result.runs if run.status != "finished"), None)
+    if stopped is not None:  # the run's own folder: a seed's is resumed through it
+        print(f"interrupted at step {stopped.steps}: continue with --resume --run-dir "
+              f"{keywords['run_dir']}")
     _exit_if_signalled(result)
 
 

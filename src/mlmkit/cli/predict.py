@@ -11,7 +11,13 @@ import mlmkit
 from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, OUTPUT, Runtime, command, trusting
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
-from mlmkit.core.records import check_input_file, read_table, read_texts, text_field
+from mlmkit.core.records import (
+    check_input_file,
+    display_name,
+    read_table,
+    read_texts,
+    text_field,
+)
 
 SHORT_HELP = "Predict with a fine-tuned classifier: a label and probabilities per input line."
 EXAMPLE = """
@@ -56,18 +62,28 @@ def predict_command(
             raise mlmkit.errors.InvalidArgument(f"--text-field {text_field!r}: give one column, "
                                                 "or two comma-separated (sentence pairs)")
         rows = _read(input_file, columns, encoding, encoding_errors)
+        if not rows:
+            raise mlmkit.errors.InvalidData(f"{display_name(input_file)} holds no texts: give "
+                                            "a text per line (or rows with --text-field)")
+        blank = sum(1 for row in rows if not any(text.strip() for text in row))
+        if blank:
+            status(f"{blank} input(s) are empty: predicted as empty texts, in their place")
         runtime.seed_everything()
         classifier = mlmkit.finetuning.load_classifier(
             model, device=runtime.device, precision=runtime.precision, threads=runtime.threads,
             batch_tokens=runtime.batch_tokens, tokenizer=runtime.tokenizer)
-        predictions = classifier.predict(rows, max_length=max_length) if rows else []
+        predictions, truncated = classifier.predict_rows(rows, max_length=max_length)
+        if truncated:
+            status(f"{truncated} of {len(rows)} input(s) longer than "
+                   f"{classifier.cut_length(max_length)} tokens were cut there (--max-length)")
         with open_output(output, inputs=[input_file]) as out:
             for row, prediction in zip(rows, predictions, strict=True):
                 text = row[0] if len(row) == 1 else list(row)
                 out.write(json.dumps({"text": text, **prediction.to_dict()},
                                      ensure_ascii=False) + "\n")
         counts = Counter(p.label for p in predictions if p.label is not None)
-        summary = {"texts": len(rows), "output": output, "labels": dict(counts.most_common())}
+        summary = {"texts": len(rows), "output": output, "labels": dict(counts.most_common()),
+                   "truncated": truncated}
         if as_json and output != "-":
             print(json.dumps(summary), flush=True)
         elif as_json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from mlmkit.core.checks import boolean, choice, count
 from mlmkit.core.devices import prepare, resolve_precision
 from mlmkit.core.hub import hub_offline
 from mlmkit.core.progress import status
+from mlmkit.core.records import STDIN
 from mlmkit.core.results import Result
 from mlmkit.errors import InvalidArgument, RunError, UntrainedHead
 from mlmkit.finetuning.data import few_shot, limit, load_task_data
@@ -173,6 +175,15 @@ def finetune(
                               "mlmkit.finetuning.predict (mlmkit predict MODEL FILE)")
     if resume and run_dir is None:
         raise InvalidArgument("resume=True (--resume) needs the run_dir (--run-dir) to resume")
+    files = {"train": train, "validation": validation, "test": test}
+    for name, path in files.items():
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            raise InvalidArgument(f"{name}={type(path).__name__}: give the {name} file's path "
+                                  "(a str or Path; - reads standard input)")
+    from_stdin = [f"--{name}" for name, path in files.items() if str(path) == STDIN]
+    if len(from_stdin) > 1:
+        raise InvalidArgument(f"{' and '.join(from_stdin)} all read standard input (-), "
+                              "which holds one split: give the others as files")
     spec = get_task(task, text_field, label_field, regression)
     count("seeds", seeds, 1, 1000)
     count("seed", seed, 0)

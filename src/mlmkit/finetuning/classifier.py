@@ -18,6 +18,7 @@ inputs are counted.
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,8 @@ DEFAULT_MAX_LENGTH = 128  # finetune's default: the same cut as the metrics it r
 # the config key where `finetune` records the --max-length a classifier was trained at: its
 # inputs are cut there by default, as its reported metrics were
 RECORDED_MAX_LENGTH = "mlmkit_max_length"
+# ... and how many text columns it read (1: single texts, 2: sentence pairs)
+RECORDED_TEXT_COLUMNS = "mlmkit_text_columns"
 DEFAULT_BATCH_TOKENS = 16384
 PROMPT_FILE = "prompt.json"  # what finetune --method prompt saves beside its masked LM
 
@@ -141,11 +144,32 @@ class Classifier:
     def predict(self, texts, *, max_length: int | None = None,
                 progress: bool | None = None) -> Prediction | list[Prediction]:
         """The label and probabilities of each text (a text or a pair of texts gives one
-        `Prediction`, a list gives a list in the same order)."""
+        `Prediction`, a list gives a list in the same order). Inputs cut at the length are
+        counted in a warning (`predict_rows` returns the count)."""
         rows, single = _as_rows(texts)
+        results, truncated = self.predict_rows(rows, max_length=max_length, progress=progress)
+        if truncated:
+            warnings.warn(f"{truncated} of {len(rows)} input(s) longer than "
+                          f"{self.cut_length(max_length)} tokens were cut there "
+                          "(max_length, --max-length)", stacklevel=2)
+        return results[0] if single else results
+
+    def predict_rows(self, rows: list[tuple[str, ...]], *, max_length: int | None = None,
+                     progress: bool | None = None) -> tuple[list[Prediction], int]:
+        """(a `Prediction` per row of one or two texts, how many rows were cut at the
+        length). Rows of another width than the classifier was fine-tuned on (single texts
+        for a pair model, or pairs for a single-text one) are refused."""
         if not rows:
-            return []
-        values, _ = self.outputs(rows, max_length, progress)
+            return [], 0
+        trained = getattr(self.model.config, RECORDED_TEXT_COLUMNS, None)
+        if trained == 2 and len(rows[0]) == 1:
+            raise InvalidArgument(f"{self.name!r} was fine-tuned on pairs of texts and is "
+                                  "given single texts: give pairs (two columns, --text-field "
+                                  "A,B; in Python (text, text) tuples)")
+        if trained == 1 and len(rows[0]) == 2:
+            raise InvalidArgument(f"{self.name!r} was fine-tuned on single texts and is given "
+                                  "pairs: give one text per input (one --text-field)")
+        values, truncated = self.outputs(rows, max_length, progress)
         if self.regression:
             results = [Prediction(value=float(v)) for v in values]
         else:
@@ -153,7 +177,7 @@ class Classifier:
                                   probabilities={name: float(x) for name, x in
                                                  zip(self.labels, p, strict=True)})
                        for p in values]
-        return results[0] if single else results
+        return results, truncated
 
     def evaluate(self, data=None, *, task: str | None = None, text_field=None,
                  label_field: str | None = None, dataset: str | None = None,

@@ -161,6 +161,7 @@ def label_index(task: Task, raw: list, names: list[str] | None) -> np.ndarray:
     lookup = {n: i for i, n in enumerate(names)}
     out = np.empty(len(raw), dtype=np.int64)
     for k, (value, where) in enumerate(raw):
+        _check_present(value, where)
         text = str(value).strip()
         if text in lookup:
             out[k] = lookup[text]
@@ -174,14 +175,66 @@ def label_index(task: Task, raw: list, names: list[str] | None) -> np.ndarray:
     return out
 
 
+MISSING_LABELS = ("", "nan", "NaN", "NAN")
+"""Label texts that mean "no label": an empty cell, and NaN as pandas and str(float) write it."""
+
+
+def _check_present(value, where: str) -> None:
+    """Refuse a classification label that is missing: JSON null, a float NaN, an empty cell
+    or "nan" (it would otherwise become a class of its own)."""
+    missing = value is None or (isinstance(value, float) and math.isnan(value)) \
+        or str(value).strip() in MISSING_LABELS
+    if missing:
+        raise InvalidData(f"{where}: the label is missing ({value!r}); fill it in or drop "
+                          "the row")
+
+
 def _custom_names(raw: list) -> list[str]:
-    distinct = {str(v).strip() for v, _ in raw}
-    numeric = all(d.lstrip("-").isdigit() for d in distinct)
-    names = sorted(distinct, key=int) if numeric else sorted(distinct)
+    """The classes of a task of your own: its training labels' distinct texts (numbers in
+    numeric order). Two spellings of one number (1 and 1.0) are refused, not two classes."""
+    first = {}
+    for value, where in raw:
+        _check_present(value, where)
+        first.setdefault(str(value).strip(), where)
+    numbers = {}
+    for name, where in first.items():
+        number = _as_number(name)
+        if number is not None and numbers.setdefault(number, (name, where))[0] != name:
+            other, other_where = numbers[number]
+            raise InvalidData(f"labels {other!r} ({other_where}) and {name!r} ({where}) are "
+                              "one number written two ways: write each class one way (e.g. "
+                              f"all {int(number) if number.is_integer() else number})")
+    numeric = all(d.lstrip("-").isdigit() for d in first)
+    names = sorted(first, key=int) if numeric else sorted(first)
     if len(names) < 2:
         raise InvalidData(f"the training labels take one value only ({names}): a classifier "
                           "needs at least two classes (or pass --regression)")
     return names
+
+
+def _as_number(text: str) -> float | None:
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _check_trained_classes(task: Task, split: Split, names: list[str]) -> None:
+    """A named task's classes against its training split: one class only is refused (as
+    for a task of your own); a class that never occurs is said (its head row only decays)."""
+    counts = np.bincount(split.labels, minlength=len(names))
+    present = [name for name, n in zip(names, counts, strict=True) if n]
+    if len(present) < 2:
+        raise InvalidData(f"the training split ({split.source}) holds one class only "
+                          f"({present[0]!r} of task {task.name}'s {', '.join(map(repr, names))}):"
+                          " a classifier needs examples of at least two; check the file and "
+                          "the --label-field")
+    absent = [name for name, n in zip(names, counts, strict=True) if not n]
+    if absent:
+        warnings.warn(f"the training split ({split.source}) has no example of "
+                      f"{', '.join(map(repr, absent))} (task {task.name}): the model will "
+                      "never predict it", stacklevel=3)
 
 
 def carve(split: Split, fraction: float = VALIDATION_FRACTION,
@@ -219,6 +272,8 @@ def load_task_data(task: Task, *, train=None, validation=None, test=None,
     if not task.regression:
         names = list(task.labels) if task.labels else _custom_names(train_raw)
     train_split = Split("train", train_texts, label_index(task, train_raw, names), train_source)
+    if task.labels:
+        _check_trained_classes(task, train_split, names)
     if validation is not None or (dataset is not None and task.validation_split and
                                   train is None):
         texts, raw, source = read_split(task, "validation", path=validation,

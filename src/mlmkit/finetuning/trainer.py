@@ -45,7 +45,7 @@ from mlmkit.core.results import Result
 from mlmkit.core.staging import write_text
 from mlmkit.errors import InvalidArgument, RunError
 from mlmkit.finetuning import methods
-from mlmkit.finetuning.classifier import RECORDED_MAX_LENGTH
+from mlmkit.finetuning.classifier import RECORDED_MAX_LENGTH, RECORDED_TEXT_COLUMNS
 from mlmkit.finetuning.data import TaskData
 from mlmkit.finetuning.encode import (
     PromptEncoder,
@@ -62,6 +62,7 @@ from mlmkit.finetuning.packing import (
     packed_outputs,
     supports_packing,
 )
+from mlmkit.finetuning.run_dir import holds_run
 from mlmkit.finetuning.trained_rows import TrainedRows, trained_rows
 from mlmkit.models.fast_modernbert import use_fast_layers
 from mlmkit.training import checkpoint
@@ -387,7 +388,8 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
     if run_path is not None:
         checkpoint.remove_leftovers(run_path)
         if resume:
-            state = checkpoint.resume_state(run_path, config, files=("train",))
+            state = checkpoint.resume_state(run_path, config, files=("train",),
+                                            kind="fine-tuning run", marker="task")
             try:
                 trainer.model.load_state_dict(state["model"])
             except RuntimeError:
@@ -407,9 +409,9 @@ def fine_tune_run(mlm, data: TaskData, recipe: Recipe, *, device, precision: str
                 else:
                     trainer.rows.decay = state["embedding_decay"]
             say(f"resuming at epoch {epoch + 1}, step {step}")
-        elif checkpoint.list_states(run_path):
-            raise RunError(f"run directory {str(run_path)!r} already holds a fine-tuning run: "
-                           "resume it (--resume) or choose another --run-dir")
+        elif holds_run(run_path):  # its states, or a finished run's best/ or metrics
+            raise RunError(f"run directory {str(run_path)!r} already holds a run: resume it "
+                           "(--resume) or choose another --run-dir")
         run_path.mkdir(parents=True, exist_ok=True)
     for split, cut in truncated.items():  # said once the run is sure to go on
         if cut:
@@ -565,6 +567,7 @@ def _save_model(trainer: Trainer, target: Path, merge_lora: bool) -> None:
     def write(folder: Path) -> None:
         # where its inputs are cut, read back by predict and eval classify
         setattr(model.config, RECORDED_MAX_LENGTH, trainer.max_length)
+        setattr(model.config, RECORDED_TEXT_COLUMNS, len(trainer.task.text_cols))
         if lora and merge_lora:
             merged = copy.deepcopy(model).merge_and_unload()
             merged.save_pretrained(folder)

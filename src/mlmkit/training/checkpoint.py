@@ -122,16 +122,22 @@ def load_latest_state(run_dir: str | Path, *, new_run: str | None = None,
                    + (over or "start it over in the same directory with --restart"))
 
 
-def resume_state(run_dir: str | Path, config: dict, files: tuple[str, ...] = ()) -> dict:
+def resume_state(run_dir: str | Path, config: dict, files: tuple[str, ...] = (),
+                 kind: str | None = None, marker: str | None = None) -> dict:
     """The newest state of a fine-tuning run directory, after checking it was trained with
     `config` (the settings a resume may not change); the error names each one that differs.
     The settings named in `files` are paths, the same where they name the same file (a
-    relative path from another folder)."""
+    relative path from another folder). A state whose settings lack `marker` (a setting
+    every run of this `kind` records) is another kind of run, and said so."""
     run_dir = Path(run_dir)
     state, _ = load_latest_state(
         run_dir, new_run="start a new run there without --resume",
         over=f"remove {run_dir / 'checkpoints'} to start over, or choose another --run-dir")
     stored = state["config"]
+    if marker is not None and marker not in stored:
+        raise RunError(f"--resume {str(run_dir)!r}: it holds another kind of run, not a "
+                       f"{kind or 'run of this command'} (a pretraining run, perhaps): pass "
+                       "the --run-dir of the run to resume, or start a new one")
     changed = [k for k in stored if stored.get(k) != config.get(k)
                and not (k in files and _same_file(stored.get(k), config.get(k)))]
     if changed:
