@@ -46,3 +46,19 @@ def test_embed_a_protein_per_record(esm_dir, fasta, tmp_path):
     assert len(vectors) == 2
     expected = mlmkit.load(esm_dir, device="cpu").embed(["MVLSPADK"])
     np.testing.assert_allclose(vectors[1], np.asarray(expected)[0], atol=1e-5)
+
+
+def test_fasta_on_standard_input_is_read_with_format_fasta_and_said_without(esm_dir,
+                                                                           tmp_path):
+    """FASTA piped to `score MODEL -` scored its header lines as proteins, without a word."""
+    out = tmp_path / "scores.jsonl"
+    result = CliRunner().invoke(app, ["score", str(esm_dir), "-", "--format", "fasta", "-o",
+                                      str(out), "--device", "cpu"], input=FASTA)
+    assert result.exit_code == 0, result.output
+    assert [json.loads(x)["text"] for x in out.read_text().splitlines()] == [
+        "MKTAYIAKQRQISF", "MVLSPADK"]
+    plain = CliRunner().invoke(app, ["score", str(esm_dir), "-", "-o", str(out), "--device",
+                                     "cpu"], input=FASTA)
+    assert plain.exit_code == 0, plain.output
+    assert "standard input starts with '>' as FASTA does" in plain.stderr
+    assert "--format fasta" in plain.stderr

@@ -89,6 +89,13 @@ def test_eval_compare_takes_variants_and_pretraining_refuses_the_part(esm_dir, s
      "scan 1's target fitness: every row of .*same.csv holds 0.5: Spearman's ρ needs"),
     ("{dms: scan.csv, sequence: wt.fasta, offset: 1, target: fitness}",
      "check the sequence and scan 1's offset in .*scans.yaml$"),
+    ("{dms: nosuch.csv, sequence: wt.fasta, offset: 24, target: fitness}",
+     "scans.yaml: scan 1's dms 'nosuch.csv': no such file in .* \\(paths are relative to "
+     "the scans file\\)"),
+    ("{dms: scan.csv, sequence: wt.fasta, offset: 24, target: fit}",
+     "scans.yaml: scan 1's target 'fit' is not a column of .*scan.csv \\(its columns: "),
+    ("{dms: scan.csv, sequence: wt.fasta, offset: 24, target: fitness, name: 'my scan/1'}",
+     "scan 1's name 'my scan/1' becomes a metric's name"),
 ])
 def test_a_bad_scan_entry_is_one_line_naming_it(scans, entry, message):
     from mlmkit.errors import MlmkitError

@@ -124,3 +124,12 @@ def test_a_protein_corpus_has_pppl_items_and_fill_mask_examples():
     for example in examples:
         filled = example.template.replace("{mask}", example.answer)
         assert any(p.startswith(filled) for p in proteins) and len(example.answer) == 1
+
+
+def test_the_recipe_s_data_line_counts_the_proteins_cropped(shared_data, tmp_path):
+    """The esm2 recipe trains in phases, whose blocks did not pass the cropped count on."""
+    result = _pretrain(tmp_path, "--corpus", str(shared_data / "protein" /
+                                                 "some_proteins.fasta"))
+    assert result.exit_code == 0, result.output
+    line = next(x for x in result.output.splitlines() if x.startswith("data:"))
+    assert "documents longer than a block" in line, line

@@ -67,3 +67,9 @@ def test_the_cli_saves_the_fixed_alphabets(tmp_path):
     assert len(AutoTokenizer.from_pretrained(tmp_path / "protein")) == 33
     result = runner.invoke(app, ["tokenizer", "dna", "-o", str(tmp_path / "bad"), "--k", "9"])
     assert result.exit_code == 1 and "k=9" in result.output
+    for command in (["protein"], ["dna"], ["train", "python-docs"]):  # - made a folder '-'
+        result = runner.invoke(app, ["tokenizer", *command, "-o", "-"])
+        assert result.exit_code == 1 and "a tokenizer is a folder of files" in result.stderr
+    (tmp_path / "file").write_text("x")
+    result = runner.invoke(app, ["tokenizer", "protein", "-o", str(tmp_path / "file")])
+    assert result.exit_code == 1 and "is a file: name a directory" in result.stderr

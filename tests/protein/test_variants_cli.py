@@ -196,3 +196,74 @@ def test_a_constant_target_is_refused_and_a_nan_correlation_is_null_in_json(esm_
     assert "every row of" in result.output and "values that differ" in result.output
     score = spearman_score([1.0, 2.0, 3.0, 4.0], [5.0] * 4, n_boot=0)
     assert score.note == "undefined: one side holds a single value"
+
+
+def test_names_of_no_file_and_outputs_over_the_wild_type_are_refused(esm_dir, tmp_path,
+                                                                     monkeypatch):
+    """A lower-case word or a file name that names no file was read as residues (`insulin`:
+    the protein INSULIN); `-o` naming the wild type's FASTA overwrote it."""
+    monkeypatch.chdir(tmp_path)
+    dms = _write(tmp_path / "dms.csv", "mutant\nK2A\n")
+    for given in ("insulin", "mysequence.txt", "Wildtype"):
+        result = _invoke(["protein", "variants", str(esm_dir), "--sequence", given, dms,
+                          "-o", "out.csv", "--device", "cpu"])
+        assert result.exit_code == 1, (given, result.output)
+        assert ("no such file" in result.stderr or "does not exist" in result.stderr), \
+            (given, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1
+    fasta = _write(tmp_path / "wt.fasta", ">wt\nMKTAYIAK\n")
+    result = _invoke(["protein", "variants", str(esm_dir), "--sequence", fasta, dms, "-o",
+                      fasta, "--device", "cpu"])
+    assert result.exit_code == 1 and "is also an input" in result.stderr
+    assert (tmp_path / "wt.fasta").read_text() == ">wt\nMKTAYIAK\n"
+    result = _invoke(["protein", "binders", str(esm_dir), fasta, "--length", "3", "-n", "1",
+                      "-o", fasta, "--device", "cpu"])
+    assert result.exit_code == 1 and "is also an input" in result.stderr
+    assert (tmp_path / "wt.fasta").read_text() == ">wt\nMKTAYIAK\n"
+    result = _invoke(["protein", "binders", str(esm_dir), fasta, "--length", "3", "-n", "1",
+                      "-o", "-", "--json", "--device", "cpu"])
+    assert result.exit_code == 1 and "--json and -o - both write standard output" in \
+        result.stderr
+
+
+def test_dms_files_of_another_kind_are_named_and_headers_kept(esm_dir, tmp_path):
+    """Blank lines before the header were 'empty'; a FASTA given as the DMS, a folder and a
+    gzipped CSV got misleading lines; the output rewrote the header's spacing."""
+    import gzip
+
+    def run(dms, out="out.csv", *more):
+        return _invoke(["protein", "variants", str(esm_dir), "--sequence", SEQUENCE, str(dms),
+                        "--offset", "24", "-o", str(tmp_path / out), "--device", "cpu", *more])
+
+    blank = _write(tmp_path / "blank.csv", "\n\n mutant ,fitness\nK25A,1\nT26G,2\n")
+    result = run(blank)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out.csv").read_text().splitlines()[0] == " mutant ,fitness,score"
+    fasta = _write(tmp_path / "wt.fasta", f">wt; a protein\n{SEQUENCE}\n")
+    result = run(fasta)
+    assert result.exit_code == 1 and "wt.fasta line 1 starts with '>': this is a FASTA " \
+        "file, not a DMS CSV" in result.stderr, result.stderr
+    (tmp_path / "folder").mkdir()
+    result = run(tmp_path / "folder")
+    assert result.exit_code == 1 and "folder is a directory" in result.stderr
+    (tmp_path / "dms.csv.gz").write_bytes(gzip.compress(b"mutant,fitness\nK25A,1\nT26G,2\n"))
+    result = run(tmp_path / "dms.csv.gz", "gz.csv", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"strategy": "masked-marginals", "scores": 2,
+                                         "output": str(tmp_path / "gz.csv")}
+    assert (tmp_path / "gz.csv").read_text().splitlines()[1].startswith("K25A,1,")
+
+
+def test_mutations_of_the_wrong_type_and_a_text_tokenizer_are_said(esm_mlm, tiny_mlm):
+    """None as the mutations raised a TypeError; a text model's tokenizer scored proteins
+    without a word."""
+    from mlmkit.errors import InvalidArgument
+    from mlmkit.protein.variants import variant_effects
+
+    with pytest.raises(InvalidArgument, match=r"mutations=None: give a mutation string"):
+        esm_mlm.variant_effects(SEQUENCE, None)
+    scores = esm_mlm.variant_effects(SEQUENCE, np.array(["K2A", "T3G"]))  # an array is fine
+    assert scores.shape == (2,)
+    with pytest.warns(UserWarning, match="tokenizer does not spell a protein a residue per "
+                      "token"):
+        variant_effects(tiny_mlm("bert"), SEQUENCE[:12], ["K2A"])  # a text WordPiece

@@ -75,13 +75,13 @@ def variants_command(
             raise InvalidArgument(f"--target-field {target_col!r} is the mutation column "
                                   "(--mutation-field): name the column of measured fitness")
         if output is not None:
-            check_output_path(output, [dms], "-o/--output")
+            check_output_path(output, [dms, sequence], "-o/--output")
         if dms == "-" and sequence == "-":
             raise InvalidArgument("the DMS file and --sequence both read standard input: give "
                                   "one of them as a file")
         protein = mlmkit.protein
         wild_type = protein.check_sequence(protein.read_sequence(sequence),
-                                           f"--sequence {sequence}")
+                                           f"--sequence {_shown(sequence)}")
         scan = protein.dms.read_scan(dms, mutation_col)
         if score_col in scan.columns:
             raise InvalidArgument(f"{scan.path} already has a column {score_col!r}: name the "
@@ -94,22 +94,29 @@ def variants_command(
         scores = mlm.variant_effects(wild_type, mutations, strategy=strategy, offset=offset,
                                      progress=None)
         if output is not None:
-            with open_output(output, [dms], "-o/--output") as handle:
+            with open_output(output, [dms, sequence], "-o/--output") as handle:
                 writer = csv.writer(handle, lineterminator="\n")
-                writer.writerow([*scan.columns, score_col])
+                writer.writerow([*(scan.header or scan.columns), score_col])
                 for row, value in zip(scan.rows, scores, strict=True):
                     writer.writerow([*(row[c] for c in scan.columns), repr(float(value))])
             status(f"wrote {len(scores)} scores to {output}")
-        if target is not None:
-            _report(spearman_score(scores, target, n_boot=n_boot, seed=runtime.seed),
-                    target_col, strategy, as_json, to_stderr=output == "-")
+        correlation = (spearman_score(scores, target, n_boot=n_boot, seed=runtime.seed)
+                       if target is not None else None)
+        if correlation is not None or as_json:
+            _report(correlation, len(scores), output, target_col, strategy, as_json,
+                    to_stderr=output == "-")
 
 
-def _report(result, target_col: str, strategy: str, as_json: bool, to_stderr: bool) -> None:
-    value = result.value if math.isfinite(result.value) else None  # JSON has no NaN
-    line = {"strategy": strategy, "target": target_col, "spearman": value,
-            "low": result.low, "high": result.high, "n": result.n, "note": result.note}
+def _report(result, scores: int, output: str | None, target_col: str | None, strategy: str,
+            as_json: bool, to_stderr: bool) -> None:
+    """Spearman's ρ as a line, or with --json a JSON summary (the scores written, and ρ
+    when a target was given); on stderr where standard output holds the scores."""
     if as_json:
+        line = {"strategy": strategy, "scores": scores, "output": output}
+        if result is not None:
+            value = result.value if math.isfinite(result.value) else None  # JSON: no NaN
+            line.update(target=target_col, spearman=value, low=result.low, high=result.high,
+                        n=result.n, note=result.note)
         text = json.dumps(line)
     else:
         interval = f" [{result.low:.3f}, {result.high:.3f}]" if result.low is not None else ""
@@ -119,6 +126,11 @@ def _report(result, target_col: str, strategy: str, as_json: bool, to_stderr: bo
         status(text)
     else:
         typer.echo(text)
+
+
+def _shown(value: str, width: int = 40) -> str:
+    """A value as an error names it: cut to `width` characters (a sequence may be long)."""
+    return value if len(value) <= width else value[:width] + "…"
 
 
 BINDERS_HELP = "Design peptide binders of a target by masked infilling (PepMLM); PLL-scored."
@@ -151,8 +163,11 @@ def binders_command(
     binder scored by the PLL and pseudo-perplexity of its residues given the target, best
     first."""
     with trusting(runtime.trust_remote_code):
+        if output == "-" and as_json:
+            raise InvalidArgument("--json and -o - both write standard output: drop one (-o - "
+                                  "writes CSV, --json a JSON line per binder)")
         if output is not None:
-            check_output_path(output, [], "-o/--output")
+            check_output_path(output, [target], "-o/--output")
         mlmkit.generation.SamplerOptions(**as_keywords(sampling))  # checked before loading
         protein = mlmkit.protein
         sequence = protein.read_sequence(target, "TARGET")
@@ -160,7 +175,7 @@ def binders_command(
         binders = mlm.design_binders(sequence, length, n, terminus=terminus, residues=residues,
                                      **as_keywords(sampling), progress=None)
         if output is not None:
-            with open_output(output, [], "-o/--output") as handle:
+            with open_output(output, [target], "-o/--output") as handle:
                 writer = csv.writer(handle, lineterminator="\n")
                 writer.writerow(["binder", "pll", "pseudo_perplexity"])
                 for b in binders:

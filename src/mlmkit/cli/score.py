@@ -27,9 +27,10 @@ from mlmkit.cli.options import (
     trusting,
 )
 from mlmkit.core import checks
+from mlmkit.core.fasta import INPUT_FORMATS
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status, warn
-from mlmkit.core.records import TEXT_FORMATS, check_input_file
+from mlmkit.core.records import check_input_file
 from mlmkit.core.results import dumps
 from mlmkit.errors import InvalidArgument
 from mlmkit.options import as_keywords
@@ -73,9 +74,9 @@ def score_command(
     input_file: str = TEXTS_FILE,
     text: list[str] = TEXTS,
     text_field: str = TEXT_FIELD,
-    input_format: str = typer.Option(None, "--format", metavar="text|jsonl|tsv|csv",
+    input_format: str = typer.Option(None, "--format", metavar="text|jsonl|tsv|csv|fasta",
                                      help="The input's format (default: from its name: "
-                                     ".jsonl, .tsv, .csv, else text; JSONL with "
+                                     ".jsonl, .tsv, .csv, .fasta, else text; JSONL with "
                                      "--text-field)."),
     skip_unk: bool = SKIP_UNK,
     chunk_texts: int = CHUNK_TEXTS,
@@ -94,7 +95,7 @@ def score_command(
                                                        scoring.stride, runtime.batch_tokens,
                                                        scoring.reduction)
         if input_format is not None:
-            checks.choice("format", input_format, TEXT_FORMATS)
+            checks.choice("format", input_format, INPUT_FORMATS)
         if text:
             _score_texts(model, text, input_file, scoring, output, runtime,
                          allow_untrained_head, as_json)

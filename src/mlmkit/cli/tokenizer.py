@@ -12,6 +12,7 @@ from rich.markup import escape
 import mlmkit
 from mlmkit.cli.options import command_group, subcommand
 from mlmkit.core import checks
+from mlmkit.errors import InvalidArgument
 
 EXAMPLE = """
 Example:
@@ -57,6 +58,7 @@ def train_command(
     progress: bool = typer.Option(True, help="Show the trainer's progress bar."),
 ) -> None:
     # every range before the corpus is read (the kind: by train_tokenizer, before it reads)
+    check_directory(output)
     checks.count("vocab_size", vocab_size, 64, mlmkit.tokenizer.MAX_VOCAB_SIZE)
     checks.count("max_length", max_length, 1, mlmkit.tokenizer.MAX_MODEL_LENGTH)
 
@@ -93,6 +95,7 @@ def train_command(
 def protein_command(
     output: Path = OUTPUT,
 ) -> None:
+    check_directory(output)
     tokenizer = mlmkit.protein_tokenizer(output)
     Console().print(f"[green]saved[/green] the amino-acid tokenizer ({len(tokenizer)} tokens) "
                     f"to {escape(str(output))}")
@@ -111,9 +114,21 @@ def dna_command(
     max_length: int = typer.Option(1000, "--max-length", help="The model's longest input in "
                                    "tokens (model_max_length)."),
 ) -> None:
+    check_directory(output)
     tokenizer = mlmkit.dna_tokenizer(k, output, max_length=max_length)
     Console().print(f"[green]saved[/green] a {k}-mer DNA tokenizer ({len(tokenizer):,} tokens) "
                     f"to {escape(str(output))}")
+
+
+def check_directory(output: Path) -> None:
+    """A tokenizer is a folder of files: `-` (standard output elsewhere) and an existing
+    file are refused before any work."""
+    if str(output) == "-":
+        raise InvalidArgument("-o -: a tokenizer is a folder of files, not a stream: name a "
+                              "directory (-o ./my-tokenizer)")
+    if output.exists() and not output.is_dir():
+        raise InvalidArgument(f"-o {str(output)!r} is a file: name a directory for the "
+                              "tokenizer's files")
 
 
 def register(app: typer.Typer) -> None:

@@ -9,11 +9,20 @@ without records, is an error naming the line.
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.core.records import STDIN, decoded_lines, display_name, names_a_file, read_texts
+from mlmkit.core.checks import choice
+from mlmkit.core.records import (
+    STDIN,
+    TEXT_FORMATS,
+    decoded_lines,
+    display_name,
+    names_a_file,
+    read_texts,
+)
 from mlmkit.errors import InvalidArgument, InvalidData
 
 FASTA_SUFFIXES = (".fasta", ".fa", ".faa", ".fna", ".fas")
@@ -79,17 +88,39 @@ def fasta_texts(path: str | Path, encoding: str = "utf-8",
         yield record.line, record.sequence
 
 
+INPUT_FORMATS = (*TEXT_FORMATS, "fasta")
+"""The input formats of the commands that read a text per record (`--format`)."""
+
+
 def input_texts(path, field: str | None = None, encoding: str = "utf-8",
                 errors: str = "strict", format: str | None = None) -> Iterator[tuple[int, str]]:
     """(line number, text) per input record of the commands that take one text per line:
-    `mlmkit.core.records.read_texts`, or for a FASTA file (by its suffix, unless `format`
-    says otherwise) (header line, sequence) per record."""
-    if format is None and str(path) != STDIN and is_fasta(path):
+    `mlmkit.core.records.read_texts`, or for FASTA (`format="fasta"`, or a file's suffix)
+    (header line, sequence) per record. Standard input read as text whose first line opens
+    like a FASTA record is said once (a warning): it is read a line per text unless
+    `format="fasta"`."""
+    if format is not None:
+        choice("format", format, INPUT_FORMATS)
+    if format == "fasta" or (format is None and str(path) != STDIN and is_fasta(path)):
         if field is not None:
             raise InvalidArgument(f"--text-field {field!r}: a FASTA file has no fields (each "
                                   "record's sequence is a text): leave --text-field out")
         return fasta_texts(path, encoding, errors)
-    return read_texts(path, field, encoding, errors, format)
+    texts = read_texts(path, field, encoding, errors, format)
+    if str(path) == STDIN and format is None and field is None:
+        return _said_if_fasta(texts)
+    return texts
+
+
+def _said_if_fasta(texts: Iterator[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    first = next(texts, None)
+    if first is None:
+        return
+    if first[1].startswith(">"):
+        warnings.warn("standard input starts with '>' as FASTA does: it is read as text, a "
+                      "line per input; pass --format fasta to read its records", stacklevel=2)
+    yield first
+    yield from texts
 
 
 def is_fasta(path: str | Path) -> bool:
@@ -108,13 +139,31 @@ def read_sequence(value: str | Path, what: str = "--sequence") -> str:
         if not any(line.lstrip().startswith(">") for _, line in lines):
             return "".join("".join(line for _, line in lines).split()).upper()
         return _one_record(list(_records(display_name(STDIN), lines)), value, what)
-    if not (is_fasta(value) or "/" in value or names_a_file(value)):
+    if not (is_fasta(value) or _path_like(value) or names_a_file(value)):
+        if value.isalpha() and not value.isupper():  # a file name, by its lower case
+            raise InvalidArgument(f"{what} {_shown(value)}: no such file, and letters in lower "
+                                  "case are read as a file's name, not as residues: give an "
+                                  "existing FASTA file, or the residues in capitals")
         return value
     if value.isascii() and value.isalpha() and value.isupper():  # a file, and residues too
         raise InvalidArgument(f"{what} {value!r} is both a file here and a sequence of letters: "
                               f"write ./{value} to read the file, or give the letters on "
                               f"standard input ({what} -)")
     return sequence_file(value, what)
+
+
+_FILE_SUFFIX = re.compile(r"\.[A-Za-z]\w{0,5}$")  # .txt, .fasta, .gz, ...
+
+
+def _path_like(value: str) -> bool:
+    """Whether `value` reads as a path rather than residues: a folder separator, a leading
+    `~` or `.`, or a file suffix."""
+    return ("/" in value or "\\" in value or value.startswith(("~", "."))
+            or bool(_FILE_SUFFIX.search(value)))
+
+
+def _shown(value: str, width: int = 40) -> str:
+    return repr(value) if len(value) <= width else repr(value[:width] + "…")
 
 
 def sequence_file(path: str | Path, what: str = "--sequence") -> str:

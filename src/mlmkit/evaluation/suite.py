@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -443,6 +444,7 @@ class Scan:
 
 
 SCAN_KEYS = ("dms", "sequence", "offset", "target", "mutation_col", "name")
+SCAN_NAME = re.compile(r"[\w.-]+")
 
 
 def read_facts_file(path) -> list:
@@ -498,10 +500,21 @@ def read_scans(path) -> list[Scan]:
             sequence = given
         sequence = check_sequence(sequence, f"{path}: scan {i}'s sequence")
         column = str(entry.get("mutation_col", "mutant"))
+        if not dms.is_file():
+            raise PathError(f"{path}: scan {i}'s dms {str(entry['dms'])!r}: no such file in "
+                            f"{str(path.parent)!r} (paths are relative to the scans file)")
         scan = read_scan(dms, column, naming=f"mutation_col: in {path}")
+        if str(entry["target"]) not in scan.columns:
+            raise InvalidData(f"{path}: scan {i}'s target {str(entry['target'])!r} is not a "
+                              f"column of {dms} (its columns: {', '.join(scan.columns)})")
         mutations = check_mutations(scan, sequence, column, offset,
                                     offset_name=f"scan {i}'s offset in {path}")
-        name = str(entry.get("name", Path(dms).stem))
+        # the file's stem, its other characters made '-', unless a name is given
+        name = str(entry.get("name", re.sub(r"[^\w.-]+", "-", dms.stem)))
+        if not SCAN_NAME.fullmatch(name):
+            raise InvalidData(f"{path}: scan {i}'s name {name!r} becomes a metric's name "
+                              "(variants_spearman_NAME): use letters, digits, '_', '-' and "
+                              "'.' only")
         if name in names:
             raise InvalidData(f"{path}: scans {names[name]} and {i} are both named {name!r}: "
                               "give each a name of its own (name: ...)")

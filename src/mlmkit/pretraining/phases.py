@@ -96,6 +96,11 @@ class PhaseBlocks:
     def __len__(self) -> int:
         return int(self.offsets(self.current)[-1])
 
+    @property
+    def cropped(self) -> int:
+        """Documents of the current phase longer than a block (each read at a window)."""
+        return sum(getattr(blocks, "cropped", 0) for blocks in self.sources[self.current])
+
     def __getitem__(self, indices):
         return self.gather(indices)
 

@@ -19,7 +19,7 @@ from mlmkit.models.load import prepare_mlm
 from mlmkit.options import as_keywords
 from mlmkit.protein.alphabet import RESIDUES, STANDARD
 from mlmkit.protein.mutations import check_sequence
-from mlmkit.protein.variants import residue_ids
+from mlmkit.protein.variants import check_protein_tokenizer, residue_ids
 
 TERMINI = ("C", "N")
 RESIDUE_SETS = ("standard", "all")  # the 20 standard residues, or also the rare letters
@@ -71,6 +71,7 @@ def design_binders(
     mlm, precision = prepare_mlm(model, device=device, precision=precision, threads=threads)
     target = check_sequence(target, "the target sequence")
     residue_ids(mlm.tokenizer, target)
+    check_protein_tokenizer(mlm, target)
     tokens = len(target) + length + mlm.tokenizer.num_special_tokens_to_add()
     if tokens > mlm.max_length:
         raise InvalidArgument(f"the target ({len(target)} residues) and a binder of {length} "

@@ -8,6 +8,7 @@ problem is one line naming the file and line.
 from __future__ import annotations
 
 import csv
+import gzip
 import io
 import math
 import sys
@@ -27,6 +28,7 @@ class Scan:
     columns: list[str]
     rows: list[dict[str, str]]
     lines: list[int]
+    header: list[str] | None = None  # the header's fields as written (columns: stripped)
 
     def column(self, name: str) -> list[str]:
         if name not in self.columns:
@@ -38,12 +40,23 @@ class Scan:
         return f"{self.path} line {self.lines[i]}"
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def _open_text(path: str | Path):
-    """The CSV's text (`-`: standard input); utf-8-sig: a spreadsheet's byte-order mark is not
-    part of the first column's name."""
+    """The CSV's text (`-`: standard input), gzip-compressed or not; utf-8-sig: a
+    spreadsheet's byte-order mark is not part of the first column's name."""
     if str(path) == STDIN:
-        return io.StringIO(sys.stdin.buffer.read().decode("utf-8-sig"), newline="")
-    return open(path, encoding="utf-8-sig", newline="")
+        data = sys.stdin.buffer.read()
+    else:
+        data = Path(path).read_bytes()
+    if data.startswith(GZIP_MAGIC):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as error:
+            raise InvalidData(f"{path} is gzip-compressed and cannot be decompressed "
+                              f"({error}): the file is damaged or truncated") from None
+    return io.StringIO(data.decode("utf-8-sig"), newline="")
 
 
 def read_scan(path: str | Path, mutation_col: str = "mutant",
@@ -53,6 +66,8 @@ def read_scan(path: str | Path, mutation_col: str = "mutant",
     row as many fields as the header."""
     source = path
     path = Path("standard input" if str(source) == STDIN else source)
+    if str(source) != STDIN and path.is_dir():
+        raise PathError(f"{path} is a directory: pass the DMS file (a CSV) in it")
     if str(source) != STDIN and not path.is_file():
         raise PathError(f"{path}: no such DMS file (or pass - to read standard input)")
     try:
@@ -62,22 +77,30 @@ def read_scan(path: str | Path, mutation_col: str = "mutant",
             reader = csv.reader(f, strict=True)
             row_start = 1  # the line where the row being read begins
             header = next(reader, None)
-            if header is None or not any(field.strip() for field in header):
+            while header is not None and not any(field.strip() for field in header):
+                row_start = reader.line_num + 1  # blank lines before the header
+                header = next(reader, None)
+            if header is None:
                 raise InvalidData(f"{path} is empty: a DMS file is a CSV with a header line "
                                   f"and a {mutation_col!r} column")
+            top = f"{path} line {row_start}"
+            if header[0].lstrip().startswith(">"):
+                raise InvalidData(f"{top} starts with '>': this is a FASTA file, not a DMS "
+                                  "CSV; give the wild type's FASTA as --sequence and the CSV "
+                                  "of variants as the DMS")
             columns = [field.strip() for field in header]
             twice = sorted({name for name in columns if columns.count(name) > 1})
             if twice:
-                raise InvalidData(f"{path} line 1: the column {twice[0]!r} appears twice: "
+                raise InvalidData(f"{top}: the column {twice[0]!r} appears twice: "
                                   "name each column once")
             if mutation_col not in columns:
                 other = next((name for sep, name in (("\t", "tabs"), (";", "semicolons"))
                               if len(columns) == 1 and sep in columns[0]), None)
                 if other is not None:
-                    raise InvalidData(f"{path} line 1: the header is one column holding "
+                    raise InvalidData(f"{top}: the header is one column holding "
                                       f"{other}: a DMS file is comma-separated (CSV); write "
                                       "it with commas")
-                raise InvalidData(f"{path} line 1: no {mutation_col!r} column (its columns: "
+                raise InvalidData(f"{top}: no {mutation_col!r} column (its columns: "
                                   f"{', '.join(columns)}): name it with {naming}")
             rows, lines = [], []
             row_start = reader.line_num + 1
@@ -101,7 +124,7 @@ def read_scan(path: str | Path, mutation_col: str = "mutant",
         raise InvalidData(f"{path} line {reader.line_num}: malformed CSV ({error})") from None
     if not rows:
         raise InvalidData(f"{path} has a header but no rows: nothing to score")
-    return Scan(path, columns, rows, lines)
+    return Scan(path, columns, rows, lines, header)
 
 
 def check_mutations(scan: Scan, sequence: str, mutation_col: str, offset: int,

@@ -25,7 +25,8 @@ multi-mutant's effects are.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -49,6 +50,29 @@ def residue_ids(tokenizer, sequence: str) -> np.ndarray:
         raise InvalidData(f"the model's tokenizer has no token for residue {letter!r}: use a "
                           "protein model (ESM's amino-acid alphabet)")
     return ids
+
+
+SPELLING_SAMPLE = 64  # residues of the sequence that judge how a tokenizer spells proteins
+SMALL_VOCABULARY = 256  # a protein alphabet's tokens and specials fit (ESM: 33, ProtBERT: 30)
+
+
+def check_protein_tokenizer(mlm, sequence: str) -> None:
+    """Warn when `mlm`'s tokenizer does not spell a protein a residue per token (a text
+    model's merges letters into words): the one-letter tokens mlmkit feeds it are then not
+    what it was trained on, and its scores mean little. A protein tokenizer reads the
+    letters as they are (ESM's), or spaced with an alphabet's small vocabulary (ProtBERT's;
+    a text WordPiece also reads spaced letters one by one, but among thousands of words)."""
+    sample = sequence[:SPELLING_SAMPLE]
+    expected = residue_ids(mlm.tokenizer, sample).tolist()
+    spellings = [sample] + ([" ".join(sample)] if len(mlm.tokenizer) <= SMALL_VOCABULARY
+                            else [])
+    for text in spellings:
+        if mlm.tokenizer(text, add_special_tokens=False)["input_ids"] == expected:
+            return
+    spelled = mlm.tokenizer.tokenize(sample[:12])
+    warnings.warn(f"{mlm.name}'s tokenizer does not spell a protein a residue per token "
+                  f"({sample[:12]!r} is {spelled}): its scores of residues mean little; use "
+                  "a protein masked LM (ESM-2)", stacklevel=3)
 
 
 class _Protein:
@@ -132,18 +156,28 @@ def variant_effects(
     sequence = check_sequence(sequence, "the wild-type sequence")
     if isinstance(mutations, str):
         mutations = [mutations]
+    if not isinstance(mutations, Iterable) or isinstance(mutations, (bytes, dict)):
+        raise InvalidArgument(f"mutations={_shown(mutations)}: give a mutation string "
+                              "(A42G, or A42G:V50L) or a list of them")
+    mutations = list(mutations)  # a list, a tuple, a numpy array, a pandas column
     variants = [parse_variant(text, sequence, int(offset), name=f"mutation {i + 1} ({text!r})",
                               offset_name="offset= (--offset)")
                 for i, text in enumerate(mutations)]
     if not variants:
         return np.zeros(0, dtype=np.float64)
     protein = _Protein(mlm, sequence)
+    check_protein_tokenizer(mlm, sequence)
     for variant in variants:  # a mutant letter the tokenizer lacks fails before any pass
         residue_ids(mlm.tokenizer, "".join(m.mutant for m in variant))
     score = {"masked-marginals": _marginals, "wt-marginals": _marginals,
              "mutant-marginals": _mutant_marginals, "pll": _pll}[strategy]
     run = dict(batch_tokens=batch_tokens, precision=precision, progress=progress)
     return score(mlm, protein, variants, strategy=strategy, run=run)
+
+
+def _shown(value, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[:width] + "…"
 
 
 def _token(mlm, letter: str) -> int:
