@@ -108,12 +108,17 @@ def test_a_classifier_checkpoint_gets_a_new_head_and_keeps_its_pooler(quiet_mlm,
     assert (again.classifier.weight - trained.classifier.weight).abs().min() > 0.5
 
 
-def _rows(corpus_sample, pairs: bool) -> TaskData:
+def _rows(corpus_sample, pairs: bool, regression: bool = False) -> TaskData:
     texts = [t for t in corpus_sample if 10 < len(t) < 400][:2 * ROWS]
     if pairs:
         rows = [(texts[2 * i], texts[2 * i + 1]) for i in range(ROWS)]
     else:
         rows = [(t,) for t in texts[:ROWS]]
+    if regression:  # STS-B's shape: a pair's similarity, a number from 0 to 5
+        labels = np.array([5.0 * min(len(a), len(b)) / max(len(a), len(b)) for a, b in rows],
+                          dtype=np.float32)
+        return TaskData(get_task("stsb", "a,b"), None, Split("train", rows, labels, "memory"),
+                        None)
     labels = np.array([int(" the " in " ".join(r)) for r in rows], dtype=np.int64)
     task = get_task("pairs", "a,b", "label") if pairs else get_task("sst2")
     names = ["0", "1"] if pairs else list(task.labels)
@@ -152,11 +157,13 @@ class _EpochOrders(torch.utils.data.Sampler):
 def _trainer_losses(mlm, data, tmp_path) -> list[float]:
     hf_logging.set_verbosity_error()
     set_seed(RECIPE.seed)
+    regression = data.label_names is None  # one output, MSE: the Trainer's for num_labels=1
     model = AutoModelForSequenceClassification.from_pretrained(
-        mlm.source, num_labels=len(data.label_names))
+        mlm.source, num_labels=1 if regression else len(data.label_names))
     columns = list(zip(*data.train.texts, strict=True))
     enc = mlm.tokenizer(*columns, truncation=True, max_length=RECIPE.max_length)
-    rows = [{**{k: enc[k][i] for k in enc}, "labels": int(data.train.labels[i])}
+    kind = float if regression else int
+    rows = [{**{k: enc[k][i] for k in enc}, "labels": kind(data.train.labels[i])}
             for i in range(len(data.train))]
     lengths = np.array([len(ids) for ids in enc["input_ids"]])
     orders = [np.concatenate(train_batches(lengths, BATCH, RECIPE.seed, epoch, bucket=False))
@@ -175,15 +182,18 @@ def _trainer_losses(mlm, data, tmp_path) -> list[float]:
     return trainer.losses
 
 
-@pytest.mark.parametrize("family, pooling, pairs, packed", [
-    ("bert", None, False, None), ("bert", None, True, None), ("bert", None, False, False),
-    ("modernbert", "cls", False, None), ("modernbert", "mean", False, None),
-], ids=["bert", "bert-pairs", "bert-padded", "modernbert-cls", "modernbert-mean"])
+@pytest.mark.parametrize("family, pooling, pairs, packed, regression", [
+    ("bert", None, False, None, False), ("bert", None, True, None, False),
+    ("bert", None, False, False, False), ("modernbert", "cls", False, None, False),
+    ("modernbert", "mean", False, None, False), ("modernbert", "cls", True, None, True),
+], ids=["bert", "bert-pairs", "bert-padded", "modernbert-cls", "modernbert-mean",
+        "modernbert-pairs-regression"])
 def test_per_step_losses_equal_the_trainer_s(tiny_mlm, corpus_sample, tmp_path, family,
-                                             pooling, pairs, packed):
-    """Packed batches (the default of these families) and padded ones alike."""
+                                             pooling, pairs, packed, regression):
+    """Packed batches (the default of these families) and padded ones alike; sentence
+    pairs; a regression (MSE on one output, as STS-B)."""
     mlm = quiet(tiny_mlm, family, tmp_path / "checkpoint", pooling)
-    data = _rows(corpus_sample, pairs)
+    data = _rows(corpus_sample, pairs, regression)
     ours = []
     fine_tune_run(mlm, data, RECIPE, device=torch.device("cpu"), precision="fp32",
                   packed=packed, on_step=lambda step, loss: ours.append(loss))
