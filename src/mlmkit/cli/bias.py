@@ -140,6 +140,9 @@ def _print_pairs_audit(audit) -> None:
                       _fmt(g.stereotype_score), _fmt(g.antistereotype_score), str(g.neutral),
                       _fmt(js[0].value, 0) if js else "–")
     console.print(table)
+    if s.n < 2:  # as the JSON result has it: a Gaussian is fitted to two scores or more
+        console.print("Gaussian fits: need at least 2 pairs (raise --limit)")
+        return
     d = result.divergences()
     console.print(f"Gaussian fits: sent_more N({d.stereo.mean:.3f}, {d.stereo.std:.3f}²), "
                   f"sent_less N({d.anti.mean:.3f}, {d.anti.std:.3f}²); "

@@ -89,6 +89,9 @@ def embed_command(
         checks.choice("format", output_format, OUTPUT_FORMATS)
         if sparse and output_format != "jsonl":
             raise InvalidArgument("--sparse writes JSON lines: leave out --format npy")
+        if sparse and str(output).lower().endswith(".npy"):
+            raise InvalidArgument(f"-o {output!r}: --sparse writes JSON lines, not an npy "
+                                  "array: name the output .jsonl")
         if text and input_file is not None:
             raise InvalidArgument(f"give --text or an input file ({input_file!r}), not both")
         if not text and input_file is None:

@@ -12,8 +12,8 @@ import mlmkit
 from mlmkit.cli.options import ENCODING, ENCODING_ERRORS, JSON, OUTPUT, Runtime, command
 from mlmkit.core import checks
 from mlmkit.core.output import check_output_path, open_output, same_file
-from mlmkit.core.progress import console, stderr_is_terminal
-from mlmkit.core.records import check_input_file, display_name, read_lines
+from mlmkit.core.progress import console, stderr_is_terminal, warn
+from mlmkit.core.records import check_input_file, display_name, read_texts
 from mlmkit.core.results import dumps
 from mlmkit.errors import InvalidArgument, InvalidData
 from mlmkit.options import as_keywords
@@ -48,13 +48,17 @@ def parse_fixes(fixes: list[str]) -> dict[int, str]:
 
 def read_inputs(path: str, what: str, encoding: str, errors: str,
                 keep_blank: bool) -> list[str]:
-    """The lines of a prompts/templates file (`-`: standard input); an empty file is an
-    error. Blank lines are kept (an empty prompt) or dropped."""
-    lines = [line for _, line in read_lines(path, encoding, errors)
-             if keep_blank or line.strip()]
-    if not lines:
+    """The texts of a prompts/templates file (`-`: standard input): a line each, or the
+    `text` field of each row of a .jsonl/.tsv/.csv file (as the file's name says); an empty
+    file is an error. Blank ones are kept (an empty prompt) or dropped, and said."""
+    texts = [text for _, text in read_texts(path, None, encoding, errors)]
+    kept = [text for text in texts if keep_blank or text.strip()]
+    if not kept:
         raise InvalidData(f"{what} file {display_name(path)} is empty: write one per line")
-    return lines
+    if len(kept) < len(texts):
+        warn(f"{len(texts) - len(kept)} blank line(s) of {display_name(path)} skipped: one "
+             f"output per {what[:-1]}, not per line")
+    return kept
 
 
 def step_hooks(tokenizer, n_rows: int, show: bool, trace):

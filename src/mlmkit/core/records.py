@@ -146,7 +146,8 @@ def decode_error(path, encoding, error, line, offset) -> InvalidData:
     where = f" at byte offset {offset:,} (line {line:,})" if offset is not None else ""
     compressed = " of the decompressed text" if str(path).lower().endswith(".gz") else ""
     return InvalidData(
-        f"{display_name(path)} is not valid {encoding}{where}{compressed}: {error.reason}; "
+        f"{display_name(path)} is not valid {encoding}{where}{compressed}: "
+        f"{getattr(error, 'reason', None) or error}; "
         f"convert it to {encoding}; commands that take --encoding read other encodings, "
         f"and --encoding-errors replace (encoding_errors='replace') replaces bad bytes"
     )

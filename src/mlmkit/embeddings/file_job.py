@@ -148,8 +148,8 @@ def embed_file(
     records = input_texts(input_path, field, encoding, encoding_errors, format)
     total = None if from_stdin or is_fasta(input_path) else count_lines(input_path)
     if to_stdout:
-        return _embed_to_stdout(mlm, records, output_format, chunk_texts, options, total,
-                                progress, began, width)
+        return _embed_to_stdout(input_path, mlm, records, output_format, chunk_texts, options,
+                                total, progress, began, width)
     output = Path(output_path).expanduser()
     output.parent.mkdir(parents=True, exist_ok=True)
     settings = {**options, "field": field, "format": format, "output_format": output_format,
@@ -174,16 +174,19 @@ def embed_file(
         with Progress(description, total=total, unit="texts", enabled=progress) as bar:
             bar.update(skip)
             chunk: list[str] = []
+            lines: list[int] = []
 
             def flush():
+                check_lengths(mlm, chunk, lines, input_path)
                 vectors = embed(mlm, chunk, **options, progress=False)
                 handle.write(vector_lines(vectors).encode("utf-8") if output_format == "jsonl"
                              else np.ascontiguousarray(vectors, dtype="<f4").tobytes())
                 handle.flush()
                 bar.advance(len(chunk))
                 chunk.clear()
+                lines.clear()
 
-            for index, (_, text) in enumerate(records):
+            for index, (line, text) in enumerate(records):
                 n_records = index + 1
                 if shard is not None and not owns_piece(index, chunk_texts, *shard):
                     continue
@@ -191,6 +194,7 @@ def embed_file(
                 if taken <= skip:  # written by the interrupted run
                     continue
                 chunk.append(text)
+                lines.append(line)
                 if len(chunk) >= chunk_texts:
                     flush()
             if chunk:
@@ -251,29 +255,47 @@ def _resume_point(partial: Path, handle, output_format: str, width: int, chunk_t
     return skip
 
 
-def _embed_to_stdout(mlm, records, output_format, chunk_texts, options, total, progress,
-                     began, width) -> EmbedFileSummary:
+def _embed_to_stdout(source, mlm, records, output_format, chunk_texts, options, total,
+                     progress, began, width) -> EmbedFileSummary:
     """Standard output: JSON lines as each chunk is done; .npy at the end (its header
     needs the row count first, and standard output cannot be rewound)."""
     count, kept = 0, []
     with Progress("embedding", total=total, unit="texts", enabled=progress) as bar:
         chunk: list[str] = []
-        for _, text in records:
+        lines: list[int] = []
+        for line, text in records:
             chunk.append(text)
+            lines.append(line)
             if len(chunk) >= chunk_texts:
+                check_lengths(mlm, chunk, lines, source)
                 count += _emit(mlm, chunk, output_format, options, kept)
                 bar.advance(len(chunk))
-                chunk = []
+                chunk, lines = [], []
         if chunk:
+            check_lengths(mlm, chunk, lines, source)
             count += _emit(mlm, chunk, output_format, options, kept)
             bar.advance(len(chunk))
     if not count:
-        raise InvalidData("standard input holds no text: give one text per line")
+        where = "standard input" if str(source) == STDIN else repr(str(source))
+        raise InvalidData(f"{where} holds no text: give one text per line")
     if output_format == "npy":
         with open_output("-", mode="wb") as out:
             write_npy(out, np.concatenate(kept))
     return EmbedFileSummary(texts=count, dimensions=width,
                             seconds=time.perf_counter() - began, output="-")
+
+
+def check_lengths(mlm, texts: list[str], lines: list[int], source) -> None:
+    """Refuse, naming its file and line, a text longer than the model reads (an embedding
+    is of the whole text: it is never cut), before its chunk is embedded."""
+    lengths = [len(ids) for ids in mlm.tokenizer(texts, add_special_tokens=True,
+                                                   verbose=False)["input_ids"]]
+    for length, line in zip(lengths, lines, strict=True):
+        if length > mlm.max_length:
+            where = "standard input" if str(source) == STDIN else repr(str(source))
+            raise InvalidData(f"{where} line {line}: {length} tokens, more than the "
+                              f"{mlm.max_length} the model reads (an embedding is never of a "
+                              "cut text): shorten or split that text")
 
 
 def _emit(mlm, chunk, output_format, options, kept) -> int:

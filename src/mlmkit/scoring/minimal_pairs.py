@@ -54,6 +54,9 @@ def read_pairs(path, limit: int | None = None, paradigms: list[str] | None = Non
     at most `limit` pairs per paradigm."""
     if limit is not None:
         limit = checks.count("limit", limit, 1)
+    if not str(path).strip():
+        raise PathError("minimal-pair data '' is empty: pass a jsonl file or a folder of them "
+                        "(e.g. ../shared/data/blimp)")
     path = Path(path) if str(path) != "-" else "-"
     if path != "-" and not path.exists():
         raise PathError(f"minimal-pair data {str(path)!r} does not exist: pass a jsonl file "
@@ -88,6 +91,11 @@ def read_pairs(path, limit: int | None = None, paradigms: list[str] | None = Non
     if not pairs:
         raise InvalidData(f"no minimal pairs found in {display_name(path)}"
                           + (f" for paradigms {sorted(wanted)}" if wanted else ""))
+    absent = sorted(wanted - set(counts)) if wanted else []
+    if absent:
+        raise InvalidData(f"no minimal pairs of paradigm(s) {', '.join(map(repr, absent))} in "
+                          f"{display_name(path)} (--paradigm takes one UID each time, e.g. "
+                          f"{next(iter(counts))!r}): check the names")
     return pairs
 
 
