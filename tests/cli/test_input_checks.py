@@ -34,6 +34,9 @@ def test_embed_names_its_file_and_line(saved_tiny_mlm, tmp_path):
     sparse = _run("embed", model, texts, "--sparse", "-o", tmp_path / "x.npy")
     assert sparse.exit_code == 1 and "--sparse writes JSON lines, not an npy" in sparse.stderr
     assert not (tmp_path / "x.npy").exists()
+    ignored = _run("embed", model, texts, "--sparse", "--pooling", "cls", "--dimensions", "8")
+    assert ignored.exit_code == 1
+    assert "--pooling, --dimensions shape dense vectors: leave them out" in ignored.stderr
     long = _run("embed", model, texts, "-o", tmp_path / "v.npy", "--chunk-texts", "2",
                 "--threads", "1")
     assert long.exit_code == 1

@@ -89,6 +89,13 @@ def embed_command(
         checks.choice("format", output_format, OUTPUT_FORMATS)
         if sparse and output_format != "jsonl":
             raise InvalidArgument("--sparse writes JSON lines: leave out --format npy")
+        dense_flags = [flag for flag, value in (("--pooling", embedding.pooling),
+                                                 ("--normalize", embedding.normalize),
+                                                 ("--dimensions", embedding.dimensions))
+                       if value is not None]
+        if sparse and dense_flags:
+            raise InvalidArgument(f"{', '.join(dense_flags)} shape dense vectors: leave "
+                                  f"{'them' if len(dense_flags) > 1 else 'it'} out with --sparse")
         if sparse and str(output).lower().endswith(".npy"):
             raise InvalidArgument(f"-o {output!r}: --sparse writes JSON lines, not an npy "
                                   "array: name the output .jsonl")
