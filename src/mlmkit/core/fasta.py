@@ -129,10 +129,11 @@ def is_fasta(path: str | Path) -> bool:
 
 def read_sequence(value: str | Path, what: str = "--sequence") -> str:
     """A wild-type sequence given as letters, as a FASTA file of one record, or as `-`:
-    standard input holding either (`what`: where it was given, for the error). Capital
-    letters that also name a file in the current folder are refused as ambiguous (a
-    protein `MKV` beside a file `MKV`: `./MKV` names the file); a name in lower case, as
-    files are usually named, is the file's."""
+    standard input holding either (`what`: where it was given, for the error). Residues
+    given as letters are capitals: capital letters that also name a file in the current
+    folder are refused as ambiguous (a protein `MKV` beside a file `MKV`: `./MKV` names the
+    file); a name in lower case, with a suffix or a folder is a file's, and one that names
+    no file is refused (`insulin` is not read as the protein INSULIN)."""
     value = str(value)
     if value == STDIN:
         lines = list(decoded_lines(STDIN))
