@@ -40,7 +40,8 @@ def test_embed_names_its_file_and_line(saved_tiny_mlm, tmp_path):
     long = _run("embed", model, texts, "-o", tmp_path / "v.npy", "--chunk-texts", "2",
                 "--threads", "1")
     assert long.exit_code == 1
-    assert f"'{texts}' line 6: " in long.stderr and "tokens, more than the 128" in long.stderr
+    assert f"'{texts}' line 6 has " in long.stderr
+    assert "tokens, more than the model's 128" in long.stderr
     (tmp_path / "empty.txt").write_text("")
     empty = _run("embed", model, tmp_path / "empty.txt", "--threads", "1")
     assert empty.exit_code == 1 and "empty.txt' holds no text" in empty.stderr

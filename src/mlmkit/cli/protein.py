@@ -11,6 +11,7 @@ import typer
 
 import mlmkit
 from mlmkit.cli.options import JSON, Runtime, command, command_group, trusting
+from mlmkit.core.checks import clipped
 from mlmkit.core.correlation import spearman_score
 from mlmkit.core.output import check_output_path, open_output
 from mlmkit.core.progress import status
@@ -81,7 +82,7 @@ def variants_command(
                                   "one of them as a file")
         protein = mlmkit.protein
         wild_type = protein.check_sequence(protein.read_sequence(sequence),
-                                           f"--sequence {_shown(sequence)}")
+                                           f"--sequence {clipped(sequence)}")
         scan = protein.dms.read_scan(dms, mutation_col)
         if score_col in scan.columns:
             raise InvalidArgument(f"{scan.path} already has a column {score_col!r}: name the "
@@ -126,11 +127,6 @@ def _report(result, scores: int, output: str | None, target_col: str | None, str
         status(text)
     else:
         typer.echo(text)
-
-
-def _shown(value: str, width: int = 40) -> str:
-    """A value as an error names it: cut to `width` characters (a sequence may be long)."""
-    return value if len(value) <= width else value[:width] + "…"
 
 
 BINDERS_HELP = "Design peptide binders of a target by masked infilling (PepMLM); PLL-scored."

@@ -22,6 +22,12 @@ def _shown(value) -> str:
     return repr(value)
 
 
+def clipped(text: str, width: int = 40) -> str:
+    """`text` as an error message quotes it: its first `width` characters and "…" when it is
+    longer (a protein sequence, a repr of a large object)."""
+    return text if len(text) <= width else text[:width] + "…"
+
+
 def _number(name: str, value, kind=float):
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidArgument(f"{name}={_shown(value)} ({_flag(name)}) must be a number")

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from mlmkit.core.checks import choice
+from mlmkit.core.checks import choice, clipped
 from mlmkit.core.records import (
     STDIN,
     TEXT_FORMATS,
@@ -142,7 +142,7 @@ def read_sequence(value: str | Path, what: str = "--sequence") -> str:
         return _one_record(list(_records(display_name(STDIN), lines)), value, what)
     if not (is_fasta(value) or _path_like(value) or names_a_file(value)):
         if value.isalpha() and not value.isupper():  # a file name, by its lower case
-            raise InvalidArgument(f"{what} {_shown(value)}: no such file, and letters in lower "
+            raise InvalidArgument(f"{what} {clipped(value)!r}: no such file, and letters in lower "
                                   "case are read as a file's name, not as residues: give an "
                                   "existing FASTA file, or the residues in capitals")
         return value
@@ -161,10 +161,6 @@ def _path_like(value: str) -> bool:
     `~` or `.`, or a file suffix."""
     return ("/" in value or "\\" in value or value.startswith(("~", "."))
             or bool(_FILE_SUFFIX.search(value)))
-
-
-def _shown(value: str, width: int = 40) -> str:
-    return repr(value) if len(value) <= width else repr(value[:width] + "…")
 
 
 def sequence_file(path: str | Path, what: str = "--sequence") -> str:

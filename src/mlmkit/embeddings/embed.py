@@ -14,7 +14,7 @@ budget cuts more often; past ~2k tokens a CPU matmul gains nothing from a larger
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
@@ -75,6 +75,7 @@ def embed(
     device=None,
     threads: int | None = None,
     progress: bool | None = None,
+    name_of: Callable[[int], str] | None = None,
 ) -> np.ndarray:
     """float32 vectors of `texts`: [n, d] for a list, [d] for one text.
 
@@ -84,7 +85,9 @@ def embed(
     else mean. `normalize`: unit length (None: a sentence-transformers directory's
     Normalize module, else False). `dimensions`: keep the first N (Matryoshka), before
     normalising. `prompt`: put before every text (None: the directory's default prompt).
-    Equal to sentence-transformers' `encode` for the same model and settings.
+    Equal to sentence-transformers' `encode` for the same model and settings. A text longer
+    than the model reads is an error before any work (a vector is never of a cut text),
+    naming it by `name_of(i)` (default: "text i+1"; a file's job names its line).
     """
     items = _texts(texts)
     if layers is not None:
@@ -115,7 +118,9 @@ def embed(
         return np.zeros((0, dimensions or width), dtype=np.float32)
     if prompt:
         items = [prompt + text for text in items]
-    ids = mlm.tokenizer(items, add_special_tokens=True)["input_ids"]
+    # verbose=False: transformers' warning of a text longer than the model would come
+    # before run_jobs' own one-line error for it
+    ids = mlm.tokenizer(items, add_special_tokens=True, verbose=False)["input_ids"]
     if batch_tokens is None and mlm.device.type == "cpu":
         longest = max(len(row) for row in ids)
         batch_tokens = max(min(default_batch_tokens(net, longest), CPU_BATCH_TOKENS), longest)
@@ -159,6 +164,7 @@ def embed(
     vectors = run_jobs(mlm, TokenJobs(ids, [[] for _ in ids]), reduce,
                        batch_tokens=batch_tokens, precision=precision, progress=progress,
                        description="embedding", unit="texts", call=None,
-                       max_length=mlm.max_length, name_of=lambda i: f"text {i + 1}")
+                       max_length=mlm.max_length,
+                       name_of=name_of or (lambda i: f"text {i + 1}"))
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     return vectors[0] if isinstance(texts, str) else vectors

@@ -34,7 +34,7 @@ from mlmkit.core import checks
 from mlmkit.core.fasta import input_texts, is_fasta
 from mlmkit.core.output import check_output_path, fsync_directory, open_output
 from mlmkit.core.progress import Progress, warn
-from mlmkit.core.records import STDIN, check_input_file, count_lines
+from mlmkit.core.records import STDIN, check_input_file, count_lines, display_name
 from mlmkit.core.results import Result
 from mlmkit.embeddings.embed import embed
 from mlmkit.embeddings.output import vector_lines, write_npy
@@ -177,8 +177,8 @@ def embed_file(
             lines: list[int] = []
 
             def flush():
-                check_lengths(mlm, chunk, lines, input_path)
-                vectors = embed(mlm, chunk, **options, progress=False)
+                vectors = embed(mlm, chunk, **options, progress=False,
+                                name_of=line_names(input_path, lines))
                 handle.write(vector_lines(vectors).encode("utf-8") if output_format == "jsonl"
                              else np.ascontiguousarray(vectors, dtype="<f4").tobytes())
                 handle.flush()
@@ -200,8 +200,8 @@ def embed_file(
             if chunk:
                 flush()
         if not n_records:
-            where = "standard input" if from_stdin else repr(str(input_path))
-            raise InvalidData(f"{where} holds no text: give one text per line")
+            raise InvalidData(f"{display_name(input_path)} holds no text: give one text per "
+                              "line")
         if output_format == "npy":
             handle.seek(0)
             handle.write(npy_header(taken, width))
@@ -267,17 +267,14 @@ def _embed_to_stdout(source, mlm, records, output_format, chunk_texts, options, 
             chunk.append(text)
             lines.append(line)
             if len(chunk) >= chunk_texts:
-                check_lengths(mlm, chunk, lines, source)
-                count += _emit(mlm, chunk, output_format, options, kept)
+                count += _emit(mlm, chunk, lines, source, output_format, options, kept)
                 bar.advance(len(chunk))
                 chunk, lines = [], []
         if chunk:
-            check_lengths(mlm, chunk, lines, source)
-            count += _emit(mlm, chunk, output_format, options, kept)
+            count += _emit(mlm, chunk, lines, source, output_format, options, kept)
             bar.advance(len(chunk))
     if not count:
-        where = "standard input" if str(source) == STDIN else repr(str(source))
-        raise InvalidData(f"{where} holds no text: give one text per line")
+        raise InvalidData(f"{display_name(source)} holds no text: give one text per line")
     if output_format == "npy":
         with open_output("-", mode="wb") as out:
             write_npy(out, np.concatenate(kept))
@@ -285,21 +282,13 @@ def _embed_to_stdout(source, mlm, records, output_format, chunk_texts, options, 
                             seconds=time.perf_counter() - began, output="-")
 
 
-def check_lengths(mlm, texts: list[str], lines: list[int], source) -> None:
-    """Refuse, naming its file and line, a text longer than the model reads (an embedding
-    is of the whole text: it is never cut), before its chunk is embedded."""
-    lengths = [len(ids) for ids in mlm.tokenizer(texts, add_special_tokens=True,
-                                                   verbose=False)["input_ids"]]
-    for length, line in zip(lengths, lines, strict=True):
-        if length > mlm.max_length:
-            where = "standard input" if str(source) == STDIN else repr(str(source))
-            raise InvalidData(f"{where} line {line}: {length} tokens, more than the "
-                              f"{mlm.max_length} the model reads (an embedding is never of a "
-                              "cut text): shorten or split that text")
+def line_names(source, lines: list[int]):
+    """What an error calls text i of a chunk: its file (or standard input) and line."""
+    return lambda i: f"{display_name(source)} line {lines[i]}"
 
 
-def _emit(mlm, chunk, output_format, options, kept) -> int:
-    vectors = embed(mlm, chunk, **options, progress=False)
+def _emit(mlm, chunk, lines, source, output_format, options, kept) -> int:
+    vectors = embed(mlm, chunk, **options, progress=False, name_of=line_names(source, lines))
     if output_format == "jsonl":
         sys.stdout.write(vector_lines(vectors))
         sys.stdout.flush()

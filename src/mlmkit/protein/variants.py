@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
+from mlmkit.core.checks import clipped
 from mlmkit.engine.batching import run_jobs
 from mlmkit.errors import InvalidArgument, InvalidData
 from mlmkit.models.load import prepare_mlm
@@ -157,7 +158,7 @@ def variant_effects(
     if isinstance(mutations, str):
         mutations = [mutations]
     if not isinstance(mutations, Iterable) or isinstance(mutations, (bytes, dict)):
-        raise InvalidArgument(f"mutations={_shown(mutations)}: give a mutation string "
+        raise InvalidArgument(f"mutations={clipped(repr(mutations), 60)}: give a mutation string "
                               "(A42G, or A42G:V50L) or a list of them")
     mutations = list(mutations)  # a list, a tuple, a numpy array, a pandas column
     variants = [parse_variant(text, sequence, int(offset), name=f"mutation {i + 1} ({text!r})",
@@ -173,11 +174,6 @@ def variant_effects(
              "mutant-marginals": _mutant_marginals, "pll": _pll}[strategy]
     run = dict(batch_tokens=batch_tokens, precision=precision, progress=progress)
     return score(mlm, protein, variants, strategy=strategy, run=run)
-
-
-def _shown(value, width: int = 60) -> str:
-    text = repr(value)
-    return text if len(text) <= width else text[:width] + "…"
 
 
 def _token(mlm, letter: str) -> int:
